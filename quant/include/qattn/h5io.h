@@ -1,0 +1,87 @@
+/* HDF5 activation files, schema "qattn-activations/1" (DESIGN.md):
+ *
+ *   root attributes: schema, model, source, license, text_source (strings),
+ *                    rope_applied, causal (integers 0/1),
+ *                    optional eval_loss (float), vocab_size (integer),
+ *                    softmax_scale (float: the model's own scale when it
+ *                    is not 1/sqrt(d), e.g. Gemma's query_pre_attn_scalar)
+ *   /layer_00, /layer_01, ...: datasets q [Hq, N, d], k [Hkv, N, d],
+ *                              v [Hkv, N, d], float16 or float32
+ *   optional /seqlens int64 [nseq], summing to N
+ *
+ * Every layer must have the same Hq, Hkv, N, d (and Hq % Hkv == 0). Every
+ * failure gives a message naming the file, dataset or attribute and what is
+ * wrong with it. */
+#ifndef QATTN_H5IO_H
+#define QATTN_H5IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qattn/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QATTN_ACT_SCHEMA "qattn-activations/1"
+
+typedef struct qattn_act_meta {
+    char model[256];
+    char source[256];
+    char license[256];
+    char text_source[512];
+    int rope_applied;      /* 1: Q/K after rotary embedding */
+    int causal;            /* 1: the model attends causally */
+    int has_eval_loss;
+    double eval_loss;      /* held-out loss per token, natural log */
+    int has_vocab_size;
+    long vocab_size;
+    int has_softmax_scale;
+    double softmax_scale;
+    size_t nlayers, hq, hkv, n, d;
+    int f16;               /* 1: datasets stored as float16 */
+    int64_t *seqlens;      /* [nseq] owned, or NULL when absent */
+    size_t nseq;
+} qattn_act_meta;
+
+typedef struct qattn_act_file {
+    qattn_act_meta meta;
+    char path[1024];
+    long long fid;         /* hid_t of the open file */
+} qattn_act_file;
+
+/* Open and validate the whole file (attributes, every layer's datasets,
+ * shapes, types, seqlens). Does not read the activations themselves. */
+int qattn_act_open(const char *path, qattn_act_file *f, qattn_err *err);
+/* Read layer l into q [hq, n, d], k [hkv, n, d], v [hkv, n, d] as float32.
+ * Fails with QATTN_ERR_NAN naming layer, dataset and element on NaN/Inf. */
+int qattn_act_read_layer(qattn_act_file *f, size_t layer, float *q, float *k,
+                         float *v, qattn_err *err);
+void qattn_act_close(qattn_act_file *f);
+
+/* Writer: data goes to a temporary file beside `path`, renamed on commit;
+ * abort (or any failure) removes it, so no partial file is ever left. */
+typedef struct qattn_act_writer {
+    qattn_act_meta meta;   /* copy of the caller's (seqlens copied too) */
+    char path[1024];
+    char tmp[1100];
+    long long fid;
+    size_t written;        /* layers written so far */
+} qattn_act_writer;
+
+int qattn_act_write_begin(qattn_act_writer *w, const char *path,
+                          const qattn_act_meta *meta, qattn_err *err);
+/* layers must be written in order 0, 1, ...; q/k/v as in read_layer */
+int qattn_act_write_layer(qattn_act_writer *w, const float *q, const float *k,
+                          const float *v, qattn_err *err);
+/* all meta.nlayers layers written: close and rename into place */
+int qattn_act_write_commit(qattn_act_writer *w, qattn_err *err);
+void qattn_act_write_abort(qattn_act_writer *w);
+
+void qattn_act_meta_free(qattn_act_meta *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

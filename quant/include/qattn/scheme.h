@@ -1,0 +1,71 @@
+/* Schemes: how each operand is stored and how products accumulate.
+ *
+ *   q=FMT[@GROUP] k=FMT[@GROUP] p=FMT[@static] v=FMT[@GROUP]
+ *   smooth=none|q|k|v|q+k|q+k+v...  acc=fp32|fp16|fp22[+fp32:N]
+ *   kblock=B  out=fp32|fp16|bf16
+ *
+ * A string may start with a preset name, the keys after it override the
+ * preset: "sage2-8b acc=fp22". */
+#ifndef QATTN_SCHEME_H
+#define QATTN_SCHEME_H
+
+#include <stddef.h>
+
+#include "qattn/error.h"
+#include "qattn/formats.h"
+#include "qattn/group.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum qattn_acc {
+    QATTN_ACC_FP32 = 0,
+    QATTN_ACC_FP16, /* every add (and the rescale) rounded to fp16 */
+    QATTN_ACC_FP22  /* every add cut to fp22 (qattn_fp22_cut); rescale in fp32 */
+} qattn_acc;
+
+typedef struct qattn_operand {
+    qattn_fmt fmt;     /* fp32, fp16, bf16: no scale; int8/int4/e4m3/e5m2: scaled */
+    qattn_group group; /* meaningful only for scaled formats */
+} qattn_operand;
+
+enum {
+    QATTN_SMOOTH_Q = 1,
+    QATTN_SMOOTH_K = 2,
+    QATTN_SMOOTH_V = 4
+};
+
+typedef struct qattn_scheme {
+    qattn_operand q, k, v;
+    qattn_fmt p;      /* storage of P = exp2(S - m) for the PV product */
+    int p_static;     /* 1: P stored as P*qmax (scale 1/qmax); 0: plain cast */
+    unsigned smooth;  /* QATTN_SMOOTH_* bits */
+    qattn_acc acc;    /* PV accumulator kept in registers across key blocks */
+    int acc_chunk;    /* 0: single level; N > 0: acc restarts from 0 every N
+                       * keys and is added into an fp32 buffer (two-level) */
+    int kblock;       /* keys per online-softmax step */
+    int qblock;       /* Q smoothing block; 0 = the Q group's block, else 128 */
+    qattn_fmt out;    /* fp32, fp16, bf16 */
+} qattn_scheme;
+
+/* Parse a scheme string or a preset name. Unknown keys, bad values and
+ * unknown presets give QATTN_ERR_ARG with a message naming the word. */
+int qattn_scheme_parse(const char *spec, qattn_scheme *s, qattn_err *err);
+/* Canonical full spec string; returns buf (512 bytes is always enough). */
+char *qattn_scheme_format(const qattn_scheme *s, char *buf, size_t len);
+
+/* Presets, in the order `qattn schemes` lists them. */
+size_t qattn_scheme_preset_count(void);
+const char *qattn_scheme_preset_name(size_t i);
+const char *qattn_scheme_preset_spec(size_t i);
+/* spec of a preset by name, or NULL */
+const char *qattn_scheme_preset_find(const char *name);
+
+/* Q smoothing block actually used (qblock, else the Q group's B, else 128) */
+int qattn_scheme_qblock(const qattn_scheme *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

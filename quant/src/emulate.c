@@ -1,0 +1,505 @@
+/* Emulation of a quantized attention kernel, tile by tile (DESIGN.md
+ * "Reference and emulation"):
+ *
+ *   1. smoothing: K minus its channel mean; Q minus the mean of its block
+ *      (the product of that mean with the smoothed K, dS, is added back to S);
+ *      V minus its channel mean (added back to O);
+ *   2. Q, K, V quantized by their scale groups;
+ *   3. S = dot products of the stored values, computed exactly (integers in
+ *      an sgemm, exact while d <= 1024; float formats in a dgemm, exact for
+ *      fp8) and rounded once to fp32, times sq[i] * sk[j] when the groups
+ *      let the scales factor out of the dot product;
+ *   4. online softmax in base 2 over blocks of `kblock` keys aligned at key 0,
+ *      P = exp2(S - m) quantized per p=, row sum l from the unquantized P;
+ *   5. O accumulated per acc= (fp32, fp16, fp22; two-level with an fp32
+ *      buffer flushed every N keys), rescaled by exp2(m_old - m_new) at each
+ *      block;
+ *   6. O / l, times 1/qmax(p) for a static P scale, times V's per-channel
+ *      scale, plus V's mean, rounded to out=.
+ *
+ * Not bit-exact against a GPU in exp2 (ex2.approx there, exp2f here) and in
+ * the order the tensor cores sum products; everything else rounds where the
+ * kernel rounds. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas.h"
+#include "qattn/attn.h"
+#include "segments.h"
+
+#ifndef M_LOG2E
+#define M_LOG2E 1.4426950408889634074
+#endif
+#ifndef M_LN2
+#define M_LN2 0.69314718055994530942
+#endif
+
+#define EMU_TILE 64
+
+static inline float cut22(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u &= 0xFFFFFC00u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* fp16 rounding of a float: a fast bit path for the normal fp16 range, the
+ * reference encoder elsewhere. */
+static inline float round16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    uint32_t e = (u >> 23) & 0xFF;
+    if (e >= 113 && e <= 141) { /* 2^-14 <= |x| < 2^15: stays normal */
+        u += 0x0FFFu + ((u >> 13) & 1u);
+        u &= 0xFFFFE000u;
+        memcpy(&x, &u, 4);
+        return x;
+    }
+    return qattn_fp16_decode(qattn_fp16_encode(x));
+}
+
+/* O[c] += p * v[c] with the accumulator's rounding after each add */
+static void pv_add(qattn_acc acc, float *o, const float *v, float p, size_t d)
+{
+    switch (acc) {
+    case QATTN_ACC_FP32:
+        for (size_t c = 0; c < d; c++)
+            o[c] = o[c] + p * v[c];
+        break;
+    case QATTN_ACC_FP22:
+        for (size_t c = 0; c < d; c++)
+            o[c] = cut22(o[c] + p * v[c]);
+        break;
+    case QATTN_ACC_FP16:
+        for (size_t c = 0; c < d; c++)
+            o[c] = round16(o[c] + p * v[c]);
+        break;
+    }
+}
+
+/* O[c] += x[c] with the accumulator's rounding (one add per element) */
+static void vec_add(qattn_acc acc, float *o, const float *x, size_t d)
+{
+    switch (acc) {
+    case QATTN_ACC_FP32:
+        for (size_t c = 0; c < d; c++)
+            o[c] = o[c] + x[c];
+        break;
+    case QATTN_ACC_FP22:
+        for (size_t c = 0; c < d; c++)
+            o[c] = cut22(o[c] + x[c]);
+        break;
+    case QATTN_ACC_FP16:
+        for (size_t c = 0; c < d; c++)
+            o[c] = round16(o[c] + x[c]);
+        break;
+    }
+}
+
+/* rescale by alpha: fp16 registers round, fp32/fp22 registers are scaled by
+ * an ordinary fp32 multiply */
+static void vec_scale(qattn_acc acc, float *o, float alpha, size_t d)
+{
+    if (alpha == 1.0f)
+        return;
+    if (acc == QATTN_ACC_FP16)
+        for (size_t c = 0; c < d; c++)
+            o[c] = round16(o[c] * alpha);
+    else
+        for (size_t c = 0; c < d; c++)
+            o[c] = o[c] * alpha;
+}
+
+static int group_splits_channels(const qattn_operand *op, size_t d)
+{
+    return qattn_fmt_is_scaled(op->fmt) && qattn_group_nch(&op->group, d) > 1;
+}
+
+typedef struct emu_seg {
+    size_t sq, sk, d;
+    qattn_qtensor qt, kt, vt;
+    int factored;      /* S = dot(values) * sq * sk */
+    int int_qk;        /* both Q and K integer: sgemm is exact */
+    double *qd, *kd;   /* [sq, d], [sk, d] double copies for the dgemm path */
+    float *qsc;        /* [sq] per-row Q scale (factored path) */
+    float *ksc;        /* [sk] per-key K scale (factored path) */
+    float *ds;         /* [nqb, sk] Q-smoothing correction, or NULL */
+    size_t qblock;
+    float *vmean;      /* [d] V mean, or NULL */
+    float *vval;       /* [sk, d] values entering P.V (codes or dequantized) */
+    float *vsc;        /* [d] per-channel V scale factored out, or NULL */
+    int int_pv;        /* P and V both integer: exact block partial sums */
+} emu_seg;
+
+static void emu_seg_free(emu_seg *e)
+{
+    qattn_qtensor_free(&e->qt);
+    qattn_qtensor_free(&e->kt);
+    qattn_qtensor_free(&e->vt);
+    free(e->qd);
+    free(e->kd);
+    free(e->qsc);
+    free(e->ksc);
+    free(e->ds);
+    free(e->vmean);
+    free(e->vval);
+    free(e->vsc);
+}
+
+static int emu_prepare(const qattn_scheme *s, const float *q, const float *k, const float *v, size_t sq, size_t sk,
+                       size_t d, emu_seg *e, qattn_err *err)
+{
+    memset(e, 0, sizeof *e);
+    e->sq = sq;
+    e->sk = sk;
+    e->d = d;
+    int rc = QATTN_OK;
+    float *qs = malloc(sq * d * sizeof *qs), *ks = malloc(sk * d * sizeof *ks), *vs = malloc(sk * d * sizeof *vs);
+    float *mean = NULL;
+    if (!qs || !ks || !vs) {
+        rc = qattn_err_set(err, QATTN_ERR_NOMEM, "out of memory preparing a %zu x %zu head", sq, d);
+        goto done;
+    }
+    memcpy(qs, q, sq * d * sizeof *qs);
+    memcpy(ks, k, sk * d * sizeof *ks);
+    memcpy(vs, v, sk * d * sizeof *vs);
+    if (s->smooth & QATTN_SMOOTH_K) {
+        mean = malloc(d * sizeof *mean);
+        if (!mean)
+            goto nomem;
+        qattn_smooth_mean(ks, sk, d, mean);
+        qattn_smooth_sub(ks, sk, d, mean, ks);
+        free(mean);
+        mean = NULL;
+    }
+    if (s->smooth & QATTN_SMOOTH_V) {
+        e->vmean = malloc(d * sizeof *e->vmean);
+        if (!e->vmean)
+            goto nomem;
+        qattn_smooth_mean(vs, sk, d, e->vmean);
+        qattn_smooth_sub(vs, sk, d, e->vmean, vs);
+    }
+    if (s->smooth & QATTN_SMOOTH_Q) {
+        e->qblock = (size_t)qattn_scheme_qblock(s);
+        size_t nqb = (sq + e->qblock - 1) / e->qblock;
+        mean = malloc(nqb * d * sizeof *mean);
+        double *md = malloc(nqb * d * sizeof *md), *kd = malloc(sk * d * sizeof *kd),
+               *dsd = malloc(nqb * sk * sizeof *dsd);
+        e->ds = malloc(nqb * sk * sizeof *e->ds);
+        if (!mean || !md || !kd || !dsd || !e->ds) {
+            free(md);
+            free(kd);
+            free(dsd);
+            goto nomem;
+        }
+        qattn_smooth_blocks(qs, sq, d, e->qblock, mean, qs);
+        for (size_t i = 0; i < nqb * d; i++)
+            md[i] = mean[i];
+        for (size_t i = 0; i < sk * d; i++)
+            kd[i] = ks[i];
+        /* dS = mean(Q block) . K_smoothed, in high precision, kept in fp32 */
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nqb, (int)sk, (int)d, 1.0, md, (int)d, kd, (int)d,
+                    0.0, dsd, (int)sk);
+        for (size_t i = 0; i < nqb * sk; i++)
+            e->ds[i] = (float)dsd[i];
+        free(md);
+        free(kd);
+        free(dsd);
+        free(mean);
+        mean = NULL;
+    }
+    if ((rc = qattn_qtensor_init(&e->qt, s->q.fmt, &s->q.group, qs, sq, d, err)) ||
+        (rc = qattn_qtensor_init(&e->kt, s->k.fmt, &s->k.group, ks, sk, d, err)) ||
+        (rc = qattn_qtensor_init(&e->vt, s->v.fmt, &s->v.group, vs, sk, d, err)))
+        goto done;
+
+    /* ---- S path ---- */
+    e->factored = !group_splits_channels(&s->q, d) && !group_splits_channels(&s->k, d);
+    e->int_qk = e->factored && qattn_fmt_is_int(s->q.fmt) && qattn_fmt_is_int(s->k.fmt);
+    if (e->factored) {
+        e->qsc = malloc(sq * sizeof *e->qsc);
+        e->ksc = malloc(sk * sizeof *e->ksc);
+        if (!e->qsc || !e->ksc)
+            goto nomem;
+        for (size_t i = 0; i < sq; i++)
+            e->qsc[i] = e->qt.scale ? e->qt.scale[qattn_group_tok_index(&e->qt.group, i)] : 1.0f;
+        for (size_t j = 0; j < sk; j++)
+            e->ksc[j] = e->kt.scale ? e->kt.scale[qattn_group_tok_index(&e->kt.group, j)] : 1.0f;
+    }
+    if (!e->int_qk) {
+        e->qd = malloc(sq * d * sizeof *e->qd);
+        e->kd = malloc(sk * d * sizeof *e->kd);
+        if (!e->qd || !e->kd)
+            goto nomem;
+        for (size_t i = 0; i < sq; i++)
+            for (size_t c = 0; c < d; c++)
+                e->qd[i * d + c] = e->factored ? e->qt.val[i * d + c] : qattn_qtensor_at(&e->qt, i, c);
+        for (size_t j = 0; j < sk; j++)
+            for (size_t c = 0; c < d; c++)
+                e->kd[j * d + c] = e->factored ? e->kt.val[j * d + c] : qattn_qtensor_at(&e->kt, j, c);
+    }
+
+    /* ---- V as it enters P.V ---- */
+    e->vval = malloc(sk * d * sizeof *e->vval);
+    if (!e->vval)
+        goto nomem;
+    if (qattn_fmt_is_scaled(s->v.fmt) && qattn_group_token_uniform(&s->v.group)) {
+        /* one scale per channel group over all keys: it factors out of the
+         * sum over keys and is applied once to O, as the kernel does */
+        memcpy(e->vval, e->vt.val, sk * d * sizeof *e->vval);
+        e->vsc = malloc(d * sizeof *e->vsc);
+        if (!e->vsc)
+            goto nomem;
+        for (size_t c = 0; c < d; c++)
+            e->vsc[c] = e->vt.scale[qattn_group_ch_index(&e->vt.group, c)];
+    } else {
+        for (size_t j = 0; j < sk; j++)
+            for (size_t c = 0; c < d; c++)
+                e->vval[j * d + c] = qattn_qtensor_at(&e->vt, j, c);
+    }
+    e->int_pv = e->vsc && qattn_fmt_is_int(s->v.fmt) && qattn_fmt_is_int(s->p) && s->p_static;
+    goto done;
+nomem:
+    rc = qattn_err_set(err, QATTN_ERR_NOMEM, "out of memory preparing a %zu x %zu head", sq, d);
+done:
+    free(qs);
+    free(ks);
+    free(vs);
+    free(mean);
+    if (rc)
+        emu_seg_free(e);
+    return rc;
+}
+
+/* dot tile: rows [i0, i0 + rows) x keys [j0, j0 + nk) of stored values */
+static void emu_dots(const emu_seg *e, size_t i0, size_t rows, size_t j0, size_t nk, float *dot, double *dotd)
+{
+    size_t d = e->d;
+    if (e->int_qk) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)nk, (int)d, 1.0f, e->qt.val + i0 * d,
+                    (int)d, e->kt.val + j0 * d, (int)d, 0.0f, dot, (int)nk);
+    } else {
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)nk, (int)d, 1.0, e->qd + i0 * d, (int)d,
+                    e->kd + j0 * d, (int)d, 0.0, dotd, (int)nk);
+        for (size_t i = 0; i < rows * nk; i++)
+            dot[i] = (float)dotd[i];
+    }
+}
+
+typedef struct emu_row_buf {
+    float *s2;    /* [kblock-aligned span] base-2 logits */
+    float *p;     /* [kblock] P as computed (fp32) */
+    float *pq;    /* [kblock] P as stored */
+    float *o;     /* [d] accumulator (single level) or fp32 buffer */
+    float *inner; /* [d] inner accumulator (two-level) */
+    double *part; /* [d] exact integer partial sums */
+    float *tmp;   /* [d] */
+} emu_row_buf;
+
+static void emu_row(const qattn_scheme *s, const emu_seg *e, const qattn_mask *m, float c2, size_t i,
+                    const float *dotrow, size_t jt0, emu_row_buf *b, float *o, float *lse)
+{
+    size_t d = e->d, sk = e->sk, kb = (size_t)s->kblock;
+    size_t lo, hi;
+    qattn_mask_range(m, i, e->sq, sk, &lo, &hi);
+    if (lo >= hi) {
+        for (size_t c = 0; c < d; c++)
+            o[c] = 0.0f;
+        if (lse)
+            *lse = -INFINITY;
+        return;
+    }
+    size_t jb0 = lo / kb * kb;
+    size_t jb1 = (hi + kb - 1) / kb * kb;
+    if (jb1 > sk)
+        jb1 = sk;
+    /* logits of every key of the touched blocks, masked ones -inf */
+    const float *dsrow = e->ds ? e->ds + (i / e->qblock) * sk : NULL;
+    float qs = e->factored ? e->qsc[i] : 1.0f;
+    for (size_t j = jb0; j < jb1; j++) {
+        float x = dotrow[j - jt0];
+        if (e->factored)
+            x = x * (qs * e->ksc[j]);
+        if (dsrow)
+            x = x + dsrow[j];
+        b->s2[j - jb0] = (j >= lo && j < hi) ? x * c2 : -INFINITY;
+    }
+    int two = s->acc_chunk > 0;
+    size_t chunk = (size_t)s->acc_chunk;
+    qattn_acc acc = s->acc;
+    memset(b->o, 0, d * sizeof *b->o);
+    memset(b->inner, 0, d * sizeof *b->inner);
+    float *a = two ? b->inner : b->o; /* where products land */
+    float pmul = s->p_static ? qattn_fmt_qmax(s->p) : 1.0f;
+    float mrow = -INFINITY, l = 0.0f;
+    for (size_t j0 = jb0; j0 < jb1; j0 += kb) {
+        size_t j1 = j0 + kb < sk ? j0 + kb : sk, n = j1 - j0;
+        const float *s2 = b->s2 + (j0 - jb0);
+        float mb = -INFINITY;
+        for (size_t j = 0; j < n; j++)
+            if (s2[j] > mb)
+                mb = s2[j];
+        float mnew = mb > mrow ? mb : mrow;
+        float alpha = exp2f(mrow - mnew);
+        float sum = 0.0f;
+        for (size_t j = 0; j < n; j++) {
+            float p = exp2f(s2[j] - mnew); /* masked: exp2(-inf) = 0 */
+            b->p[j] = p;
+            sum = sum + p;
+        }
+        l = l * alpha + sum;
+        if (two) {
+            vec_scale(QATTN_ACC_FP32, b->o, alpha, d);
+            vec_scale(acc, b->inner, alpha, d);
+        } else {
+            vec_scale(acc, b->o, alpha, d);
+        }
+        mrow = mnew;
+        for (size_t j = 0; j < n; j++)
+            b->pq[j] = s->p == QATTN_FMT_FP32 ? b->p[j] : qattn_fmt_round(s->p, b->p[j] * pmul);
+        if (e->int_pv) {
+            /* integer P x integer V: exact in the int32 mma accumulator for
+             * the whole block, added to the accumulator once */
+            memset(b->part, 0, d * sizeof *b->part);
+            for (size_t j = 0; j < n; j++) {
+                float pj = b->pq[j];
+                const float *vr = e->vval + (j0 + j) * d;
+                for (size_t c = 0; c < d; c++)
+                    b->part[c] += (double)pj * vr[c];
+            }
+            for (size_t c = 0; c < d; c++)
+                b->tmp[c] = (float)b->part[c];
+            vec_add(acc, a, b->tmp, d);
+            if (two && j1 / chunk != j0 / chunk) {
+                vec_add(QATTN_ACC_FP32, b->o, b->inner, d);
+                memset(b->inner, 0, d * sizeof *b->inner);
+            }
+        } else {
+            for (size_t j = 0; j < n; j++) {
+                pv_add(acc, a, e->vval + (j0 + j) * d, b->pq[j], d);
+                if (two && (j0 + j + 1) % chunk == 0) {
+                    vec_add(QATTN_ACC_FP32, b->o, b->inner, d);
+                    memset(b->inner, 0, d * sizeof *b->inner);
+                }
+            }
+        }
+    }
+    if (two)
+        vec_add(QATTN_ACC_FP32, b->o, b->inner, d);
+    for (size_t c = 0; c < d; c++) {
+        float x = b->o[c] / l;
+        if (s->p_static)
+            x = x / pmul;
+        if (e->vsc)
+            x = x * e->vsc[c];
+        if (e->vmean)
+            x = x + e->vmean[c];
+        o[c] = qattn_fmt_round(s->out, x);
+    }
+    if (lse)
+        *lse = (float)(((double)mrow + log2((double)l)) * M_LN2);
+}
+
+static int emu_segment(const qattn_scheme *s, const float *q, const float *k, const float *v, size_t sq, size_t sk,
+                       size_t d, const qattn_mask *m, double scale, float *o, float *lse, qattn_err *err)
+{
+    emu_seg e;
+    int rc = emu_prepare(s, q, k, v, sq, sk, d, &e, err);
+    if (rc)
+        return rc;
+    size_t kb = (size_t)s->kblock;
+    float c2 = (float)(scale * M_LOG2E);
+    float *dot = malloc(EMU_TILE * sk * sizeof *dot);
+    double *dotd = e.int_qk ? NULL : malloc(EMU_TILE * sk * sizeof *dotd);
+    emu_row_buf b;
+    b.s2 = malloc((sk + kb) * sizeof *b.s2);
+    b.p = malloc(kb * sizeof *b.p);
+    b.pq = malloc(kb * sizeof *b.pq);
+    b.o = malloc(d * sizeof *b.o);
+    b.inner = malloc(d * sizeof *b.inner);
+    b.part = malloc(d * sizeof *b.part);
+    b.tmp = malloc(d * sizeof *b.tmp);
+    if (!dot || (!e.int_qk && !dotd) || !b.s2 || !b.p || !b.pq || !b.o || !b.inner || !b.part || !b.tmp) {
+        rc = qattn_err_set(err, QATTN_ERR_NOMEM, "out of memory in the emulation (%zu x %zu)", sq, sk);
+        goto done;
+    }
+    for (size_t i0 = 0; i0 < sq; i0 += EMU_TILE) {
+        size_t rows = sq - i0 < EMU_TILE ? sq - i0 : EMU_TILE;
+        size_t klo = sk, khi = 0;
+        for (size_t i = i0; i < i0 + rows; i++) {
+            size_t lo, hi;
+            qattn_mask_range(m, i, sq, sk, &lo, &hi);
+            if (lo < hi) {
+                klo = lo < klo ? lo : klo;
+                khi = hi > khi ? hi : khi;
+            }
+        }
+        size_t jt0 = 0, nk = 0;
+        if (klo < khi) {
+            jt0 = klo / kb * kb;
+            size_t jt1 = (khi + kb - 1) / kb * kb;
+            nk = (jt1 < sk ? jt1 : sk) - jt0;
+            emu_dots(&e, i0, rows, jt0, nk, dot, dotd);
+        }
+        for (size_t r = 0; r < rows; r++)
+            emu_row(s, &e, m, c2, i0 + r, dot + r * nk, jt0, &b, o + (i0 + r) * d, lse ? lse + i0 + r : NULL);
+    }
+done:
+    free(dot);
+    free(dotd);
+    free(b.s2);
+    free(b.p);
+    free(b.pq);
+    free(b.o);
+    free(b.inner);
+    free(b.part);
+    free(b.tmp);
+    emu_seg_free(&e);
+    return rc;
+}
+
+int qattn_emu_head(const qattn_scheme *s, const qattn_head *h, const qattn_mask *m, double scale, float *o,
+                   float *lse, qattn_err *err)
+{
+    size_t nseg;
+    int rc = qattn_head_check(h, &nseg, err);
+    if (rc)
+        return rc;
+    if (s->kblock <= 0)
+        return qattn_err_set(err, QATTN_ERR_ARG, "kblock must be positive");
+    if (qattn_fmt_is_int(s->q.fmt) && qattn_fmt_is_int(s->k.fmt) && h->d > 1024)
+        return qattn_err_set(err, QATTN_ERR_RANGE, "integer Q.K dot products are exact only for d <= 1024 (d = %zu)",
+                             h->d);
+    qattn_blas_init();
+    if (!(scale > 0.0))
+        scale = 1.0 / sqrt((double)h->d);
+    for (size_t sg = 0; sg < nseg; sg++) {
+        size_t off, sq, sk;
+        qattn_head_segment(h, sg, &off, &sq, &sk);
+        size_t koff = h->seqlens ? off : 0;
+        rc = emu_segment(s, h->q + off * h->d, h->k + koff * h->d, h->v + koff * h->d, sq, sk, h->d, m, scale,
+                         o + off * h->d, lse ? lse + off : NULL, err);
+        if (rc)
+            return rc;
+    }
+    return QATTN_OK;
+}
+
+int qattn_emu_mha(const qattn_scheme *s, const qattn_mha *a, const qattn_mask *m, double scale, float *o, float *lse,
+                  qattn_err *err)
+{
+    for (size_t h = 0; h < a->hq; h++) {
+        qattn_head hv;
+        int rc = qattn_mha_head(a, h, &hv, err);
+        if (!rc)
+            rc = qattn_emu_head(s, &hv, m, scale, o + h * a->sq * a->d, lse ? lse + h * a->sq : NULL, err);
+        if (rc)
+            return rc;
+    }
+    return QATTN_OK;
+}

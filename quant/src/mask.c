@@ -1,0 +1,90 @@
+/* Attention masks. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qattn/attn.h"
+
+static int parse_long_nonneg(const char *s, const char *end, long *out)
+{
+    if (s == end || end - s > 12)
+        return -1;
+    long v = 0;
+    for (const char *p = s; p < end; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        v = v * 10 + (*p - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+int qattn_mask_parse(const char *spec, qattn_mask *m, qattn_err *err)
+{
+    memset(m, 0, sizeof *m);
+    if (!spec)
+        spec = "";
+    if (!strcmp(spec, "none")) {
+        m->kind = QATTN_MASK_NONE;
+    } else if (!strcmp(spec, "causal")) {
+        m->kind = QATTN_MASK_CAUSAL;
+    } else if (!strcmp(spec, "causal-br")) {
+        m->kind = QATTN_MASK_CAUSAL_BR;
+    } else if (!strncmp(spec, "window:", 7)) {
+        const char *a = spec + 7, *comma = strchr(a, ',');
+        if (!comma || parse_long_nonneg(a, comma, &m->left) ||
+            parse_long_nonneg(comma + 1, comma + 1 + strlen(comma + 1), &m->right))
+            return qattn_err_set(err, QATTN_ERR_ARG,
+                                 "mask '%s': window needs two non-negative integers, as in window:128,0", spec);
+        m->kind = QATTN_MASK_WINDOW;
+    } else {
+        return qattn_err_set(err, QATTN_ERR_ARG, "unknown mask '%s' (none, causal, causal-br, window:L,R)", spec);
+    }
+    return QATTN_OK;
+}
+
+char *qattn_mask_format(const qattn_mask *m, char *buf, size_t len)
+{
+    switch (m->kind) {
+    case QATTN_MASK_NONE: snprintf(buf, len, "none"); break;
+    case QATTN_MASK_CAUSAL: snprintf(buf, len, "causal"); break;
+    case QATTN_MASK_CAUSAL_BR: snprintf(buf, len, "causal-br"); break;
+    case QATTN_MASK_WINDOW: snprintf(buf, len, "window:%ld,%ld", m->left, m->right); break;
+    }
+    return buf;
+}
+
+void qattn_mask_range(const qattn_mask *m, size_t i, size_t sq, size_t sk, size_t *lo, size_t *hi)
+{
+    long long a = 0, b = (long long)sk; /* [a, b) */
+    long long ii = (long long)i, shift = (long long)sk - (long long)sq;
+    switch (m->kind) {
+    case QATTN_MASK_NONE:
+        break;
+    case QATTN_MASK_CAUSAL:
+        b = ii + 1;
+        break;
+    case QATTN_MASK_CAUSAL_BR:
+        b = ii + shift + 1;
+        break;
+    case QATTN_MASK_WINDOW:
+        a = ii + shift - m->left;
+        b = ii + shift + m->right + 1;
+        break;
+    }
+    if (a < 0)
+        a = 0;
+    if (b > (long long)sk)
+        b = (long long)sk;
+    if (b < a)
+        b = a;
+    *lo = (size_t)a;
+    *hi = (size_t)b;
+}
+
+int qattn_mask_allows(const qattn_mask *m, size_t i, size_t j, size_t sq, size_t sk)
+{
+    size_t lo, hi;
+    qattn_mask_range(m, i, sq, sk, &lo, &hi);
+    return j >= lo && j < hi;
+}

@@ -1,0 +1,377 @@
+/* qattn accuracy: every selected (layer, head) x scheme against float64
+#define _POSIX_C_SOURCE 200809L
+ * attention on the file's own values. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "qattn/attn.h"
+#include "qattn/h5io.h"
+#include "qattn/metrics.h"
+#include "schemelist.h"
+#include "select.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: qattn accuracy --data F.h5 --schemes LIST --out DIR [options]\n\n"
+            "Runs every selected layer x head x scheme and compares it with float64 attention\n"
+            "on the file's values. Writes DIR/accuracy.csv (one row per layer, head, scheme) and\n"
+            "DIR/summary.csv (per scheme and metric: mean, worst, 95%% bootstrap interval).\n\n"
+            "  --data F.h5       activation file (qattn-activations/1)\n"
+            "  --schemes LIST    comma-separated preset names and/or scheme strings\n"
+            "                    (e.g. 'sage2-8b,fp16,q=int8@token k=int8@token smooth=k')\n"
+            "  --out DIR         output directory (created if missing)\n"
+            "  --layers SEL      layers: all (default), 3, 0,2 or 4-7\n"
+            "  --heads SEL       query heads, same syntax\n"
+            "  --mask M          none, causal, causal-br, window:L,R (default: the file's causal attribute)\n"
+            "  --threads N       worker threads (default: all cores)\n"
+            "  --boot N          bootstrap resamples for the intervals (default 2000)\n"
+            "  --seed S          bootstrap seed (default 1)\n");
+}
+
+typedef struct acc_row {
+    size_t layer, head, scheme;
+    qattn_metrics m;
+} acc_row;
+
+static void csv_quoted(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static int write_accuracy(const char *path, const acc_row *rows, size_t nrows, const qattn_scheme_list *sl,
+                          size_t hq, size_t hkv)
+{
+    qattn_out o;
+    if (qattn_out_open(&o, path))
+        return -1;
+    fprintf(o.f, "layer,head,scheme,cos,rel_l1,rmse,max_abs,row_cos_min,kv_head,spec\n");
+    for (size_t i = 0; i < nrows; i++) {
+        const acc_row *r = &rows[i];
+        fprintf(o.f, "%zu,%zu,", r->layer, r->head);
+        csv_quoted(o.f, sl->items[r->scheme].label);
+        fprintf(o.f, ",%.10g,%.10g,%.10g,%.10g,%.10g,%zu,", r->m.cos, r->m.rel_l1, r->m.rmse, r->m.max_abs,
+                r->m.row_cos_min, r->head / (hq / hkv));
+        csv_quoted(o.f, sl->items[r->scheme].spec);
+        fputc('\n', o.f);
+    }
+    if (qattn_out_commit(&o)) {
+        qattn_out_abort(&o);
+        return -1;
+    }
+    return 0;
+}
+
+static const char *metric_names[] = {"cos", "rel_l1", "rmse", "max_abs", "row_cos_min"};
+#define NMETRICS 5
+
+static double metric_of(const qattn_metrics *m, int k)
+{
+    switch (k) {
+    case 0: return m->cos;
+    case 1: return m->rel_l1;
+    case 2: return m->rmse;
+    case 3: return m->max_abs;
+    default: return m->row_cos_min;
+    }
+}
+
+/* cos-like metrics: larger is better, so the worst is the minimum */
+static int higher_is_better(int k) { return k == 0 || k == 4; }
+
+static int write_summary(const char *path, const acc_row *rows, size_t nrows, const qattn_scheme_list *sl,
+                         size_t nboot, unsigned long seed, char *errmsg, size_t errlen)
+{
+    qattn_out o;
+    if (qattn_out_open(&o, path)) {
+        snprintf(errmsg, errlen, "cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    fprintf(o.f, "scheme,metric,n,mean,worst,ci_lo,ci_hi,sd,q05,q50,q95,spec\n");
+    double *x = malloc((nrows ? nrows : 1) * sizeof *x);
+    if (!x) {
+        qattn_out_abort(&o);
+        snprintf(errmsg, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t s = 0; s < sl->n; s++) {
+        for (int k = 0; k < NMETRICS; k++) {
+            size_t n = 0;
+            for (size_t i = 0; i < nrows; i++)
+                if (rows[i].scheme == s)
+                    x[n++] = metric_of(&rows[i].m, k);
+            qattn_stats st;
+            qattn_err err;
+            csv_quoted(o.f, sl->items[s].label);
+            if (qattn_stats_compute(x, n, nboot, seed, &st, &err)) {
+                /* a NaN metric (a scheme that produced NaN) is reported, not hidden */
+                fprintf(o.f, ",%s,%zu,nan,nan,nan,nan,nan,nan,nan,nan,", metric_names[k], n);
+            } else {
+                fprintf(o.f, ",%s,%zu,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,", metric_names[k], st.n,
+                        st.mean, higher_is_better(k) ? st.min : st.max, st.ci_lo, st.ci_hi, st.sd, st.q05, st.q50,
+                        st.q95);
+            }
+            csv_quoted(o.f, sl->items[s].spec);
+            fputc('\n', o.f);
+        }
+    }
+    free(x);
+    if (qattn_out_commit(&o)) {
+        snprintf(errmsg, errlen, "cannot write %s: %s", path, strerror(errno));
+        qattn_out_abort(&o);
+        return -1;
+    }
+    return 0;
+}
+
+int qattn_cmd_accuracy(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"data", required_argument, 0, 'd'},    {"schemes", required_argument, 0, 's'},
+        {"out", required_argument, 0, 'o'},     {"layers", required_argument, 0, 'L'},
+        {"heads", required_argument, 0, 'H'},   {"mask", required_argument, 0, 'm'},
+        {"threads", required_argument, 0, 't'}, {"boot", required_argument, 0, 'b'},
+        {"seed", required_argument, 0, 'S'},    {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *data = NULL, *schemes = NULL, *outdir = NULL, *layers = "all", *heads = "all", *maskspec = NULL;
+    long threads = 0, nboot = 2000, seed = 1;
+    int c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        char *end = NULL;
+        switch (c) {
+        case 'd': data = optarg; break;
+        case 's': schemes = optarg; break;
+        case 'o': outdir = optarg; break;
+        case 'L': layers = optarg; break;
+        case 'H': heads = optarg; break;
+        case 'm': maskspec = optarg; break;
+        case 't':
+        case 'b':
+        case 'S': {
+            long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < (c == 't' ? 1 : 0) || v > 100000000) {
+                fprintf(stderr, "qattn accuracy: --%s needs a %s integer, not '%s'\n",
+                        c == 't' ? "threads" : c == 'b' ? "boot" : "seed", c == 't' ? "positive" : "non-negative",
+                        optarg);
+                return QATTN_EXIT_INPUT;
+            }
+            if (c == 't')
+                threads = v;
+            else if (c == 'b')
+                nboot = v;
+            else
+                seed = v;
+            break;
+        }
+        case 'h': usage(stdout); return QATTN_EXIT_OK;
+        default:
+            fprintf(stderr, "qattn accuracy: unknown option or missing value '%s' (qattn accuracy --help)\n",
+                    argv[optind - 1]);
+            return QATTN_EXIT_INPUT;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "qattn accuracy: unexpected argument '%s'\n", argv[optind]);
+        return QATTN_EXIT_INPUT;
+    }
+    if (!data || !schemes || !outdir) {
+        fprintf(stderr, "qattn accuracy: --data, --schemes and --out are required (qattn accuracy --help)\n");
+        return QATTN_EXIT_INPUT;
+    }
+    qattn_err err;
+    qattn_scheme_list sl;
+    if (qattn_scheme_list_parse(schemes, &sl, &err)) {
+        fprintf(stderr, "qattn accuracy: %s\n", err.msg);
+        return QATTN_EXIT_INPUT;
+    }
+    int rc = QATTN_EXIT_INPUT;
+    qattn_act_file f;
+    int fopen_ok = 0;
+    size_t *lsel = NULL, *hsel = NULL, nl = 0, nh = 0;
+    float **qs = NULL, **ks = NULL, **vs = NULL;
+    acc_row *rows = NULL;
+    double *ref = NULL;
+    float *emu = NULL;
+    if (qattn_act_open(data, &f, &err)) {
+        fprintf(stderr, "qattn accuracy: %s\n", err.msg);
+        goto out;
+    }
+    fopen_ok = 1;
+    const qattn_act_meta *mt = &f.meta;
+    qattn_mask mask;
+    if (qattn_mask_parse(maskspec ? maskspec : (mt->causal ? "causal" : "none"), &mask, &err)) {
+        fprintf(stderr, "qattn accuracy: %s\n", err.msg);
+        goto out;
+    }
+    lsel = malloc(mt->nlayers * sizeof *lsel);
+    hsel = malloc(mt->hq * sizeof *hsel);
+    if (!lsel || !hsel) {
+        fprintf(stderr, "qattn accuracy: out of memory\n");
+        rc = QATTN_EXIT_FAIL;
+        goto out;
+    }
+    if (qattn_select_parse(layers, mt->nlayers, lsel, &nl, &err)) {
+        fprintf(stderr, "qattn accuracy: --layers: %s\n", err.msg);
+        goto out;
+    }
+    if (qattn_select_parse(heads, mt->hq, hsel, &nh, &err)) {
+        fprintf(stderr, "qattn accuracy: --heads: %s\n", err.msg);
+        goto out;
+    }
+    size_t n = mt->n, d = mt->d, hq = mt->hq, hkv = mt->hkv;
+    /* read every selected layer first: a NaN anywhere fails before any work */
+    qs = calloc(nl, sizeof *qs);
+    ks = calloc(nl, sizeof *ks);
+    vs = calloc(nl, sizeof *vs);
+    if (!qs || !ks || !vs) {
+        fprintf(stderr, "qattn accuracy: out of memory\n");
+        rc = QATTN_EXIT_FAIL;
+        goto out;
+    }
+    for (size_t li = 0; li < nl; li++) {
+        qs[li] = malloc(hq * n * d * sizeof **qs);
+        ks[li] = malloc(hkv * n * d * sizeof **ks);
+        vs[li] = malloc(hkv * n * d * sizeof **vs);
+        if (!qs[li] || !ks[li] || !vs[li]) {
+            fprintf(stderr, "qattn accuracy: out of memory reading layer %zu\n", lsel[li]);
+            rc = QATTN_EXIT_FAIL;
+            goto out;
+        }
+        if (qattn_act_read_layer(&f, lsel[li], qs[li], ks[li], vs[li], &err)) {
+            fprintf(stderr, "qattn accuracy: %s\n", err.msg);
+            goto out;
+        }
+    }
+    if (threads > 0)
+        omp_set_num_threads((int)threads);
+    double scale = mt->has_softmax_scale ? mt->softmax_scale : 1.0 / sqrt((double)d);
+    size_t nrows = nl * nh * sl.n;
+    rows = calloc(nrows ? nrows : 1, sizeof *rows);
+    ref = malloc(nh * n * d * sizeof *ref);
+    emu = malloc((size_t)omp_get_max_threads() * n * d * sizeof *emu);
+    if (!rows || !ref || !emu) {
+        fprintf(stderr, "qattn accuracy: out of memory\n");
+        rc = QATTN_EXIT_FAIL;
+        goto out;
+    }
+    qattn_cli_progress("accuracy: layers", 0, nl);
+    int failed = 0;
+    char failmsg[1200] = "";
+    for (size_t li = 0; li < nl && !failed; li++) {
+        qattn_mha a = {qs[li], ks[li], vs[li], hq, hkv, n, n, d, mt->seqlens, mt->nseq};
+#pragma omp parallel for schedule(dynamic)
+        for (size_t hi = 0; hi < nh; hi++) {
+            qattn_head hv;
+            qattn_err e2;
+            if (failed)
+                continue;
+            if (qattn_mha_head(&a, hsel[hi], &hv, &e2) ||
+                qattn_ref_head(&hv, &mask, scale, ref + hi * n * d, NULL, &e2)) {
+#pragma omp critical
+                {
+                    failed = 1;
+                    snprintf(failmsg, sizeof failmsg, "layer %zu head %zu: %s", lsel[li], hsel[hi], e2.msg);
+                }
+            }
+        }
+        size_t ntask = nh * sl.n;
+#pragma omp parallel for schedule(dynamic)
+        for (size_t t = 0; t < ntask; t++) {
+            size_t hi = t / sl.n, si = t % sl.n;
+            float *o = emu + (size_t)omp_get_thread_num() * n * d;
+            qattn_head hv;
+            qattn_err e2;
+            if (failed)
+                continue;
+            if (qattn_mha_head(&a, hsel[hi], &hv, &e2) ||
+                qattn_emu_head(&sl.items[si].scheme, &hv, &mask, scale, o, NULL, &e2)) {
+#pragma omp critical
+                {
+                    failed = 1;
+                    snprintf(failmsg, sizeof failmsg, "layer %zu head %zu scheme '%s': %s", lsel[li], hsel[hi],
+                             sl.items[si].label, e2.msg);
+                }
+                continue;
+            }
+            acc_row *r = &rows[(li * nh + hi) * sl.n + si];
+            r->layer = lsel[li];
+            r->head = hsel[hi];
+            r->scheme = si;
+            qattn_metrics_compute(o, ref + hi * n * d, n, d, &r->m);
+        }
+        qattn_cli_progress("accuracy: layers", li + 1, nl);
+    }
+    if (failed) {
+        fprintf(stderr, "qattn accuracy: %s\n", failmsg);
+        rc = QATTN_EXIT_FAIL;
+        goto out;
+    }
+    if (qattn_cli_mkdirs(outdir)) {
+        fprintf(stderr, "qattn accuracy: cannot create directory %s: %s\n", outdir, strerror(errno));
+        rc = QATTN_EXIT_INPUT;
+        goto out;
+    }
+    char path[1100], msg[1200];
+    snprintf(path, sizeof path, "%s/summary.csv", outdir);
+    if (write_summary(path, rows, nrows, &sl, (size_t)nboot, (unsigned long)seed, msg, sizeof msg)) {
+        fprintf(stderr, "qattn accuracy: %s\n", msg);
+        rc = QATTN_EXIT_FAIL;
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/accuracy.csv", outdir);
+    if (write_accuracy(path, rows, nrows, &sl, hq, hkv)) {
+        fprintf(stderr, "qattn accuracy: cannot write %s: %s\n", path, strerror(errno));
+        snprintf(path, sizeof path, "%s/summary.csv", outdir);
+        unlink(path);
+        rc = QATTN_EXIT_FAIL;
+        goto out;
+    }
+    /* a short table on stdout: mean and worst cosine per scheme */
+    printf("%-24s %12s %12s %12s\n", "scheme", "cos mean", "cos worst", "rel_l1 mean");
+    for (size_t s = 0; s < sl.n; s++) {
+        double sum = 0, worst = INFINITY, l1 = 0;
+        size_t cnt = 0;
+        for (size_t i = 0; i < nrows; i++)
+            if (rows[i].scheme == s) {
+                sum += rows[i].m.cos;
+                l1 += rows[i].m.rel_l1;
+                worst = rows[i].m.cos < worst ? rows[i].m.cos : worst;
+                cnt++;
+            }
+        printf("%-24.24s %12.8f %12.8f %12.6f\n", sl.items[s].label, sum / (double)cnt, worst, l1 / (double)cnt);
+    }
+    rc = QATTN_EXIT_OK;
+out:
+    for (size_t li = 0; qs && li < nl; li++) {
+        free(qs[li]);
+        free(ks[li]);
+        free(vs[li]);
+    }
+    free(qs);
+    free(ks);
+    free(vs);
+    free(rows);
+    free(ref);
+    free(emu);
+    free(lsel);
+    free(hsel);
+    if (fopen_ok)
+        qattn_act_close(&f);
+    qattn_scheme_list_free(&sl);
+    return rc;
+}

@@ -1,0 +1,184 @@
+/* qattn bench-cpu: GFLOP/s of the float64 reference, of an emulated scheme and
+ * of an OpenBLAS sgemm of the same shapes (Q K^T and P V), in one run. */
+#define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
+#include <getopt.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "commands.h"
+#include "qattn/attn.h"
+
+void openblas_set_num_threads(int num_threads);
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static double rng_gauss(void)
+{
+    /* splitmix64 + Box-Muller: deterministic, no libc rand */
+    uint64_t z;
+    double u[2];
+    for (int i = 0; i < 2; i++) {
+        z = (rng_state += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        u[i] = ((double)(z >> 11) + 0.5) / 9007199254740992.0;
+    }
+    return sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: qattn bench-cpu [--n N] [--dim D] [--scheme S] [--threads T] [--reps R] [--csv]\n\n"
+               "Times, on this CPU, one attention head of N tokens and head dim D (non-causal):\n"
+               "the float64 reference, the emulation of scheme S (default sage2-8b), and an\n"
+               "OpenBLAS sgemm of the same shapes (Q K^T: N x N x D, then P V: N x D x N).\n"
+               "Each of T threads runs its own head at once (default 1); the median of R\n"
+               "repetitions (default 3) is reported as GFLOP/s = 4 N^2 D / t, total and per core.\n");
+}
+
+int qattn_cmd_bench_cpu(int argc, char **argv)
+{
+    static const struct option opts[] = {{"n", required_argument, 0, 'n'},       {"dim", required_argument, 0, 'd'},
+                                         {"scheme", required_argument, 0, 's'},  {"threads", required_argument, 0, 't'},
+                                         {"reps", required_argument, 0, 'r'},    {"csv", no_argument, 0, 'c'},
+                                         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    long n = 4096, d = 128, threads = 1, reps = 3;
+    int csv = 0;
+    const char *spec = "sage2-8b";
+    int c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        char *end = NULL;
+        long v = 0;
+        if (c == 'n' || c == 'd' || c == 't' || c == 'r') {
+            v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v <= 0 || v > 1000000) {
+                fprintf(stderr, "qattn bench-cpu: '%s' is not a positive integer\n", optarg);
+                return QATTN_EXIT_INPUT;
+            }
+        }
+        switch (c) {
+        case 'n': n = v; break;
+        case 'd': d = v; break;
+        case 't': threads = v; break;
+        case 'r': reps = v; break;
+        case 's': spec = optarg; break;
+        case 'c': csv = 1; break;
+        case 'h': usage(stdout); return QATTN_EXIT_OK;
+        default:
+            fprintf(stderr, "qattn bench-cpu: unknown option or missing value '%s'\n", argv[optind - 1]);
+            return QATTN_EXIT_INPUT;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "qattn bench-cpu: unexpected argument '%s'\n", argv[optind]);
+        return QATTN_EXIT_INPUT;
+    }
+    qattn_scheme s;
+    qattn_err err;
+    if (qattn_scheme_parse(spec, &s, &err)) {
+        fprintf(stderr, "qattn bench-cpu: %s\n", err.msg);
+        return QATTN_EXIT_INPUT;
+    }
+    size_t N = (size_t)n, D = (size_t)d, T = (size_t)threads;
+    openblas_set_num_threads(1);
+    omp_set_num_threads((int)threads);
+    float *q = malloc(T * N * D * sizeof *q), *k = malloc(T * N * D * sizeof *k), *v = malloc(T * N * D * sizeof *v);
+    float *of = malloc(T * N * D * sizeof *of), *sf = malloc(T * N * N * sizeof *sf);
+    double *od = malloc(T * N * D * sizeof *od);
+    if (!q || !k || !v || !of || !sf || !od) {
+        fprintf(stderr, "qattn bench-cpu: out of memory for N = %zu, %zu threads\n", N, T);
+        return QATTN_EXIT_FAIL;
+    }
+    for (size_t i = 0; i < T * N * D; i++) {
+        q[i] = (float)rng_gauss();
+        k[i] = (float)(rng_gauss() + 0.5);
+        v[i] = (float)rng_gauss();
+    }
+    for (size_t i = 0; i < T * N * N; i++)
+        sf[i] = (float)(rng_gauss() * 0.01);
+    qattn_mask mask = {QATTN_MASK_NONE, 0, 0};
+    double flops = 4.0 * (double)N * (double)N * (double)D;
+    const char *names[3] = {"reference-f64", "emulated", "sgemm-f32"};
+    double med[3];
+    double *t = malloc((size_t)reps * sizeof *t);
+    int failed = 0;
+    for (int which = 0; which < 3; which++) {
+        for (long r = 0; r < reps; r++) {
+            double t0 = now_s();
+#pragma omp parallel for schedule(static)
+            for (size_t h = 0; h < T; h++) {
+                qattn_head hv = {q + h * N * D, k + h * N * D, v + h * N * D, N, N, D, NULL, 0};
+                qattn_err e2;
+                if (which == 0) {
+                    if (qattn_ref_head(&hv, &mask, 0.0, od + h * N * D, NULL, &e2))
+                        failed = 1;
+                } else if (which == 1) {
+                    if (qattn_emu_head(&s, &hv, &mask, 0.0, of + h * N * D, NULL, &e2))
+                        failed = 1;
+                } else {
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)N, (int)D, 1.0f,
+                                q + h * N * D, (int)D, k + h * N * D, (int)D, 0.0f, sf + h * N * N, (int)N);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)D, (int)N, 1.0f,
+                                sf + h * N * N, (int)N, v + h * N * D, (int)D, 0.0f, of + h * N * D, (int)D);
+                }
+            }
+            t[r] = now_s() - t0;
+            fprintf(stderr, "bench-cpu: %s rep %ld/%ld %.3f s\n", names[which], r + 1, reps, t[r]);
+        }
+        med[which] = median(t, (int)reps);
+    }
+    free(t);
+    if (failed) {
+        fprintf(stderr, "qattn bench-cpu: a run failed\n");
+        return QATTN_EXIT_FAIL;
+    }
+    char buf[512];
+    if (csv)
+        printf("what,n,dim,threads,seconds,gflops_total,gflops_per_core,ratio_to_sgemm,scheme\n");
+    else
+        printf("N = %zu, d = %zu, %zu thread(s), scheme %s\n%-14s %10s %12s %12s %10s\n", N, D, T,
+               qattn_scheme_format(&s, buf, sizeof buf), "what", "seconds", "GFLOP/s", "per core", "/ sgemm");
+    for (int w = 0; w < 3; w++) {
+        double g = flops * (double)T / med[w] * 1e-9;
+        double ratio = med[2] / med[w];
+        if (csv)
+            printf("%s,%zu,%zu,%zu,%.6f,%.3f,%.3f,%.4f,\"%s\"\n", names[w], N, D, T, med[w], g, g / (double)T, ratio,
+                   w == 1 ? qattn_scheme_format(&s, buf, sizeof buf) : "");
+        else
+            printf("%-14s %10.4f %12.2f %12.2f %10.3f\n", names[w], med[w], g, g / (double)T, ratio);
+    }
+    free(q);
+    free(k);
+    free(v);
+    free(of);
+    free(sf);
+    free(od);
+    return QATTN_EXIT_OK;
+}

@@ -1,0 +1,19 @@
+/* The qattn program's subcommands: one function each, argv[0] is the
+ * subcommand's name. Exit status: 0 success, 2 usage or input error (with a
+ * one-line message on stderr and no output file left behind), 1 any other
+ * failure. */
+#ifndef QATTN_COMMANDS_H
+#define QATTN_COMMANDS_H
+
+#define QATTN_EXIT_OK 0
+#define QATTN_EXIT_FAIL 1
+#define QATTN_EXIT_INPUT 2
+
+int qattn_cmd_schemes(int argc, char **argv);
+int qattn_cmd_scheme_check(int argc, char **argv);
+int qattn_cmd_synth(int argc, char **argv);
+int qattn_cmd_inspect(int argc, char **argv);
+int qattn_cmd_accuracy(int argc, char **argv);
+int qattn_cmd_bench_cpu(int argc, char **argv);
+
+#endif

@@ -1,0 +1,45 @@
+/* qattn: command-line entry point; dispatches to one subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+typedef struct qattn_command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} qattn_command;
+
+static const qattn_command commands[] = {
+    {"schemes", qattn_cmd_schemes, "list the preset schemes with their full spec strings"},
+    {"scheme-check", qattn_cmd_scheme_check, "print the normalized form of a scheme, or its error"},
+    {"synth", qattn_cmd_synth, "write a synthetic activation file"},
+    {"inspect", qattn_cmd_inspect, "validate an activation file and print its channel statistics"},
+    {"accuracy", qattn_cmd_accuracy, "measure schemes against float64 attention on an activation file"},
+    {"bench-cpu", qattn_cmd_bench_cpu, "time the reference, the emulation and sgemm on this CPU"},
+};
+static const size_t ncommands = sizeof commands / sizeof commands[0];
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: qattn COMMAND [options]   (qattn COMMAND --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < ncommands; i++)
+        fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return QATTN_EXIT_INPUT;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return QATTN_EXIT_OK;
+    }
+    for (size_t i = 0; i < ncommands; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "qattn: unknown command '%s' (qattn --help lists them)\n", argv[1]);
+    return QATTN_EXIT_INPUT;
+}
