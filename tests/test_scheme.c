@@ -1,0 +1,88 @@
+/* Schemes: every preset parses and prints back to itself; overrides;
+ * every kind of bad input names the offending word. */
+#include "check.h"
+#include "qattn/scheme.h"
+
+static void bad(const char *spec, const char *word)
+{
+    qattn_scheme s;
+    qattn_err err = {{0}};
+    int rc = qattn_scheme_parse(spec, &s, &err);
+    CHECK(rc == QATTN_ERR_ARG, "'%s' should fail", spec);
+    CHECK_STR_CONTAINS(err.msg, word);
+}
+
+int main(void)
+{
+    const char *required[] = {"fp16", "bf16", "sage1-b", "sage1-vb", "sage2-8b", "sage2-8b-sm90", "sage2-4b",
+                              "fa3-fp8", "ck-i8fp8bf16", "ck-i4fp8bf16", "ck-fp8bf16"};
+    for (size_t i = 0; i < sizeof required / sizeof *required; i++)
+        CHECK(qattn_scheme_preset_find(required[i]) != NULL, "preset %s missing", required[i]);
+    for (size_t i = 0; i < qattn_scheme_preset_count(); i++) {
+        qattn_scheme s, s2;
+        qattn_err err;
+        char buf[512], buf2[512];
+        const char *spec = qattn_scheme_preset_spec(i);
+        CHECK(qattn_scheme_parse(spec, &s, &err) == 0, "%s: %s", spec, err.msg);
+        CHECK(!strcmp(qattn_scheme_format(&s, buf, sizeof buf), spec), "preset printed as '%s'", buf);
+        CHECK(qattn_scheme_parse(qattn_scheme_preset_name(i), &s2, &err) == 0, "by name");
+        CHECK(!strcmp(qattn_scheme_format(&s2, buf2, sizeof buf2), buf), "by name = by spec");
+    }
+    qattn_scheme s;
+    qattn_err err;
+    char buf[512];
+    /* the DESIGN example, read field by field */
+    CHECK(qattn_scheme_parse("q=int8@thread:32/8/1 k=int8@thread:64/8/2 p=e4m3@static v=e4m3@channel smooth=k "
+                             "acc=fp22+fp32:64 out=bf16",
+                             &s, &err) == 0,
+          "%s", err.msg);
+    CHECK(s.q.fmt == QATTN_FMT_INT8 && s.q.group.tok == QATTN_TOK_THREAD && s.q.group.b == 32 && s.q.group.s == 8 &&
+              s.q.group.w == 1,
+          "q operand");
+    CHECK(s.p == QATTN_FMT_E4M3 && s.p_static && s.v.group.tok == QATTN_TOK_CHANNEL, "p and v");
+    CHECK(s.smooth == QATTN_SMOOTH_K && s.acc == QATTN_ACC_FP22 && s.acc_chunk == 64 && s.kblock == 64 &&
+              s.out == QATTN_FMT_BF16,
+          "smooth, acc, kblock, out");
+    /* overrides after a preset */
+    CHECK(qattn_scheme_parse("sage2-8b acc=fp22 smooth=none", &s, &err) == 0, "%s", err.msg);
+    CHECK(s.acc == QATTN_ACC_FP22 && s.acc_chunk == 0 && s.smooth == 0 && s.q.fmt == QATTN_FMT_INT8,
+          "override keeps the rest");
+    /* normalization: smooth order, defaults filled in */
+    CHECK(qattn_scheme_parse("smooth=v+k+q q=int4@token,ch:32", &s, &err) == 0, "%s", err.msg);
+    qattn_scheme_format(&s, buf, sizeof buf);
+    CHECK(!strcmp(buf, "q=int4@token,ch:32 k=fp32 p=fp32 v=fp32 smooth=q+k+v acc=fp32 kblock=64 out=fp32"), "got %s",
+          buf);
+    CHECK(qattn_scheme_qblock(&s) == 128, "token groups smooth Q in blocks of 128");
+    CHECK(qattn_scheme_parse("sage2-4b", &s, &err) == 0 && qattn_scheme_qblock(&s) == 32, "Q block = warp tile");
+    CHECK(qattn_scheme_parse("sage2-4b qblock=64", &s, &err) == 0 && qattn_scheme_qblock(&s) == 64, "qblock=");
+    qattn_scheme_format(&s, buf, sizeof buf);
+    CHECK_STR_CONTAINS(buf, "qblock=64");
+    CHECK(qattn_scheme_parse("p=e5m2@static acc=fp16+fp32:128 kblock=128", &s, &err) == 0, "%s", err.msg);
+    CHECK(s.p == QATTN_FMT_E5M2 && s.acc == QATTN_ACC_FP16 && s.acc_chunk == 128, "fp16 two-level");
+
+    bad("", "empty");
+    bad("sage3", "sage3");
+    bad("x=1", "'x'");
+    bad("q=int9@block:64", "int9");
+    bad("q=int8", "needs a scale group");
+    bad("q=fp16@block:64", "takes no");
+    bad("q=int8@block:0", "block:0");
+    bad("k=int8@thread:64/8", "thread:64/8");
+    bad("p=int8", "int8@static");
+    bad("p=e4m3@dynamic", "dynamic");
+    bad("p=int4@static", "int4");
+    bad("v=e8m0@channel", "e8m0");
+    bad("smooth=q+q", "twice");
+    bad("smooth=w", "'w'");
+    bad("smooth=k+", "empty");
+    bad("acc=fp64", "fp64");
+    bad("acc=fp22+fp16:64", "fp16:64");
+    bad("acc=fp22+fp32:0", "fp32:0");
+    bad("acc=fp32+fp32:64", "needs no");
+    bad("kblock=0", "kblock=0");
+    bad("kblock=abc", "abc");
+    bad("out=e4m3", "e4m3");
+    bad("q=", "missing value");
+    bad("acc=fp22 sage2-8b", "first word");
+    return check_done();
+}
