@@ -615,5 +615,52 @@ int main(void)
     test_fp22();
     test_names();
     test_scale_quantize();
+    /* qattn_fmt_round_mul = qattn_fmt_round(f, x * mul), element by element;
+     * and for e4m3 (a separate branch-free path) over every 64th float bit
+     * pattern of either sign */
+    {
+        static float xs[1 << 16], ys[1 << 16];
+        int bad = 0;
+        for (uint64_t base = 0; base < (1ull << 32); base += (uint64_t)64 << 16) {
+            size_t m = 0;
+            for (uint64_t u = base; u < base + ((uint64_t)64 << 16); u += 64) {
+                uint32_t w = (uint32_t)u;
+                float f;
+                memcpy(&f, &w, 4);
+                if (isfinite(f))
+                    xs[m++] = f;
+            }
+            qattn_fmt_round_mul(QATTN_FMT_E4M3, xs, m, 1.0f, ys);
+            for (size_t i = 0; i < m; i++) {
+                float want = qattn_fmt_round(QATTN_FMT_E4M3, xs[i]);
+                if (memcmp(&want, &ys[i], 4))
+                    bad++;
+            }
+        }
+        CHECK(bad == 0, "e4m3 fast path: %d mismatches", bad);
+    }
+    {
+        static float xs[4096], ys[4096];
+        uint32_t st = 99;
+        for (int f = 0; f < QATTN_FMT_COUNT; f++) {
+            int bad = 0;
+            for (int i = 0; i < 4096; i++) {
+                st = st * 1664525u + 1013904223u;
+                /* half uniform in +-150, half log-uniform over 2^-30..2^20 */
+                if (i % 2)
+                    xs[i] = ((float)(st >> 8) / 16777216.0f - 0.5f) * 300.0f;
+                else
+                    xs[i] = (st & 1 ? -1.0f : 1.0f) * ldexpf(1.0f + (float)(st >> 12) / 1048576.0f,
+                                                             (int)(st >> 26) % 50 - 30);
+            }
+            qattn_fmt_round_mul((qattn_fmt)f, xs, 4096, 1.75f, ys);
+            for (int i = 0; i < 4096; i++) {
+                float want = qattn_fmt_round((qattn_fmt)f, xs[i] * 1.75f);
+                if (!(ys[i] == want || (ys[i] != ys[i] && want != want)))
+                    bad++;
+            }
+            CHECK(bad == 0, "round_mul %s: %d mismatches", qattn_fmt_name((qattn_fmt)f), bad);
+        }
+    }
     return check_done();
 }

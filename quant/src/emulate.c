@@ -63,23 +63,155 @@ static inline float round16(float x)
     return qattn_fp16_decode(qattn_fp16_encode(x));
 }
 
-/* O[c] += p * v[c] with the accumulator's rounding after each add */
-static void pv_add(qattn_acc acc, float *o, const float *v, float p, size_t d)
+#define PV_CB 16 /* channels per register block */
+
+/* One channel block of P.V over the keys of one online-softmax block:
+ * a[c] += pq[j] * v[j][c] with the accumulator's rounding after each add,
+ * keys in order. Two-level (chunk > 0): every time key j0 + j + 1 reaches a
+ * multiple of chunk, a is added into the fp32 buffer ob and restarts at 0.
+ * The block of CB accumulators stays in registers across the keys. */
+#define PV_BLOCK_BODY(CB, ROUND)                                                \
+    do {                                                                        \
+        float a_[PV_CB], ob_[PV_CB];                                            \
+        for (size_t c = 0; c < CB; c++) {                                       \
+            a_[c] = a[c];                                                       \
+            ob_[c] = ob ? ob[c] : 0.0f;                                         \
+        }                                                                       \
+        size_t next = chunk ? chunk - (j0 % chunk) : (size_t)-1;               \
+        for (size_t j = 0; j < n; j++) {                                        \
+            const float *vr = v + j * ld;                                       \
+            float pj = pq[j];                                                   \
+            for (size_t c = 0; c < CB; c++)                                     \
+                a_[c] = ROUND(a_[c] + pj * vr[c]);                              \
+            if (j + 1 == next) {                                                \
+                for (size_t c = 0; c < CB; c++) {                               \
+                    ob_[c] = ob_[c] + a_[c];                                    \
+                    a_[c] = 0.0f;                                               \
+                }                                                               \
+                next += chunk;                                                  \
+            }                                                                   \
+        }                                                                       \
+        for (size_t c = 0; c < CB; c++) {                                       \
+            a[c] = a_[c];                                                       \
+            if (ob)                                                             \
+                ob[c] = ob_[c];                                                 \
+        }                                                                       \
+    } while (0)
+
+static inline float round32(float x) { return x; }
+
+/* Full blocks of 16 channels with GCC vector extensions (one zmm or two ymm
+ * registers); the rounding is the same bit operation as the scalar path. */
+typedef float qattn_vf __attribute__((vector_size(64)));
+typedef uint32_t qattn_vu __attribute__((vector_size(64)));
+
+static inline qattn_vf vload(const float *p)
 {
-    switch (acc) {
-    case QATTN_ACC_FP32:
-        for (size_t c = 0; c < d; c++)
-            o[c] = o[c] + p * v[c];
-        break;
-    case QATTN_ACC_FP22:
-        for (size_t c = 0; c < d; c++)
-            o[c] = cut22(o[c] + p * v[c]);
-        break;
-    case QATTN_ACC_FP16:
-        for (size_t c = 0; c < d; c++)
-            o[c] = round16(o[c] + p * v[c]);
-        break;
+    qattn_vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void vstore(float *p, qattn_vf v) { memcpy(p, &v, sizeof v); }
+
+static inline qattn_vf vround32(qattn_vf x) { return x; }
+
+static inline qattn_vf vcut22(qattn_vf x)
+{
+    return (qattn_vf)((qattn_vu)x & 0xFFFFFC00u);
+}
+
+static inline qattn_vf vround16(qattn_vf x)
+{
+    qattn_vu u = (qattn_vu)x, e = (u >> 23) & 0xFFu;
+    qattn_vu r = (u + 0x0FFFu + ((u >> 13) & 1u)) & 0xFFFFE000u;
+    /* lanes outside the normal fp16 range (other than zero) take the
+     * reference encoder */
+    qattn_vu slow = ((e < 113u) & (e != 0u)) | (e > 141u);
+    qattn_vf y = (qattn_vf)r;
+    for (int i = 0; i < PV_CB; i++)
+        if (slow[i])
+            y[i] = qattn_fp16_decode(qattn_fp16_encode(x[i]));
+    return y;
+}
+
+/* NV independent 16-channel accumulators per key: the adds of one block
+ * form a dependent chain, so several blocks in flight hide its latency. */
+#define PV_VBODY(VROUND, NV)                                                 \
+    do {                                                                     \
+        qattn_vf a_[NV], ob_[NV];                                            \
+        for (int b = 0; b < NV; b++) {                                       \
+            a_[b] = vload(a + 16 * b);                                       \
+            ob_[b] = ob ? vload(ob + 16 * b) : (qattn_vf){0};                \
+        }                                                                    \
+        size_t next = chunk ? chunk - (j0 % chunk) : (size_t)-1;            \
+        for (size_t j = 0; j < n; j++) {                                     \
+            const float *vr = v + j * ld;                                    \
+            float pj = pq[j];                                                \
+            for (int b = 0; b < NV; b++)                                     \
+                a_[b] = VROUND(a_[b] + pj * vload(vr + 16 * b));             \
+            if (j + 1 == next) {                                             \
+                for (int b = 0; b < NV; b++) {                               \
+                    ob_[b] = ob_[b] + a_[b];                                 \
+                    a_[b] = (qattn_vf){0};                                   \
+                }                                                            \
+                next += chunk;                                               \
+            }                                                                \
+        }                                                                    \
+        for (int b = 0; b < NV; b++) {                                       \
+            vstore(a + 16 * b, a_[b]);                                       \
+            if (ob)                                                          \
+                vstore(ob + 16 * b, ob_[b]);                                 \
+        }                                                                    \
+    } while (0)
+
+#define PV_BLOCK_FN(NAME, ROUND, VROUND)                                                      \
+    static void NAME##_x8(float *a, float *ob, const float *v, size_t ld, const float *pq,   \
+                          size_t n, size_t j0, size_t chunk)                              \
+    {                                                                                     \
+        PV_VBODY(VROUND, 8);                                                              \
+    }                                                                                     \
+    static void NAME##_x4(float *a, float *ob, const float *v, size_t ld, const float *pq,   \
+                          size_t n, size_t j0, size_t chunk)                              \
+    {                                                                                     \
+        PV_VBODY(VROUND, 4);                                                              \
+    }                                                                                     \
+    static void NAME##_x1(float *a, float *ob, const float *v, size_t ld, const float *pq,   \
+                          size_t n, size_t j0, size_t chunk)                              \
+    {                                                                                     \
+        PV_VBODY(VROUND, 1);                                                              \
+    }                                                                                     \
+    static void NAME##_tail(float *a, float *ob, const float *v, size_t ld, const float *pq, \
+                            size_t n, size_t j0, size_t chunk, size_t cb)                 \
+    {                                                                                     \
+        PV_BLOCK_BODY(cb, ROUND);                                                         \
     }
+
+PV_BLOCK_FN(pv32, round32, vround32)
+PV_BLOCK_FN(pv22, cut22, vcut22)
+PV_BLOCK_FN(pv16, round16, vround16)
+
+typedef void (*pv_fn)(float *, float *, const float *, size_t, const float *, size_t, size_t, size_t);
+typedef void (*pv_tail_fn)(float *, float *, const float *, size_t, const float *, size_t, size_t, size_t, size_t);
+
+/* P.V for keys [j0, j0 + n) into a [d] (and the fp32 buffer ob [d] when
+ * two-level, else NULL); v points at key j0's row, rows ld apart. */
+static void pv_block(qattn_acc acc, float *a, float *ob, const float *v, size_t ld, const float *pq, size_t n,
+                     size_t j0, size_t chunk, size_t d)
+{
+    pv_fn x8 = acc == QATTN_ACC_FP32 ? pv32_x8 : acc == QATTN_ACC_FP22 ? pv22_x8 : pv16_x8;
+    pv_fn x4 = acc == QATTN_ACC_FP32 ? pv32_x4 : acc == QATTN_ACC_FP22 ? pv22_x4 : pv16_x4;
+    pv_fn x1 = acc == QATTN_ACC_FP32 ? pv32_x1 : acc == QATTN_ACC_FP22 ? pv22_x1 : pv16_x1;
+    pv_tail_fn tail = acc == QATTN_ACC_FP32 ? pv32_tail : acc == QATTN_ACC_FP22 ? pv22_tail : pv16_tail;
+    size_t c0 = 0;
+    for (; c0 + 128 <= d; c0 += 128)
+        x8(a + c0, ob ? ob + c0 : NULL, v + c0, ld, pq, n, j0, chunk);
+    for (; c0 + 64 <= d; c0 += 64)
+        x4(a + c0, ob ? ob + c0 : NULL, v + c0, ld, pq, n, j0, chunk);
+    for (; c0 + 16 <= d; c0 += 16)
+        x1(a + c0, ob ? ob + c0 : NULL, v + c0, ld, pq, n, j0, chunk);
+    if (c0 < d)
+        tail(a + c0, ob ? ob + c0 : NULL, v + c0, ld, pq, n, j0, chunk, d - c0);
 }
 
 /* O[c] += x[c] with the accumulator's rounding (one add per element) */
@@ -321,14 +453,29 @@ static void emu_row(const qattn_scheme *s, const emu_seg *e, const qattn_mask *m
     /* logits of every key of the touched blocks, masked ones -inf */
     const float *dsrow = e->ds ? e->ds + (i / e->qblock) * sk : NULL;
     float qs = e->factored ? e->qsc[i] : 1.0f;
-    for (size_t j = jb0; j < jb1; j++) {
-        float x = dotrow[j - jt0];
-        if (e->factored)
-            x = x * (qs * e->ksc[j]);
-        if (dsrow)
-            x = x + dsrow[j];
-        b->s2[j - jb0] = (j >= lo && j < hi) ? x * c2 : -INFINITY;
+    const float *dr = dotrow + (jb0 - jt0);
+    float *s2w = b->s2;
+    size_t nb = jb1 - jb0;
+    if (e->factored && dsrow) {
+        const float *ks = e->ksc + jb0, *dsr = dsrow + jb0;
+        for (size_t j = 0; j < nb; j++)
+            s2w[j] = (dr[j] * (qs * ks[j]) + dsr[j]) * c2;
+    } else if (e->factored) {
+        const float *ks = e->ksc + jb0;
+        for (size_t j = 0; j < nb; j++)
+            s2w[j] = (dr[j] * (qs * ks[j])) * c2;
+    } else if (dsrow) {
+        const float *dsr = dsrow + jb0;
+        for (size_t j = 0; j < nb; j++)
+            s2w[j] = (dr[j] + dsr[j]) * c2;
+    } else {
+        for (size_t j = 0; j < nb; j++)
+            s2w[j] = dr[j] * c2;
     }
+    for (size_t j = jb0; j < lo; j++)
+        s2w[j - jb0] = -INFINITY;
+    for (size_t j = hi; j < jb1; j++)
+        s2w[j - jb0] = -INFINITY;
     int two = s->acc_chunk > 0;
     size_t chunk = (size_t)s->acc_chunk;
     qattn_acc acc = s->acc;
@@ -360,8 +507,7 @@ static void emu_row(const qattn_scheme *s, const emu_seg *e, const qattn_mask *m
             vec_scale(acc, b->o, alpha, d);
         }
         mrow = mnew;
-        for (size_t j = 0; j < n; j++)
-            b->pq[j] = s->p == QATTN_FMT_FP32 ? b->p[j] : qattn_fmt_round(s->p, b->p[j] * pmul);
+        qattn_fmt_round_mul(s->p, b->p, n, pmul, b->pq);
         if (e->int_pv) {
             /* integer P x integer V: exact in the int32 mma accumulator for
              * the whole block, added to the accumulator once */
@@ -380,13 +526,7 @@ static void emu_row(const qattn_scheme *s, const emu_seg *e, const qattn_mask *m
                 memset(b->inner, 0, d * sizeof *b->inner);
             }
         } else {
-            for (size_t j = 0; j < n; j++) {
-                pv_add(acc, a, e->vval + (j0 + j) * d, b->pq[j], d);
-                if (two && (j0 + j + 1) % chunk == 0) {
-                    vec_add(QATTN_ACC_FP32, b->o, b->inner, d);
-                    memset(b->inner, 0, d * sizeof *b->inner);
-                }
-            }
+            pv_block(acc, a, two ? b->o : NULL, e->vval + j0 * d, d, b->pq, n, j0, two ? chunk : 0, d);
         }
     }
     if (two)

@@ -80,6 +80,11 @@ float qattn_scale_for(qattn_fmt f, float amax, int e8m0);
 int qattn_fmt_quantize(qattn_fmt f, const float *x, size_t n, float scale,
                        float *y, qattn_err *err); /* x [n], y [n] */
 
+/* Unchecked hot-loop form: y[i] = qattn_fmt_round(f, x[i] * mul) for finite
+ * x (the caller has checked); y may alias x. */
+void qattn_fmt_round_mul(qattn_fmt f, const float *x, size_t n, float mul,
+                         float *y); /* x [n], y [n] */
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,514 @@
+/* qattn synth: write a synthetic activation file (schema qattn-activations/1)
+ * for tests and quick probes. Deterministic given --seed.
+ *
+ * Per layer and kv head (own PRNG stream, xoshiro256** seeded by splitmix64
+ * from seed, layer and head):
+ *   K[t][c] = sk_c * z (z ~ N(0,1)), sk_c log-normal so channels differ,
+ *             plus the planted offset X * b_c (b_c ~ N(0,1), X = --k-bias);
+ *   V[t][c] = sv_c * z + mu_c, mu_c a small per-channel mean;
+ *   outlier tokens (the first M tokens of each sequence) have K and V rows
+ *             10x larger;
+ * and per q head: each query t is a noisy copy of the (unbiased, unscaled)
+ * key of a random earlier token j of its sequence, Q[t][c] = beta * sq_c *
+ * (rho z_j[c] + sqrt(1 - rho^2) z'[c]), beta chosen so that the chosen key's
+ * logit q.k/sqrt(d) is about 4 above the others; then the query's logit to
+ * each visible outlier token is set to about 5, so queries attend to them
+ * strongly (attention-sink-like). */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "qattn/h5io.h"
+
+#define SYNTH_RHO 0.6      /* correlation of a query with its chosen key */
+#define SYNTH_PEAK 4.0     /* logit of the chosen key (scaled by 1/sqrt(d)) */
+#define SYNTH_SINK 5.0     /* logit of each visible outlier token */
+#define SYNTH_OUTLIER 10.0 /* outlier rows of K and V are this much larger */
+
+/* ---- PRNG: splitmix64 seeding, xoshiro256**, Box-Muller ---- */
+
+typedef struct rng {
+    uint64_t s[4];
+    int has_spare;
+    double spare;
+} rng;
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void rng_seed(rng *r, uint64_t seed, uint64_t a, uint64_t b)
+{
+    uint64_t x = seed;
+    x = splitmix64(&x) ^ (a * 0xd1b54a32d192ed03ull);
+    x = splitmix64(&x) ^ (b * 0xabc98388fb8fac03ull);
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&x);
+    r->has_spare = 0;
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t res = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return res;
+}
+
+/* uniform in (0, 1) */
+static double rng_uniform(rng *r) { return ((double)(rng_next(r) >> 11) + 0.5) * 0x1p-53; }
+
+/* uniform integer in [0, n) */
+static size_t rng_below(rng *r, size_t n) { return (size_t)(rng_uniform(r) * (double)n) % n; }
+
+static double rng_gauss(rng *r)
+{
+    if (r->has_spare) {
+        r->has_spare = 0;
+        return r->spare;
+    }
+    double u1 = rng_uniform(r), u2 = rng_uniform(r);
+    double rad = sqrt(-2.0 * log(u1)), th = 6.283185307179586 * u2;
+    r->spare = rad * sin(th);
+    r->has_spare = 1;
+    return rad * cos(th);
+}
+
+/* ---- arguments ---- */
+
+typedef struct synth_args {
+    const char *out;
+    size_t layers, heads, kv_heads, tokens, dim, outliers;
+    double k_bias;
+    uint64_t seed;
+    int64_t *seqlens;
+    size_t nseq;
+    int f16;
+    const char *model;
+} synth_args;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: qattn synth --out F.h5 --layers L --heads H --kv-heads HK --tokens N --dim D\n"
+            "                   [--k-bias X] [--outlier-tokens M] [--seed S] [--seqlens A,B,...]\n"
+            "                   [--dtype f16|f32] [--model NAME]\n"
+            "\n"
+            "Write synthetic Q/K/V activations (schema qattn-activations/1), deterministic\n"
+            "given the seed: gaussian Q and K with per-channel scales, queries correlated\n"
+            "with earlier keys (peaked attention rows), V with small per-channel means.\n"
+            "\n"
+            "  --out F.h5            output file (written atomically)\n"
+            "  --layers L            number of layers (>= 1)\n"
+            "  --heads H             query heads (>= 1)\n"
+            "  --kv-heads HK         key/value heads, must divide H\n"
+            "  --tokens N            tokens per layer (all sequences together)\n"
+            "  --dim D               head dimension\n"
+            "  --k-bias X            planted per-channel K offset X * b_c, b_c ~ N(0,1) (default 0)\n"
+            "  --outlier-tokens M    first M tokens of each sequence get 10x larger K and V rows\n"
+            "                        and attract attention (default 0)\n"
+            "  --seed S              PRNG seed (default 1)\n"
+            "  --seqlens A,B,...     pack several sequences along N; must sum to N\n"
+            "  --dtype f16|f32       stored type (default f16)\n"
+            "  --model NAME          value of the 'model' attribute (default synthetic)\n");
+}
+
+static int input_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int input_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "qattn synth: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return QATTN_EXIT_INPUT;
+}
+
+/* positive (or, with allow_zero, non-negative) integer */
+static int parse_size(const char *opt, const char *s, int allow_zero, size_t *out)
+{
+    char *end;
+    errno = 0;
+    if (!s[0] || s[0] == '-' || s[0] == '+' || s[0] == ' ')
+        goto bad;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v > (unsigned long long)SIZE_MAX / 16 || (!allow_zero && v == 0))
+        goto bad;
+    *out = (size_t)v;
+    return 0;
+bad:
+    return input_error("%s must be a %s integer, got '%s'", opt,
+                       allow_zero ? "non-negative" : "positive", s);
+}
+
+static int parse_seqlens(const char *s, synth_args *a)
+{
+    size_t cap = 1;
+    for (const char *p = s; *p; p++)
+        cap += *p == ',';
+    a->seqlens = malloc(cap * sizeof *a->seqlens);
+    if (!a->seqlens)
+        return input_error("out of memory");
+    a->nseq = 0;
+    const char *p = s;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char item[32];
+        if (len == 0 || len >= sizeof item)
+            return input_error("--seqlens must be a comma-separated list of positive integers, "
+                               "got '%s'", s);
+        memcpy(item, p, len);
+        item[len] = '\0';
+        size_t v;
+        if (parse_size("--seqlens entry", item, 0, &v))
+            return QATTN_EXIT_INPUT;
+        a->seqlens[a->nseq++] = (int64_t)v;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, synth_args *a, int *help)
+{
+    enum { O_OUT = 1000, O_LAYERS, O_HEADS, O_KV, O_TOKENS, O_DIM, O_KBIAS, O_OUTL, O_SEED,
+           O_SEQ, O_DTYPE, O_MODEL, O_HELP };
+    static const struct option opts[] = {
+        {"out", required_argument, NULL, O_OUT},
+        {"layers", required_argument, NULL, O_LAYERS},
+        {"heads", required_argument, NULL, O_HEADS},
+        {"kv-heads", required_argument, NULL, O_KV},
+        {"tokens", required_argument, NULL, O_TOKENS},
+        {"dim", required_argument, NULL, O_DIM},
+        {"k-bias", required_argument, NULL, O_KBIAS},
+        {"outlier-tokens", required_argument, NULL, O_OUTL},
+        {"seed", required_argument, NULL, O_SEED},
+        {"seqlens", required_argument, NULL, O_SEQ},
+        {"dtype", required_argument, NULL, O_DTYPE},
+        {"model", required_argument, NULL, O_MODEL},
+        {"help", no_argument, NULL, O_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    memset(a, 0, sizeof *a);
+    a->seed = 1;
+    a->f16 = 1;
+    a->model = "synthetic";
+    *help = 0;
+    opterr = 0;
+    optind = 1;
+    int c, rc;
+    const char *seqarg = NULL;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case O_OUT: a->out = optarg; break;
+        case O_LAYERS: if ((rc = parse_size("--layers", optarg, 0, &a->layers))) return rc; break;
+        case O_HEADS: if ((rc = parse_size("--heads", optarg, 0, &a->heads))) return rc; break;
+        case O_KV: if ((rc = parse_size("--kv-heads", optarg, 0, &a->kv_heads))) return rc; break;
+        case O_TOKENS: if ((rc = parse_size("--tokens", optarg, 0, &a->tokens))) return rc; break;
+        case O_DIM: if ((rc = parse_size("--dim", optarg, 0, &a->dim))) return rc; break;
+        case O_OUTL:
+            if ((rc = parse_size("--outlier-tokens", optarg, 1, &a->outliers)))
+                return rc;
+            break;
+        case O_KBIAS: {
+            char *end;
+            errno = 0;
+            a->k_bias = strtod(optarg, &end);
+            if (!optarg[0] || *end || errno || !isfinite(a->k_bias) || fabs(a->k_bias) > 1e4)
+                return input_error("--k-bias must be a number with |X| <= 10000, got '%s'",
+                                   optarg);
+            break;
+        }
+        case O_SEED: {
+            char *end;
+            errno = 0;
+            if (optarg[0] < '0' || optarg[0] > '9')
+                return input_error("--seed must be a non-negative integer, got '%s'", optarg);
+            a->seed = strtoull(optarg, &end, 10);
+            if (*end || errno)
+                return input_error("--seed must be a non-negative integer, got '%s'", optarg);
+            break;
+        }
+        case O_SEQ: seqarg = optarg; break;
+        case O_DTYPE:
+            if (!strcmp(optarg, "f16") || !strcmp(optarg, "float16"))
+                a->f16 = 1;
+            else if (!strcmp(optarg, "f32") || !strcmp(optarg, "float32"))
+                a->f16 = 0;
+            else
+                return input_error("--dtype must be f16 or f32, got '%s'", optarg);
+            break;
+        case O_MODEL:
+            if (!optarg[0] || strlen(optarg) >= sizeof(((qattn_act_meta *)0)->model))
+                return input_error("--model must be 1 to 255 bytes long");
+            a->model = optarg;
+            break;
+        case 'h':
+        case O_HELP: *help = 1; return 0;
+        case ':':
+            return input_error("option '%s' needs a value (qattn synth --help)",
+                               argv[optind - 1]);
+        default:
+            return input_error("unknown option '%s' (qattn synth --help)", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return input_error("unexpected argument '%s' (qattn synth --help)", argv[optind]);
+    static const char *req[6] = {"--out", "--layers", "--heads", "--kv-heads", "--tokens",
+                                 "--dim"};
+    int have[6] = {a->out != NULL, a->layers > 0, a->heads > 0, a->kv_heads > 0,
+                   a->tokens > 0, a->dim > 0};
+    for (int i = 0; i < 6; i++)
+        if (!have[i])
+            return input_error("missing required option %s (qattn synth --help)", req[i]);
+    if (!a->out[0])
+        return input_error("--out must name a file");
+    if (a->heads % a->kv_heads)
+        return input_error("--kv-heads %zu must divide --heads %zu", a->kv_heads, a->heads);
+    if (a->outliers > a->tokens)
+        return input_error("--outlier-tokens %zu is more than --tokens %zu", a->outliers,
+                           a->tokens);
+    /* each layer is held in memory as float32 (and the keys once more as
+     * float64): keep it sane */
+    double elems = (double)(a->heads + 2 * a->kv_heads) * (double)a->tokens * (double)a->dim;
+    if (elems > 2e9)
+        return input_error("requested size is too large (%.3g values per layer, at most 2e9)",
+                           elems);
+    if (a->layers > 100000)
+        return input_error("--layers %zu is too many (at most 100000)", a->layers);
+    if (seqarg) {
+        if ((rc = parse_seqlens(seqarg, a)))
+            return rc;
+        uint64_t sum = 0;
+        for (size_t i = 0; i < a->nseq; i++)
+            sum += (uint64_t)a->seqlens[i];
+        if (sum != a->tokens)
+            return input_error("--seqlens sum to %llu but --tokens is %zu",
+                               (unsigned long long)sum, a->tokens);
+    }
+    return 0;
+}
+
+/* ---- generation ---- */
+
+typedef struct synth_work {
+    double *zk;    /* [n, d] standardized keys of one kv head */
+    double *sk;    /* [d] K channel scales */
+    double *sq;    /* [d] Q channel scales */
+    double *vrow;  /* [d] a query's standardized vector */
+    double *wsink; /* [d] */
+    size_t *seq_start; /* [n] first token of each token's sequence */
+} synth_work;
+
+static void gen_layer(const synth_args *a, size_t l, synth_work *wk, float *q, float *k,
+                      float *v)
+{
+    const size_t n = a->tokens, d = a->dim, group = a->heads / a->kv_heads;
+    const double sqrtd = sqrt((double)d);
+    for (size_t g = 0; g < a->kv_heads; g++) {
+        rng r;
+        rng_seed(&r, a->seed, l + 1, g + 1);
+        double *zk = wk->zk, *sk = wk->sk;
+        for (size_t c = 0; c < d; c++)
+            sk[c] = exp(0.4 * rng_gauss(&r));
+        /* keys */
+        float *kg = k + g * n * d;
+        for (size_t t = 0; t < n; t++) {
+            int outl = t - wk->seq_start[t] < a->outliers;
+            for (size_t c = 0; c < d; c++) {
+                zk[t * d + c] = rng_gauss(&r);
+                kg[t * d + c] = (float)(sk[c] * zk[t * d + c] * (outl ? SYNTH_OUTLIER : 1.0));
+            }
+        }
+        for (size_t c = 0; c < d; c++) {
+            double b = rng_gauss(&r);
+            if (a->k_bias != 0)
+                for (size_t t = 0; t < n; t++)
+                    kg[t * d + c] += (float)(a->k_bias * b);
+        }
+        /* values */
+        float *vg = v + g * n * d;
+        for (size_t c = 0; c < d; c++) {
+            double sv = exp(0.3 * rng_gauss(&r)), mu = 0.1 * rng_gauss(&r);
+            for (size_t t = 0; t < n; t++) {
+                int outl = t - wk->seq_start[t] < a->outliers;
+                vg[t * d + c] = (float)((sv * rng_gauss(&r) + mu) * (outl ? SYNTH_OUTLIER : 1.0));
+            }
+        }
+        /* queries of this kv head's group */
+        for (size_t hi = 0; hi < group; hi++) {
+            size_t h = g * group + hi;
+            double *sq = wk->sq, *vr = wk->vrow, *w = wk->wsink;
+            double P = 0;
+            for (size_t c = 0; c < d; c++) {
+                sq[c] = exp(0.4 * rng_gauss(&r));
+                P += sq[c] * sk[c];
+            }
+            /* logit to the chosen key: beta * rho * sum sq sk z_j^2 / sqrt d ~ PEAK */
+            double beta = SYNTH_PEAK * sqrtd / (SYNTH_RHO * P);
+            double noise = sqrt(1.0 - SYNTH_RHO * SYNTH_RHO);
+            float *qh = q + h * n * d;
+            for (size_t t = 0; t < n; t++) {
+                size_t s0 = wk->seq_start[t];
+                size_t j = s0 + rng_below(&r, t - s0 + 1);
+                for (size_t c = 0; c < d; c++)
+                    vr[c] = SYNTH_RHO * zk[j * d + c] + noise * rng_gauss(&r);
+                /* visible outlier tokens of this sequence: set the logit to ~SINK */
+                size_t nout = a->outliers < t - s0 + 1 ? a->outliers : t - s0 + 1;
+                for (size_t o = 0; o < nout; o++) {
+                    const double *zs = zk + (s0 + o) * d;
+                    double ww = 0, vw = 0;
+                    for (size_t c = 0; c < d; c++) {
+                        w[c] = sq[c] * sk[c] * zs[c];
+                        ww += w[c] * w[c];
+                        vw += vr[c] * w[c];
+                    }
+                    if (ww < 1e-12)
+                        continue;
+                    /* logit = beta * OUTLIER * (vr . w) / sqrt d */
+                    double target = (SYNTH_SINK + 0.5 * rng_gauss(&r)) * sqrtd /
+                                    (beta * SYNTH_OUTLIER);
+                    double step = (target - vw) / ww;
+                    for (size_t c = 0; c < d; c++)
+                        vr[c] += step * w[c];
+                }
+                for (size_t c = 0; c < d; c++)
+                    qh[t * d + c] = (float)(beta * sq[c] * vr[c]);
+            }
+        }
+    }
+}
+
+int qattn_cmd_synth(int argc, char **argv)
+{
+    synth_args a;
+    int help = 0;
+    int rc = parse_args(argc, argv, &a, &help);
+    if (rc || help) {
+        free(a.seqlens);
+        if (help)
+            usage(stdout);
+        return rc;
+    }
+
+    qattn_act_meta m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.model, sizeof m.model, "%s", a.model);
+    snprintf(m.source, sizeof m.source, "%s", "synthetic");
+    snprintf(m.license, sizeof m.license, "%s", "CC0-1.0");
+    snprintf(m.text_source, sizeof m.text_source, "%s", "none (synthetic)");
+    m.rope_applied = 0;
+    m.causal = 1;
+    m.nlayers = a.layers;
+    m.hq = a.heads;
+    m.hkv = a.kv_heads;
+    m.n = a.tokens;
+    m.d = a.dim;
+    m.f16 = a.f16;
+    m.seqlens = a.seqlens;
+    m.nseq = a.nseq;
+
+    size_t n = a.tokens, d = a.dim;
+    float *q = malloc(a.heads * n * d * sizeof *q);
+    float *k = malloc(a.kv_heads * n * d * sizeof *k);
+    float *v = malloc(a.kv_heads * n * d * sizeof *v);
+    synth_work wk = {
+        .zk = malloc(n * d * sizeof(double)),
+        .sk = malloc(d * sizeof(double)),
+        .sq = malloc(d * sizeof(double)),
+        .vrow = malloc(d * sizeof(double)),
+        .wsink = malloc(d * sizeof(double)),
+        .seq_start = malloc(n * sizeof(size_t)),
+    };
+    qattn_act_writer w;
+    memset(&w, 0, sizeof w);
+    w.fid = -1;
+    char tmp[sizeof w.tmp] = "";
+    if (!q || !k || !v || !wk.zk || !wk.sk || !wk.sq || !wk.vrow || !wk.wsink ||
+        !wk.seq_start) {
+        fprintf(stderr, "qattn synth: out of memory\n");
+        rc = QATTN_EXIT_FAIL;
+        goto done;
+    }
+    for (size_t i = 0, t = 0; i < (a.nseq ? a.nseq : 1); i++) {
+        size_t len = a.nseq ? (size_t)a.seqlens[i] : n;
+        for (size_t j = 0; j < len; j++)
+            wk.seq_start[t + j] = t;
+        t += len;
+    }
+
+    /* block the termination signals until the temporary file is remembered,
+     * so that an interrupt can never leave it behind */
+    qattn_cli_signals_init();
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    qattn_err err = {""};
+    int e = qattn_act_write_begin(&w, a.out, &m, &err);
+    if (!e) {
+        snprintf(tmp, sizeof tmp, "%s", w.tmp);
+        qattn_cli_tmp_remember(tmp);
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (e) {
+        fprintf(stderr, "qattn synth: %s\n", err.msg);
+        rc = e == QATTN_ERR_NOMEM ? QATTN_EXIT_FAIL : QATTN_EXIT_INPUT;
+        goto done;
+    }
+    for (size_t l = 0; l < a.layers; l++) {
+        gen_layer(&a, l, &wk, q, k, v);
+        e = qattn_act_write_layer(&w, q, k, v, &err);
+        if (e) {
+            if (e == QATTN_ERR_RANGE)
+                fprintf(stderr, "qattn synth: %s (use --dtype f32 or a smaller --k-bias)\n",
+                        err.msg);
+            else
+                fprintf(stderr, "qattn synth: %s\n", err.msg);
+            rc = e == QATTN_ERR_RANGE ? QATTN_EXIT_INPUT : QATTN_EXIT_FAIL;
+            goto done;
+        }
+        qattn_cli_progress("synth: layer", l + 1, a.layers);
+    }
+    e = qattn_act_write_commit(&w, &err);
+    if (e) {
+        fprintf(stderr, "qattn synth: %s\n", err.msg);
+        rc = QATTN_EXIT_FAIL;
+        goto done;
+    }
+    rc = QATTN_EXIT_OK;
+done:
+    qattn_act_write_abort(&w); /* no-op after a commit or a failure */
+    if (tmp[0])
+        qattn_cli_tmp_forget(tmp);
+    free(q), free(k), free(v);
+    free(wk.zk), free(wk.sk), free(wk.sq), free(wk.vrow), free(wk.wsink), free(wk.seq_start);
+    free(a.seqlens);
+    return rc;
+}

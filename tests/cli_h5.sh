@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# qattn synth / inspect from the command line: good cases, then every bad
+# input, each of which must exit with status 2, print exactly one line on
+# stderr containing a distinctive word, and leave no output or temporary file.
+#
+# usage: bash tests/cli_h5.sh /path/to/qattn SCRATCHDIR
+set -u
+if [[ $# -ne 2 ]]; then
+    echo "usage: bash $0 /path/to/qattn SCRATCHDIR" >&2
+    exit 2
+fi
+Q=$1
+S=$2
+rm -rf "$S"
+mkdir -p "$S/log" || exit 1
+OUT=$S/log/stdout.txt
+ERR=$S/log/stderr.txt
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+
+# no temporary files (.NAME.tmp.PID) anywhere in the scratch directory
+no_temps() { ! find "$S" -name '*.tmp.*' | grep -q .; }
+
+# expect_ok NAME CMD...: exit 0, nothing on stderr
+expect_ok() {
+    local name=$1
+    shift
+    "$@" >"$OUT" 2>"$ERR"
+    local rc=$?
+    if [[ $rc -ne 0 ]]; then
+        bad "$name: exit $rc: $(head -c 300 "$ERR")"
+    elif [[ -s $ERR ]]; then
+        bad "$name: unexpected stderr: $(head -c 300 "$ERR")"
+    elif ! no_temps; then
+        bad "$name: left a temporary file"
+    else
+        ok "$name"
+    fi
+}
+
+# expect_err NAME WORD OUTFILE CMD...: exit 2, one stderr line with WORD,
+# OUTFILE (if not empty) absent, no temporary file
+expect_err() {
+    local name=$1 word=$2 out=$3
+    shift 3
+    "$@" >"$OUT" 2>"$ERR"
+    local rc=$? lines
+    lines=$(wc -l <"$ERR")
+    if [[ $rc -ne 2 ]]; then
+        bad "$name: exit $rc, expected 2 ($(head -c 300 "$ERR"))"
+    elif [[ $lines -ne 1 ]]; then
+        bad "$name: $lines lines on stderr, expected 1: $(head -c 300 "$ERR")"
+    elif ! grep -qF -- "$word" "$ERR"; then
+        bad "$name: stderr lacks '$word': $(cat "$ERR")"
+    elif [[ -n $out && -e $out ]]; then
+        bad "$name: left $out behind"
+    elif ! no_temps; then
+        bad "$name: left a temporary file"
+    else
+        ok "$name"
+    fi
+}
+
+# check NAME CONDITION-COMMAND...
+check() {
+    local name=$1
+    shift
+    if "$@"; then ok "$name"; else bad "$name"; fi
+}
+
+SMALL=(--layers 2 --heads 4 --kv-heads 2 --tokens 96 --dim 32)
+
+# ---- synth and inspect: good cases ----
+expect_ok "synth f16" "$Q" synth --out "$S/a.h5" "${SMALL[@]}" --seed 3
+check "synth f16 wrote the file" test -s "$S/a.h5"
+expect_ok "synth f32 with seqlens, outliers, model" "$Q" synth --out "$S/b.h5" "${SMALL[@]}" \
+    --dtype f32 --seqlens 40,56 --outlier-tokens 2 --model toy-model --seed 4
+expect_ok "synth k-bias 0" "$Q" synth --out "$S/k0.h5" "${SMALL[@]}" --k-bias 0 --seed 5
+expect_ok "synth k-bias 8" "$Q" synth --out "$S/k8.h5" "${SMALL[@]}" --k-bias 8 --seed 5
+expect_ok "synth again, same seed" "$Q" synth --out "$S/a2.h5" "${SMALL[@]}" --seed 3
+expect_ok "synth --help" "$Q" synth --help
+check "synth --help prints the usage" grep -q -- "--kv-heads" "$OUT"
+
+expect_ok "inspect f16" "$Q" inspect "$S/a.h5"
+check "inspect shows the dtype" grep -q "dtype *float16" "$OUT"
+check "inspect shows the shape" grep -q "heads (kv) *2" "$OUT"
+check "inspect shows the schema attributes" grep -q "license *CC0-1.0" "$OUT"
+cp "$OUT" "$S/log/a.txt"
+expect_ok "inspect same seed" "$Q" inspect "$S/a2.h5"
+check "same seed, same statistics" \
+    diff <(grep -v '^file' "$S/log/a.txt") <(grep -v '^file' "$OUT")
+expect_ok "inspect f32" "$Q" inspect "$S/b.h5"
+check "inspect f32: dtype" grep -q "dtype *float32" "$OUT"
+check "inspect f32: seqlens" grep -q "seqlens *2 sequences: 40 56" "$OUT"
+check "inspect f32: model" grep -q "model *toy-model" "$OUT"
+expect_ok "inspect --csv k-bias 0" "$Q" inspect --csv "$S/k0.h5"
+cp "$OUT" "$S/log/k0.csv"
+expect_ok "inspect --csv k-bias 8" "$Q" inspect "$S/k8.h5" --csv
+cp "$OUT" "$S/log/k8.csv"
+check "csv header" grep -qx "layer,tensor,mean_abs_mean,max_mean_over_std,max_abs,amax_ratio,top_channel" \
+    "$S/log/k8.csv"
+check "csv has 6 rows" test "$(grep -c '^[0-9]' "$S/log/k8.csv")" -eq 6
+kmax() { awk -F, '$2 == "k" && $4 + 0 > m { m = $4 + 0 } END { print m + 0 }' "$1"; }
+r0=$(kmax "$S/log/k0.csv")
+r8=$(kmax "$S/log/k8.csv")
+echo "     K max |mean|/std: k-bias 0 -> $r0, k-bias 8 -> $r8"
+check "K outlier ratio larger with --k-bias 8 than 0" \
+    awk -v a="$r8" -v b="$r0" 'BEGIN { exit !(a > 4 * b && a > 2) }'
+expect_ok "inspect --help" "$Q" inspect --help
+
+# ---- synth: bad arguments ----
+X=$S/x.h5
+expect_err "synth heads 3 kv-heads 2" "divide" "$X" \
+    "$Q" synth --out "$X" --layers 1 --heads 3 --kv-heads 2 --tokens 8 --dim 4
+expect_err "synth dim 0" "positive" "$X" \
+    "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 0
+expect_err "synth layers abc" "positive" "$X" \
+    "$Q" synth --out "$X" --layers abc --heads 2 --kv-heads 1 --tokens 8 --dim 4
+expect_err "synth negative tokens" "positive" "$X" \
+    "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens -8 --dim 4
+expect_err "synth unknown option" "unknown option" "$X" \
+    "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --frobnicate
+expect_err "synth option without value" "needs a value" "$X" \
+    "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim
+expect_err "synth seqlens not summing" "sum" "$X" \
+    "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --seqlens 3,4
+expect_err "synth seqlens with 0" "positive" "$X" \
+    "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --seqlens 8,0
+expect_err "synth missing --out" "missing" "" \
+    "$Q" synth --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4
+expect_err "synth missing --dim" "missing" "$X" \
+    "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8
+expect_err "synth bad dtype" "dtype" "$X" \
+    "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --dtype f8
+expect_err "synth bad k-bias" "k-bias" "$X" \
+    "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --k-bias nan
+expect_err "synth too many outliers" "more than" "$X" \
+    "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --outlier-tokens 9
+expect_err "synth stray argument" "unexpected argument" "$X" \
+    "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 extra
+expect_err "synth into a missing directory" "cannot create" "$S/nodir/x.h5" \
+    "$Q" synth --out "$S/nodir/x.h5" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4
+check "no directory created" test ! -e "$S/nodir"
+
+# ---- inspect: bad inputs ----
+expect_err "inspect missing file" "No such file" "" "$Q" inspect "$S/missing.h5"
+printf 'layer,q,k,v\n0,1,2,3\n' >"$S/text.h5"
+expect_err "inspect non-HDF5 file" "not an HDF5 file" "" "$Q" inspect "$S/text.h5"
+: >"$S/empty.h5"
+expect_err "inspect empty file" "not an HDF5 file" "" "$Q" inspect "$S/empty.h5"
+expect_ok "synth a file to truncate" "$Q" synth --out "$S/full.h5" --layers 2 --heads 4 \
+    --kv-heads 2 --tokens 256 --dim 64 --dtype f32
+size=$(wc -c <"$S/full.h5")
+head -c $((size / 2)) "$S/full.h5" >"$S/trunc.h5"
+expect_err "inspect truncated file" "truncated" "" "$Q" inspect "$S/trunc.h5"
+expect_err "inspect a directory" "not a regular file" "" "$Q" inspect "$S/log"
+expect_err "inspect unknown option" "unknown option" "" "$Q" inspect "$S/a.h5" --frobnicate
+expect_err "inspect no file" "missing" "" "$Q" inspect
+expect_err "inspect two files" "exactly one" "" "$Q" inspect "$S/a.h5" "$S/b.h5"
+
+# ---- an interrupted synth leaves nothing behind ----
+BIG=$S/big.h5
+"$Q" synth --out "$BIG" --layers 400 --heads 8 --kv-heads 2 --tokens 2048 --dim 128 \
+    >/dev/null 2>"$ERR" &
+pid=$!
+seen=0
+for _ in $(seq 1 200); do
+    if find "$S" -name '.big.h5.tmp.*' | grep -q .; then
+        seen=1
+        break
+    fi
+    sleep 0.05
+done
+if [[ $seen -eq 1 ]]; then
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid"
+    rc=$?
+    if [[ $rc -eq 0 ]]; then
+        bad "interrupted synth: it finished before the signal (make it bigger)"
+    elif [[ -e $BIG ]] || ! no_temps; then
+        bad "interrupted synth left a file behind: $(ls -A "$S")"
+    else
+        ok "interrupted synth (exit $rc) leaves no file"
+    fi
+else
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid"
+    bad "interrupted synth: no temporary file appeared"
+fi
+
+# nothing but what the good cases wrote
+extra=$(ls -A "$S" | grep -v -x -e log -e a.h5 -e a2.h5 -e b.h5 -e k0.h5 -e k8.h5 \
+    -e full.h5 -e trunc.h5 -e text.h5 -e empty.h5)
+check "scratch directory holds only the expected files" test -z "$extra"
+
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 ]]
