@@ -1,6 +1,9 @@
 /* qattn: command-line entry point; dispatches to one subcommand. */
 #include <stdio.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "commands.h"
 
@@ -29,6 +32,13 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+#ifdef __GLIBC__
+    /* The emulation allocates and frees megabyte buffers per head: keep them
+     * in the heap instead of mapping and unmapping (and page-faulting) them
+     * each time. */
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
     if (argc < 2) {
         usage(stderr);
         return QATTN_EXIT_INPUT;

@@ -499,8 +499,27 @@ static void test_vector_path(void)
     free(o);
 }
 
+static void test_exp2(void)
+{
+    /* within 4 ulp of the exact 2^x over the softmax's range, exact at
+     * integers, flushed to 0 below 2^-126 and at -inf */
+    double worst = 0;
+    for (int i = 0; i <= 2000000; i++) {
+        float x = -126.0f + 127.0f * (float)i / 2000000.0f;
+        double want = exp2((double)x), got = qattn_emu_exp2(x);
+        worst = fmax(worst, fabs(got - want) / want);
+    }
+    CHECK(worst < 4 * 5.96e-8, "exp2 relative error %g", worst);
+    int exact = 1;
+    for (int n = -126; n <= 10; n++)
+        exact &= qattn_emu_exp2((float)n) == ldexpf(1.0f, n);
+    CHECK(exact, "2^n exact");
+    CHECK(qattn_emu_exp2(-INFINITY) == 0.0f && qattn_emu_exp2(-130.0f) == 0.0f, "flush to zero");
+}
+
 int main(void)
 {
+    test_exp2();
     test_vector_path();
     test_masks();
     test_smooth_and_qtensor();

@@ -87,6 +87,10 @@ int qattn_emu_head(const qattn_scheme *s, const qattn_head *h,
                    const qattn_mask *m, double scale, float *o, float *lse,
                    qattn_err *err);
 
+/* The emulation's 2^x: a few ulp from exact, independent of the C library,
+ * results below 2^-126 flushed to 0 (as ex2.approx.ftz on the GPU). */
+float qattn_emu_exp2(float x);
+
 /* ---- multi-head with GQA: q head h reads kv head h / (hq / hkv) ---- */
 typedef struct qattn_mha {
     const float *q; /* [hq, sq, d] */
