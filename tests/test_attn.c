@@ -517,8 +517,56 @@ static void test_exp2(void)
     CHECK(qattn_emu_exp2(-INFINITY) == 0.0f && qattn_emu_exp2(-130.0f) == 0.0f, "flush to zero");
 }
 
+/* The kbias study's premise: adding b to every key leaves float64 attention
+ * unchanged. K on a 2^-10 grid with |k| < 8 and b at fp16 precision make
+ * k + b exact in fp32, so only the reference's own rounding remains. */
+static void test_kbias_invariance(void)
+{
+    size_t n = 160, d = 32;
+    float *q = malloc(n * d * 4), *k = malloc(n * d * 4), *kb = malloc(n * d * 4), *v = malloc(n * d * 4), b[32];
+    fill(q, n * d, 1, 0);
+    fill(v, n * d, 1, 0);
+    for (size_t i = 0; i < n * d; i++) {
+        double x = 1.5 * gauss() + 0.5 * ((i % d) % 3);
+        x = fmax(-7.9, fmin(7.9, x));
+        k[i] = (float)(nearbyint(x * 1024.0) / 1024.0);
+    }
+    double *r0 = malloc(n * d * 8), *r1 = malloc(n * d * 8);
+    int64_t seqlens[2] = {100, 60};
+    const char *masks[] = {"none", "causal", "window:9,2"};
+    for (int mi = 0; mi < 3; mi++) {
+        for (double r = 1; r <= 32; r *= 2) {
+            qattn_kbias_offsets(k, n, d, r, b);
+            for (size_t t = 0; t < n; t++)
+                for (size_t c = 0; c < d; c++)
+                    kb[t * d + c] = k[t * d + c] + b[c];
+            int exact = 1;
+            for (size_t i = 0; i < n * d; i++)
+                exact &= (double)kb[i] == (double)k[i] + (double)b[i % d];
+            CHECK(exact, "k + b exact in fp32 (r = %g)", r);
+            qattn_head h0 = {q, k, v, n, n, d, seqlens, 2}, h1 = {q, kb, v, n, n, d, seqlens, 2};
+            qattn_mask m = mask(masks[mi]);
+            qattn_err err;
+            CHECK(qattn_ref_head(&h0, &m, 0, r0, NULL, &err) == 0, "%s", err.msg);
+            CHECK(qattn_ref_head(&h1, &m, 0, r1, NULL, &err) == 0, "%s", err.msg);
+            double e = max_rel(r1, r0, n * d);
+            CHECK(e < 1e-12, "reference unchanged by b (r = %g, %s): %g", r, masks[mi], e);
+        }
+    }
+    /* the offsets point along each channel's mean: |mean|/std grows by ~r */
+    qattn_kbias_offsets(k, n, d, 8, b);
+    CHECK(b[1] > 0 && fabsf(b[1]) > 8, "b along the mean, r std long (%g)", b[1]);
+    free(q);
+    free(k);
+    free(kb);
+    free(v);
+    free(r0);
+    free(r1);
+}
+
 int main(void)
 {
+    test_kbias_invariance();
     test_exp2();
     test_vector_path();
     test_masks();

@@ -1,4 +1,5 @@
 /* Smoothing: channel means subtracted before quantization (DESIGN.md). */
+#include <math.h>
 #include <stdlib.h>
 
 #include "qattn/attn.h"
@@ -34,5 +35,21 @@ void qattn_smooth_blocks(const float *x, size_t n, size_t d, size_t block, float
         size_t rows = n - b0 < block ? n - b0 : block;
         qattn_smooth_mean(x + b0 * d, rows, d, mean + bi * d);
         qattn_smooth_sub(x + b0 * d, rows, d, mean + bi * d, y + b0 * d);
+    }
+}
+
+void qattn_kbias_offsets(const float *k, size_t n, size_t d, double r, float *b)
+{
+    for (size_t c = 0; c < d; c++) {
+        double s = 0, ss = 0;
+        for (size_t t = 0; t < n; t++)
+            s += k[t * d + c];
+        double mean = n ? s / (double)n : 0.0;
+        for (size_t t = 0; t < n; t++) {
+            double e = k[t * d + c] - mean;
+            ss += e * e;
+        }
+        double sd = n > 1 ? sqrt(ss / (double)(n - 1)) : 0.0;
+        b[c] = qattn_fmt_round(QATTN_FMT_FP16, (float)(r * sd * (mean < 0 ? -1.0 : 1.0)));
     }
 }

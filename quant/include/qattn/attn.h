@@ -47,6 +47,14 @@ void qattn_smooth_sub(const float *x, size_t n, size_t d, const float *mean,
 void qattn_smooth_blocks(const float *x, size_t n, size_t d, size_t block,
                          float *mean, float *y);
 
+/* K-bias augmentation (augmented real data): per channel c of k [n, d],
+ * b_c = r * std_c * sign(mean_c) (sign(0) = +1), std and mean over the n
+ * tokens, rounded to fp16 precision; b [d]. Adding b to every key shifts each
+ * row of S = q.k by the constant q.b, so exact attention is unchanged while K
+ * gets per-channel offsets of r standard deviations along its own mean
+ * direction. */
+void qattn_kbias_offsets(const float *k, size_t n, size_t d, double r, float *b);
+
 /* ---- a tensor quantized by scale groups ---- */
 typedef struct qattn_qtensor {
     qattn_fmt fmt;
