@@ -15,5 +15,7 @@ int qattn_cmd_synth(int argc, char **argv);
 int qattn_cmd_inspect(int argc, char **argv);
 int qattn_cmd_accuracy(int argc, char **argv);
 int qattn_cmd_bench_cpu(int argc, char **argv);
+int qattn_cmd_outliers(int argc, char **argv);
+int qattn_cmd_models(int argc, char **argv);
 
 #endif

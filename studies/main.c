@@ -20,6 +20,8 @@ static const qattn_command commands[] = {
     {"inspect", qattn_cmd_inspect, "validate an activation file and print its channel statistics"},
     {"accuracy", qattn_cmd_accuracy, "measure schemes against float64 attention on an activation file"},
     {"bench-cpu", qattn_cmd_bench_cpu, "time the reference, the emulation and sgemm on this CPU"},
+    {"outliers", qattn_cmd_outliers, "study: channel statistics of Q, K, V per layer and their outliers"},
+    {"models", qattn_cmd_models, "the activation files' provenance as one CSV"},
 };
 static const size_t ncommands = sizeof commands / sizeof commands[0];
 
