@@ -1,6 +1,6 @@
 /* qattn accuracy: every selected (layer, head) x scheme against float64
-#define _POSIX_C_SOURCE 200809L
  * attention on the file's own values. */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -270,7 +270,10 @@ int qattn_cmd_accuracy(int argc, char **argv)
         goto out;
     }
     qattn_cli_progress("accuracy: layers", 0, nl);
-    int failed = 0;
+    /* the first failure; its code decides the exit status: a scheme the
+     * emulation cannot run on this file (e.g. int8 with d > 1024) is an input
+     * error (2), running out of memory is not (1) */
+    int failed = 0, failcode = 0;
     char failmsg[1200] = "";
     for (size_t li = 0; li < nl && !failed; li++) {
         qattn_mha a = {qs[li], ks[li], vs[li], hq, hkv, n, n, d, mt->seqlens, mt->nseq};
@@ -278,13 +281,15 @@ int qattn_cmd_accuracy(int argc, char **argv)
         for (size_t hi = 0; hi < nh; hi++) {
             qattn_head hv;
             qattn_err e2;
+            int e;
             if (failed)
                 continue;
-            if (qattn_mha_head(&a, hsel[hi], &hv, &e2) ||
-                qattn_ref_head(&hv, &mask, scale, ref + hi * n * d, NULL, &e2)) {
+            if ((e = qattn_mha_head(&a, hsel[hi], &hv, &e2)) ||
+                (e = qattn_ref_head(&hv, &mask, scale, ref + hi * n * d, NULL, &e2))) {
 #pragma omp critical
-                {
+                if (!failed) {
                     failed = 1;
+                    failcode = e;
                     snprintf(failmsg, sizeof failmsg, "layer %zu head %zu: %s", lsel[li], hsel[hi], e2.msg);
                 }
             }
@@ -296,13 +301,15 @@ int qattn_cmd_accuracy(int argc, char **argv)
             float *o = emu + (size_t)omp_get_thread_num() * n * d;
             qattn_head hv;
             qattn_err e2;
+            int e;
             if (failed)
                 continue;
-            if (qattn_mha_head(&a, hsel[hi], &hv, &e2) ||
-                qattn_emu_head(&sl.items[si].scheme, &hv, &mask, scale, o, NULL, &e2)) {
+            if ((e = qattn_mha_head(&a, hsel[hi], &hv, &e2)) ||
+                (e = qattn_emu_head(&sl.items[si].scheme, &hv, &mask, scale, o, NULL, &e2))) {
 #pragma omp critical
-                {
+                if (!failed) {
                     failed = 1;
+                    failcode = e;
                     snprintf(failmsg, sizeof failmsg, "layer %zu head %zu scheme '%s': %s", lsel[li], hsel[hi],
                              sl.items[si].label, e2.msg);
                 }
@@ -318,7 +325,7 @@ int qattn_cmd_accuracy(int argc, char **argv)
     }
     if (failed) {
         fprintf(stderr, "qattn accuracy: %s\n", failmsg);
-        rc = QATTN_EXIT_FAIL;
+        rc = failcode == QATTN_ERR_NOMEM ? QATTN_EXIT_FAIL : QATTN_EXIT_INPUT;
         goto out;
     }
     if (qattn_cli_mkdirs(outdir)) {

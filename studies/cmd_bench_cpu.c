@@ -79,7 +79,8 @@ int qattn_cmd_bench_cpu(int argc, char **argv)
         if (c == 'n' || c == 'd' || c == 't' || c == 'r') {
             v = strtol(optarg, &end, 10);
             if (!*optarg || *end || v <= 0 || v > 1000000) {
-                fprintf(stderr, "qattn bench-cpu: '%s' is not a positive integer\n", optarg);
+                fprintf(stderr, "qattn bench-cpu: --%s needs an integer from 1 to 1000000, not '%s'\n",
+                        c == 'n' ? "n" : c == 'd' ? "dim" : c == 't' ? "threads" : "reps", optarg);
                 return QATTN_EXIT_INPUT;
             }
         }
@@ -112,9 +113,11 @@ int qattn_cmd_bench_cpu(int argc, char **argv)
     float *q = malloc(T * N * D * sizeof *q), *k = malloc(T * N * D * sizeof *k), *v = malloc(T * N * D * sizeof *v);
     float *of = malloc(T * N * D * sizeof *of), *sf = malloc(T * N * N * sizeof *sf);
     double *od = malloc(T * N * D * sizeof *od);
-    if (!q || !k || !v || !of || !sf || !od) {
+    double *t = malloc((size_t)reps * sizeof *t);
+    int rc = QATTN_EXIT_FAIL;
+    if (!q || !k || !v || !of || !sf || !od || !t) {
         fprintf(stderr, "qattn bench-cpu: out of memory for N = %zu, %zu threads\n", N, T);
-        return QATTN_EXIT_FAIL;
+        goto out;
     }
     for (size_t i = 0; i < T * N * D; i++) {
         q[i] = (float)rng_gauss();
@@ -124,40 +127,67 @@ int qattn_cmd_bench_cpu(int argc, char **argv)
     for (size_t i = 0; i < T * N * N; i++)
         sf[i] = (float)(rng_gauss() * 0.01);
     qattn_mask mask = {QATTN_MASK_NONE, 0, 0};
+    {
+        /* a small untimed run first, so that a scheme the emulation cannot run
+         * at this head dim is one clear input error before any timing */
+        size_t n0 = N < 64 ? N : 64;
+        qattn_head h0 = {q, k, v, n0, n0, D, NULL, 0};
+        qattn_err e0;
+        int e = qattn_ref_head(&h0, &mask, 0.0, od, NULL, &e0);
+        if (!e)
+            e = qattn_emu_head(&s, &h0, &mask, 0.0, of, NULL, &e0);
+        if (e) {
+            fprintf(stderr, "qattn bench-cpu: scheme %s at d = %zu: %s\n", spec, D, e0.msg);
+            rc = e == QATTN_ERR_NOMEM ? QATTN_EXIT_FAIL : QATTN_EXIT_INPUT;
+            goto out;
+        }
+    }
     double flops = 4.0 * (double)N * (double)N * (double)D;
     const char *names[3] = {"reference-f64", "emulated", "sgemm-f32"};
     double med[3];
-    double *t = malloc((size_t)reps * sizeof *t);
-    int failed = 0;
-    for (int which = 0; which < 3; which++) {
+    /* the first error of any run: its code decides the exit status (a scheme
+     * the emulation cannot run at this size is an input error) */
+    int failed = 0, failcode = 0;
+    char failmsg[600] = "";
+    for (int which = 0; which < 3 && !failed; which++) {
         for (long r = 0; r < reps; r++) {
             double t0 = now_s();
 #pragma omp parallel for schedule(static)
             for (size_t h = 0; h < T; h++) {
                 qattn_head hv = {q + h * N * D, k + h * N * D, v + h * N * D, N, N, D, NULL, 0};
                 qattn_err e2;
+                int e = 0;
                 if (which == 0) {
-                    if (qattn_ref_head(&hv, &mask, 0.0, od + h * N * D, NULL, &e2))
-                        failed = 1;
+                    e = qattn_ref_head(&hv, &mask, 0.0, od + h * N * D, NULL, &e2);
                 } else if (which == 1) {
-                    if (qattn_emu_head(&s, &hv, &mask, 0.0, of + h * N * D, NULL, &e2))
-                        failed = 1;
+                    e = qattn_emu_head(&s, &hv, &mask, 0.0, of + h * N * D, NULL, &e2);
                 } else {
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)N, (int)D, 1.0f,
                                 q + h * N * D, (int)D, k + h * N * D, (int)D, 0.0f, sf + h * N * N, (int)N);
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)D, (int)N, 1.0f,
                                 sf + h * N * N, (int)N, v + h * N * D, (int)D, 0.0f, of + h * N * D, (int)D);
                 }
+                if (e) {
+#pragma omp critical
+                    if (!failed) {
+                        failed = 1;
+                        failcode = e;
+                        snprintf(failmsg, sizeof failmsg, "%s: %s", names[which], e2.msg);
+                    }
+                }
             }
+            if (failed)
+                break;
             t[r] = now_s() - t0;
             fprintf(stderr, "bench-cpu: %s rep %ld/%ld %.3f s\n", names[which], r + 1, reps, t[r]);
         }
-        med[which] = median(t, (int)reps);
+        if (!failed)
+            med[which] = median(t, (int)reps);
     }
-    free(t);
     if (failed) {
-        fprintf(stderr, "qattn bench-cpu: a run failed\n");
-        return QATTN_EXIT_FAIL;
+        fprintf(stderr, "qattn bench-cpu: %s\n", failmsg);
+        rc = failcode == QATTN_ERR_NOMEM ? QATTN_EXIT_FAIL : QATTN_EXIT_INPUT;
+        goto out;
     }
     char buf[512];
     if (csv)
@@ -174,11 +204,14 @@ int qattn_cmd_bench_cpu(int argc, char **argv)
         else
             printf("%-14s %10.4f %12.2f %12.2f %10.3f\n", names[w], med[w], g, g / (double)T, ratio);
     }
+    rc = QATTN_EXIT_OK;
+out:
+    free(t);
     free(q);
     free(k);
     free(v);
     free(of);
     free(sf);
     free(od);
-    return QATTN_EXIT_OK;
+    return rc;
 }

@@ -4,9 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* does the text at p (after a comma) start a new scheme? */
-static int starts_scheme(const char *p)
+/* does the text at p (after a comma) start a new scheme? start..comma is the
+ * current scheme so far. A comma can only continue a scheme as a scale-group
+ * suffix (",ch:64", ",e8m0"), i.e. right after a word holding a group
+ * ("q=int8@token"); anywhere else it separates schemes, so that an unknown
+ * name after it ("fp16,nosuch") is reported on its own. */
+static int starts_scheme(const char *start, const char *comma, const char *p)
 {
+    const char *w = comma;
+    while (w > start && !isspace((unsigned char)w[-1]))
+        w--;
+    if (!memchr(w, '@', (size_t)(comma - w)))
+        return 1;
     while (*p == ' ')
         p++;
     size_t n = strcspn(p, " ,;");
@@ -53,7 +62,7 @@ int qattn_scheme_list_parse(const char *text, qattn_scheme_list *l, qattn_err *e
         return qattn_err_set(err, QATTN_ERR_ARG, "empty scheme list");
     const char *start = text;
     for (const char *p = text;; p++) {
-        if (*p == '\0' || *p == ';' || (*p == ',' && starts_scheme(p + 1))) {
+        if (*p == '\0' || *p == ';' || (*p == ',' && starts_scheme(start, p, p + 1))) {
             int rc = add_item(l, start, (size_t)(p - start), err);
             if (rc) {
                 qattn_scheme_list_free(l);

@@ -1,8 +1,8 @@
 /* A list of schemes given on the command line: comma-separated preset names
  * and/or scheme strings ("sage2-8b,fp16,q=int8@token,ch:64 k=..."). A comma
- * starts a new scheme only when the word after it is a preset name or a
- * key=value pair, so group suffixes such as ",ch:64" stay with their scheme.
- * ';' also separates schemes. */
+ * continues a scheme only right after a word with a scale group (one holding
+ * '@'), so suffixes such as ",ch:64" stay with their group; everywhere else
+ * it starts a new scheme. ';' also separates schemes. */
 #ifndef QATTN_SCHEMELIST_H
 #define QATTN_SCHEMELIST_H
 
