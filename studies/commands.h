@@ -15,7 +15,16 @@ int qattn_cmd_synth(int argc, char **argv);
 int qattn_cmd_inspect(int argc, char **argv);
 int qattn_cmd_accuracy(int argc, char **argv);
 int qattn_cmd_bench_cpu(int argc, char **argv);
+int qattn_cmd_paper_tables(int argc, char **argv);
 int qattn_cmd_outliers(int argc, char **argv);
+int qattn_cmd_compare(int argc, char **argv);
+int qattn_cmd_pareto(int argc, char **argv);
+int qattn_cmd_granularity(int argc, char **argv);
+int qattn_cmd_smoothing(int argc, char **argv);
+int qattn_cmd_pv(int argc, char **argv);
+int qattn_cmd_accumulator(int argc, char **argv);
+int qattn_cmd_kbias(int argc, char **argv);
+int qattn_cmd_pareto_cells(int argc, char **argv);
 int qattn_cmd_models(int argc, char **argv);
 
 #endif
