@@ -1,0 +1,80 @@
+#!/bin/bash
+# One self-contained GPU-machine run of qattn's data recipe.
+#
+#   bash data/gpu_run.sh check                 exporter round-trip check only
+#   bash data/gpu_run.sh smoke                 check + tokenizer training + a few steps of each model
+#   bash data/gpu_run.sh qattn-qwen2-hd64      train + export that model (RUN_CHECK=1: check first)
+#   bash data/gpu_run.sh qattn-qwen2-hd128     likewise
+#
+# Needs .carry/train.txt.xz and .carry/heldout.txt.xz (xz -9 of data/work/corpus/*.txt,
+# written by data/build_corpus.py) and, except in smoke mode, data/tokenizer.json.
+# Results go to $OUT (default /tmp/qattn-out); the .h5 comes back split in 15 MiB parts
+# (cat MODEL.h5.part* > MODEL.h5).  Run it as
+#   set -o pipefail; bash data/gpu_run.sh MODE 2>&1 | tee $OUT/log.txt
+set -eo pipefail
+MODE=${1:?usage: gpu_run.sh check|smoke|MODEL}
+OUT=${OUT:-/tmp/qattn-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+T0=$(date +%s)
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+python3 -c 'import sys, torch, transformers, tokenizers, h5py, numpy; print("python", sys.version.split()[0], "torch", torch.__version__, "transformers", transformers.__version__, "tokenizers", tokenizers.__version__, "h5py", h5py.__version__, "numpy", numpy.__version__)'
+
+corpus() {
+    C=/tmp/qattn-corpus
+    mkdir -p $C
+    xz -dc .carry/train.txt.xz > $C/train.txt &
+    xz -dc .carry/heldout.txt.xz > $C/heldout.txt
+    wait
+    echo "corpus unpacked: $(du -b $C/train.txt $C/heldout.txt | tr '\n' ' ')"
+}
+
+case "$MODE" in
+check)
+    python3 data/check_export.py --csv "$OUT/check_export.csv"
+    ;;
+smoke)
+    python3 data/check_export.py --csv "$OUT/check_export.csv" || echo "CHECK FAILED (continuing)"
+    corpus
+    S=/tmp/qattn-smoke
+    mkdir -p $S/a $S/b $S/c
+    python3 data/train.py --model qattn-qwen2-hd64 --corpus $C --out $S/a --train-tokenizer \
+        --steps 40 --eval-every 20 --eval-windows 16 --compile
+    cp $S/a/tokenizer.json "$OUT/tokenizer.json"
+    python3 data/train.py --model qattn-qwen2-hd64 --corpus $C --out $S/c --tokenizer $S/a/tokenizer.json \
+        --steps 20 --eval-every 10 --eval-windows 16 --no-export --no-verify
+    python3 data/train.py --model qattn-qwen2-hd128 --corpus $C --out $S/b --tokenizer $S/a/tokenizer.json \
+        --steps 40 --eval-every 20 --eval-windows 16 --compile --no-verify
+    cp $S/a/summary_*.json "$OUT/summary_smoke_hd64.json"
+    cp $S/b/summary_*.json "$OUT/summary_smoke_hd128.json"
+    cp $S/b/curve_*.csv "$OUT/curve_smoke_hd128.csv"
+    ls -l $S/a $S/b
+    python3 - <<'EOF'
+import h5py, glob
+for p in sorted(glob.glob("/tmp/qattn-smoke/*/*.h5")):
+    with h5py.File(p) as f:
+        print(p, dict(f.attrs))
+        print(" layers", len([k for k in f if k.startswith("layer_")]), "q", f["layer_00/q"].shape, f["layer_00/q"].dtype,
+              "k", f["layer_00/k"].shape, "chunks", f["layer_00/q"].chunks, f["layer_00/q"].compression,
+              "seqlens", f["seqlens"][()])
+EOF
+    ;;
+qattn-qwen2-*)
+    if [ -n "${RUN_CHECK:-}" ]; then
+        python3 data/check_export.py --csv "$OUT/check_export.csv" || echo "CHECK FAILED (continuing)"
+    fi
+    corpus
+    R=/tmp/qattn-run
+    mkdir -p $R
+    python3 data/train.py --model "$MODE" --corpus $C --out $R --compile ${TRAIN_ARGS:-}
+    ls -l $R
+    cp "$R/curve_$MODE.csv" "$R/stats_$MODE.csv" "$R/summary_$MODE.json" "$OUT/"
+    # files coming back from the device machine are limited to 16 MiB each: split the .h5
+    (cd $R && sha256sum "$MODE.h5" && split -b 15M -d "$MODE.h5" "$OUT/$MODE.h5.part")
+    ls -l "$OUT"
+    ;;
+*)
+    echo "unknown mode $MODE"; exit 2 ;;
+esac
+echo "gpu_run.sh $MODE: $(( $(date +%s) - T0 ))s"
