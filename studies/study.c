@@ -172,6 +172,17 @@ static int load_previous(study_run *r, const char *path, qattn_err *err)
     return rc;
 }
 
+/* cells.csv keeps 10 significant digits; a fresh metric is rounded to what
+ * is written so that the summaries of a fresh run and of a resumed one
+ * (which reads cells.csv back) are computed from the same values */
+#define CELL_FMT "%.10g"
+static double as_stored(double x)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, CELL_FMT, x);
+    return strtod(buf, NULL);
+}
+
 static int write_cells(const study_run *r, const char *dir)
 {
     char path[1100];
@@ -185,8 +196,8 @@ static int write_cells(const study_run *r, const char *dir)
         const qattn_cell *c = &r->st->cells[w->cell];
         fprintf(o.f, "%s,%zu,%zu,", r->models[w->model], w->layer, w->head);
         csv_quoted(o.f, c->label);
-        fprintf(o.f, ",%s,%.10g,%.10g,%.10g,%.10g,%.10g,", c->factors, w->m.cos, w->m.rel_l1, w->m.rmse,
-                w->m.max_abs, w->m.row_cos_min);
+        fprintf(o.f, ",%s," CELL_FMT "," CELL_FMT "," CELL_FMT "," CELL_FMT "," CELL_FMT ",", c->factors, w->m.cos,
+                w->m.rel_l1, w->m.rmse, w->m.max_abs, w->m.row_cos_min);
         csv_quoted(o.f, c->spec);
         fputc('\n', o.f);
     }
@@ -393,23 +404,43 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
         fprintf(stderr, "qattn %s: %s\n", st->name, err.msg);
         return QATTN_EXIT_INPUT;
     }
-    /* validate every file before any work */
+    /* validate every file before any work; rows are keyed by the model
+     * attribute, so two files of one model would be merged (the second one
+     * silently skipped as already done) */
+    char (*names)[256] = malloc(ndata * sizeof *names);
+    if (!names) {
+        fprintf(stderr, "qattn %s: out of memory\n", st->name);
+        return QATTN_EXIT_FAIL;
+    }
     for (size_t fi = 0; fi < ndata; fi++) {
         qattn_act_file f;
         if (qattn_act_open(data[fi], &f, &err)) {
             fprintf(stderr, "qattn %s: %s\n", st->name, err.msg);
+            free(names);
             return QATTN_EXIT_INPUT;
         }
+        snprintf(names[fi], sizeof names[fi], "%s", f.meta.model);
+        for (size_t j = 0; j < fi; j++)
+            if (!strcmp(names[j], names[fi])) {
+                fprintf(stderr, "qattn %s: %s and %s are both model '%s' (one --data file per model)\n", st->name,
+                        data[j], data[fi], names[fi]);
+                qattn_act_close(&f);
+                free(names);
+                return QATTN_EXIT_INPUT;
+            }
         size_t tmp[1024], cnt;
-        int bad = f.meta.nlayers > 1024 || f.meta.hq > 1024 ||
+        int bad = ((f.meta.nlayers > 1024 || f.meta.hq > 1024) &&
+                   qattn_err_set(&err, QATTN_ERR_RANGE, "more than 1024 layers or heads")) ||
                   qattn_select_parse(layers, f.meta.nlayers, tmp, &cnt, &err) ||
                   qattn_select_parse(heads, f.meta.hq, tmp, &cnt, &err);
         qattn_act_close(&f);
         if (bad) {
             fprintf(stderr, "qattn %s: %s: %s\n", st->name, data[fi], err.msg);
+            free(names);
             return QATTN_EXIT_INPUT;
         }
     }
+    free(names);
     if (threads > 0)
         omp_set_num_threads((int)threads);
     study_run run = {st, NULL, 0, NULL, 0, 0};
@@ -533,6 +564,11 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
                 w->head = hsel[hi];
                 w->cell = ci;
                 qattn_metrics_compute(o, ref + hi * n * d, n, d, &w->m);
+                w->m.cos = as_stored(w->m.cos);
+                w->m.rel_l1 = as_stored(w->m.rel_l1);
+                w->m.rmse = as_stored(w->m.rmse);
+                w->m.max_abs = as_stored(w->m.max_abs);
+                w->m.row_cos_min = as_stored(w->m.row_cos_min);
                 done[t] = 1;
             }
             for (size_t t = 0; t < ntask && !failed; t++)

@@ -211,17 +211,33 @@ done:
 
 /* ---- pareto ---- */
 
+static void csv_quoted(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
 typedef struct bench_pt {
-    char device[64], scheme[128];
+    char device[128], scheme[128];
+    size_t file; /* index into the bench files read (tops_source) */
     long head_dim, causal, n;
     double tops;
 } bench_pt;
 
-/* read every BENCH/<device>/attn_fwd_bench.csv */
-static int load_bench(const char *dir, bench_pt **pts, size_t *npts, qattn_err *err)
+/* read every BENCH/<device>/attn_fwd_bench.csv; (*files)[i] is the path of
+ * file i */
+static int load_bench(const char *dir, bench_pt **pts, size_t *npts, char (**files)[1400], size_t *nfiles,
+                      qattn_err *err)
 {
     *pts = NULL;
     *npts = 0;
+    *files = NULL;
+    *nfiles = 0;
     DIR *dd = opendir(dir);
     if (!dd)
         return QATTN_OK; /* no GPU results committed yet */
@@ -234,6 +250,13 @@ static int load_bench(const char *dir, bench_pt **pts, size_t *npts, qattn_err *
         snprintf(path, sizeof path, "%s/%s/attn_fwd_bench.csv", dir, de->d_name);
         if (access(path, F_OK) != 0)
             continue;
+        char(*fs)[1400] = realloc(*files, (*nfiles + 1) * sizeof *fs);
+        if (!fs) {
+            rc = qattn_err_set(err, QATTN_ERR_NOMEM, "out of memory");
+            break;
+        }
+        *files = fs;
+        snprintf(fs[*nfiles], sizeof fs[0], "%s", path);
         qattn_csv t;
         if ((rc = qattn_csv_load(path, &t, err)))
             break;
@@ -256,12 +279,14 @@ static int load_bench(const char *dir, bench_pt **pts, size_t *npts, qattn_err *
             bench_pt *b = &p[*npts];
             snprintf(b->device, sizeof b->device, "%s", qattn_csv_str(&t, i, cd));
             snprintf(b->scheme, sizeof b->scheme, "%s", qattn_csv_str(&t, i, cs));
+            b->file = *nfiles;
             if (!(rc = qattn_csv_long(&t, i, ch, &b->head_dim, err)) &&
                 !(rc = qattn_csv_long(&t, i, cc, &b->causal, err)) && !(rc = qattn_csv_long(&t, i, cn, &b->n, err)) &&
                 !(rc = qattn_csv_num(&t, i, ct, &b->tops, err)))
                 (*npts)++;
         }
         qattn_csv_free(&t);
+        (*nfiles)++;
     }
     closedir(dd);
     return rc;
@@ -305,7 +330,8 @@ int qattn_cmd_pareto(int argc, char **argv)
     qattn_csv s, mt;
     qattn_err err;
     bench_pt *pts = NULL;
-    size_t npts = 0;
+    size_t npts = 0, nfiles = 0;
+    char(*files)[1400] = NULL;
     if (qattn_csv_load(path, &s, &err)) {
         fprintf(stderr, "qattn pareto: %s\n", err.msg);
         return QATTN_EXIT_INPUT;
@@ -322,7 +348,8 @@ int qattn_cmd_pareto(int argc, char **argv)
         mh = qattn_csv_need(&mt, "head_dim", &err);
     qattn_out o;
     int opened = 0;
-    if (sm < 0 || sl < 0 || sc < 0 || sw < 0 || ss < 0 || mm < 0 || mh < 0 || load_bench(bench, &pts, &npts, &err)) {
+    if (sm < 0 || sl < 0 || sc < 0 || sw < 0 || ss < 0 || mm < 0 || mh < 0 ||
+        load_bench(bench, &pts, &npts, &files, &nfiles, &err)) {
         fprintf(stderr, "qattn pareto: %s\n", err.msg);
         goto done;
     }
@@ -341,8 +368,10 @@ int qattn_cmd_pareto(int argc, char **argv)
         const char *model = qattn_csv_str(&s, i, sm), *label = qattn_csv_str(&s, i, sl);
         long hd = -1;
         for (size_t j = 0; j < mt.nrows; j++)
-            if (!strcmp(qattn_csv_str(&mt, j, mm), model) && qattn_csv_long(&mt, j, mh, &hd, &err))
+            if (!strcmp(qattn_csv_str(&mt, j, mm), model) && qattn_csv_long(&mt, j, mh, &hd, &err)) {
+                fprintf(stderr, "qattn pareto: %s\n", err.msg);
                 goto done;
+            }
         const bench_pt *best = NULL;
         for (size_t j = 0; j < npts; j++) {
             const bench_pt *b = &pts[j];
@@ -353,9 +382,15 @@ int qattn_cmd_pareto(int argc, char **argv)
         }
         fprintf(o.f, "%s,\"%s\",\"%s\",%s,%s,", model, label, qattn_csv_str(&s, i, ss), qattn_csv_str(&s, i, sc),
                 qattn_csv_str(&s, i, sw));
-        if (best)
-            fprintf(o.f, "%s,%.6g,%s/attn_fwd_bench.csv\n", best->device, best->tops, best->device);
-        else
+        if (best) {
+            /* tops_source: the file the measurement came from (the device
+             * column is the GPU's name, e.g. "NVIDIA H100 80GB HBM3", not
+             * the directory) */
+            csv_quoted(o.f, best->device);
+            fprintf(o.f, ",%.6g,", best->tops);
+            csv_quoted(o.f, files[best->file]);
+            fputc('\n', o.f);
+        } else
             fprintf(o.f, ",,none\n");
     }
     if (qattn_out_commit(&o)) {
@@ -369,6 +404,7 @@ done:
     if (opened)
         qattn_out_abort(&o);
     free(pts);
+    free(files);
     qattn_csv_free(&s);
     qattn_csv_free(&mt);
     return rc;

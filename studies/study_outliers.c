@@ -123,7 +123,9 @@ int qattn_cmd_outliers(int argc, char **argv)
         size_t n = mt->n, d = mt->d;
         float *t3[3] = {malloc(mt->hq * n * d * sizeof(float)), malloc(mt->hkv * n * d * sizeof(float)),
                         malloc(mt->hkv * n * d * sizeof(float))};
-        double *col = malloc(n * sizeof *col), *tmp = malloc(d * sizeof *tmp), *mos = malloc(d * sizeof *mos);
+        size_t hmax_heads = mt->hq > mt->hkv ? mt->hq : mt->hkv;
+        double *col = malloc(n * sizeof *col), *tmp = malloc(d * sizeof *tmp),
+               *mos = malloc(hmax_heads * d * sizeof *mos);
         chan_stat *cs = malloc(d * sizeof *cs);
         if (!t3[0] || !t3[1] || !t3[2] || !col || !tmp || !mos || !cs) {
             fprintf(stderr, "qattn outliers: out of memory\n");
@@ -151,14 +153,13 @@ int qattn_cmd_outliers(int argc, char **argv)
                         max_mos = fmax(max_mos, cs[ch].mos);
                         max_kurt = fmax(max_kurt, cs[ch].kurt);
                         hmax = fmax(hmax, cs[ch].amax);
-                        if (nmos < d)
-                            mos[nmos++] = cs[ch].mos;
+                        mos[nmos++] = cs[ch].mos;
                         fprintf(oc.f, "%s,%zu,%s,%zu,%zu,%.6g,%.6g,%.6g,%.6g,%.6g,%d\n", mt->model, l, names[ti], h,
                                 ch, cs[ch].mean, cs[ch].sd, cs[ch].mos, cs[ch].amax, cs[ch].kurt, out);
                     }
                     amax_ratio = fmax(amax_ratio, med > 0 ? hmax / med : 0.0);
                 }
-                /* median |mean|/std over the first head's channels (all heads alike in scale) */
+                /* median |mean|/std over all channels of all heads (as the max and the counts) */
                 double med_mos = median_of(mos, nmos);
                 fprintf(os.f, "%s,%zu,%s,%.6g,%.6g,%.6g,%.6g,%zu,%zu\n", mt->model, l, names[ti], max_mos, med_mos,
                         max_kurt, amax_ratio, nout, nh * d);

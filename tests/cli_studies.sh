@@ -1,0 +1,591 @@
+#!/usr/bin/env bash
+# The studies from the command line (studies/CSV.md is the contract):
+#   - granularity, smoothing, pv, accumulator, kbias, pareto-cells on two
+#     small synthetic files of two models: exact headers of cells.csv,
+#     summary.csv and layers.csv; row counts (cells = grid x layers x heads x
+#     files, summary = grid x models, layers = grid x layers x models); every
+#     (model, layer, head, label) once; label, factors and spec as
+#     `qattn STUDY --list` prints them; factor values in the documented sets;
+#     metrics are numbers in range; the summaries and per-layer means agree
+#     with the cells (mean, worst head, worst layer);
+#   - resumability: a rerun reuses every cell and rewrites the same bytes; rows
+#     deleted from cells.csv are recomputed (and only those) to the same
+#     values; --force recomputes all; a changed spec for a label recomputes
+#     that label; a cells.csv without a needed column exits 2 naming it and
+#     leaves every output as it was; a layer/head selection, then the rest;
+#   - kbias: labelled as augmented data; its r=0 cells are the granularity
+#     per-block cells, bit for bit; smooth=k is constant in r while no
+#     smoothing degrades with r on data with a planted K bias;
+#   - outliers, models, compare, pareto: headers, counts, values;
+#   - bad inputs exit 2 and write nothing.
+#
+# usage: bash tests/cli_studies.sh /path/to/qattn SCRATCHDIR
+set -u
+if [[ $# -ne 2 ]]; then
+    echo "usage: bash $0 /path/to/qattn SCRATCHDIR" >&2
+    exit 2
+fi
+Q=$1
+S=$2
+export LC_ALL=C
+rm -rf "$S"
+mkdir -p "$S/log" "$S/list" "$S/keep" || exit 1
+OUT=$S/log/stdout.txt
+ERR=$S/log/stderr.txt
+R=$S/results # the studies' output tree, as results/ in scripts/reproduce
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+
+# check NAME CONDITION-COMMAND...
+check() {
+    local name=$1
+    shift
+    if "$@"; then ok "$name"; else bad "$name"; fi
+}
+
+no_temps() { ! find "$S" -name '*.tmp.*' | grep -q .; }
+
+# run_ok NAME CMD...: exit 0, no temporary file left (the studies report
+# progress on stderr, so stderr is not checked here)
+run_ok() {
+    local name=$1
+    shift
+    "$@" >"$OUT" 2>"$ERR"
+    local rc=$?
+    if [[ $rc -ne 0 ]]; then
+        bad "$name: exit $rc: $(head -c 400 "$ERR")"
+        return 1
+    elif ! no_temps; then
+        bad "$name: left a temporary file"
+        return 1
+    fi
+    ok "$name"
+}
+
+# expect_err NAME WORD PATH CMD...: exit 2, stderr names WORD, PATH (if not
+# empty) does not exist afterwards, no temporary file
+expect_err() {
+    local name=$1 word=$2 path=$3
+    shift 3
+    "$@" >"$OUT" 2>"$ERR"
+    local rc=$?
+    if [[ $rc -ne 2 ]]; then
+        bad "$name: exit $rc, expected 2 ($(head -c 300 "$ERR"))"
+    elif ! grep -qF -- "$word" "$ERR"; then
+        bad "$name: stderr lacks '$word': $(head -c 300 "$ERR")"
+    elif [[ -n $path && -e $path ]]; then
+        bad "$name: wrote $path"
+    elif ! no_temps; then
+        bad "$name: left a temporary file"
+    else
+        ok "$name"
+    fi
+}
+
+# a CSV without its quotes, commas inside quoted fields turned into ';'
+unquote() {
+    awk '{ out = ""; inq = 0
+           for (i = 1; i <= length($0); i++) {
+               c = substr($0, i, 1)
+               if (c == "\"") { inq = !inq; continue }
+               out = out (c == "," && inq ? ";" : c)
+           }
+           print out }' "$1"
+}
+nrows() { tail -n +2 "$1" | wc -l | tr -d ' '; }
+header_is() { [[ $(head -n 1 "$1") == "$2" ]]; }
+
+# awk helpers: isnum(x) (a plain or %g number; not nan/inf), near(a, b, tol)
+AWKLIB='function isnum(x) { return x ~ /^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$/ }
+function near(a, b, tol) { return (a - b <= tol && b - a <= tol) }
+function abs(x) { return x < 0 ? -x : x }'
+
+# csvawk PROGRAM [-v VAR=VALUE]... FILE...: each CSV unquoted and split on
+# commas; fi is the file's number (1, 2, ...) and c[fi, "name"] the column
+# of name; header lines are skipped. PROGRAM prints what is wrong; silence
+# means success.
+csvawk() {
+    local prog=$1 opts=() args=()
+    shift
+    while [[ $# -gt 0 ]]; do
+        if [[ $1 == -v ]]; then
+            opts+=(-v "$2")
+            shift 2
+        else
+            unquote "$1" >"$S/log/u.${#args[@]}.csv" || return 1
+            args+=("$S/log/u.${#args[@]}.csv")
+            shift
+        fi
+    done
+    awk -F, "${opts[@]}" "$AWKLIB"'
+FNR == 1 { fi++; for (i = 1; i <= NF; i++) c[fi, $i] = i; next }
+'"$prog" "${args[@]}"
+}
+# awk_quiet NAME PROGRAM ARGS...: ok when the program runs and prints nothing
+awk_quiet() {
+    local name=$1 prog=$2 msg rc
+    shift 2
+    msg=$(csvawk "$prog" "$@" 2>&1)
+    rc=$?
+    if [[ $rc -ne 0 ]]; then
+        bad "$name: awk exit $rc: $(head -n 3 <<<"$msg")"
+    elif [[ -n $msg ]]; then
+        bad "$name: $(head -n 5 <<<"$msg")"
+    else
+        ok "$name"
+    fi
+}
+
+# ---------------------------------------------------------------- data
+LAYERS=2 HEADS=4 KVH=2 DIM=32
+synth() { # synth FILE MODEL SEED KBIAS
+    "$Q" synth --out "$1" --layers $LAYERS --heads $HEADS --kv-heads $KVH --tokens 160 --seqlens 64,96 \
+        --dim $DIM --k-bias "$4" --seed "$3" --model "$2" >"$OUT" 2>"$ERR"
+}
+A=$S/alpha.h5 B=$S/beta.h5 C=$S/gamma.h5 A2=$S/alpha-again.h5
+if ! synth "$A" m-alpha 1 4 || ! synth "$B" m-beta 2 4 || ! synth "$C" m-gamma 3 8 || ! synth "$A2" m-alpha 5 4; then
+    echo "FAIL qattn synth: $(cat "$ERR")"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+MODELS="m-alpha m-beta"
+NM=2
+BOOT=(--boot 200)
+
+factors_of() {
+    case $1 in
+    granularity) echo "qk_fmt,group,smooth" ;;
+    smoothing) echo "qk_fmt,smooth" ;;
+    pv) echo "qk_fmt,pv_fmt" ;;
+    accumulator) echo "pv,acc,chunk" ;;
+    kbias) echo "r,qk_fmt,smooth" ;;
+    pareto-cells) echo "kernel" ;;
+    esac
+}
+# the documented values, column=alt|alt;...
+PRESETS=$("$Q" schemes | awk '{ printf "%s%s", (NR > 1 ? "|" : ""), $1 }')
+values_of() {
+    case $1 in
+    granularity) echo "qk_fmt=int4|int8|e4m3|e5m2;group=tensor|block|warp|thread|token;smooth=none|k" ;;
+    smoothing) echo "qk_fmt=int4|int8;smooth=none|k|q|q+k|q+k+v" ;;
+    pv) echo "qk_fmt=int8|int4;pv_fmt=fp16|e4m3|e5m2|int8" ;;
+    accumulator) echo "pv=e4m3|fp16;acc=fp32|fp16|fp22|fp22+fp32" ;; # chunk: below
+    kbias) echo "r=0|1|2|4|8|16|32;qk_fmt=int8|int4|e4m3;smooth=none|k" ;;
+    pareto-cells) echo "kernel=$PRESETS" ;;
+    esac
+}
+METRICS="cos,rel_l1,rmse,max_abs,row_cos_min"
+SUMCOLS="n,cos_mean,cos_ci_lo,cos_ci_hi,cos_worst_head,cos_worst_layer,worst_layer,rel_l1_mean,rel_l1_ci_lo,rel_l1_ci_hi,rel_l1_worst_layer,rmse_mean,rmse_ci_lo,rmse_ci_hi,spec"
+STUDIES="granularity smoothing pv accumulator kbias pareto-cells"
+
+# the grid of `--list` as label|factors|spec
+list_grid() {
+    "$Q" "$1" --list | sed -E 's/  \(K augmented\)$//; s/^([^ ]+) +([^ ]+) +(.*[^ ]) *$/\1|\2|\3/'
+}
+
+# ------------------------------------------------- the emulation studies
+for st in $STUDIES; do
+    F=$(factors_of "$st")
+    D=$R/$st
+    if ! list_grid "$st" >"$S/list/$st.txt" || [[ ! -s $S/list/$st.txt ]]; then
+        bad "$st --list"
+        continue
+    fi
+    G=$(wc -l <"$S/list/$st.txt")
+    NC=$((G * LAYERS * HEADS * NM))
+    run_ok "$st: runs on two models" "$Q" "$st" --data "$A" --data "$B" --out "$D" "${BOOT[@]}" --threads 2 || continue
+    check "$st: reports $NC cells, 0 reused" grep -qF "$NC cells (0 reused)" "$ERR"
+    for f in cells summary layers; do cp "$D/$f.csv" "$S/keep/$st.$f.csv"; done
+
+    # headers
+    check "$st: cells.csv header" header_is "$D/cells.csv" "model,layer,head,label,$F,$METRICS,spec"
+    check "$st: summary.csv header" header_is "$D/summary.csv" "model,label,$F,$SUMCOLS"
+    check "$st: layers.csv header" header_is "$D/layers.csv" "model,layer,label,$F,cos_mean,rel_l1_mean,rmse_mean"
+
+    # counts
+    check "$st: cells.csv rows = $G x $LAYERS x $HEADS x $NM" [ "$(nrows "$D/cells.csv")" -eq "$NC" ]
+    check "$st: summary.csv rows = $G x $NM" [ "$(nrows "$D/summary.csv")" -eq $((G * NM)) ]
+    check "$st: layers.csv rows = $G x $LAYERS x $NM" [ "$(nrows "$D/layers.csv")" -eq $((G * LAYERS * NM)) ]
+
+    # every (model, layer, head, label) once, for both models, in range
+    awk_quiet "$st: cells are every model x layer x head x label once" '
+        { k = $(c[1,"model"]) SUBSEP $(c[1,"layer"]) SUBSEP $(c[1,"head"]) SUBSEP $(c[1,"label"])
+          if (k in seen) print "duplicate " $0; seen[k] = 1
+          if ($(c[1,"model"]) != "m-alpha" && $(c[1,"model"]) != "m-beta") print "model " $0
+          if ($(c[1,"layer"]) !~ /^[0-9]+$/ || $(c[1,"layer"]) >= L) print "layer " $0
+          if ($(c[1,"head"]) !~ /^[0-9]+$/ || $(c[1,"head"]) >= H) print "head " $0
+          per[$(c[1,"model"])]++ }
+        END { if (per["m-alpha"] != per["m-beta"]) print "models differ in rows" }' \
+        -v L=$LAYERS -v H=$HEADS "$D/cells.csv"
+
+    # label, factors, spec as the grid lists them (cells, summary, layers)
+    for f in cells summary layers; do
+        awk_quiet "$st: $f.csv label, factors and spec as --list" '
+            BEGIN { nf = split(F, fn, ",")
+                    while ((getline line < LIST) > 0) {
+                        split(line, p, "|"); fac[p[1]] = p[2]; spec[p[1]] = p[3]; nl++ } }
+            { lab = $(c[1,"label"])
+              if (!(lab in fac)) { print "unknown label " lab; next }
+              v = ""; for (i = 1; i <= nf; i++) v = v (i > 1 ? "," : "") $(c[1, fn[i]])
+              if (v != fac[lab]) print lab ": factors " v " != " fac[lab]
+              if (c[1,"spec"] && $(c[1,"spec"]) != spec[lab]) print lab ": spec " $(c[1,"spec"])
+              labs[lab] = 1 }
+            END { for (l in fac) if (!(l in labs)) print "label " l " missing" }' \
+            -v F="$F" -v LIST="$S/list/$st.txt" "$D/$f.csv"
+    done
+
+    # factor values in the documented sets
+    awk_quiet "$st: factor values in the documented sets" '
+        BEGIN { n = split(V, parts, ";")
+                for (i = 1; i <= n; i++) { split(parts[i], kv, "="); allowed[kv[1]] = "|" kv[2] "|" } }
+        { for (k in allowed) if (!index(allowed[k], "|" $(c[1,k]) "|")) print k "=" $(c[1,k]) " not documented: " $0
+          if (ST == "accumulator") {
+              ch = $(c[1,"chunk"]); acc = $(c[1,"acc"])
+              if (ch !~ /^[0-9]+$/ || (ch != 0 && (ch < 16 || ch > 512))) print "chunk " ch
+              if ((acc == "fp22+fp32") != (ch != 0)) print "chunk " ch " with acc " acc }
+          if (ST == "pareto-cells" && $(c[1,"kernel"]) != $(c[1,"label"])) print "kernel != label: " $0 }' \
+        -v V="$(values_of "$st")" -v ST="$st" "$D/cells.csv"
+
+    # metrics
+    awk_quiet "$st: metrics are numbers, 0 < cos <= 1" '
+        { for (k = split("cos rel_l1 rmse max_abs row_cos_min", m, " "); k > 0; k--)
+              if (!isnum($(c[1, m[k]]))) print m[k] " not a number: " $0
+          if (!($(c[1,"cos"]) > 0 && $(c[1,"cos"]) <= 1 + 1e-12)) print "cos " $(c[1,"cos"])
+          if ($(c[1,"rel_l1"]) < 0 || $(c[1,"rmse"]) < 0 || $(c[1,"max_abs"]) < 0) print "negative error " $0
+          if ($(c[1,"row_cos_min"]) < -1 - 1e-12 || $(c[1,"row_cos_min"]) > 1 + 1e-12) print "row_cos_min " $0 }' \
+        "$D/cells.csv"
+
+    # summary: numbers, intervals, worst head/layer, and agreement with the cells
+    awk_quiet "$st: summary numbers, ci_lo <= mean <= ci_hi, worst layer >= worst head" '
+        fi == 1 { split(NUMS, nm, " "); for (k in nm) if (!isnum($(c[1, nm[k]]))) print nm[k] " not a number: " $0
+                  for (k = split("cos rel_l1 rmse", m, " "); k > 0; k--)
+                      if (!($(c[1, m[k] "_ci_lo"]) <= $(c[1, m[k] "_mean"]) && $(c[1, m[k] "_mean"]) <= $(c[1, m[k] "_ci_hi"])))
+                          print m[k] " interval " $0
+                  if (!($(c[1,"cos_mean"]) > 0 && $(c[1,"cos_mean"]) <= 1 + 1e-12)) print "cos_mean " $0
+                  if (!($(c[1,"cos_worst_layer"]) >= $(c[1,"cos_worst_head"]))) print "worst layer < worst head: " $0
+                  if (!($(c[1,"cos_mean"]) >= $(c[1,"cos_worst_layer"]))) print "mean < worst layer: " $0
+                  if ($(c[1,"worst_layer"]) !~ /^[0-9]+$/ || $(c[1,"worst_layer"]) >= L) print "worst_layer " $0
+                  if ($(c[1,"n"]) != L * H) print "n " $(c[1,"n"]) }' \
+        -v L=$LAYERS -v H=$HEADS \
+        -v NUMS="n cos_mean cos_ci_lo cos_ci_hi cos_worst_head cos_worst_layer worst_layer rel_l1_mean rel_l1_ci_lo rel_l1_ci_hi rel_l1_worst_layer rmse_mean rmse_ci_lo rmse_ci_hi" \
+        "$D/summary.csv"
+    awk_quiet "$st: summary and layers agree with the cells" '
+        fi == 1 { k = $(c[1,"model"]) SUBSEP $(c[1,"label"]); kl = k SUBSEP $(c[1,"layer"])
+                  n[k]++; cs[k] += $(c[1,"cos"]); l1[k] += $(c[1,"rel_l1"]); rm[k] += $(c[1,"rmse"])
+                  if (!(k in wh) || $(c[1,"cos"]) < wh[k]) wh[k] = $(c[1,"cos"])
+                  ln[kl]++; lc[kl] += $(c[1,"cos"]); ll[kl] += $(c[1,"rel_l1"]); lr[kl] += $(c[1,"rmse"]) }
+        fi == 2 { kl = $(c[2,"model"]) SUBSEP $(c[2,"label"]) SUBSEP $(c[2,"layer"]); k = $(c[2,"model"]) SUBSEP $(c[2,"label"])
+                  if (!(kl in ln)) { print "layers row without cells: " $0; next }
+                  if (!near($(c[2,"cos_mean"]), lc[kl] / ln[kl], 1e-9) || !near($(c[2,"rel_l1_mean"]), ll[kl] / ln[kl], 1e-9) ||
+                      !near($(c[2,"rmse_mean"]), lr[kl] / ln[kl], 1e-9)) print "layer mean " $0
+                  if (!(k in wl) || $(c[2,"cos_mean"]) < wl[k]) { wl[k] = $(c[2,"cos_mean"]); wli[k] = $(c[2,"layer"]); wll[k] = $(c[2,"rel_l1_mean"]) }
+                  nl[k]++ }
+        fi == 3 { k = $(c[3,"model"]) SUBSEP $(c[3,"label"])
+                  if (!(k in n)) { print "summary row without cells: " $0; next }
+                  if ($(c[3,"n"]) != n[k]) print "n " $0
+                  if (!near($(c[3,"cos_mean"]), cs[k] / n[k], 1e-9)) print "cos_mean " $0
+                  if (!near($(c[3,"rel_l1_mean"]), l1[k] / n[k], 1e-9)) print "rel_l1_mean " $0
+                  if (!near($(c[3,"rmse_mean"]), rm[k] / n[k], 1e-9)) print "rmse_mean " $0
+                  if ($(c[3,"cos_worst_head"]) + 0 != wh[k] + 0) print "cos_worst_head " $0 " != " wh[k]
+                  if (nl[k] != L) print "layers rows " nl[k] " for " $0
+                  if ($(c[3,"worst_layer"]) != wli[k] || !near($(c[3,"cos_worst_layer"]), wl[k], 1e-12) ||
+                      !near($(c[3,"rel_l1_worst_layer"]), wll[k], 1e-12)) print "worst layer " $0 }' \
+        -v L=$LAYERS "$D/cells.csv" "$D/layers.csv" "$D/summary.csv"
+
+    # the simplest resume: everything reused, the same bytes
+    run_ok "$st: rerun" "$Q" "$st" --data "$A" --data "$B" --out "$D" "${BOOT[@]}" --threads 2 &&
+        check "$st: rerun reuses all $NC cells" grep -qF "$NC cells ($NC reused)" "$ERR"
+    for f in cells summary layers; do
+        check "$st: rerun leaves $f.csv byte-identical" cmp -s "$D/$f.csv" "$S/keep/$st.$f.csv"
+    done
+done
+
+# ------------------------------------------------------- resumability
+D=$R/pv
+K=$S/keep
+G=$(wc -l <"$S/list/pv.txt")
+NC=$((G * LAYERS * HEADS * NM))
+same_as_first() { # same_as_first STUDY DIR: all three files as in the first run
+    cmp -s "$2/cells.csv" "$K/$1.cells.csv" && cmp -s "$2/summary.csv" "$K/$1.summary.csv" &&
+        cmp -s "$2/layers.csv" "$K/$1.layers.csv"
+}
+
+# delete 10 rows: exactly those are recomputed, to the same values
+sed -i '3,7d;40,44d' "$D/cells.csv"
+run_ok "pv: rerun after 10 rows deleted" "$Q" pv --data "$A" --data "$B" --out "$D" "${BOOT[@]}" &&
+    check "pv: only the 10 deleted cells recomputed" grep -qF "$NC cells ($((NC - 10)) reused)" "$ERR"
+check "pv: recomputed cells equal the first run's (all three files)" same_as_first pv "$D"
+
+# a reused cell is really not recomputed: a planted value survives a rerun
+awk -F, 'NR == 2 { sub(/,0\.[0-9]+,/, ",0.5,") } { print }' "$K/pv.cells.csv" >"$D/cells.csv"
+run_ok "pv: rerun over a planted value" "$Q" pv --data "$A" --data "$B" --out "$D" "${BOOT[@]}"
+check "pv: the planted cos is kept (skipped, not recomputed)" \
+    [ "$(sed -n 2p "$D/cells.csv" | cut -d, -f7)" = "0.5" ]
+# --force recomputes everything
+run_ok "pv: --force" "$Q" pv --data "$A" --data "$B" --out "$D" "${BOOT[@]}" --force &&
+    check "pv: --force reports 0 reused" grep -qF "$NC cells (0 reused)" "$ERR"
+check "pv: --force restores the first run's values" same_as_first pv "$D"
+
+# a changed spec for one label (a changed grid): that label is recomputed
+LAB=int8/e4m3
+NL=$((LAYERS * HEADS * NM))
+awk -v lab="\"$LAB\"" -F, -v OFS=, '$4 == lab { sub(/acc=fp32/, "acc=fp16"); $7 = "0.25" } { print }' \
+    "$K/pv.cells.csv" >"$D/cells.csv"
+check "pv: (the spec of $LAB was edited)" [ "$(grep -c 'acc=fp16' "$D/cells.csv")" -eq $NL ]
+run_ok "pv: rerun after a spec changed" "$Q" pv --data "$A" --data "$B" --out "$D" "${BOOT[@]}" &&
+    check "pv: the $NL cells of the changed label recomputed" grep -qF "$NC cells ($((NC - NL)) reused)" "$ERR"
+check "pv: the changed label recomputed to the first run's values" same_as_first pv "$D"
+
+# a cells.csv without a needed column: exit 2 naming it, outputs unchanged
+unquote "$K/pv.cells.csv" | cut -d, -f1-8,10- >"$D/cells.csv"
+cp "$D/cells.csv" "$S/keep/pv.broken.csv"
+expect_err "pv: cells.csv without rmse exits 2 naming the column" "'rmse'" "" \
+    "$Q" pv --data "$A" --data "$B" --out "$D" "${BOOT[@]}"
+check "pv: a malformed cells.csv is left as it was" cmp -s "$D/cells.csv" "$S/keep/pv.broken.csv"
+check "pv: summary.csv and layers.csv are left as they were" \
+    eval 'cmp -s "$D/summary.csv" "$K/pv.summary.csv" && cmp -s "$D/layers.csv" "$K/pv.layers.csv"'
+run_ok "pv: --force repairs a malformed cells.csv" "$Q" pv --data "$A" --data "$B" --out "$D" "${BOOT[@]}" --force
+check "pv: ... to the first run" same_as_first pv "$D"
+
+# threads do not change a value
+run_ok "pv: one thread" "$Q" pv --data "$A" --data "$B" --out "$S/pv-1thread" "${BOOT[@]}" --threads 1
+check "pv: one thread gives the same bytes as two" same_as_first pv "$S/pv-1thread"
+
+# kbias: the augmented cells resume too (delete every r=32 row)
+D=$R/kbias
+NK=$(grep -c '"r32/' "$D/cells.csv")
+NC=$(nrows "$D/cells.csv")
+grep -v '"r32/' "$K/kbias.cells.csv" >"$D/cells.csv"
+run_ok "kbias: rerun after the r=32 rows deleted" "$Q" kbias --data "$A" --data "$B" --out "$D" "${BOOT[@]}" &&
+    check "kbias: only the $NK r=32 cells recomputed" grep -qF "$NC cells ($((NC - NK)) reused)" "$ERR"
+check "kbias: recomputed augmented cells equal the first run's" same_as_first kbias "$D"
+
+# a selection first, then the rest
+D=$S/sel
+G=$(wc -l <"$S/list/granularity.txt")
+run_ok "granularity --layers 1 --heads 0,2" "$Q" granularity --data "$A" --data "$B" --out "$D" "${BOOT[@]}" \
+    --layers 1 --heads 0,2
+check "selection: cells = grid x 1 layer x 2 heads x 2 files" [ "$(nrows "$D/cells.csv")" -eq $((G * 2 * NM)) ]
+awk_quiet "selection: only layer 1, heads 0 and 2" '$(c[1,"layer"]) != 1 || ($(c[1,"head"]) != 0 && $(c[1,"head"]) != 2) { print }' \
+    "$D/cells.csv"
+awk_quiet "selection: summary n = 2, worst layer 1" '$(c[1,"n"]) != 2 || $(c[1,"worst_layer"]) != 1 { print }' "$D/summary.csv"
+check "selection: layers.csv = grid x 1 layer x 2 models" [ "$(nrows "$D/layers.csv")" -eq $((G * NM)) ]
+awk_quiet "selection: values equal the full run's" '
+    fi == 1 { v[$(c[1,"model"]), $(c[1,"layer"]), $(c[1,"head"]), $(c[1,"label"])] = $0 }
+    fi == 2 { k = $(c[2,"model"]) SUBSEP $(c[2,"layer"]) SUBSEP $(c[2,"head"]) SUBSEP $(c[2,"label"])
+              if (v[k] != $0) print "differs: " $0 }' "$K/granularity.cells.csv" "$D/cells.csv"
+run_ok "selection: then all layers and heads" "$Q" granularity --data "$A" --data "$B" --out "$D" "${BOOT[@]}" &&
+    check "selection: the selected cells reused" grep -qF "$((G * LAYERS * HEADS * NM)) cells ($((G * 2 * NM)) reused)" "$ERR"
+check "selection: completed run equals the full run" same_as_first granularity "$D"
+
+# ---------------------------------------------------------------- kbias
+"$Q" kbias --help >"$OUT" 2>"$ERR"
+check "kbias --help says AUGMENTED" grep -q AUGMENTED "$OUT"
+"$Q" kbias --list >"$OUT" 2>"$ERR"
+check "kbias --list marks every r > 0 cell as K augmented, no r = 0 cell" \
+    eval '[ "$(grep -c "(K augmented)" "$OUT")" -eq "$(grep -vc "^r0/" "$OUT")" ] && ! grep "^r0/" "$OUT" | grep -q augmented'
+D=$R/kbias
+awk_quiet "kbias: r=0 cells equal the granularity per-block cells (cos, rel_l1, rmse, spec)" '
+    fi == 1 && $(c[1,"group"]) == "block" {
+        g[$(c[1,"model"]), $(c[1,"layer"]), $(c[1,"head"]), $(c[1,"qk_fmt"]), $(c[1,"smooth"])] = \
+            $(c[1,"cos"]) " " $(c[1,"rel_l1"]) " " $(c[1,"rmse"]) " " $(c[1,"spec"]) }
+    fi == 2 && $(c[2,"r"]) == 0 {
+        k = $(c[2,"model"]) SUBSEP $(c[2,"layer"]) SUBSEP $(c[2,"head"]) SUBSEP $(c[2,"qk_fmt"]) SUBSEP $(c[2,"smooth"])
+        n++
+        if (!(k in g)) print "no granularity cell for " $0
+        else if (g[k] != $(c[2,"cos"]) " " $(c[2,"rel_l1"]) " " $(c[2,"rmse"]) " " $(c[2,"spec"])) print "differs: " $0 " vs " g[k] }
+    END { if (n != N) print n " r=0 cells, expected " N }' \
+    -v N=$((3 * 2 * LAYERS * HEADS * NM)) "$R/granularity/cells.csv" "$D/cells.csv"
+awk_quiet "kbias: smooth=k cells constant in r (|cos(r) - cos(0)| < 1e-5)" '
+    $(c[1,"smooth"]) == "k" { k = $(c[1,"model"]) SUBSEP $(c[1,"layer"]) SUBSEP $(c[1,"head"]) SUBSEP $(c[1,"qk_fmt"])
+        if ($(c[1,"r"]) == 0) z[k] = $(c[1,"cos"]); else v[k, $(c[1,"r"])] = $(c[1,"cos"]) }
+    END { for (kr in v) { split(kr, p, SUBSEP); k = p[1] SUBSEP p[2] SUBSEP p[3] SUBSEP p[4]
+              if (!near(v[kr], z[k], 1e-5)) print "r=" p[5] " " p[4] ": " v[kr] " vs " z[k] } }' "$D/cells.csv"
+awk_quiet "kbias: without smoothing, every cell worse at r=32 than at r=0" '
+    $(c[1,"smooth"]) == "none" && ($(c[1,"r"]) == 0 || $(c[1,"r"]) == 32) {
+        k = $(c[1,"model"]) SUBSEP $(c[1,"layer"]) SUBSEP $(c[1,"head"]) SUBSEP $(c[1,"qk_fmt"]); v[k, $(c[1,"r"])] = $(c[1,"cos"]); ks[k] = 1 }
+    END { for (k in ks) if (!(v[k, 32] < v[k, 0])) print k ": " v[k, 32] " >= " v[k, 0] }' "$D/cells.csv"
+awk_quiet "kbias: without smoothing, the mean cos falls with every step of r" '
+    $(c[1,"smooth"]) == "none" { v[$(c[1,"model"]), $(c[1,"qk_fmt"]), $(c[1,"r"])] = $(c[1,"cos_mean"]); m[$(c[1,"model"])] = 1 }
+    END { split("0 1 2 4 8 16 32", rs, " "); split("int8 int4 e4m3", fs, " ")
+          for (mm in m) for (f = 1; f <= 3; f++) for (i = 2; i <= 7; i++)
+              if (!(v[mm, fs[f], rs[i]] < v[mm, fs[f], rs[i - 1]])) print mm " " fs[f] " r=" rs[i] }' "$D/summary.csv"
+awk_quiet "kbias: smoothing K beats no smoothing at r=32" '
+    $(c[1,"r"]) == 32 { v[$(c[1,"model"]), $(c[1,"qk_fmt"]), $(c[1,"smooth"])] = $(c[1,"cos_mean"]); m[$(c[1,"model"]) SUBSEP $(c[1,"qk_fmt"])] = 1 }
+    END { for (k in m) if (!(v[k, "k"] > v[k, "none"])) print k }' "$D/summary.csv"
+
+# ------------------------------------------------------------- outliers
+D=$R/outliers
+run_ok "outliers on two models" "$Q" outliers --data "$C" --data "$A" --out "$D"
+check "outliers: channels.csv header" header_is "$D/channels.csv" \
+    "model,layer,tensor,head,channel,mean,std,mean_over_std,max_abs,kurtosis,outlier"
+check "outliers: summary.csv header" header_is "$D/summary.csv" \
+    "model,layer,tensor,max_mean_over_std,median_mean_over_std,max_kurtosis,amax_ratio,n_outlier_channels,n_channels"
+check "outliers: channels rows = 2 files x layers x (hq + 2 hkv) x d" \
+    [ "$(nrows "$D/channels.csv")" -eq $((2 * LAYERS * (HEADS + 2 * KVH) * DIM)) ]
+check "outliers: summary rows = 2 files x layers x 3" [ "$(nrows "$D/summary.csv")" -eq $((2 * LAYERS * 3)) ]
+awk_quiet "outliers: channel rows in range, numbers, outlier 0/1 and as defined" '
+    { t = $(c[1,"tensor"]); nh = t == "q" ? H : KV
+      if (t != "q" && t != "k" && t != "v") print "tensor " $0
+      if ($(c[1,"model"]) != "m-gamma" && $(c[1,"model"]) != "m-alpha") print "model " $0
+      if ($(c[1,"layer"]) >= L || $(c[1,"head"]) >= nh || $(c[1,"channel"]) >= DIM) print "range " $0
+      for (k = split("mean std mean_over_std max_abs kurtosis", m, " "); k > 0; k--)
+          if (!isnum($(c[1, m[k]]))) print m[k] " not a number: " $0
+      o = $(c[1,"outlier"])
+      if (o != "0" && o != "1") print "outlier " $0
+      if ($(c[1,"std"]) < 0 || $(c[1,"mean_over_std"]) < 0 || $(c[1,"max_abs"]) < 0) print "negative " $0
+      if (!near($(c[1,"mean_over_std"]), abs($(c[1,"mean"])) / $(c[1,"std"]), 1e-4 * $(c[1,"mean_over_std"]) + 1e-6)) print "mos " $0
+      if ($(c[1,"mean_over_std"]) > 3.001 && o != "1") print "offset channel not an outlier: " $0
+      k = $(c[1,"model"]) SUBSEP $(c[1,"layer"]) SUBSEP t SUBSEP $(c[1,"head"]) SUBSEP $(c[1,"channel"])
+      if (k in seen) print "duplicate " $0; seen[k] = 1 }' \
+    -v L=$LAYERS -v H=$HEADS -v KV=$KVH -v DIM=$DIM "$D/channels.csv"
+awk_quiet "outliers: summary agrees with the channels (max, counts)" '
+    fi == 1 { k = $(c[1,"model"]) SUBSEP $(c[1,"layer"]) SUBSEP $(c[1,"tensor"])
+              n[k]++; no[k] += $(c[1,"outlier"])
+              if (!(k in mx) || $(c[1,"mean_over_std"]) > mx[k]) mx[k] = $(c[1,"mean_over_std"]) }
+    fi == 2 { k = $(c[2,"model"]) SUBSEP $(c[2,"layer"]) SUBSEP $(c[2,"tensor"])
+              if ($(c[2,"n_channels"]) != n[k]) print "n_channels " $0 " vs " n[k]
+              if ($(c[2,"n_outlier_channels"]) != no[k]) print "n_outlier_channels " $0 " vs " no[k]
+              if (!near($(c[2,"max_mean_over_std"]), mx[k], 1e-5 * mx[k])) print "max_mean_over_std " $0 " vs " mx[k] }' \
+    "$D/channels.csv" "$D/summary.csv"
+# median |mean|/std over all channels of all heads of a layer and tensor
+med_ok=1
+while IFS=, read -r m l t med; do
+    want=$(unquote "$D/channels.csv" | awk -F, -v m="$m" -v l="$l" -v t="$t" '$1 == m && $2 == l && $3 == t { print $8 }' |
+        sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }')
+    if ! awk -v a="$med" -v b="$want" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * b + 1e-6) }'; then
+        med_ok=0
+        echo "     median_mean_over_std $m $l $t: $med, channels give $want"
+    fi
+done < <(tail -n +2 "$D/summary.csv" | cut -d, -f1-3,5)
+check "outliers: median_mean_over_std is the median over every head's channels" [ $med_ok -eq 1 ]
+awk_quiet "outliers: K has the largest max_mean_over_std on --k-bias 8 data" '
+    $(c[1,"model"]) == "m-gamma" { v[$(c[1,"layer"]), $(c[1,"tensor"])] = $(c[1,"max_mean_over_std"]); ls[$(c[1,"layer"])] = 1 }
+    END { for (l in ls) if (!(v[l, "k"] > v[l, "q"] && v[l, "k"] > v[l, "v"] && v[l, "k"] > 3)) print "layer " l }' "$D/summary.csv"
+awk_quiet "outliers: the planted K offsets are flagged as outlier channels" '
+    $(c[1,"model"]) == "m-gamma" && $(c[1,"tensor"]) == "k" && $(c[1,"n_outlier_channels"]) == 0 { print }' "$D/summary.csv"
+
+# ---------------------------------------------------------------- models
+run_ok "models on two files" "$Q" models --data "$A" --data "$B" --out "$R/models.csv"
+check "models: header" header_is "$R/models.csv" \
+    "model,file,layers,heads,kv_heads,tokens,head_dim,eval_loss,vocab_size,source,text_source,license"
+check "models: one row per file" [ "$(nrows "$R/models.csv")" -eq 2 ]
+awk_quiet "models: the synth attributes" '
+    { f = $(c[1,"model"]) == "m-alpha" ? "alpha.h5" : $(c[1,"model"]) == "m-beta" ? "beta.h5" : "?"
+      if ($(c[1,"file"]) != f || $(c[1,"layers"]) != L || $(c[1,"heads"]) != H || $(c[1,"kv_heads"]) != KV ||
+          $(c[1,"tokens"]) != 160 || $(c[1,"head_dim"]) != DIM) print; n[$(c[1,"model"])]++ }
+    END { if (n["m-alpha"] != 1 || n["m-beta"] != 1) print "models" }' \
+    -v L=$LAYERS -v H=$HEADS -v KV=$KVH -v DIM=$DIM "$R/models.csv"
+
+# --------------------------------------------------------------- compare
+CMPH="claim,study,model,a,b,metric,n,mean_a,mean_b,mean_diff,ci_lo,ci_hi,verdict"
+run_ok "compare" "$Q" compare --results "$R" --out "$R/comparisons.csv" "${BOOT[@]}"
+check "compare: header" header_is "$R/comparisons.csv" "$CMPH"
+check "compare: has rows" [ "$(nrows "$R/comparisons.csv")" -gt 0 ]
+awk_quiet "compare: verdicts in the set and consistent with the interval and the metric's direction" '
+    { v = $(c[1,"verdict"]); lo = $(c[1,"ci_lo"]); hi = $(c[1,"ci_hi"]); md = $(c[1,"mean_diff"]); m = $(c[1,"metric"])
+      for (k = split("n mean_a mean_b mean_diff ci_lo ci_hi", nm, " "); k > 0; k--) if (!isnum($(c[1, nm[k]]))) print nm[k] " " $0
+      if (v != "a better" && v != "b better" && v != "inconclusive") print "verdict " $0
+      if (m != "cos" && m != "rel_l1") print "metric " $0
+      if (!(lo <= md && md <= hi)) print "interval " $0
+      if (!near(md, $(c[1,"mean_a"]) - $(c[1,"mean_b"]), 1e-9)) print "mean_diff " $0
+      want = (m == "cos") ? (lo > 0 ? "a better" : hi < 0 ? "b better" : "inconclusive") \
+                          : (hi < 0 ? "a better" : lo > 0 ? "b better" : "inconclusive")
+      if (v != want) print "verdict " v " != " want ": " $0
+      if ($(c[1,"n"]) != L * H) print "n " $0
+      if ($(c[1,"model"]) != "m-alpha" && $(c[1,"model"]) != "m-beta") print "model " $0 }' \
+    -v L=$LAYERS -v H=$HEADS "$R/comparisons.csv"
+awk_quiet "compare: every claim of each model for both metrics; a and b are labels of the study" '
+    BEGIN { split("granularity smoothing pv accumulator", ss, " ")
+            for (i in ss) { f = LD "/" ss[i] ".txt"; while ((getline line < f) > 0) { split(line, p, "|"); lab[ss[i], p[1]] = 1 } } }
+    { s = $(c[1,"study"]); if (!((s, $(c[1,"a"])) in lab) || !((s, $(c[1,"b"])) in lab)) print "labels " $0
+      k = $(c[1,"claim"]) SUBSEP s SUBSEP $(c[1,"a"]) SUBSEP $(c[1,"b"]) SUBSEP $(c[1,"model"]); cnt[k, $(c[1,"metric"])]++; ks[k] = 1
+      studies[s] = 1 }
+    END { for (k in ks) if (cnt[k, "cos"] != 1 || cnt[k, "rel_l1"] != 1) print "metrics of " k
+          for (i in ss) if (!(ss[i] in studies)) print "no claim from " ss[i] }' \
+    -v LD="$S/list" "$R/comparisons.csv"
+awk_quiet "compare: mean_a and mean_b are the cells' means" '
+    fi <= 4 { k = ST[fi] SUBSEP $(c[fi,"model"]) SUBSEP $(c[fi,"label"]); sc[k] += $(c[fi,"cos"]); sl[k] += $(c[fi,"rel_l1"]); n[k]++ }
+    fi == 5 { s = $(c[5,"study"]); m = $(c[5,"model"])
+              ka = s SUBSEP m SUBSEP $(c[5,"a"]); kb = s SUBSEP m SUBSEP $(c[5,"b"])
+              if ($(c[5,"metric"]) == "cos") { ea = sc[ka] / n[ka]; eb = sc[kb] / n[kb] } else { ea = sl[ka] / n[ka]; eb = sl[kb] / n[kb] }
+              if (!near($(c[5,"mean_a"]), ea, 1e-9) || !near($(c[5,"mean_b"]), eb, 1e-9)) print $0 " vs " ea " " eb }
+    BEGIN { split("granularity smoothing pv accumulator", ST, " ") }' \
+    "$R/granularity/cells.csv" "$R/smoothing/cells.csv" "$R/pv/cells.csv" "$R/accumulator/cells.csv" "$R/comparisons.csv"
+check "compare: smoothing K helps int4 per-block on K-biased data (a better, cos and rel_l1)" \
+    [ "$(grep -c '^smooth_k_helps,granularity,m-[a-z]*,"int4/block/k","int4/block/none",[a-z0-9_]*,.*,a better$' "$R/comparisons.csv")" -eq 4 ]
+# a study not run: its claims are skipped, the others unchanged
+mv "$R/accumulator" "$S/accumulator.away"
+run_ok "compare without the accumulator study" "$Q" compare --results "$R" --out "$S/cmp-noacc.csv" "${BOOT[@]}"
+check "compare: no claims of a study not run" eval '! grep -q ",accumulator," "$S/cmp-noacc.csv"'
+check "compare: the other claims unchanged" \
+    eval 'cmp -s "$S/cmp-noacc.csv" <(grep -v ",accumulator," "$R/comparisons.csv")'
+mkdir -p "$S/empty-results"
+run_ok "compare with no study run" "$Q" compare --results "$S/empty-results" --out "$S/cmp-none.csv"
+check "compare: no study, header only" eval '[ "$(cat "$S/cmp-none.csv")" = "$CMPH" ]'
+mv "$S/accumulator.away" "$R/accumulator"
+
+# ---------------------------------------------------------------- pareto
+PH="model,label,spec,cos_mean,cos_worst_layer,device,tops,tops_source"
+GP=$(wc -l <"$S/list/pareto-cells.txt")
+run_ok "pareto without GPU results" "$Q" pareto --results "$R" --bench "$S/no-bench" --out "$R/pareto"
+check "pareto: header" header_is "$R/pareto/pareto.csv" "$PH"
+check "pareto: one row per model x kernel scheme" [ "$(nrows "$R/pareto/pareto.csv")" -eq $((GP * NM)) ]
+awk_quiet "pareto: no bench, every row tops_source none with empty device and tops" '
+    $(c[1,"tops_source"]) != "none" || $(c[1,"tops"]) != "" || $(c[1,"device"]) != "" { print }' "$R/pareto/pareto.csv"
+awk_quiet "pareto: accuracy and spec from pareto-cells/summary.csv" '
+    fi == 1 { s[$(c[1,"model"]), $(c[1,"label"])] = $(c[1,"cos_mean"]) " " $(c[1,"cos_worst_layer"]) " " $(c[1,"spec"]) }
+    fi == 2 { k = $(c[2,"model"]) SUBSEP $(c[2,"label"])
+              if (!(k in s) || s[k] != $(c[2,"cos_mean"]) " " $(c[2,"cos_worst_layer"]) " " $(c[2,"spec"])) print; n++ }
+    END { if (n != N) print n " rows" }' -v N=$((GP * NM)) "$R/pareto-cells/summary.csv" "$R/pareto/pareto.csv"
+BENCH=$S/bench
+mkdir -p "$BENCH/h100" "$BENCH/not-a-device"
+{
+    echo "device,date,kernel,scheme,head_dim,causal,n,batch,heads,tops_kernel,tops_e2e,tops_torch_flash,tops_torch_cudnn"
+    echo "NVIDIA H100 80GB HBM3,2025-01-01,sage2,sage2-8b,$DIM,1,1024,4,32,100.5,90,80,70"
+    echo "NVIDIA H100 80GB HBM3,2025-01-01,sage2,sage2-8b,$DIM,1,8192,4,32,300.25,290,280,270"
+    echo "NVIDIA H100 80GB HBM3,2025-01-01,sage2,sage2-8b,$DIM,1,4096,4,32,250,240,230,220"
+    echo "NVIDIA H100 80GB HBM3,2025-01-01,sage2,sage2-8b,$DIM,0,16384,4,32,999,1,1,1"
+    echo "NVIDIA H100 80GB HBM3,2025-01-01,sage2,sage2-8b,$((DIM * 2)),1,16384,4,32,888,1,1,1"
+    echo "NVIDIA H100 80GB HBM3,2025-01-01,sage2,sage2-8b,$DIM,1,32768,4,32,nan,nan,nan,nan"
+    echo "NVIDIA H100 80GB HBM3,2025-01-01,sage2,sage2-4b,$((DIM * 2)),1,8192,4,32,500,1,1,1"
+} >"$BENCH/h100/attn_fwd_bench.csv"
+echo "not a bench file" >"$BENCH/not-a-device/README"
+run_ok "pareto with a bench CSV" "$Q" pareto --results "$R" --bench "$BENCH" --out "$R/pareto"
+check "pareto: still one row per model x kernel scheme" [ "$(nrows "$R/pareto/pareto.csv")" -eq $((GP * NM)) ]
+awk_quiet "pareto: sage2-8b gets the largest causal N at the model's head dim; tops_source names the file" '
+    $(c[1,"label"]) == "sage2-8b" { n++
+        if ($(c[1,"tops"]) != "300.25" || $(c[1,"device"]) != "NVIDIA H100 80GB HBM3" || $(c[1,"tops_source"]) != SRC) print }
+    $(c[1,"label"]) != "sage2-8b" && ($(c[1,"tops_source"]) != "none" || $(c[1,"tops"]) != "") { print }
+    END { if (n != 2) print n " sage2-8b rows" }' -v SRC="$BENCH/h100/attn_fwd_bench.csv" "$R/pareto/pareto.csv"
+expect_err "pareto without pareto-cells results" "summary.csv" "$S/pareto-bad" \
+    "$Q" pareto --results "$S/empty-results" --bench "$BENCH" --out "$S/pareto-bad"
+
+# ------------------------------------------------------------ bad inputs
+for st in $STUDIES; do
+    expect_err "$st: missing --data file" "nope.h5" "$S/bad-$st" \
+        "$Q" "$st" --data "$A" --data "$S/nope.h5" --out "$S/bad-$st"
+    expect_err "$st: unknown option" "--frobnicate" "$S/bad-$st" \
+        "$Q" "$st" --data "$A" --out "$S/bad-$st" --frobnicate
+done
+expect_err "pv: no --out" "--out" "" "$Q" pv --data "$A"
+expect_err "pv: no --data" "--data" "$S/bad-pv1" "$Q" pv --out "$S/bad-pv1"
+expect_err "pv: --layers out of range" "$A" "$S/bad-pv2" "$Q" pv --data "$A" --out "$S/bad-pv2" --layers 5
+expect_err "pv: two files of one model" "m-alpha" "$S/bad-pv3" "$Q" pv --data "$A" --data "$A2" --out "$S/bad-pv3"
+expect_err "pv: bad --threads" "'0'" "$S/bad-pv4" "$Q" pv --data "$A" --out "$S/bad-pv4" --threads 0
+expect_err "outliers: missing --data file" "nope.h5" "$S/bad-out" "$Q" outliers --data "$S/nope.h5" --out "$S/bad-out"
+expect_err "outliers: unknown option" "--frobnicate" "$S/bad-out" "$Q" outliers --data "$C" --out "$S/bad-out" --frobnicate
+expect_err "outliers: no --out" "--out" "" "$Q" outliers --data "$C"
+expect_err "models: missing --data file" "nope.h5" "$S/bad-models.csv" "$Q" models --data "$A" --data "$S/nope.h5" --out "$S/bad-models.csv"
+expect_err "models: unknown option" "--frobnicate" "$S/bad-models.csv" "$Q" models --data "$A" --out "$S/bad-models.csv" --frobnicate
+expect_err "models: no --out" "--out" "" "$Q" models --data "$A"
+expect_err "compare: unknown option" "--frobnicate" "$S/bad-cmp.csv" "$Q" compare --results "$R" --out "$S/bad-cmp.csv" --frobnicate
+expect_err "compare: no --out" "--out" "" "$Q" compare --results "$R"
+expect_err "pareto: unknown option" "--frobnicate" "$S/bad-par" "$Q" pareto --results "$R" --bench "$BENCH" --out "$S/bad-par" --frobnicate
+expect_err "pareto: no --out" "--out" "" "$Q" pareto --results "$R" --bench "$BENCH"
+
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 ]]
