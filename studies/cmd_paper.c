@@ -15,14 +15,23 @@
  *     order of results/models.csv (models found only elsewhere follow,
  *     sorted by name); factor words: each factor value spelled in letters
  *     (int4 -> IntFour, e4m3 -> EFourMThree, q+k -> QK, 64 -> SixtyFour),
- *     preceded by a tag for some factors (smooth -> Smooth, pv_fmt -> Pv,
- *     chunk -> Chunk, r -> R); Metric: N, CosMean, CosLo, CosHi, CosCi,
- *     CosWorstHead, CosWorstLayer, WorstLayer, RelLOneMean, RelLOneCi,
- *     RmseMean.
- *     e.g. \QAgranModelAIntFourThreadSmoothKCosMean, \QAaccModelAFpTwentyTwoFpThirtyTwoChunkSixtyFourCosMean
- *   \QAout<Model><Q|K|V><Metric>, \QAmodel<Model><Field>, \QAmodelCount,
- *   \QApareto..., \QAcmp<Claim><Model><One|Two|...><Field>,
- *   \QAclaim<Claim>Word / Summary, \QAanchors..., \QApub... (published values).
+ *     preceded by a tag for some factors (smooth -> Smooth, pv_fmt and the
+ *     accumulator's pv -> Pv, chunk -> Chunk, r -> R); Metric: N, CosMean,
+ *     CosLo, CosHi, CosCi ("[lo, hi]"), CosWorstHead, CosWorstLayer,
+ *     WorstLayer, RelLOneMean, RelLOneCi, RmseMean. Cosines in percent.
+ *     e.g. \QAgranModelAIntFourThreadSmoothKCosMean,
+ *          \QAaccModelAPvEFourMThreeFpTwentyTwoFpThirtyTwoChunkSixtyFourCosMean
+ *   \QAout<Model><Q|K|V><Metric>      channel statistics over the model's layers
+ *   \QA<Model><Field>, \QAmodelCount  results/models.csv (Name, Layers, Heads, ...)
+ *   \QApareto{Points,Measured,Unmeasured,Devices}, \QApareto<Model>...
+ *   \QAcmp<Claim><Model><One|Two|...><Field>  one row of comparisons.csv:
+ *     A, B, Metric, MeanA, MeanB, Diff, Lo, Hi, Ci, N, Verdict, Word
+ *     (agrees / disagrees / inconclusive), Sentence
+ *   \QAclaim<Claim>Word, \QAclaim<Claim>Summary  over all rows of a claim
+ *   \QAanchors{Rows,Agree,Disagree,Inconclusive,NoAnchor}, \QAinputsMissing
+ *   \QApub...  published values (constants below, from shared/ANCHORS.md)
+ * Whether a comparison agrees with the published finding is derived from its
+ * verdict and the claim's direction (see expectation()), never typed in.
  * Macros for the expected grid of each study (studies/CSV.md) and for at
  * least two models are always defined, as "n/a" where there is no data. */
 #define _POSIX_C_SOURCE 200809L
@@ -137,6 +146,17 @@ static void sb_tex(sbuf *b, const char *s)
     }
 }
 
+/* a path or name, escaped, with line breaks allowed after '/', '_' and '-' */
+static void sb_tex_path(sbuf *b, const char *s)
+{
+    for (; *s; s++) {
+        char one[2] = {*s, '\0'};
+        sb_tex(b, one);
+        if (*s == '/' || *s == '_' || *s == '-')
+            sb_puts(b, "\\allowbreak{}");
+    }
+}
+
 /* ------------------------------------------------------------- numbers */
 
 typedef struct num {
@@ -218,21 +238,25 @@ static num f_ci(const char *lo, const char *hi)
     return r;
 }
 
-/* decimals for signed differences: two significant digits of the largest
- * magnitude, 2 to 5 decimals */
-static int diff_decimals(double a, double b, double c)
+/* decimals for a signed difference and its interval [lo, hi]: two
+ * significant digits of the interval's width (of the largest magnitude if
+ * the width is 0), 2 to 5 decimals */
+static int diff_decimals(double d, double lo, double hi)
 {
-    double m = 0;
-    if (isfinite(a) && fabs(a) > m)
-        m = fabs(a);
-    if (isfinite(b) && fabs(b) > m)
-        m = fabs(b);
-    if (isfinite(c) && fabs(c) > m)
-        m = fabs(c);
-    if (m == 0)
+    double ref = isfinite(lo) && isfinite(hi) ? fabs(hi - lo) : 0;
+    if (!(ref > 0)) {
+        ref = 0;
+        if (isfinite(d) && fabs(d) > ref)
+            ref = fabs(d);
+        if (isfinite(lo) && fabs(lo) > ref)
+            ref = fabs(lo);
+        if (isfinite(hi) && fabs(hi) > ref)
+            ref = fabs(hi);
+    }
+    if (ref == 0)
         return 2;
-    int d = (int)ceil(-log10(m)) + 1;
-    return d < 2 ? 2 : d > 5 ? 5 : d;
+    int n = (int)ceil(-log10(ref)) + 1;
+    return n < 2 ? 2 : n > 5 ? 5 : n;
 }
 
 static num f_signed(double x, int dec)
@@ -498,7 +522,8 @@ static int collect_models(ctx *c)
             if (add_model(c, qattn_csv_str(t, r, col)))
                 return QATTN_ERR_NOMEM;
     }
-    qsort(c->models + first_other, c->nmodels - first_other, sizeof *c->models, cmp_str);
+    if (c->nmodels > first_other)
+        qsort(c->models + first_other, c->nmodels - first_other, sizeof *c->models, cmp_str);
     c->ntags = c->nmodels > 2 ? c->nmodels : 2;
     return 0;
 }
@@ -540,6 +565,7 @@ typedef struct study_def {
     const char *tag[MAXF];        /* macro tag before the value */
     const char *const *grid[MAXF]; /* expected values (NULL-terminated) */
     int augmented;                /* kbias: augmented real data */
+    const char *deflt[MAXF];      /* value of a factor whose column is absent (NULL: required) */
 } study_def;
 
 static const char *const g_fmt4[] = {"int4", "int8", "e4m3", "e5m2", NULL};
@@ -549,6 +575,7 @@ static const char *const g_fmt_i4i8[] = {"int4", "int8", NULL};
 static const char *const g_smooth5[] = {"none", "k", "q", "q+k", "q+k+v", NULL};
 static const char *const g_fmt_i8i4[] = {"int8", "int4", NULL};
 static const char *const g_pv[] = {"fp16", "e4m3", "e5m2", "int8", NULL};
+static const char *const g_accpv[] = {"e4m3", "fp16", NULL};
 static const char *const g_acc[] = {"fp32", "fp16", "fp22", "fp22+fp32", NULL};
 static const char *const g_chunk[] = {"0", "16", "32", "64", "128", "256", "512", NULL};
 static const char *const g_r[] = {"0", "1", "2", "4", "8", "16", "32", NULL};
@@ -557,24 +584,31 @@ static const char *const g_fmt_kb[] = {"int8", "int4", "e4m3", NULL};
 static const study_def studies[] = {
     {"granularity", "gran", "Scale granularity of Q and K", IN_GRAN, 3,
      {"qk_fmt", "group", "smooth"}, {"Q/K", "group", "smooth"}, {"", "", "Smooth"},
-     {g_fmt4, g_group, g_smooth2}, 0},
+     {g_fmt4, g_group, g_smooth2}, 0, {NULL, NULL, NULL}},
     {"smoothing", "smooth", "Smoothing ablation (per-thread Q/K groups)", IN_SMOOTH, 2,
-     {"qk_fmt", "smooth"}, {"Q/K", "smooth"}, {"", "Smooth"}, {g_fmt_i4i8, g_smooth5, NULL}, 0},
+     {"qk_fmt", "smooth"}, {"Q/K", "smooth"}, {"", "Smooth"}, {g_fmt_i4i8, g_smooth5, NULL}, 0,
+     {NULL, NULL, NULL}},
     {"pv", "pv", "Storage type of P and V", IN_PV, 2, {"qk_fmt", "pv_fmt"}, {"Q/K", "P/V"},
-     {"", "Pv"}, {g_fmt_i8i4, g_pv, NULL}, 0},
-    {"accumulator", "acc", "P$\\cdot$V accumulator", IN_ACC, 2, {"acc", "chunk"},
-     {"accumulator", "chunk $N$"}, {"", "Chunk"}, {g_acc, g_chunk, NULL}, 0},
+     {"", "Pv"}, {g_fmt_i8i4, g_pv, NULL}, 0, {NULL, NULL, NULL}},
+    {"accumulator", "acc", "P$\\cdot$V accumulator", IN_ACC, 3, {"pv", "acc", "chunk"},
+     {"P/V", "accumulator", "chunk $N$"}, {"Pv", "", "Chunk"}, {g_accpv, g_acc, g_chunk}, 0,
+     {"e4m3", NULL, NULL}},
     {"kbias", "kbias", "K bias sweep (augmented real data)", IN_KBIAS, 3,
      {"r", "qk_fmt", "smooth"}, {"$r$", "Q/K", "smooth"}, {"R", "", "Smooth"},
-     {g_r, g_fmt_kb, g_smooth2}, 1},
+     {g_r, g_fmt_kb, g_smooth2}, 1, {NULL, NULL, NULL}},
 };
 #define NSTUDIES (sizeof studies / sizeof studies[0])
 
-/* accumulator grid: chunk 0 exactly for the single-level accumulators */
+/* accumulator grid (studies/CSV.md): chunk 0 exactly for the single-level
+ * accumulators; with fp16 P/V only fp32 and fp16 */
 static int grid_valid(const study_def *sd, const char *const *v)
 {
-    if (!strcmp(sd->abbrev, "acc"))
-        return !strcmp(v[0], "fp22+fp32") != !strcmp(v[1], "0");
+    if (!strcmp(sd->abbrev, "acc")) {
+        int two = !strcmp(v[1], "fp22+fp32");
+        if (two == !strcmp(v[2], "0"))
+            return 0;
+        return strcmp(v[0], "fp16") || !strcmp(v[1], "fp32") || !strcmp(v[1], "fp16");
+    }
     return 1;
 }
 
@@ -652,10 +686,13 @@ static int gen_study(ctx *c, const study_def *sd, sbuf *tab)
            C_RMSE, C_NREQ };
     int col[C_NREQ], fcol[MAXF];
     int e = need_cols(c, t, req, C_NREQ, col);
-    if (!e)
-        e = need_cols(c, t, sd->factor, sd->nf, fcol);
     if (e)
         return e;
+    for (int f = 0; f < sd->nf; f++) {
+        fcol[f] = qattn_csv_col(t, sd->factor[f]);
+        if (fcol[f] < 0 && !sd->deflt[f])
+            return qattn_csv_need(t, sd->factor[f], &c->err);
+    }
     /* parse every number first: a bad field is an input error */
     double *vals = calloc(t->nrows * C_NREQ + 1, sizeof *vals);
     if (!vals)
@@ -681,7 +718,7 @@ static int gen_study(ctx *c, const study_def *sd, sbuf *tab)
             continue;
         char tag[16];
         model_tag(tag, sizeof tag, mi);
-        sb_puts(tab, "\\begin{table}[tbp]\n\\centering\\footnotesize\n\\caption{");
+        sb_puts(tab, "\\begin{table}[tbp]\n\\centering\\footnotesize\\setlength{\\tabcolsep}{4pt}\n\\caption{");
         sb_puts(tab, sd->title);
         sb_puts(tab, ", model \\texttt{");
         sb_tex(tab, model);
@@ -709,7 +746,7 @@ static int gen_study(ctx *c, const study_def *sd, sbuf *tab)
             const double *v = &vals[r * C_NREQ];
             const char *fv[MAXF];
             for (int f = 0; f < sd->nf; f++) {
-                fv[f] = qattn_csv_str(t, r, fcol[f]);
+                fv[f] = fcol[f] >= 0 ? qattn_csv_str(t, r, fcol[f]) : sd->deflt[f];
                 const char *shown = factor_cell(sd, f, fv[f]);
                 if (shown)
                     sb_puts(tab, shown);
@@ -717,7 +754,12 @@ static int gen_study(ctx *c, const study_def *sd, sbuf *tab)
                     sb_tex(tab, fv[f]);
                 sb_puts(tab, " & ");
             }
+            /* decimals for the mean, more (up to 4) if the interval would
+             * otherwise print as one number */
             int dec = pct_decimals(&v[C_COS], 1);
+            while (dec < 4 && v[C_LO] != v[C_HI] &&
+                   !strcmp(f_pct(v[C_LO], dec).s, f_pct(v[C_HI], dec).s))
+                dec++;
             num mean = f_pct(v[C_COS], dec), lo = f_pct(v[C_LO], dec), hi = f_pct(v[C_HI], dec);
             num ci = f_ci(lo.s, hi.s), wh = f_pct1(v[C_WH]), wl = f_pct1(v[C_WL]);
             num wli = f_int(v[C_WLI]), nn = f_int(v[C_N]);
@@ -766,16 +808,6 @@ static int gen_models(ctx *c, sbuf *tab)
     def_macro(c, "QAmodelCount", in->present || c->nmodels ? name : NA, 0);
     if (!in->present) {
         not_run_table(tab, "Models and activation files", "tab:models", in->path);
-        /* names are still known from the other files */
-        for (size_t mi = 0; mi < c->nmodels; mi++) {
-            model_tag(name, sizeof name, mi);
-            mname m = nm_make("QAmodel");
-            nm_cat(&m, name);
-            nm_cat(&m, "Name");
-            sb_clear(&v);
-            sb_tex(&v, c->models[mi]);
-            def_macro(c, m.s, sb_str(&v), 0);
-        }
     } else {
         const qattn_csv *t = &in->t;
         static const char *const req[] = {"model",    "file",      "layers",    "heads",
@@ -806,7 +838,7 @@ static int gen_models(ctx *c, sbuf *tab)
                      "\\caption{Models and activation files: layers, query and key/value heads, "
                      "tokens, head dimension, evaluation loss and vocabulary of each trained "
                      "model; where its weights and text come from.}\\label{tab:models}\n"
-                     "\\begin{tabular}{lrrrrrrp{6.2cm}}\n\\toprule\n"
+                     "\\begin{tabular}{lrrrrrrp{5.4cm}}\n\\toprule\n"
                      "model & layers & heads & kv heads & tokens & $d$ & eval loss & source, "
                      "text, license \\\\\n\\midrule\n");
         for (size_t r = 0; r < t->nrows; r++) {
@@ -829,7 +861,7 @@ static int gen_models(ctx *c, sbuf *tab)
             size_t mi = model_index(c, qattn_csv_str(t, r, col[0]));
             model_tag(name, sizeof name, mi);
             for (size_t k = 0; k < nfields; k++) {
-                mname m = nm_make("QAmodel");
+                mname m = nm_make("QA");
                 nm_cat(&m, name);
                 nm_cat(&m, fields[k]);
                 sb_clear(&v);
@@ -842,10 +874,20 @@ static int gen_models(ctx *c, sbuf *tab)
         }
         sb_puts(tab, "\\bottomrule\n\\end{tabular}\n\\end{table}\n");
     }
+    /* models named only by the study files still get their name */
+    for (size_t mi = 0; mi < c->nmodels; mi++) {
+        model_tag(name, sizeof name, mi);
+        mname m = nm_make("QA");
+        nm_cat(&m, name);
+        nm_cat(&m, "Name");
+        sb_clear(&v);
+        sb_tex(&v, c->models[mi]);
+        def_macro(c, m.s, sb_str(&v), 0);
+    }
     for (size_t mi = 0; mi < c->ntags; mi++) {
         model_tag(name, sizeof name, mi);
         for (size_t k = 0; k < nfields; k++) {
-            mname m = nm_make("QAmodel");
+            mname m = nm_make("QA");
             nm_cat(&m, name);
             nm_cat(&m, fields[k]);
             def_macro(c, m.s, NA, 0);
@@ -1074,8 +1116,8 @@ static int gen_pareto(ctx *c, sbuf *tab)
                      "TOPS is the kernel-only throughput from a committed benchmark file; "
                      "``no GPU measurement yet'' marks schemes without one.}"
                      "\\label{tab:pareto}\n"
-                     "\\begin{tabular}{llrrlrp{3.6cm}}\n\\toprule\n"
-                     "model & scheme & cos (\\%) & worst layer & device & TOPS & source "
+                     "\\begin{tabular}{llrrrp{5.4cm}}\n\\toprule\n"
+                     "model & scheme & cos (\\%) & worst layer & TOPS & device, source of TOPS "
                      "\\\\\n\\midrule\n");
         sbuf devs = {0};
         for (size_t mi = 0; mi < c->nmodels; mi++) {
@@ -1099,9 +1141,10 @@ static int gen_pareto(ctx *c, sbuf *tab)
                 sb_printf(tab, "} & %s & %s & ", a.s, w.s);
                 if (measured) {
                     const char *dev = qattn_csv_str(t, r, col[4]);
+                    sb_printf(tab, "%s & \\raggedright ", tp.s);
                     sb_tex(tab, dev);
-                    sb_printf(tab, " & %s & \\raggedright\\texttt{", tp.s);
-                    sb_tex(tab, src);
+                    sb_puts(tab, ", \\texttt{");
+                    sb_tex_path(tab, src);
                     sb_puts(tab, "}\\tabularnewline\n");
                     sbuf esc = {0};
                     sb_tex(&esc, dev);
@@ -1112,7 +1155,7 @@ static int gen_pareto(ctx *c, sbuf *tab)
                     }
                     sb_free(&esc);
                 } else {
-                    sb_puts(tab, "-- & -- & \\raggedright no GPU measurement yet\\tabularnewline\n");
+                    sb_puts(tab, "-- & \\raggedright no GPU measurement yet\\tabularnewline\n");
                 }
             }
             char tag[16];
@@ -1250,8 +1293,6 @@ static void def_pubs(ctx *c)
 
 /* ------------------------------------------------- anchors table */
 
-enum { EXPECT_A_BETTER, EXPECT_NO_LOSS, EXPECT_NONE };
-
 typedef struct claim_def {
     const char *claim;     /* comparisons.csv claim */
     const char *title;     /* bold heading */
@@ -1261,6 +1302,8 @@ typedef struct claim_def {
 static const claim_def claims[] = {
     {"smooth_k_helps", "Smoothing K helps", "subtracting K's channel mean raises cos"},
     {"finer_groups_help", "Finer scale groups help", "finer Q/K scale groups raise cos"},
+    {"smoothing_qk_helps", "Smoothing Q and K together helps",
+     "smoothing both Q and K beats no smoothing and smoothing K alone"},
     {"e4m3_beats_e5m2_pv", "E4M3 beats E5M2 for P and V",
      "E4M3 storage of P and V is more accurate than E5M2"},
     {"e4m3_beats_int8_pv", "E4M3 beats INT8 for P and V",
@@ -1285,6 +1328,12 @@ static void published_text(sbuf *b, const char *claim)
                   pub("SaOneSmoothBlockWithout"), pub("SaOneSmoothBlockWith"),
                   pub("SaOneSmoothTensorWithout"), pub("SaOneSmoothTensorWith"),
                   pub("SaTwoSmoothNoneCos"), pub("SaTwoSmoothKCos"));
+    else if (!strcmp(claim, "smoothing_qk_helps"))
+        sb_printf(b,
+                  "SageAttention2~\\cite{sageattn2}, INT4 Q,K: no smoothing %s\\%%, K only %s\\%%, "
+                  "Q only %s\\%%, Q and K %s\\%%.",
+                  pub("SaTwoSmoothNoneCos"), pub("SaTwoSmoothKCos"), pub("SaTwoSmoothQCos"),
+                  pub("SaTwoSmoothQKCos"));
     else if (!strcmp(claim, "finer_groups_help"))
         sb_printf(b,
                   "SageAttention2~\\cite{sageattn2}, INT4 Q,K, average (worst layer): per-token "
@@ -1320,71 +1369,108 @@ static void published_text(sbuf *b, const char *claim)
                   pub("SaOneAccFpSixteenCos"), pub("SaOneAccFpSixteenWorst"));
 }
 
-/* what the published finding predicts for one comparison row */
-static int expectation(const char *claim, const char *b)
+/* What the published finding predicts for one comparison: that one side
+ * (0: a, 1: b) is better, or that it loses nothing against the other. */
+enum { EXPECT_BETTER, EXPECT_NO_LOSS, EXPECT_NONE };
+typedef struct expect {
+    int kind, side;
+} expect;
+
+static int count_str(const char *s, const char *needle)
 {
-    if (!strcmp(claim, "fp16_acc_ok"))
-        return EXPECT_NO_LOSS;
-    if (!strcmp(claim, "two_level_fixes_fp22"))
-        return strstr(b, "fp22") ? EXPECT_A_BETTER : EXPECT_NO_LOSS;
+    int n = 0;
+    for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+static expect expectation(const char *claim, const char *a, const char *b)
+{
+    expect e = {EXPECT_NONE, 0};
+    if (!strcmp(claim, "two_level_fixes_fp22")) {
+        /* the two-level side beats plain fp22, and loses nothing against fp32 */
+        int a2 = strstr(a, "fp22+") != NULL, b2 = strstr(b, "fp22+") != NULL;
+        if (a2 != b2) {
+            const char *other = a2 ? b : a;
+            e.side = a2 ? 0 : 1;
+            e.kind = strstr(other, "fp22") ? EXPECT_BETTER : EXPECT_NO_LOSS;
+        }
+        return e;
+    }
+    if (!strcmp(claim, "fp16_acc_ok")) {
+        /* the side with the fp16 accumulator (fewer fp32s) loses nothing */
+        int na = count_str(a, "fp32"), nb = count_str(b, "fp32");
+        if (na != nb) {
+            e.kind = EXPECT_NO_LOSS;
+            e.side = na < nb ? 0 : 1;
+        }
+        return e;
+    }
     for (size_t i = 0; i < NCLAIMS; i++)
         if (!strcmp(claims[i].claim, claim))
-            return EXPECT_A_BETTER;
-    return EXPECT_NONE;
+            e.kind = EXPECT_BETTER; /* a is the side the claim names first */
+    return e;
 }
 
 enum { V_A, V_B, V_INC };
 enum { W_AGREES, W_DISAGREES, W_INCONCLUSIVE, W_NOANCHOR };
 static const char *const word_text[] = {"agrees", "disagrees", "inconclusive", "no anchor"};
+static const char *const word_cap[] = {"Agrees", "Disagrees", "Inconclusive",
+                                       "No published anchor"};
 
-static int agreement(int expect, int verdict)
+static int agreement(expect e, int verdict)
 {
-    if (expect == EXPECT_NONE)
+    int winner = verdict == V_A ? 0 : verdict == V_B ? 1 : -1;
+    switch (e.kind) {
+    case EXPECT_BETTER:
+        return winner < 0 ? W_INCONCLUSIVE : winner == e.side ? W_AGREES : W_DISAGREES;
+    case EXPECT_NO_LOSS:
+        return winner >= 0 && winner != e.side ? W_DISAGREES : W_AGREES;
+    default:
         return W_NOANCHOR;
-    if (expect == EXPECT_A_BETTER)
-        return verdict == V_A ? W_AGREES : verdict == V_B ? W_DISAGREES : W_INCONCLUSIVE;
-    return verdict == V_B ? W_DISAGREES : W_AGREES;
+    }
 }
 
-/* the generated sentence for one comparison; a and b already escaped */
-static void sentence(sbuf *b, int expect, int verdict, int word, const char *a, const char *bb,
+/* The generated sentence for one comparison (or several metrics of it with
+ * the same outcome), after its word ("Agrees: "); a and b already escaped. */
+static void sentence(sbuf *o, expect e, int verdict, int word, const char *a, const char *b,
                      const char *metric)
 {
+    const char *side = e.side ? b : a, *other = e.side ? a : b;
+    int winner = verdict == V_A ? 0 : verdict == V_B ? 1 : -1;
     switch (word) {
     case W_AGREES:
-        if (expect == EXPECT_A_BETTER)
-            sb_printf(b, "Agrees: %s is better than %s on %s, as published.", a, bb, metric);
-        else if (verdict == V_INC)
-            sb_printf(b,
-                      "Agrees: no measurable difference between %s and %s on %s (the interval "
-                      "contains zero), as published.",
-                      a, bb, metric);
+        if (e.kind == EXPECT_BETTER)
+            sb_printf(o, "%s is better than %s on %s, as published.", side, other, metric);
+        else if (winner < 0)
+            sb_printf(o,
+                      "no measurable difference between %s and %s on %s (the interval contains "
+                      "zero), as published.",
+                      side, other, metric);
         else
-            sb_printf(b,
-                      "Agrees: %s is not worse than %s on %s (it is measurably better); the "
-                      "published finding is that nothing is lost.",
-                      a, bb, metric);
+            sb_printf(o,
+                      "%s is not worse than %s on %s (it is measurably better); the published "
+                      "finding is that nothing is lost.",
+                      side, other, metric);
         break;
     case W_DISAGREES:
-        if (expect == EXPECT_A_BETTER)
-            sb_printf(b,
-                      "Disagrees: %s is better than %s on %s, the opposite of the published "
-                      "finding.",
-                      bb, a, metric);
+        if (e.kind == EXPECT_BETTER)
+            sb_printf(o, "%s is better than %s on %s, the opposite of the published finding.",
+                      other, side, metric);
         else
-            sb_printf(b,
-                      "Disagrees: %s is measurably better than %s on %s, where the published "
-                      "finding is that nothing is lost.",
-                      bb, a, metric);
+            sb_printf(o,
+                      "%s is measurably better than %s on %s, where the published finding is "
+                      "that %s loses nothing.",
+                      other, side, metric, side);
         break;
     case W_INCONCLUSIVE:
-        sb_printf(b,
-                  "Inconclusive: the 95\\%% interval of the difference contains zero, so our "
-                  "data neither confirm nor contradict that %s is better than %s on %s.",
-                  a, bb, metric);
+        sb_printf(o,
+                  "the 95\\%% interval of the difference contains zero, so our data neither "
+                  "confirm nor contradict that %s is better than %s on %s.",
+                  side, other, metric);
         break;
     default:
-        sb_printf(b, "No published anchor; verdict: %s.",
+        sb_printf(o, "verdict on %s: %s.", metric,
                   verdict == V_A ? "a better" : verdict == V_B ? "b better" : "inconclusive");
     }
 }
@@ -1395,42 +1481,90 @@ static void claim_macro(mname *m, const char *prefix, const char *claim)
     nm_word(m, claim);
 }
 
+static const char *const cmp_fields[] = {"A",  "B",  "Metric",  "MeanA", "MeanB",   "Diff",
+                                         "Lo", "Hi", "Ci",      "N",     "Verdict", "Word",
+                                         "Sentence"};
+#define NCMPF (sizeof cmp_fields / sizeof cmp_fields[0])
+
+enum { K_CLAIM, K_STUDY, K_MODEL, K_A, K_B, K_METRIC, K_N, K_MA, K_MB, K_D, K_LO, K_HI,
+       K_VERDICT, K_NREQ };
+
+/* one comparison row, formatted */
+typedef struct cmp_row {
+    size_t r;
+    int verdict, word, is_cos;
+    expect e;
+    num d, lo, hi, ci, ma, mb;
+    char metric[64]; /* TeX */
+} cmp_row;
+
+static void format_row(const qattn_csv *t, const int *col, const double *vals,
+                       const int *verdicts, size_t r, const char *claim, cmp_row *o)
+{
+    const double *v = &vals[r * K_NREQ];
+    const char *metric = qattn_csv_str(t, r, col[K_METRIC]);
+    o->r = r;
+    o->verdict = verdicts[r];
+    o->is_cos = !strcmp(metric, "cos");
+    double scale = o->is_cos ? 100.0 : 1.0;
+    int dd = diff_decimals(scale * v[K_D], scale * v[K_LO], scale * v[K_HI]);
+    o->d = f_signed(scale * v[K_D], dd);
+    o->lo = f_signed(scale * v[K_LO], dd);
+    o->hi = f_signed(scale * v[K_HI], dd);
+    o->ci = f_ci(o->lo.s, o->hi.s);
+    o->ma = o->is_cos ? f_pct1(v[K_MA]) : f_g3(v[K_MA]);
+    o->mb = o->is_cos ? f_pct1(v[K_MB]) : f_g3(v[K_MB]);
+    if (o->is_cos)
+        snprintf(o->metric, sizeof o->metric, "cos");
+    else if (!strcmp(metric, "rel_l1"))
+        snprintf(o->metric, sizeof o->metric, "relative L1");
+    else {
+        sbuf m = {0};
+        sb_tex(&m, metric);
+        snprintf(o->metric, sizeof o->metric, "%.60s", sb_str(&m));
+        sb_free(&m);
+    }
+    o->e = expectation(claim, qattn_csv_str(t, r, col[K_A]), qattn_csv_str(t, r, col[K_B]));
+    o->word = agreement(o->e, o->verdict);
+}
+
 static int gen_anchors(ctx *c, sbuf *tab)
 {
     input *in = &c->in[IN_CMP];
-    sbuf tmp = {0}, sa = {0}, sbb = {0};
+    sbuf tmp = {0}, sa = {0}, sbb = {0}, mets = {0};
     int e = 0;
     size_t counts[4] = {0}, rows_total = 0;
     sb_puts(tab, "% generated by qattn paper-tables");
     if (in->present)
         sb_printf(tab, " from %s", in->path);
-    sb_puts(tab, "\n{\\footnotesize\n\\begin{longtable}{p{2.3cm}p{4.3cm}p{2.6cm}p{5.0cm}}\n"
+    static const char *const head =
+        "\\toprule\nmodel & ours: $a$ vs $b$ & means of $a$ and $b$; $a-b$ [95\\% interval] "
+        "& assessment \\\\\n\\midrule\n";
+    sb_puts(tab, "\n{\\footnotesize\\setlength{\\LTcapwidth}{\\linewidth}\n"
+                 "\\begin{longtable}{p{2.1cm}p{3.3cm}p{4.5cm}p{4.7cm}}\n"
                  "\\caption{Published findings next to ours. For each finding: the published "
-                 "direction and values; then, per model, our paired comparison on the same "
-                 "heads (mean of $a-b$ over heads with its 95\\% paired-bootstrap interval; "
-                 "cos in percentage points), the verdict of the interval, and whether it agrees "
-                 "with the published direction.}\\label{tab:anchors}\\\\\n"
-                 "\\toprule\nmodel & ours: $a$ vs $b$ (metric, means) & $a-b$ [95\\% interval] "
-                 "& assessment \\\\\n\\midrule\n\\endfirsthead\n"
-                 "\\toprule\nmodel & ours: $a$ vs $b$ (metric, means) & $a-b$ [95\\% interval] "
-                 "& assessment \\\\\n\\midrule\n\\endhead\n\\bottomrule\n\\endfoot\n");
+                 "direction and values; then, per model, our paired comparisons on the same "
+                 "heads: the means of $a$ and $b$, the mean of $a-b$ over heads with its 95\\% "
+                 "paired-bootstrap interval (cos in percentage points), and whether the verdict "
+                 "of the interval agrees with the published direction.}\\label{tab:anchors}\\\\\n");
+    sb_printf(tab, "%s\\endfirsthead\n%s\\endhead\n\\bottomrule\n\\endfoot\n", head, head);
     const qattn_csv *t = in->present ? &in->t : NULL;
-    static const char *const req[] = {"claim",  "study",  "model",     "a",     "b",
-                                      "metric", "n",      "mean_a",    "mean_b", "mean_diff",
+    static const char *const req[] = {"claim",  "study",  "model",  "a",     "b",
+                                      "metric", "n",      "mean_a", "mean_b", "mean_diff",
                                       "ci_lo",  "ci_hi",  "verdict"};
-    enum { K_CLAIM, K_STUDY, K_MODEL, K_A, K_B, K_METRIC, K_N, K_MA, K_MB, K_D, K_LO, K_HI,
-           K_VERDICT, K_NREQ };
     int col[K_NREQ];
     double *vals = NULL;
     int *verdicts = NULL;
     unsigned char *used = NULL;
+    cmp_row *grp = NULL;
     if (t) {
         if ((e = need_cols(c, t, req, K_NREQ, col)))
             goto done;
         vals = calloc(t->nrows * K_NREQ + 1, sizeof *vals);
         verdicts = calloc(t->nrows + 1, sizeof *verdicts);
         used = calloc(t->nrows + 1, 1);
-        if (!vals || !verdicts || !used) {
+        grp = calloc(t->nrows + 1, sizeof *grp);
+        if (!vals || !verdicts || !used || !grp) {
             e = qattn_err_set(&c->err, QATTN_ERR_NOMEM, "out of memory");
             goto done;
         }
@@ -1470,113 +1604,134 @@ static int gen_anchors(ctx *c, sbuf *tab)
         if (!claim && !nrows)
             break;
         if (claim) {
-            sb_printf(tab, "\\multicolumn{4}{p{15.2cm}}{\\textbf{%s.} Published: %s. ",
+            sb_printf(tab, "\\multicolumn{4}{p{15.6cm}}{\\textbf{%s.} Published: %s. ",
                       claims[ci].title, claims[ci].direction);
             published_text(tab, claim);
             sb_puts(tab, "}\\\\\n");
         } else {
-            sb_puts(tab, "\\multicolumn{4}{p{15.2cm}}{\\textbf{Other comparisons} (no published "
+            sb_puts(tab, "\\multicolumn{4}{p{15.6cm}}{\\textbf{Other comparisons} (no published "
                          "anchor).}\\\\\n");
         }
         if (!nrows)
-            sb_printf(tab, "\\multicolumn{4}{p{15.2cm}}{\\emph{%s}}\\\\\n",
+            sb_printf(tab, "\\multicolumn{4}{p{15.6cm}}{\\emph{%s}}\\\\\n",
                       t ? "Not tested: no row for this claim in \\texttt{comparisons.csv}."
                         : "Not run: \\texttt{comparisons.csv} was not found.");
         size_t cw[4] = {0};
-        /* rows ordered by model, then file order */
+        /* per model (table order), rows grouped by (a, b): one table row with
+         * every metric of that pair */
         for (size_t mi = 0; t && mi < c->nmodels; mi++) {
             char tag[16];
             model_tag(tag, sizeof tag, mi);
             size_t idx = 0;
             for (size_t r = 0; r < t->nrows; r++) {
                 const char *rc = qattn_csv_str(t, r, col[K_CLAIM]);
-                if (claim ? strcmp(rc, claim) : used[r])
+                if (used[r] || (claim && strcmp(rc, claim)) ||
+                    strcmp(qattn_csv_str(t, r, col[K_MODEL]), c->models[mi]))
                     continue;
-                if (strcmp(qattn_csv_str(t, r, col[K_MODEL]), c->models[mi]))
-                    continue;
-                used[r] = 1;
-                const double *v = &vals[r * K_NREQ];
-                const char *metric = qattn_csv_str(t, r, col[K_METRIC]);
-                int is_cos = !strcmp(metric, "cos");
-                double scale = is_cos ? 100.0 : 1.0;
-                int dd = diff_decimals(scale * v[K_D], scale * v[K_LO], scale * v[K_HI]);
-                num d = f_signed(scale * v[K_D], dd), lo = f_signed(scale * v[K_LO], dd),
-                    hi = f_signed(scale * v[K_HI], dd);
-                num ci95 = f_ci(lo.s, hi.s);
-                num ma = is_cos ? f_pct1(v[K_MA]) : f_g3(v[K_MA]);
-                num mb = is_cos ? f_pct1(v[K_MB]) : f_g3(v[K_MB]);
+                const char *a = qattn_csv_str(t, r, col[K_A]), *b = qattn_csv_str(t, r, col[K_B]);
+                size_t ng = 0;
+                for (size_t r2 = r; r2 < t->nrows; r2++)
+                    if (!used[r2] && !strcmp(qattn_csv_str(t, r2, col[K_CLAIM]), rc) &&
+                        !strcmp(qattn_csv_str(t, r2, col[K_MODEL]), c->models[mi]) &&
+                        !strcmp(qattn_csv_str(t, r2, col[K_A]), a) &&
+                        !strcmp(qattn_csv_str(t, r2, col[K_B]), b)) {
+                        used[r2] = 1;
+                        format_row(t, col, vals, verdicts, r2, rc, &grp[ng++]);
+                    }
                 sb_clear(&sa);
                 sb_clear(&sbb);
                 sb_puts(&sa, "\\texttt{");
-                sb_tex(&sa, qattn_csv_str(t, r, col[K_A]));
+                sb_tex(&sa, a);
                 sb_puts(&sa, "}");
                 sb_puts(&sbb, "\\texttt{");
-                sb_tex(&sbb, qattn_csv_str(t, r, col[K_B]));
+                sb_tex(&sbb, b);
                 sb_puts(&sbb, "}");
-                sbuf mt = {0};
-                if (is_cos)
-                    sb_puts(&mt, "cos");
-                else if (!strcmp(metric, "rel_l1"))
-                    sb_puts(&mt, "relative L1");
-                else
-                    sb_tex(&mt, metric);
-                int expect = expectation(claim ? claim : rc, qattn_csv_str(t, r, col[K_B]));
-                int word = agreement(expect, verdicts[r]);
-                cw[word]++;
-                counts[word]++;
-                rows_total++;
-                sb_clear(&tmp);
-                sentence(&tmp, expect, verdicts[r], word, sb_str(&sa), sb_str(&sbb), sb_str(&mt));
 
-                /* the row */
+                /* model, pair */
                 sb_puts(tab, "\\raggedright\\texttt{");
-                sb_tex(tab, c->models[mi]);
+                sb_tex_path(tab, c->models[mi]);
                 sb_puts(tab, "}");
                 if (!strcmp(qattn_csv_str(t, r, col[K_STUDY]), "kbias"))
                     sb_puts(tab, " (augmented real data)");
-                sb_printf(tab, " & \\raggedright %s vs %s (%s, %s%s vs %s%s, $n=%.0f$) & %s %s%s & "
-                               "\\raggedright\\textbf{%s.} %s\\tabularnewline\n",
-                          sb_str(&sa), sb_str(&sbb), sb_str(&mt), ma.s, is_cos ? "\\%" : "", mb.s,
-                          is_cos ? "\\%" : "", v[K_N], d.s, ci95.s, is_cos ? " pts" : "",
-                          word_text[word], sb_str(&tmp));
-                sb_free(&mt);
+                sb_printf(tab, " & \\raggedright %s vs %s ($n=%.0f$) & \\raggedright ", sb_str(&sa),
+                          sb_str(&sbb), vals[r * K_NREQ + K_N]);
+                /* numbers, one line per metric */
+                for (size_t g = 0; g < ng; g++) {
+                    const cmp_row *w = &grp[g];
+                    sb_printf(tab, "%s%s: %s%s vs %s%s; %s %s%s", g ? "\\newline " : "", w->metric,
+                              w->ma.s, w->is_cos ? "\\%" : "", w->mb.s, w->is_cos ? "\\%" : "",
+                              w->d.s, w->ci.s, w->is_cos ? " pts" : "");
+                }
+                /* assessment: one sentence when every metric has the same outcome */
+                int same = 1;
+                for (size_t g = 1; g < ng; g++)
+                    same &= grp[g].word == grp[0].word && grp[g].verdict == grp[0].verdict;
+                sb_puts(tab, " & \\raggedright ");
+                if (same) {
+                    sb_clear(&mets);
+                    for (size_t g = 0; g < ng; g++)
+                        sb_printf(&mets, "%s%s", g == 0 ? "" : g + 1 == ng ? " and " : ", ",
+                                  grp[g].metric);
+                    sb_clear(&tmp);
+                    sentence(&tmp, grp[0].e, grp[0].verdict, grp[0].word, sb_str(&sa), sb_str(&sbb),
+                             sb_str(&mets));
+                    sb_printf(tab, "\\textbf{%s:} %s", word_cap[grp[0].word], sb_str(&tmp));
+                } else {
+                    for (size_t g = 0; g < ng; g++) {
+                        sb_clear(&tmp);
+                        sentence(&tmp, grp[g].e, grp[g].verdict, grp[g].word, sb_str(&sa),
+                                 sb_str(&sbb), grp[g].metric);
+                        sb_printf(tab, "%s\\textbf{%s:} %s", g ? " " : "", word_cap[grp[g].word],
+                                  sb_str(&tmp));
+                    }
+                }
+                sb_puts(tab, "\\tabularnewline\n");
 
-                /* macros */
-                if (claim && idx < sizeof index_words / sizeof index_words[0]) {
+                /* counts and macros, one set per metric row */
+                for (size_t g = 0; g < ng; g++) {
+                    const cmp_row *w = &grp[g];
+                    cw[w->word]++;
+                    counts[w->word]++;
+                    rows_total++;
+                    if (!claim || idx >= sizeof index_words / sizeof index_words[0]) {
+                        idx++;
+                        continue;
+                    }
                     mname base;
                     claim_macro(&base, "QAcmp", claim);
                     nm_cat(&base, tag);
-                    nm_cat(&base, index_words[idx]);
-                    def_metric(c, &base, "A", sb_str(&sa), 1);
-                    def_metric(c, &base, "B", sb_str(&sbb), 0);
-                    def_metric(c, &base, "MeanA", ma.s, 0);
-                    def_metric(c, &base, "MeanB", mb.s, 0);
-                    def_metric(c, &base, "Diff", d.s, 0);
-                    def_metric(c, &base, "Lo", lo.s, 0);
-                    def_metric(c, &base, "Hi", hi.s, 0);
-                    def_metric(c, &base, "Ci", ci95.s, 0);
-                    def_metric(c, &base, "Verdict", qattn_csv_str(t, r, col[K_VERDICT]), 0);
-                    def_metric(c, &base, "Word", word_text[word], 0);
-                    def_metric(c, &base, "Sentence", sb_str(&tmp), 0);
+                    nm_cat(&base, index_words[idx++]);
+                    char nbuf[32];
+                    snprintf(nbuf, sizeof nbuf, "%.0f", vals[w->r * K_NREQ + K_N]);
+                    sb_clear(&tmp);
+                    sentence(&tmp, w->e, w->verdict, w->word, sb_str(&sa), sb_str(&sbb), w->metric);
+                    sb_clear(&mets);
+                    sb_printf(&mets, "%s: %s", word_cap[w->word], sb_str(&tmp));
+                    const char *vals_f[NCMPF] = {sb_str(&sa), sb_str(&sbb), w->metric, w->ma.s,
+                                                 w->mb.s,     w->d.s,      w->lo.s,   w->hi.s,
+                                                 w->ci.s,     nbuf,
+                                                 qattn_csv_str(t, w->r, col[K_VERDICT]),
+                                                 word_text[w->word], sb_str(&mets)};
+                    for (size_t k = 0; k < NCMPF; k++)
+                        def_metric(c, &base, cmp_fields[k], vals_f[k], k == 0);
                 }
-                idx++;
             }
         }
         if (claim) {
             /* per-claim summary over all its rows */
-            mname w, s;
+            mname w, s2;
             claim_macro(&w, "QAclaim", claim);
-            s = w;
+            s2 = w;
             nm_cat(&w, "Word");
-            nm_cat(&s, "Summary");
+            nm_cat(&s2, "Summary");
             size_t tot = cw[0] + cw[1] + cw[2];
             sb_clear(&tmp);
             if (!t) {
                 def_macro(c, w.s, NA, 0);
-                def_macro(c, s.s, NA, 0);
+                def_macro(c, s2.s, NA, 0);
             } else if (!tot) {
                 def_macro(c, w.s, "not tested", 0);
-                def_macro(c, s.s, "not tested", 0);
+                def_macro(c, s2.s, "not tested", 0);
             } else {
                 int all = -1;
                 for (int k = 0; k < 3; k++)
@@ -1590,7 +1745,7 @@ static int gen_anchors(ctx *c, sbuf *tab)
                                   cw[k], tot, tot == 1 ? "" : "s");
                         sep = ", ";
                     }
-                def_macro(c, s.s, sb_str(&tmp), 0);
+                def_macro(c, s2.s, sb_str(&tmp), 0);
             }
             /* n/a for the first two rows of the first models */
             for (size_t mi = 0; mi < c->ntags; mi++) {
@@ -1601,11 +1756,8 @@ static int gen_anchors(ctx *c, sbuf *tab)
                     claim_macro(&base, "QAcmp", claim);
                     nm_cat(&base, tag);
                     nm_cat(&base, index_words[i]);
-                    static const char *const fl[] = {"A",  "B",  "MeanA", "MeanB",   "Diff",
-                                                     "Lo", "Hi", "Ci",    "Verdict", "Word",
-                                                     "Sentence"};
-                    for (size_t k = 0; k < sizeof fl / sizeof fl[0]; k++)
-                        def_metric(c, &base, fl[k], NA, 0);
+                    for (size_t k = 0; k < NCMPF; k++)
+                        def_metric(c, &base, cmp_fields[k], NA, 0);
                 }
             }
         }
@@ -1621,15 +1773,17 @@ static int gen_anchors(ctx *c, sbuf *tab)
     }
     snprintf(buf, sizeof buf, "%zu", rows_total);
     def_macro(c, "QAanchorsRows", t ? buf : NA, 0);
-    if (tmp.oom || sa.oom || sbb.oom)
+    if (tmp.oom || sa.oom || sbb.oom || mets.oom)
         e = qattn_err_set(&c->err, QATTN_ERR_NOMEM, "out of memory");
 done:
     free(vals);
     free(verdicts);
     free(used);
+    free(grp);
     sb_free(&tmp);
     sb_free(&sa);
     sb_free(&sbb);
+    sb_free(&mets);
     return e;
 }
 
@@ -1678,7 +1832,7 @@ static int generate(ctx *c, sbuf *out)
             if (missing.n)
                 sb_puts(&missing, ", ");
             sb_puts(&missing, "\\texttt{");
-            sb_tex(&missing, input_rel[i]);
+            sb_tex_path(&missing, input_rel[i]);
             sb_puts(&missing, "}");
         }
     def_macro(c, "QAinputsMissing", missing.n ? sb_str(&missing) : "none", 0);

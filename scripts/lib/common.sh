@@ -30,6 +30,9 @@ qattn_need_packages() {
 # Packages to build the C library and program and to run the CPU tests.
 QATTN_BUILD_PACKAGES=(gcc make cmake pkg-config libhdf5-dev hdf5-tools libgsl-dev libopenblas-dev)
 
+# Packages to draw the figures and build the paper (filled in with the plots).
+QATTN_PAPER_PACKAGES=(gnuplot-nox latexmk texlive-latex-base texlive-latex-recommended)
+
 # qattn_build DIR [cmake options...]: configure and build into DIR.
 qattn_build() {
     local dir=$1
