@@ -17,6 +17,7 @@
 #include "qattn/attn.h"
 #include "qattn/h5io.h"
 #include "qattn/metrics.h"
+#include "schemelist.h"
 #include "select.h"
 
 void qattn_study_add(qattn_study *st, const char *label, const char *factors, const char *spec, double kbias_r)
@@ -54,7 +55,7 @@ typedef struct study_row {
 } study_row;
 
 typedef struct study_run {
-    const qattn_study *st;
+    qattn_study *st;     /* grows when a resumed run brings custom cells */
     char (*models)[256]; /* [nmodels] */
     size_t nmodels;
     study_row *rows;
@@ -141,12 +142,30 @@ static int load_previous(study_run *r, const char *path, qattn_err *err)
             qattn_csv_free(&t);
             return rc;
         }
+    /* the first factor column tells custom cells (qattn_study_main --schemes) */
+    char first[64];
+    snprintf(first, sizeof first, "%.*s", (int)strcspn(r->st->factor_header, ","), r->st->factor_header);
+    int custom_col = qattn_csv_col(&t, first);
     for (size_t i = 0; i < t.nrows; i++) {
         const char *label = qattn_csv_str(&t, i, col[3]), *spec = qattn_csv_str(&t, i, col[9]);
         size_t c = r->st->ncells;
         for (size_t j = 0; j < r->st->ncells; j++)
             if (!strcmp(r->st->cells[j].label, label) && !strcmp(r->st->cells[j].spec, spec))
                 c = j;
+        if (c == r->st->ncells && custom_col >= 0 && !strcmp(qattn_csv_str(&t, i, custom_col), "custom")) {
+            /* a cell added with --schemes in an earlier run: keep it in the grid */
+            qattn_scheme sch;
+            qattn_err e2;
+            if (!qattn_scheme_parse(spec, &sch, &e2)) {
+                char factors[160] = "custom";
+                for (const char *p = r->st->factor_header; *p; p++)
+                    if (*p == ',')
+                        strncat(factors, ",custom", sizeof factors - strlen(factors) - 1);
+                qattn_study_add(r->st, label, factors, spec, 0);
+                if (strcmp(r->st->cells[c].spec, spec))
+                    c = r->st->ncells; /* stored spec not in normal form: recompute the cell */
+            }
+        }
         if (c == r->st->ncells)
             continue;
         long layer, head;
@@ -332,6 +351,9 @@ static void usage(const qattn_study *st, FILE *f)
             "  --boot N          bootstrap resamples (default 2000)\n"
             "  --seed S          bootstrap seed (default 1)\n"
             "  --force           recompute every cell\n"
+            "  --schemes LIST    add your own schemes to the grid (preset names and/or scheme\n"
+            "                    strings, comma-separated as in qattn accuracy); their rows carry\n"
+            "                    'custom' in every factor column and the scheme string as label\n"
             "  --list            print the grid (label, factors, spec) and exit\n",
             st->name, st->about);
 }
@@ -344,6 +366,7 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
         {"mask", required_argument, 0, 'm'},    {"threads", required_argument, 0, 't'},
         {"boot", required_argument, 0, 'b'},    {"seed", required_argument, 0, 'S'},
         {"force", no_argument, 0, 'f'},         {"list", no_argument, 0, 'l'},
+        {"schemes", required_argument, 0, 's'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *data[64];
     size_t ndata = 0;
@@ -367,6 +390,31 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
         case 'H': heads = optarg; break;
         case 'm': maskspec = optarg; break;
         case 'f': force = 1; break;
+        case 's': {
+            qattn_scheme_list sl;
+            qattn_err e2;
+            if (qattn_scheme_list_parse(optarg, &sl, &e2)) {
+                fprintf(stderr, "qattn %s: %s\n", st->name, e2.msg);
+                return QATTN_EXIT_INPUT;
+            }
+            /* 'custom' in every factor column */
+            char factors[160] = "custom";
+            for (const char *p = st->factor_header; *p; p++)
+                if (*p == ',')
+                    strncat(factors, ",custom", sizeof factors - strlen(factors) - 1);
+            for (size_t i = 0; i < sl.n; i++) {
+                for (size_t j = 0; j < st->ncells; j++)
+                    if (!strcmp(st->cells[j].label, sl.items[i].label)) {
+                        fprintf(stderr, "qattn %s: scheme '%s' is already in the grid\n", st->name,
+                                sl.items[i].label);
+                        qattn_scheme_list_free(&sl);
+                        return QATTN_EXIT_INPUT;
+                    }
+                qattn_study_add(st, sl.items[i].label, factors, sl.items[i].spec, 0);
+            }
+            qattn_scheme_list_free(&sl);
+            break;
+        }
         case 'l':
             for (size_t i = 0; i < st->ncells; i++)
                 printf("%-28s %-24s %s%s\n", st->cells[i].label, st->cells[i].factors, st->cells[i].spec,

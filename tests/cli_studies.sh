@@ -587,5 +587,24 @@ expect_err "compare: no --out" "--out" "" "$Q" compare --results "$R"
 expect_err "pareto: unknown option" "--frobnicate" "$S/bad-par" "$Q" pareto --results "$R" --bench "$BENCH" --out "$S/bad-par" --frobnicate
 expect_err "pareto: no --out" "--out" "" "$Q" pareto --results "$R" --bench "$BENCH"
 
+# ---- your own schemes in a study (--schemes): rows carry 'custom' factors,
+# they persist when a later run omits --schemes, and a clash is an error ----
+CU=$S/custom
+MY='q=int8@thread:32/8/1 k=int8@thread:64/8/2 p=e4m3@static v=e4m3@channel smooth=k'
+if run_ok "custom: smoothing --schemes" "$Q" smoothing --data "$A" --out "$CU" --layers 0 "${BOOT[@]}" \
+    --schemes "$MY,sage2-4b"; then
+    grid=$("$Q" smoothing --list | wc -l)
+    check "custom: two extra cells per head" [ "$(nrows "$CU/cells.csv")" -eq $(((grid + 2) * HEADS)) ]
+    check "custom: factors read custom" [ "$(grep -c ',custom,custom,' "$CU/cells.csv")" -eq $((2 * HEADS)) ]
+    check "custom: summary rows" [ "$(grep -c ',custom,custom,' "$CU/summary.csv")" -eq 2 ]
+    run_ok "custom: rerun without --schemes" "$Q" smoothing --data "$A" --out "$CU" "${BOOT[@]}"
+    check "custom: rows kept and extended to every layer" \
+        [ "$(grep -c ',custom,custom,' "$CU/cells.csv")" -eq $((2 * HEADS * LAYERS)) ]
+fi
+expect_err "custom: a label already in the grid" "already in the grid" "$S/bad-custom" \
+    "$Q" smoothing --data "$A" --out "$S/bad-custom" --schemes 'sage2-4b,sage2-4b'
+expect_err "custom: unknown scheme" "nosuch" "$S/bad-custom" "$Q" smoothing --data "$A" --out "$S/bad-custom" \
+    --schemes nosuch
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]
