@@ -26,5 +26,6 @@ int qattn_cmd_accumulator(int argc, char **argv);
 int qattn_cmd_kbias(int argc, char **argv);
 int qattn_cmd_pareto_cells(int argc, char **argv);
 int qattn_cmd_models(int argc, char **argv);
+int qattn_cmd_kernels(int argc, char **argv);
 
 #endif

@@ -31,6 +31,7 @@ static const qattn_command commands[] = {
     {"pareto", qattn_cmd_pareto, "join kernel-scheme accuracy with measured GPU throughput"},
     {"outliers", qattn_cmd_outliers, "study: channel statistics of Q, K, V per layer and their outliers"},
     {"models", qattn_cmd_models, "the activation files' provenance as one CSV"},
+    {"kernels", qattn_cmd_kernels, "list the GPU kernel instances built in (--json for JSON)"},
 };
 static const size_t ncommands = sizeof commands / sizeof commands[0];
 

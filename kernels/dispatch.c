@@ -1,0 +1,586 @@
+/* Registry access, the dispatcher and the params fill functions: host C,
+ * no device calls (kernels/host.hip has those). The table itself is
+ * generated: kernels/generated/registry.c. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "qattn_kernels.h"
+#include "registry.h"
+
+#ifndef QATTN_KERNELS_BACKEND_DESC
+#define QATTN_KERNELS_BACKEND_DESC "unknown"
+#endif
+
+size_t qattn_kernels_count(void)
+{
+    return qattn_kernels_table_len;
+}
+
+const qattn_kernels_sig *qattn_kernels_get(size_t i)
+{
+    return i < qattn_kernels_table_len ? &qattn_kernels_table[i] : NULL;
+}
+
+const char *qattn_kernels_backend(void)
+{
+    return QATTN_KERNELS_BACKEND_DESC;
+}
+
+/* "a, b, c" of the formats in bit set */
+static void fmt_set(unsigned bits, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int f = 0; f < (int)QATTN_FMT_COUNT; f++)
+        if (bits & (1u << f)) {
+            int w = snprintf(buf + n, len - n, "%s%s", n ? "/" : "", qattn_fmt_name((qattn_fmt)f));
+            if (w < 0 || (size_t)w >= len - n)
+                return;
+            n += (size_t)w;
+        }
+}
+
+static const char *acc_name(qattn_acc a)
+{
+    return a == QATTN_ACC_FP16 ? "fp16" : a == QATTN_ACC_FP22 ? "fp22" : "fp32";
+}
+
+static void mask_set(unsigned bits, char *buf, size_t len)
+{
+    static const char *names[] = {"none", "causal", "causal-br", "window"};
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int m = 0; m < 4; m++)
+        if (bits & (1u << m)) {
+            int w = snprintf(buf + n, len - n, "%s%s", n ? "/" : "", names[m]);
+            if (w < 0 || (size_t)w >= len - n)
+                return;
+            n += (size_t)w;
+        }
+}
+
+static const char *path_name(qattn_kernels_path p)
+{
+    return p == QATTN_KERNELS_PATH_MMA ? "mma" : p == QATTN_KERNELS_PATH_MFMA ? "mfma" : "portable";
+}
+
+char *qattn_kernels_describe(const qattn_kernels_sig *g, char *buf, size_t len)
+{
+    char in[64], out[64], masks[64];
+    fmt_set(g->in_fmts, in, sizeof in);
+    fmt_set(g->out_fmts, out, sizeof out);
+    mask_set(g->masks, masks, sizeof masks);
+    if (g->family == QATTN_KERNELS_FAMILY_QUANT) {
+        snprintf(buf, len, "quant %s: in %s -> %s; groups %s; smooth %s%s%s; varlen %s; [%s]", path_name(g->path), in,
+                 out, g->qk_groups, g->smooth & QATTN_SMOOTH_Q ? "q-blocks " : "", g->smooth & QATTN_SMOOTH_K ? "k " : "",
+                 g->smooth & QATTN_SMOOTH_V ? "v" : "", g->varlen ? "yes" : "no", g->arch);
+        return buf;
+    }
+    snprintf(buf, len,
+             "attn-fwd %s: d=%d q=%s k=%s p=%s%s v=%s acc=%s%s; qk groups %s; v groups %s; kblock<=%d; masks %s; "
+             "varlen %s; gqa %s; lse %s; out %s; [%s]",
+             path_name(g->path), g->head_dim, qattn_fmt_name(g->q), qattn_fmt_name(g->k), qattn_fmt_name(g->p),
+             g->p_static == 3 ? "[@static]" : g->p_static == 2 ? "@static" : "", qattn_fmt_name(g->v), acc_name(g->acc),
+             g->two_level ? "[+fp32:N]" : "", g->qk_groups, g->v_groups, g->kblock_max, masks,
+             g->varlen ? "yes" : "no", g->gqa ? "yes" : "no", g->lse ? "yes" : "no", out, g->arch);
+    return buf;
+}
+
+/* ---- dispatcher ---- */
+
+#define MAXC 256
+
+typedef struct cand {
+    const qattn_kernels_sig *s[MAXC];
+    size_t n;
+} cand;
+
+/* append the distinct texts of what the candidates offer */
+typedef void (*offer_fn)(const qattn_kernels_sig *g, char *buf, size_t len);
+
+static void offers(const cand *c, offer_fn f, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < c->n; i++) {
+        char one[256];
+        f(c->s[i], one, sizeof one);
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++) {
+            char prev[256];
+            f(c->s[j], prev, sizeof prev);
+            seen = !strcmp(prev, one);
+        }
+        if (seen)
+            continue;
+        int w = snprintf(buf + n, len - n, "%s%s", n ? ", " : "", one);
+        if (w < 0 || (size_t)w >= len - n)
+            return;
+        n += (size_t)w;
+    }
+}
+
+typedef int (*keep_fn)(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb);
+
+/* keep the candidates k accepts; 0 if some remain, else an error naming
+ * `what` and what the previous candidates offered */
+static int narrow(cand *c, keep_fn k, offer_fn f, const qattn_scheme *s, const qattn_kernels_problem *pb,
+                  const char *what, qattn_err *err)
+{
+    cand next;
+    next.n = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (k(c->s[i], s, pb))
+            next.s[next.n++] = c->s[i];
+    if (next.n == 0) {
+        char avail[512];
+        offers(c, f, avail, sizeof avail);
+        return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED, "no GPU kernel supports %s (instances offer: %s)",
+                             what, avail[0] ? avail : "nothing");
+    }
+    *c = next;
+    return QATTN_OK;
+}
+
+static int k_attn(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    (void)s;
+    (void)pb;
+    return g->family == QATTN_KERNELS_FAMILY_ATTN_FWD && g->launch_attn;
+}
+static void o_attn(const qattn_kernels_sig *g, char *b, size_t n) { snprintf(b, n, "%s", g->name); }
+
+static int k_dim(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    (void)s;
+    return g->head_dim == pb->d;
+}
+static void o_dim(const qattn_kernels_sig *g, char *b, size_t n) { snprintf(b, n, "d=%d", g->head_dim); }
+
+static int k_qk(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    (void)pb;
+    return g->q == s->q.fmt && g->k == s->k.fmt;
+}
+static void o_qk(const qattn_kernels_sig *g, char *b, size_t n)
+{
+    snprintf(b, n, "q=%s k=%s", qattn_fmt_name(g->q), qattn_fmt_name(g->k));
+}
+
+static int k_pv(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    (void)pb;
+    return g->p == s->p && g->v == s->v.fmt;
+}
+static void o_pv(const qattn_kernels_sig *g, char *b, size_t n)
+{
+    snprintf(b, n, "p=%s v=%s", qattn_fmt_name(g->p), qattn_fmt_name(g->v));
+}
+
+static int k_pstatic(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    (void)pb;
+    return (g->p_static >> (s->p_static ? 1 : 0)) & 1;
+}
+static void o_pstatic(const qattn_kernels_sig *g, char *b, size_t n)
+{
+    snprintf(b, n, "p=%s%s", qattn_fmt_name(g->p),
+             g->p_static == 3 ? " or p=@static" : g->p_static == 2 ? "@static" : " (plain cast)");
+}
+
+static int k_acc(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    (void)pb;
+    return g->acc == s->acc && (s->acc_chunk == 0 || g->two_level);
+}
+static void o_acc(const qattn_kernels_sig *g, char *b, size_t n)
+{
+    snprintf(b, n, "acc=%s%s", acc_name(g->acc), g->two_level ? "[+fp32:N]" : "");
+}
+
+/* Q/K: the portable path takes any token pattern, with one scale per token
+ * group (no ,ch:); V: one scale per channel group over all tokens */
+static int qk_group_ok(const qattn_operand *op)
+{
+    return !qattn_fmt_is_scaled(op->fmt) || op->group.ch == 0;
+}
+static int v_group_ok(const qattn_operand *op)
+{
+    return !qattn_fmt_is_scaled(op->fmt) || qattn_group_token_uniform(&op->group);
+}
+static int k_groups(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    (void)pb;
+    return g->path == QATTN_KERNELS_PATH_PORTABLE && qk_group_ok(&s->q) && qk_group_ok(&s->k) && v_group_ok(&s->v);
+}
+static void o_groups(const qattn_kernels_sig *g, char *b, size_t n)
+{
+    snprintf(b, n, "Q/K %s, V %s", g->qk_groups, g->v_groups);
+}
+
+static int k_smooth(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    (void)pb;
+    return (g->smooth & s->smooth) == s->smooth;
+}
+static void o_smooth(const qattn_kernels_sig *g, char *b, size_t n)
+{
+    snprintf(b, n, "smooth=%s%s%s", g->smooth & QATTN_SMOOTH_Q ? "q" : "", g->smooth & QATTN_SMOOTH_K ? "k" : "",
+             g->smooth & QATTN_SMOOTH_V ? "v" : "");
+}
+
+static int k_kblock(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    (void)pb;
+    return s->kblock >= 1 && s->kblock <= g->kblock_max;
+}
+static void o_kblock(const qattn_kernels_sig *g, char *b, size_t n) { snprintf(b, n, "kblock<=%d", g->kblock_max); }
+
+static int k_mask(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    (void)s;
+    return (g->masks >> pb->mask.kind) & 1u;
+}
+static void o_mask(const qattn_kernels_sig *g, char *b, size_t n) { mask_set(g->masks, b, n); }
+
+static int k_varlen(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    (void)s;
+    return !pb->varlen || g->varlen;
+}
+static void o_varlen(const qattn_kernels_sig *g, char *b, size_t n)
+{
+    snprintf(b, n, "%s", g->varlen ? "varlen" : "equal lengths only");
+}
+
+static int k_gqa(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    (void)s;
+    return pb->hq == pb->hkv || g->gqa;
+}
+static void o_gqa(const qattn_kernels_sig *g, char *b, size_t n) { snprintf(b, n, "%s", g->gqa ? "GQA" : "MHA only"); }
+
+static int k_lse(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    (void)s;
+    return !pb->lse || g->lse;
+}
+static void o_lse(const qattn_kernels_sig *g, char *b, size_t n) { snprintf(b, n, "%s", g->lse ? "LSE" : "no LSE"); }
+
+static int k_out(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    (void)pb;
+    return (g->out_fmts >> s->out) & 1u;
+}
+static void o_out(const qattn_kernels_sig *g, char *b, size_t n)
+{
+    char f[64];
+    fmt_set(g->out_fmts, f, sizeof f);
+    snprintf(b, n, "out=%s", f);
+}
+
+static int k_quant(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    (void)s;
+    return g->family == QATTN_KERNELS_FAMILY_QUANT && g->launch_quant && ((g->in_fmts >> pb->in) & 1u);
+}
+static void o_quant(const qattn_kernels_sig *g, char *b, size_t n)
+{
+    char f[64];
+    fmt_set(g->in_fmts, f, sizeof f);
+    snprintf(b, n, "%s input", f);
+}
+
+static int k_quant_fmt(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    (void)pb;
+    return ((g->out_fmts >> s->q.fmt) & 1u) && ((g->out_fmts >> s->k.fmt) & 1u) && ((g->out_fmts >> s->v.fmt) & 1u);
+}
+static void o_quant_fmt(const qattn_kernels_sig *g, char *b, size_t n) { fmt_set(g->out_fmts, b, n); }
+
+static int check_problem(const qattn_scheme *s, const qattn_kernels_problem *pb, qattn_err *err)
+{
+    if (pb->nseq <= 0 || pb->hq <= 0 || pb->hkv <= 0 || pb->d <= 0 || pb->seqlen_q < 0 || pb->seqlen_k < 0)
+        return qattn_err_set(err, QATTN_ERR_ARG, "bad problem: nseq %d, heads %d/%d, d %d, lengths %d/%d", pb->nseq,
+                             pb->hq, pb->hkv, pb->d, pb->seqlen_q, pb->seqlen_k);
+    if (pb->hq % pb->hkv)
+        return qattn_err_set(err, QATTN_ERR_ARG, "q heads %d are not a multiple of kv heads %d", pb->hq, pb->hkv);
+    if (pb->in != QATTN_FMT_FP16 && pb->in != QATTN_FMT_BF16 && pb->in != QATTN_FMT_FP32)
+        return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED, "input dtype %s (fp16, bf16 or fp32)",
+                             qattn_fmt_name(pb->in));
+    if (pb->mask.kind == QATTN_MASK_WINDOW && (pb->mask.left < 0 || pb->mask.right < 0))
+        return qattn_err_set(err, QATTN_ERR_ARG, "window mask needs non-negative sizes");
+    if ((s->smooth & QATTN_SMOOTH_Q) && qattn_scheme_qblock(s) <= 0)
+        return qattn_err_set(err, QATTN_ERR_ARG, "smooth=q needs a Q block");
+    return QATTN_OK;
+}
+
+int qattn_kernels_find(const qattn_scheme *s, const qattn_kernels_problem *pb, const qattn_kernels_sig **attn,
+                       const qattn_kernels_sig **quant, qattn_err *err)
+{
+    int rc = check_problem(s, pb, err);
+    if (rc)
+        return rc;
+    char what[160], grp[64];
+    cand c;
+    c.n = 0;
+    for (size_t i = 0; i < qattn_kernels_table_len && c.n < MAXC; i++)
+        c.s[c.n++] = &qattn_kernels_table[i];
+    if ((rc = narrow(&c, k_attn, o_attn, s, pb, "attention forward (no instance was built)", err)))
+        return rc;
+    snprintf(what, sizeof what, "head dim %d", pb->d);
+    if ((rc = narrow(&c, k_dim, o_dim, s, pb, what, err)))
+        return rc;
+    snprintf(what, sizeof what, "q=%s k=%s", qattn_fmt_name(s->q.fmt), qattn_fmt_name(s->k.fmt));
+    if ((rc = narrow(&c, k_qk, o_qk, s, pb, what, err)))
+        return rc;
+    snprintf(what, sizeof what, "p=%s v=%s after q=%s k=%s", qattn_fmt_name(s->p), qattn_fmt_name(s->v.fmt),
+             qattn_fmt_name(s->q.fmt), qattn_fmt_name(s->k.fmt));
+    if ((rc = narrow(&c, k_pv, o_pv, s, pb, what, err)))
+        return rc;
+    snprintf(what, sizeof what, "p=%s%s", qattn_fmt_name(s->p), s->p_static ? "@static" : " (plain cast)");
+    if ((rc = narrow(&c, k_pstatic, o_pstatic, s, pb, what, err)))
+        return rc;
+    if (s->acc_chunk > 0)
+        snprintf(what, sizeof what, "acc=%s+fp32:%d", acc_name(s->acc), s->acc_chunk);
+    else
+        snprintf(what, sizeof what, "acc=%s", acc_name(s->acc));
+    if ((rc = narrow(&c, k_acc, o_acc, s, pb, what, err)))
+        return rc;
+    if (!qk_group_ok(&s->q) || !qk_group_ok(&s->k))
+        snprintf(what, sizeof what, "%s=%s@%s (Q/K scales split along channels)", qk_group_ok(&s->q) ? "k" : "q",
+                 qattn_fmt_name(qk_group_ok(&s->q) ? s->k.fmt : s->q.fmt),
+                 qattn_group_format(qk_group_ok(&s->q) ? &s->k.group : &s->q.group, grp, sizeof grp));
+    else
+        snprintf(what, sizeof what, "v=%s@%s (V scales that vary along tokens)", qattn_fmt_name(s->v.fmt),
+                 qattn_group_format(&s->v.group, grp, sizeof grp));
+    if ((rc = narrow(&c, k_groups, o_groups, s, pb, what, err)))
+        return rc;
+    snprintf(what, sizeof what, "smoothing %s%s%s", s->smooth & QATTN_SMOOTH_Q ? "q" : "",
+             s->smooth & QATTN_SMOOTH_K ? "k" : "", s->smooth & QATTN_SMOOTH_V ? "v" : "");
+    if ((rc = narrow(&c, k_smooth, o_smooth, s, pb, what, err)))
+        return rc;
+    snprintf(what, sizeof what, "kblock=%d", s->kblock);
+    if ((rc = narrow(&c, k_kblock, o_kblock, s, pb, what, err)))
+        return rc;
+    qattn_mask_format(&pb->mask, grp, sizeof grp);
+    snprintf(what, sizeof what, "mask %s", grp);
+    if ((rc = narrow(&c, k_mask, o_mask, s, pb, what, err)))
+        return rc;
+    if ((rc = narrow(&c, k_varlen, o_varlen, s, pb, "variable sequence lengths", err)))
+        return rc;
+    snprintf(what, sizeof what, "grouped-query attention (%d q heads on %d kv heads)", pb->hq, pb->hkv);
+    if ((rc = narrow(&c, k_gqa, o_gqa, s, pb, what, err)))
+        return rc;
+    if ((rc = narrow(&c, k_lse, o_lse, s, pb, "LSE output", err)))
+        return rc;
+    snprintf(what, sizeof what, "out=%s", qattn_fmt_name(s->out));
+    if ((rc = narrow(&c, k_out, o_out, s, pb, what, err)))
+        return rc;
+    /* the fastest: a vendor path before the portable one */
+    const qattn_kernels_sig *best = c.s[0];
+    for (size_t i = 1; i < c.n; i++)
+        if (best->path == QATTN_KERNELS_PATH_PORTABLE && c.s[i]->path != QATTN_KERNELS_PATH_PORTABLE)
+            best = c.s[i];
+    if (attn)
+        *attn = best;
+    if (!quant)
+        return QATTN_OK;
+    c.n = 0;
+    for (size_t i = 0; i < qattn_kernels_table_len && c.n < MAXC; i++)
+        c.s[c.n++] = &qattn_kernels_table[i];
+    snprintf(what, sizeof what, "quantizing %s input", qattn_fmt_name(pb->in));
+    if ((rc = narrow(&c, k_quant, o_quant, s, pb, what, err)))
+        return rc;
+    snprintf(what, sizeof what, "storing q=%s k=%s v=%s", qattn_fmt_name(s->q.fmt), qattn_fmt_name(s->k.fmt),
+             qattn_fmt_name(s->v.fmt));
+    if ((rc = narrow(&c, k_quant_fmt, o_quant_fmt, s, pb, what, err)))
+        return rc;
+    *quant = c.s[0];
+    return QATTN_OK;
+}
+
+/* ---- quant family: sizes and fill ---- */
+
+static size_t stored_size(qattn_fmt f)
+{
+    return f == QATTN_FMT_FP16 || f == QATTN_FMT_BF16 ? 2 : f == QATTN_FMT_FP32 ? 4 : 1;
+}
+
+static int64_t stored_row(qattn_fmt f, int d)
+{
+    return f == QATTN_FMT_INT4 ? (d + 1) / 2 : d;
+}
+
+void qattn_kernels_quant_sizes(const qattn_operand *op, int heads, int nseq, int seqlen, int64_t tokens, int d,
+                               int smooth, int mblock, size_t *codes, size_t *scale, size_t *mean)
+{
+    *codes = (size_t)heads * (size_t)tokens * (size_t)stored_row(op->fmt, d) * stored_size(op->fmt);
+    *scale = qattn_fmt_is_scaled(op->fmt) ? (size_t)heads * (size_t)nseq *
+                                                qattn_group_ntok(&op->group, (size_t)seqlen) *
+                                                qattn_group_nch(&op->group, (size_t)d) * sizeof(float)
+                                          : 0;
+    size_t nmean = smooth == QATTN_KERNELS_SMOOTH_BLOCKS && mblock > 0 ? ((size_t)seqlen + (size_t)mblock - 1) / (size_t)mblock
+                   : smooth ? 1
+                            : 0;
+    *mean = (size_t)heads * (size_t)nseq * nmean * (size_t)d * sizeof(float);
+}
+
+int qattn_kernels_quant_fill(qattn_kernels_quant_params *p, const qattn_kernels_problem *pb, const void *x,
+                             int64_t stride_batch, int64_t stride_head, int64_t stride_tok, int heads, int seqlen,
+                             int64_t tokens, const int *cu_seqlens, const qattn_operand *op, int smooth, int mblock,
+                             void *codes, float *scale, float *mean, int *nonfinite, qattn_err *err)
+{
+    memset(p, 0, sizeof *p);
+    if (pb->in != QATTN_FMT_FP16 && pb->in != QATTN_FMT_BF16 && pb->in != QATTN_FMT_FP32)
+        return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED, "quant: input dtype %s (fp16, bf16 or fp32)",
+                             qattn_fmt_name(pb->in));
+    if (op->fmt == QATTN_FMT_E8M0 || op->fmt >= QATTN_FMT_COUNT)
+        return qattn_err_set(err, QATTN_ERR_ARG, "quant: cannot store an operand as %s", qattn_fmt_name(op->fmt));
+    if (smooth == QATTN_KERNELS_SMOOTH_BLOCKS && mblock <= 0)
+        return qattn_err_set(err, QATTN_ERR_ARG, "quant: block smoothing needs a positive block");
+    if (heads <= 0 || pb->nseq <= 0 || pb->d <= 0 || seqlen < 0 || tokens < 0)
+        return qattn_err_set(err, QATTN_ERR_ARG, "quant: bad shape");
+    int scaled = qattn_fmt_is_scaled(op->fmt);
+    if (scaled && !scale)
+        return qattn_err_set(err, QATTN_ERR_ARG, "quant: %s needs a scale buffer", qattn_fmt_name(op->fmt));
+    if (smooth && !mean)
+        return qattn_err_set(err, QATTN_ERR_ARG, "quant: smoothing needs a mean buffer");
+    p->x = x;
+    p->in = pb->in;
+    p->x_stride_batch = stride_batch;
+    p->x_stride_head = stride_head;
+    p->x_stride_tok = stride_tok;
+    p->heads = heads;
+    p->d = pb->d;
+    p->nseq = pb->nseq;
+    p->seqlen = seqlen;
+    p->cu_seqlens = cu_seqlens;
+    p->tokens = tokens;
+    p->fmt = op->fmt;
+    p->group = op->group;
+    if (!scaled)
+        memset(&p->group, 0, sizeof p->group);
+    p->ntok = scaled ? (int)qattn_group_ntok(&op->group, (size_t)seqlen) : 0;
+    p->nch = scaled ? (int)qattn_group_nch(&op->group, (size_t)pb->d) : 0;
+    p->smooth = smooth;
+    p->mblock = smooth == QATTN_KERNELS_SMOOTH_BLOCKS ? mblock : 0;
+    p->nmean = smooth == QATTN_KERNELS_SMOOTH_BLOCKS ? (seqlen + mblock - 1) / mblock : smooth ? 1 : 0;
+    p->codes = codes;
+    p->row = stored_row(op->fmt, pb->d);
+    p->scale = scaled ? scale : NULL;
+    p->mean = smooth ? mean : NULL;
+    p->nonfinite = nonfinite;
+    return QATTN_OK;
+}
+
+/* ---- attention family: fill ---- */
+
+/* strides of codes written by a quant kernel: [heads, T, row] */
+static void code_strides(const qattn_kernels_quant_params *qp, int64_t *sb, int64_t *sh, int64_t *st)
+{
+    *st = qp->row;
+    *sh = qp->tokens * qp->row;
+    *sb = qp->cu_seqlens ? 0 : (int64_t)qp->seqlen * qp->row;
+}
+
+int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s, const qattn_kernels_problem *pb,
+                            const qattn_kernels_quant_params *qp_q, const qattn_kernels_quant_params *qp_k,
+                            const qattn_kernels_quant_params *qp_v, const qattn_kernels_tensor *q,
+                            const qattn_kernels_tensor *k, const qattn_kernels_tensor *v,
+                            const qattn_kernels_tensor *o, float *lse, int64_t tokens_q, const int *cu_q,
+                            const int *cu_k, qattn_err *err)
+{
+    memset(p, 0, sizeof *p);
+    if (pb->hkv <= 0 || pb->hq % pb->hkv)
+        return qattn_err_set(err, QATTN_ERR_ARG, "attn: q heads %d are not a multiple of kv heads %d", pb->hq, pb->hkv);
+    if (s->out != QATTN_FMT_FP16 && s->out != QATTN_FMT_BF16 && s->out != QATTN_FMT_FP32)
+        return qattn_err_set(err, QATTN_ERR_ARG, "attn: output %s", qattn_fmt_name(s->out));
+    if (!qp_q && s->q.fmt != pb->in)
+        return qattn_err_set(err, QATTN_ERR_ARG, "attn: q=%s must be quantized from %s input", qattn_fmt_name(s->q.fmt),
+                             qattn_fmt_name(pb->in));
+    if (!qp_k && s->k.fmt != pb->in)
+        return qattn_err_set(err, QATTN_ERR_ARG, "attn: k=%s must be quantized from %s input", qattn_fmt_name(s->k.fmt),
+                             qattn_fmt_name(pb->in));
+    if (!qp_v && s->v.fmt != pb->in)
+        return qattn_err_set(err, QATTN_ERR_ARG, "attn: v=%s must be quantized from %s input", qattn_fmt_name(s->v.fmt),
+                             qattn_fmt_name(pb->in));
+    if ((s->smooth & QATTN_SMOOTH_Q) && (!qp_q || !qp_q->mean || !k))
+        return qattn_err_set(err, QATTN_ERR_ARG, "attn: smooth=q needs the Q block means and the input K");
+    if (qp_q) {
+        p->q = qp_q->codes;
+        code_strides(qp_q, &p->q_sb, &p->q_sh, &p->q_st);
+        p->q_scale = qp_q->scale;
+        p->q_group = qp_q->group;
+        p->q_ntok = qp_q->ntok;
+        if (s->smooth & QATTN_SMOOTH_Q) {
+            p->q_mean = qp_q->mean;
+            p->qblock = qp_q->mblock;
+            p->nqb = qp_q->nmean;
+        }
+    } else {
+        p->q = q->data;
+        p->q_sb = q->stride_batch;
+        p->q_sh = q->stride_head;
+        p->q_st = q->stride_tok;
+    }
+    if (qp_k) {
+        p->k = qp_k->codes;
+        code_strides(qp_k, &p->k_sb, &p->k_sh, &p->k_st);
+        p->k_scale = qp_k->scale;
+        p->k_group = qp_k->group;
+        p->k_ntok = qp_k->ntok;
+        if (s->smooth & QATTN_SMOOTH_K)
+            p->k_mean = qp_k->mean;
+    } else {
+        p->k = k->data;
+        p->k_sb = k->stride_batch;
+        p->k_sh = k->stride_head;
+        p->k_st = k->stride_tok;
+    }
+    if (s->smooth & QATTN_SMOOTH_Q) {
+        p->k_in = k->data;
+        p->k_in_fmt = pb->in;
+        p->kin_sb = k->stride_batch;
+        p->kin_sh = k->stride_head;
+        p->kin_st = k->stride_tok;
+    }
+    if (qp_v) {
+        p->v = qp_v->codes;
+        code_strides(qp_v, &p->v_sb, &p->v_sh, &p->v_st);
+        p->v_scale = qp_v->scale;
+        p->v_ch = qp_v->scale ? qp_v->group.ch : 0;
+        p->v_nch = qp_v->scale ? qp_v->nch : 0;
+        if (s->smooth & QATTN_SMOOTH_V)
+            p->v_mean = qp_v->mean;
+    } else {
+        p->v = v->data;
+        p->v_sb = v->stride_batch;
+        p->v_sh = v->stride_head;
+        p->v_st = v->stride_tok;
+    }
+    p->o = o->data;
+    p->o_sb = o->stride_batch;
+    p->o_sh = o->stride_head;
+    p->o_st = o->stride_tok;
+    p->out = s->out;
+    p->lse = lse;
+    p->lse_sh = tokens_q;
+    p->cu_q = cu_q;
+    p->cu_k = cu_k;
+    p->nseq = pb->nseq;
+    p->hq = pb->hq;
+    p->hkv = pb->hkv;
+    p->d = pb->d;
+    p->seqlen_q = pb->seqlen_q;
+    p->seqlen_k = pb->seqlen_k;
+    p->mask = pb->mask;
+    double scale = pb->scale > 0.0 ? pb->scale : 1.0 / sqrt((double)pb->d);
+    p->c2 = (float)(scale * 1.4426950408889634074);
+    p->pmul = s->p_static ? qattn_fmt_qmax(s->p) : 1.0f;
+    p->kblock = s->kblock;
+    p->acc_chunk = s->acc_chunk;
+    p->smooth = s->smooth;
+    return QATTN_OK;
+}

@@ -1,0 +1,349 @@
+/* HIP spelling for every backend.
+ *
+ * The kernels and their host code are written in HIP. This header makes that
+ * one source build three ways:
+ *
+ *   nvcc (__CUDACC__ / __NVCC__)   HIP names mapped to the CUDA runtime. Debian's
+ *                                  HIP 5.2 NVIDIA headers do not compile with
+ *                                  CUDA 13, so the project owns this mapping.
+ *   hipcc / clang -x hip (__HIP__) the real <hip/hip_runtime.h> (AMD).
+ *   QATTN_HIP_SIM (a C++ host compiler, no GPU): a small simulator that runs
+ *                                  each thread block on the CPU, one fiber per
+ *                                  thread, one block at a time, so the portable
+ *                                  kernels can be checked against the CPU
+ *                                  emulation on a machine without a GPU.
+ *
+ * Only what the kernels use is mapped; add names here, never #ifdef a kernel.
+ * Kernels are launched with hipLaunchKernelGGL(kernel, grid, block, smem,
+ * stream, args...), where kernel is a plain name or a function pointer (take
+ * the address of a template instance first: commas in template arguments
+ * would split the macro's arguments). */
+#ifndef QATTN_HIP_PORT_H
+#define QATTN_HIP_PORT_H
+
+#if defined(QATTN_HIP_SIM)
+/* ------------------------------------------------------------------ */
+/* host simulation                                                     */
+/* ------------------------------------------------------------------ */
+#ifndef __cplusplus
+#error "QATTN_HIP_SIM needs a C++ compiler (the kernels are HIP C++)"
+#endif
+#include <ucontext.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#define QATTN_HIP_BACKEND "host-sim"
+#define QATTN_WARP_SIZE 32
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static thread_local
+#define QATTN_DYNAMIC_SHARED(type, name) type *name = (type *)qattn_sim_state_get().smem.data()
+
+typedef int hipError_t;
+enum {
+    hipSuccess = 0,
+    hipErrorInvalidValue = 1,
+    hipErrorOutOfMemory = 2,
+    hipErrorLaunchFailure = 3
+};
+typedef int hipMemcpyKind;
+enum {
+    hipMemcpyHostToHost = 0,
+    hipMemcpyHostToDevice = 1,
+    hipMemcpyDeviceToHost = 2,
+    hipMemcpyDeviceToDevice = 3,
+    hipMemcpyDefault = 4
+};
+typedef struct qattn_sim_stream *hipStream_t;
+typedef struct qattn_sim_event {
+    double t;
+} *hipEvent_t;
+typedef int hipFuncAttribute;
+enum { hipFuncAttributeMaxDynamicSharedMemorySize = 8 };
+
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+/* One block at a time: its threads are fibers switched at barriers. */
+struct qattn_sim_state {
+    dim3 grid, block, bid;
+    int nthreads = 0, cur = 0, nalive = 0, arrived = 0;
+    unsigned long gen = 0;
+    std::vector<ucontext_t> ctx;
+    std::vector<dim3> tid;
+    std::vector<char> alive;
+    std::vector<std::vector<char> > stacks;
+    ucontext_t sched;
+    std::vector<unsigned char> smem;
+    const std::function<void()> *body = nullptr;
+    hipError_t last = hipSuccess;
+};
+
+inline qattn_sim_state &qattn_sim_state_get()
+{
+    static thread_local qattn_sim_state s;
+    return s;
+}
+
+#define threadIdx (qattn_sim_state_get().tid[qattn_sim_state_get().cur])
+#define blockIdx (qattn_sim_state_get().bid)
+#define blockDim (qattn_sim_state_get().block)
+#define gridDim (qattn_sim_state_get().grid)
+
+inline void qattn_sim_yield()
+{
+    qattn_sim_state &s = qattn_sim_state_get();
+    swapcontext(&s.ctx[(size_t)s.cur], &s.sched);
+}
+
+/* A barrier over the live threads of the block (threads that returned no
+ * longer take part, as on the GPU). */
+inline void __syncthreads()
+{
+    qattn_sim_state &s = qattn_sim_state_get();
+    unsigned long g = s.gen;
+    if (++s.arrived >= s.nalive) {
+        s.arrived = 0;
+        s.gen++;
+        return;
+    }
+    while (s.gen == g)
+        qattn_sim_yield();
+}
+
+inline void qattn_sim_fiber_entry()
+{
+    qattn_sim_state &s = qattn_sim_state_get();
+    (*s.body)();
+    s.alive[(size_t)s.cur] = 0;
+    s.nalive--;
+    if (s.arrived > 0 && s.arrived >= s.nalive) { /* the others wait for us no more */
+        s.arrived = 0;
+        s.gen++;
+    }
+}
+
+inline hipError_t qattn_sim_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body)
+{
+    qattn_sim_state &s = qattn_sim_state_get();
+    int n = (int)(block.x * block.y * block.z);
+    if (n <= 0 || n > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0)
+        return s.last = hipErrorInvalidValue;
+    const size_t stack = 256 * 1024;
+    s.grid = grid;
+    s.block = block;
+    s.nthreads = n;
+    s.body = &body;
+    s.ctx.assign((size_t)n, ucontext_t());
+    s.tid.assign((size_t)n, dim3(0, 0, 0));
+    s.alive.assign((size_t)n, 0);
+    if (s.stacks.size() < (size_t)n)
+        s.stacks.resize((size_t)n, std::vector<char>(stack));
+    s.smem.assign(smem ? smem : 1, 0xff); /* uninitialized shared memory reads as NaN */
+    for (unsigned bz = 0; bz < grid.z; bz++)
+        for (unsigned by = 0; by < grid.y; by++)
+            for (unsigned bx = 0; bx < grid.x; bx++) {
+                s.bid = dim3(bx, by, bz);
+                for (int t = 0; t < n; t++) {
+                    s.tid[(size_t)t] = dim3((unsigned)t % block.x, (unsigned)t / block.x % block.y,
+                                            (unsigned)t / (block.x * block.y));
+                    getcontext(&s.ctx[(size_t)t]);
+                    s.ctx[(size_t)t].uc_stack.ss_sp = s.stacks[(size_t)t].data();
+                    s.ctx[(size_t)t].uc_stack.ss_size = stack;
+                    s.ctx[(size_t)t].uc_link = &s.sched;
+                    makecontext(&s.ctx[(size_t)t], qattn_sim_fiber_entry, 0);
+                    s.alive[(size_t)t] = 1;
+                }
+                s.nalive = n;
+                s.arrived = 0;
+                while (s.nalive > 0)
+                    for (int t = 0; t < n; t++)
+                        if (s.alive[(size_t)t]) {
+                            s.cur = t;
+                            swapcontext(&s.sched, &s.ctx[(size_t)t]);
+                        }
+            }
+    return hipSuccess;
+}
+
+#define hipLaunchKernelGGL(kernel, grid, block, smem, stream, ...)                              \
+    do {                                                                                        \
+        (void)(stream);                                                                         \
+        std::function<void()> qattn_sim_body_ = [=]() { kernel(__VA_ARGS__); };                \
+        qattn_sim_state_get().last = qattn_sim_launch(dim3(grid), dim3(block), (size_t)(smem), \
+                                                      qattn_sim_body_);                         \
+    } while (0)
+
+/* atomics: one block at a time on one host thread, so plain updates */
+inline unsigned atomicMax(unsigned *a, unsigned v)
+{
+    unsigned old = *a;
+    *a = old > v ? old : v;
+    return old;
+}
+inline int atomicOr(int *a, int v)
+{
+    int old = *a;
+    *a = old | v;
+    return old;
+}
+
+inline hipError_t hipMalloc(void **p, size_t n)
+{
+    *p = malloc(n ? n : 1);
+    if (!*p)
+        return hipErrorOutOfMemory;
+    memset(*p, 0xa5, n); /* device memory starts as garbage */
+    return hipSuccess;
+}
+inline hipError_t hipFree(void *p)
+{
+    free(p);
+    return hipSuccess;
+}
+inline hipError_t hipMemcpy(void *d, const void *s, size_t n, hipMemcpyKind)
+{
+    if (n)
+        memcpy(d, s, n);
+    return hipSuccess;
+}
+inline hipError_t hipMemcpyAsync(void *d, const void *s, size_t n, hipMemcpyKind k, hipStream_t)
+{
+    return hipMemcpy(d, s, n, k);
+}
+inline hipError_t hipMemset(void *d, int v, size_t n)
+{
+    if (n)
+        memset(d, v, n);
+    return hipSuccess;
+}
+inline hipError_t hipMemsetAsync(void *d, int v, size_t n, hipStream_t) { return hipMemset(d, v, n); }
+inline hipError_t hipDeviceSynchronize() { return hipSuccess; }
+inline hipError_t hipStreamSynchronize(hipStream_t) { return hipSuccess; }
+inline hipError_t hipGetLastError()
+{
+    hipError_t e = qattn_sim_state_get().last;
+    qattn_sim_state_get().last = hipSuccess;
+    return e;
+}
+inline hipError_t hipPeekAtLastError() { return qattn_sim_state_get().last; }
+inline const char *hipGetErrorString(hipError_t e)
+{
+    switch (e) {
+    case hipSuccess: return "no error";
+    case hipErrorInvalidValue: return "invalid argument";
+    case hipErrorOutOfMemory: return "out of memory";
+    default: return "launch failure";
+    }
+}
+inline hipError_t hipFuncSetAttribute(const void *, hipFuncAttribute, int) { return hipSuccess; }
+inline hipError_t hipGetDeviceCount(int *n)
+{
+    *n = 1;
+    return hipSuccess;
+}
+
+#elif defined(__CUDACC__) || defined(__NVCC__)
+/* ------------------------------------------------------------------ */
+/* NVIDIA: HIP names on the CUDA runtime                               */
+/* ------------------------------------------------------------------ */
+#include <cuda_runtime.h>
+
+#define QATTN_HIP_BACKEND "nvidia"
+#define QATTN_WARP_SIZE 32
+#define QATTN_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+
+#define hipError_t cudaError_t
+#define hipSuccess cudaSuccess
+#define hipErrorInvalidValue cudaErrorInvalidValue
+#define hipErrorOutOfMemory cudaErrorMemoryAllocation
+#define hipGetErrorString cudaGetErrorString
+#define hipGetErrorName cudaGetErrorName
+#define hipGetLastError cudaGetLastError
+#define hipPeekAtLastError cudaPeekAtLastError
+
+#define hipMalloc cudaMalloc
+#define hipFree cudaFree
+#define hipMemcpy cudaMemcpy
+#define hipMemcpyAsync cudaMemcpyAsync
+#define hipMemset cudaMemset
+#define hipMemsetAsync cudaMemsetAsync
+#define hipMemcpyKind cudaMemcpyKind
+#define hipMemcpyHostToHost cudaMemcpyHostToHost
+#define hipMemcpyHostToDevice cudaMemcpyHostToDevice
+#define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define hipMemcpyDefault cudaMemcpyDefault
+
+#define hipStream_t cudaStream_t
+#define hipStreamCreate cudaStreamCreate
+#define hipStreamDestroy cudaStreamDestroy
+#define hipStreamSynchronize cudaStreamSynchronize
+#define hipEvent_t cudaEvent_t
+#define hipEventCreate cudaEventCreate
+#define hipEventDestroy cudaEventDestroy
+#define hipEventRecord cudaEventRecord
+#define hipEventSynchronize cudaEventSynchronize
+#define hipEventElapsedTime cudaEventElapsedTime
+
+#define hipDeviceSynchronize cudaDeviceSynchronize
+#define hipGetDevice cudaGetDevice
+#define hipSetDevice cudaSetDevice
+#define hipGetDeviceCount cudaGetDeviceCount
+#define hipDeviceProp_t cudaDeviceProp
+#define hipGetDeviceProperties cudaGetDeviceProperties
+#define hipDeviceGetAttribute cudaDeviceGetAttribute
+#define hipDeviceAttributeMaxSharedMemoryPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
+#define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
+#define hipFuncAttribute cudaFuncAttribute
+#define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+#define hipFuncSetAttribute cudaFuncSetAttribute
+
+#define hipLaunchKernelGGL(kernel, grid, block, smem, stream, ...) \
+    kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+
+/* HIP's shuffles take no mask; on NVIDIA every lane of the warp takes part */
+#ifdef __CUDACC__
+template <typename T>
+static __device__ __forceinline__ T __shfl_xor(T v, int lane_mask, int width = 32)
+{
+    return __shfl_xor_sync(0xffffffffu, v, lane_mask, width);
+}
+template <typename T>
+static __device__ __forceinline__ T __shfl(T v, int src_lane, int width = 32)
+{
+    return __shfl_sync(0xffffffffu, v, src_lane, width);
+}
+#endif
+
+#elif defined(__HIP__) || defined(__HIPCC__)
+/* ------------------------------------------------------------------ */
+/* AMD: the real HIP                                                   */
+/* ------------------------------------------------------------------ */
+#include <hip/hip_runtime.h>
+
+#define QATTN_HIP_BACKEND "amd"
+#ifdef __AMDGCN_WAVEFRONT_SIZE
+#define QATTN_WARP_SIZE __AMDGCN_WAVEFRONT_SIZE
+#else
+#define QATTN_WARP_SIZE 64
+#endif
+#define QATTN_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+
+#else
+#error "hip_port.h: compile with nvcc, hipcc / clang -x hip, or define QATTN_HIP_SIM"
+#endif
+
+#endif

@@ -1,0 +1,227 @@
+/* Host side that talks to the device: plans (buffers + filled params for
+ * quantize-then-attend) and small device helpers for C callers. Every HIP
+ * call is checked; errors name the call. */
+#include <stdio.h>
+#include <string.h>
+
+#include "hip_port.h"
+#include "qattn_kernels.h"
+
+#define QATTN_HOST_CHECK(call, what)                                                                            \
+    do {                                                                                                        \
+        hipError_t e_ = (call);                                                                                 \
+        if (e_ != hipSuccess)                                                                                   \
+            return qattn_err_set(err, QATTN_KERNELS_ERR_DEVICE, "%s: %s (%s:%d)", what, hipGetErrorString(e_), \
+                                 __FILE__, __LINE__);                                                           \
+    } while (0)
+
+extern "C" {
+
+int qattn_kernels_dev_count(int *n, qattn_err *err)
+{
+    *n = 0;
+    QATTN_HOST_CHECK(hipGetDeviceCount(n), "hipGetDeviceCount");
+    return QATTN_OK;
+}
+
+int qattn_kernels_dev_name(char *buf, size_t len, qattn_err *err)
+{
+#if defined(QATTN_HIP_SIM)
+    (void)err;
+    snprintf(buf, len, "host simulation (no GPU)");
+#else
+    int dev = 0;
+    hipDeviceProp_t prop;
+    QATTN_HOST_CHECK(hipGetDevice(&dev), "hipGetDevice");
+    QATTN_HOST_CHECK(hipGetDeviceProperties(&prop, dev), "hipGetDeviceProperties");
+    snprintf(buf, len, "%s", prop.name);
+#endif
+    return QATTN_OK;
+}
+
+int qattn_kernels_dev_alloc(void **p, size_t bytes, qattn_err *err)
+{
+    *p = NULL;
+    hipError_t e = hipMalloc(p, bytes ? bytes : 1);
+    if (e != hipSuccess) {
+        *p = NULL;
+        return qattn_err_set(err, e == hipErrorOutOfMemory ? (int)QATTN_ERR_NOMEM : (int)QATTN_KERNELS_ERR_DEVICE,
+                             "hipMalloc(%zu bytes): %s", bytes, hipGetErrorString(e));
+    }
+    return QATTN_OK;
+}
+
+void qattn_kernels_dev_free(void *p)
+{
+    if (p)
+        (void)hipFree(p);
+}
+
+int qattn_kernels_dev_to(void *dst, const void *src, size_t bytes, qattn_err *err)
+{
+    QATTN_HOST_CHECK(hipMemcpy(dst, src, bytes, hipMemcpyHostToDevice), "hipMemcpy to the device");
+    return QATTN_OK;
+}
+
+int qattn_kernels_dev_from(void *dst, const void *src, size_t bytes, qattn_err *err)
+{
+    QATTN_HOST_CHECK(hipMemcpy(dst, src, bytes, hipMemcpyDeviceToHost), "hipMemcpy from the device");
+    return QATTN_OK;
+}
+
+int qattn_kernels_dev_fill(void *p, int byte, size_t bytes, qattn_err *err)
+{
+    QATTN_HOST_CHECK(hipMemset(p, byte, bytes), "hipMemset");
+    return QATTN_OK;
+}
+
+int qattn_kernels_dev_sync(qattn_err *err)
+{
+    QATTN_HOST_CHECK(hipDeviceSynchronize(), "hipDeviceSynchronize (an earlier kernel failed)");
+    QATTN_HOST_CHECK(hipGetLastError(), "last error");
+    return QATTN_OK;
+}
+
+/* ---- plans ---- */
+
+static int plan_alloc(qattn_kernels_plan *pl, void **p, size_t bytes, qattn_err *err)
+{
+    *p = NULL;
+    if (bytes == 0)
+        return QATTN_OK;
+    if (pl->ndev >= (int)(sizeof pl->dev / sizeof pl->dev[0]))
+        return qattn_err_set(err, QATTN_ERR_ARG, "plan: too many buffers");
+    int rc = qattn_kernels_dev_alloc(p, bytes, err);
+    if (!rc)
+        pl->dev[pl->ndev++] = *p;
+    return rc;
+}
+
+/* token count and longest sequence from host cu_seqlens [nseq + 1] */
+static int seq_tokens(const int *cu, int nseq, int seqlen, int64_t *tokens, const char *which, qattn_err *err)
+{
+    if (!cu) {
+        *tokens = (int64_t)nseq * seqlen;
+        return QATTN_OK;
+    }
+    if (cu[0] != 0)
+        return qattn_err_set(err, QATTN_ERR_ARG, "cu_seqlens_%s[0] is %d, not 0", which, cu[0]);
+    for (int b = 0; b < nseq; b++) {
+        int len = cu[b + 1] - cu[b];
+        if (len < 0 || len > seqlen)
+            return qattn_err_set(err, QATTN_ERR_ARG,
+                                 "cu_seqlens_%s: sequence %d has length %d (must be 0..%d, the longest)", which, b,
+                                 len, seqlen);
+    }
+    *tokens = cu[nseq];
+    return QATTN_OK;
+}
+
+int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const qattn_kernels_problem *pb,
+                            const qattn_kernels_io *io, qattn_err *err)
+{
+    memset(pl, 0, sizeof *pl);
+    pl->scheme = *s;
+    pl->pb = *pb;
+    int rc = qattn_kernels_find(s, pb, &pl->attn_sig, &pl->quant_sig, err);
+    if (rc)
+        return rc;
+    if (pb->varlen != (io->cu_seqlens_q != NULL) || pb->varlen != (io->cu_seqlens_k != NULL))
+        return qattn_err_set(err, QATTN_ERR_ARG, "plan: varlen problems need both cu_seqlens, others neither");
+    int64_t tq, tk;
+    if ((rc = seq_tokens(io->cu_seqlens_q, pb->nseq, pb->seqlen_q, &tq, "q", err)) ||
+        (rc = seq_tokens(io->cu_seqlens_k, pb->nseq, pb->seqlen_k, &tk, "k", err)))
+        return rc;
+    size_t cub = (size_t)(pb->nseq + 1) * sizeof(int);
+    if (pb->varlen) {
+        if ((rc = plan_alloc(pl, (void **)&pl->cu_q, cub, err)) ||
+            (rc = qattn_kernels_dev_to(pl->cu_q, io->cu_seqlens_q, cub, err)) ||
+            (rc = plan_alloc(pl, (void **)&pl->cu_k, cub, err)) ||
+            (rc = qattn_kernels_dev_to(pl->cu_k, io->cu_seqlens_k, cub, err)))
+            goto fail;
+    }
+    if ((rc = plan_alloc(pl, (void **)&pl->nonfinite, sizeof(int), err)))
+        goto fail;
+    {
+        const qattn_operand *ops[3] = {&s->q, &s->k, &s->v};
+        const qattn_kernels_tensor *ts[3] = {&io->q, &io->k, &io->v};
+        const unsigned bits[3] = {QATTN_SMOOTH_Q, QATTN_SMOOTH_K, QATTN_SMOOTH_V};
+        const int heads[3] = {pb->hq, pb->hkv, pb->hkv};
+        const int seqlen[3] = {pb->seqlen_q, pb->seqlen_k, pb->seqlen_k};
+        const int64_t tokens[3] = {tq, tk, tk};
+        const int *cu[3] = {pl->cu_q, pl->cu_k, pl->cu_k};
+        for (int i = 0; i < 3; i++) {
+            int smooth = !(s->smooth & bits[i]) ? QATTN_KERNELS_SMOOTH_NONE
+                         : i == 0               ? QATTN_KERNELS_SMOOTH_BLOCKS
+                                                : QATTN_KERNELS_SMOOTH_TOKENS;
+            int mblock = i == 0 ? qattn_scheme_qblock(s) : 0;
+            pl->quantize[i] = qattn_fmt_is_scaled(ops[i]->fmt) || smooth || ops[i]->fmt != pb->in;
+            if (!pl->quantize[i])
+                continue;
+            size_t bc, bs, bm;
+            qattn_kernels_quant_sizes(ops[i], heads[i], pb->nseq, seqlen[i], tokens[i], pb->d, smooth, mblock, &bc,
+                                      &bs, &bm);
+            void *codes = NULL, *scale = NULL, *mean = NULL;
+            if ((rc = plan_alloc(pl, &codes, bc, err)) || (rc = plan_alloc(pl, &scale, bs, err)) ||
+                (rc = plan_alloc(pl, &mean, bm, err)))
+                goto fail;
+            if ((rc = qattn_kernels_quant_fill(&pl->qp[i], pb, ts[i]->data, ts[i]->stride_batch, ts[i]->stride_head,
+                                               ts[i]->stride_tok, heads[i], seqlen[i], tokens[i], cu[i], ops[i],
+                                               smooth, mblock, codes, (float *)scale, (float *)mean, pl->nonfinite,
+                                               err)))
+                goto fail;
+        }
+    }
+    rc = qattn_kernels_attn_fill(&pl->ap, s, pb, pl->quantize[0] ? &pl->qp[0] : NULL,
+                                 pl->quantize[1] ? &pl->qp[1] : NULL, pl->quantize[2] ? &pl->qp[2] : NULL, &io->q,
+                                 &io->k, &io->v, &io->o, io->lse, tq, pl->cu_q, pl->cu_k, err);
+    if (rc)
+        goto fail;
+    return QATTN_OK;
+fail:
+    qattn_kernels_plan_free(pl);
+    return rc;
+}
+
+int qattn_kernels_plan_quantize(const qattn_kernels_plan *pl, void *stream, int check_finite, qattn_err *err)
+{
+    static const char *names[3] = {"q", "k", "v"};
+    hipStream_t st = (hipStream_t)stream;
+    for (int i = 0; i < 3; i++) {
+        if (!pl->quantize[i])
+            continue;
+        qattn_kernels_quant_params p = pl->qp[i];
+        if (check_finite)
+            QATTN_HOST_CHECK(hipMemsetAsync(pl->nonfinite, 0, sizeof(int), st), "clearing the NaN flag");
+        else
+            p.nonfinite = NULL;
+        int rc = pl->quant_sig->launch_quant(&p, stream, err);
+        if (rc)
+            return rc;
+        if (check_finite) {
+            int flag = 0;
+            QATTN_HOST_CHECK(hipStreamSynchronize(st), "quantization kernels");
+            QATTN_HOST_CHECK(hipMemcpy(&flag, pl->nonfinite, sizeof flag, hipMemcpyDeviceToHost),
+                             "reading the NaN flag");
+            if (flag)
+                return qattn_err_set(err, QATTN_ERR_NAN, "the %s input holds NaN or Inf", names[i]);
+        }
+    }
+    return QATTN_OK;
+}
+
+int qattn_kernels_plan_attend(const qattn_kernels_plan *pl, void *stream, qattn_err *err)
+{
+    return pl->attn_sig->launch_attn(&pl->ap, stream, err);
+}
+
+void qattn_kernels_plan_free(qattn_kernels_plan *pl)
+{
+    for (int i = 0; i < pl->ndev; i++)
+        qattn_kernels_dev_free(pl->dev[i]);
+    pl->ndev = 0;
+    pl->cu_q = pl->cu_k = NULL;
+    pl->nonfinite = NULL;
+}
+
+} /* extern "C" */

@@ -1,0 +1,251 @@
+/* qattn GPU kernels: the C host API.
+ *
+ * Two kernel families, each with one params struct filled by one host
+ * function and passed by value to its kernels:
+ *
+ *   quant     smoothing means + quantization of one operand (Q, K or V) to
+ *             int8 / int4 / e4m3 / e5m2 codes and fp32 scales laid out by its
+ *             scale group, or a plain cast to fp16 / bf16 / fp32
+ *             (qattn_kernels_quant_params, qattn_kernels_quant_fill);
+ *   attn-fwd  attention forward on stored operands: quantized (int8 / int4 /
+ *             e4m3 Q.K, e4m3 or fp16 P.V) or the fp16 / bf16 flash-attention
+ *             baseline, through one template (qattn_kernels_attn_params,
+ *             qattn_kernels_attn_fill).
+ *
+ * Every instance describes itself in the registry (qattn_kernels_count /
+ * qattn_kernels_get); qattn_kernels_find picks the instances for a scheme and
+ * a problem, or says which property no instance supports. A plan
+ * (qattn_kernels_plan_init) holds the device buffers and the filled params of
+ * the whole pipeline (quantize Q, K, V; attention) for one problem.
+ *
+ * Layouts (all row-major, strides in elements of the stored type; for int4
+ * codes the element is a byte holding two values, channel 2i in the low
+ * nibble):
+ *   user tensors  element (b, h, t, c) at data[b*stride_batch + (t0 + t)*stride_tok
+ *                 + h*stride_head + c], t0 = cu_seqlens[b] for varlen, else 0;
+ *                 [B, N, H, d] and [H, B*N, d] (the activation files) both fit;
+ *   codes         [heads, T, row]: T tokens of all sequences (T = cu_seqlens[nseq]
+ *                 or nseq * seqlen), sequence b at token cu_seqlens[b] or b * seqlen;
+ *   scales        [heads, nseq, ntok, nch] fp32, ntok = token groups of the longest
+ *                 sequence, groups counted from each sequence's first token;
+ *   means         [heads, nseq, nmean, d] fp32 (nmean 1, or Q blocks per sequence);
+ *   lse           [hq, Tq] fp32, natural log.
+ *
+ * Every function returns 0 or a negative code (QATTN_ERR_* or
+ * QATTN_KERNELS_ERR_*) with a one-line message in err. Device API calls and
+ * kernel launches are all checked (the last error after each launch). */
+#ifndef QATTN_KERNELS_H
+#define QATTN_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qattn/attn.h"
+#include "qattn/error.h"
+#include "qattn/scheme.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum qattn_kernels_status {
+    QATTN_KERNELS_ERR_DEVICE = -16,     /* a HIP/CUDA call or a launch failed */
+    QATTN_KERNELS_ERR_UNSUPPORTED = -17 /* no instance for the scheme/problem */
+};
+
+typedef enum qattn_kernels_family {
+    QATTN_KERNELS_FAMILY_QUANT = 0, /* smoothing + quantization of one operand */
+    QATTN_KERNELS_FAMILY_ATTN_FWD   /* attention forward (quantized or baseline) */
+} qattn_kernels_family;
+
+typedef enum qattn_kernels_path {
+    QATTN_KERNELS_PATH_PORTABLE = 0, /* plain HIP, no inline assembly */
+    QATTN_KERNELS_PATH_MMA,          /* NVIDIA mma.sync / wgmma */
+    QATTN_KERNELS_PATH_MFMA          /* AMD MFMA */
+} qattn_kernels_path;
+
+typedef struct qattn_kernels_quant_params qattn_kernels_quant_params;
+typedef struct qattn_kernels_attn_params qattn_kernels_attn_params;
+
+/* An instance's signature. Bit sets are (1u << enum value). */
+typedef struct qattn_kernels_sig {
+    const char *name;
+    qattn_kernels_family family;
+    qattn_kernels_path path;
+    int head_dim;         /* 0: any d <= 1024 (quant) */
+    qattn_fmt q, k;       /* attn: Q and K storage (fp16/bf16: the baseline) */
+    qattn_fmt p, v;       /* attn: P and V storage */
+    qattn_acc acc;        /* attn: P.V accumulator */
+    int two_level;        /* attn: acc=ACC+fp32:N accepted */
+    int p_static;         /* attn: bit 0: plain P cast accepted, bit 1: @static */
+    const char *qk_groups;    /* Q/K scale groups accepted, in words */
+    const char *v_groups;     /* V scale groups accepted, in words */
+    unsigned smooth;      /* QATTN_SMOOTH_* bits accepted */
+    unsigned masks;       /* bits of qattn_mask_kind */
+    int varlen, gqa, lse; /* 1: supported */
+    int kblock_max;       /* attn: kblock 1..kblock_max */
+    unsigned in_fmts;     /* quant: input dtypes; attn: baseline input dtypes */
+    unsigned out_fmts;    /* quant: storage formats written; attn: output dtypes */
+    const char *arch;     /* targets compiled, e.g. "sm_80 sm_89 sm_90a" */
+    int (*launch_quant)(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
+    int (*launch_attn)(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+} qattn_kernels_sig;
+
+/* ---- registry ---- */
+size_t qattn_kernels_count(void);
+const qattn_kernels_sig *qattn_kernels_get(size_t i);
+/* "nvidia", "amd" or "host-sim", with the targets */
+const char *qattn_kernels_backend(void);
+/* one line describing sig (formats, groups, masks, ...); returns buf */
+char *qattn_kernels_describe(const qattn_kernels_sig *sig, char *buf, size_t len);
+
+/* ---- a problem ---- */
+typedef struct qattn_kernels_problem {
+    int nseq;              /* sequences (batch) */
+    int hq, hkv, d;        /* heads of Q and of K/V (hq % hkv == 0), head dim */
+    int seqlen_q, seqlen_k; /* equal lengths; with varlen, the longest */
+    int varlen;            /* 1: lengths from cu_seqlens */
+    qattn_mask mask;
+    int lse;               /* 1: LSE wanted */
+    qattn_fmt in;          /* dtype of the q, k, v inputs: fp16, bf16 or fp32 */
+    double scale;          /* softmax scale; <= 0: 1/sqrt(d) */
+} qattn_kernels_problem;
+
+/* The instances that run scheme s on problem pb: *attn (attention forward)
+ * and *quant (the quantization kernels for pb->in). On failure the message
+ * names the property no instance supports, e.g. "head dim 96 (instances: 64,
+ * 128)". quant may be NULL when not wanted. */
+int qattn_kernels_find(const qattn_scheme *s, const qattn_kernels_problem *pb, const qattn_kernels_sig **attn,
+                       const qattn_kernels_sig **quant, qattn_err *err);
+
+/* ---- quant family ---- */
+enum {
+    QATTN_KERNELS_SMOOTH_NONE = 0,
+    QATTN_KERNELS_SMOOTH_TOKENS = 1, /* minus the mean over all tokens of a sequence (K, V) */
+    QATTN_KERNELS_SMOOTH_BLOCKS = 2  /* minus the mean over blocks of mblock tokens (Q) */
+};
+
+struct qattn_kernels_quant_params {
+    const void *x;          /* input, dtype in; element (b, h, t, c) as for user tensors */
+    qattn_fmt in;           /* fp16, bf16, fp32 */
+    int64_t x_stride_batch, x_stride_head, x_stride_tok;
+    int heads, d, nseq, seqlen; /* seqlen: equal length, or the longest (varlen) */
+    const int *cu_seqlens;  /* [nseq + 1] device, or NULL */
+    int64_t tokens;         /* T: tokens of all sequences */
+    qattn_fmt fmt;          /* storage: int8, int4, e4m3, e5m2 (scaled); fp16, bf16, fp32 */
+    qattn_group group;      /* scale group (scaled formats) */
+    int ntok, nch;          /* token groups per sequence (of seqlen tokens), channel groups */
+    int smooth, mblock, nmean; /* QATTN_KERNELS_SMOOTH_*, block (BLOCKS), mean rows per sequence */
+    void *codes;            /* [heads, T, row] int8_t / uint8_t (int4: pairs, e4m3, e5m2) / uint16_t / float */
+    int64_t row;            /* elements per token: d, or (d + 1) / 2 for int4 */
+    float *scale;           /* [heads, nseq, ntok, nch]: amax while running, then the scales; NULL if unscaled */
+    float *mean;            /* [heads, nseq, nmean, d] or NULL (no smoothing) */
+    int *nonfinite;         /* [1] device: set to 1 when an input is NaN or Inf; may be NULL */
+};
+
+/* Fill p for quantizing one operand of pb: x (device, dtype pb->in, strides in
+ * elements), heads and seqlen of that operand, fmt/group, smoothing (mblock
+ * for SMOOTH_BLOCKS), cu_seqlens (device, or NULL), outputs (device buffers
+ * sized by qattn_kernels_quant_sizes). */
+int qattn_kernels_quant_fill(qattn_kernels_quant_params *p, const qattn_kernels_problem *pb, const void *x,
+                             int64_t stride_batch, int64_t stride_head, int64_t stride_tok, int heads, int seqlen,
+                             int64_t tokens, const int *cu_seqlens, const qattn_operand *op, int smooth, int mblock,
+                             void *codes, float *scale, float *mean, int *nonfinite, qattn_err *err);
+/* bytes of the codes, scale and mean buffers for one operand */
+void qattn_kernels_quant_sizes(const qattn_operand *op, int heads, int nseq, int seqlen, int64_t tokens, int d,
+                               int smooth, int mblock, size_t *codes, size_t *scale, size_t *mean);
+
+/* ---- attention forward family ---- */
+struct qattn_kernels_attn_params {
+    const void *q, *k, *v;  /* stored operands (codes, or fp16/bf16 user tensors for the baseline) */
+    int64_t q_sb, q_sh, q_st; /* strides (batch, head, token) in stored elements */
+    int64_t k_sb, k_sh, k_st;
+    int64_t v_sb, v_sh, v_st;
+    const float *q_scale;   /* [hq, nseq, q_ntok] or NULL (unscaled) */
+    const float *k_scale;   /* [hkv, nseq, k_ntok] or NULL */
+    const float *v_scale;   /* [hkv, nseq, v_nch] or NULL (unscaled) */
+    qattn_group q_group, k_group;
+    int q_ntok, k_ntok, v_ch, v_nch; /* v_ch: channels per V scale group (0: all) */
+    const float *q_mean;    /* [hq, nseq, nqb, d] Q block means (smooth=q) or NULL */
+    int qblock, nqb;
+    const void *k_in;       /* [.., hkv, Nk, d] unquantized K, dtype k_in_fmt (smooth=q: dS) or NULL */
+    qattn_fmt k_in_fmt;
+    int64_t kin_sb, kin_sh, kin_st;
+    const float *k_mean;    /* [hkv, nseq, d] K channel means (smooth=k) or NULL */
+    const float *v_mean;    /* [hkv, nseq, d] V channel means added to O (smooth=v) or NULL */
+    void *o;                /* dtype out; element (b, h, t, c) as for user tensors */
+    int64_t o_sb, o_sh, o_st;
+    qattn_fmt out;          /* fp16, bf16, fp32 */
+    float *lse;             /* [hq, Tq] natural log, or NULL: (b, h, t) at h*lse_sh + t0(b) + t,
+                             * t0(b) = cu_q[b] or b * seqlen_q */
+    int64_t lse_sh;         /* Tq */
+    const int *cu_q, *cu_k; /* [nseq + 1] device, or NULL (equal lengths) */
+    int nseq, hq, hkv, d, seqlen_q, seqlen_k;
+    qattn_mask mask;
+    float c2;               /* softmax scale * log2(e) */
+    float pmul;             /* P stored as P * pmul: qmax(p) for @static, else 1 */
+    int kblock, acc_chunk;  /* keys per online-softmax step; two-level chunk or 0 */
+    unsigned smooth;        /* QATTN_SMOOTH_* of the scheme */
+};
+
+/* Fill p for running scheme s on pb from the quantized operands (qp_*: the
+ * Q, K, V quant params as filled, or NULL for an operand read directly from
+ * its user tensor), the output o, lse ([hq, tokens_q] or NULL) and the
+ * device cu_seqlens (or NULL). */
+typedef struct qattn_kernels_tensor {
+    void *data; /* device */
+    int64_t stride_batch, stride_head, stride_tok; /* elements */
+} qattn_kernels_tensor;
+
+int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s, const qattn_kernels_problem *pb,
+                            const qattn_kernels_quant_params *qp_q, const qattn_kernels_quant_params *qp_k,
+                            const qattn_kernels_quant_params *qp_v, const qattn_kernels_tensor *q,
+                            const qattn_kernels_tensor *k, const qattn_kernels_tensor *v,
+                            const qattn_kernels_tensor *o, float *lse, int64_t tokens_q, const int *cu_q,
+                            const int *cu_k, qattn_err *err);
+
+/* ---- the whole pipeline for one problem ---- */
+typedef struct qattn_kernels_io {
+    qattn_kernels_tensor q, k, v; /* inputs, dtype pb->in */
+    qattn_kernels_tensor o;       /* output, dtype s->out */
+    float *lse;                   /* [hq, Tq] device, or NULL */
+    const int *cu_seqlens_q;      /* [nseq + 1] host, or NULL (equal lengths) */
+    const int *cu_seqlens_k;      /* [nseq + 1] host, or NULL */
+} qattn_kernels_io;
+
+typedef struct qattn_kernels_plan {
+    qattn_scheme scheme;
+    qattn_kernels_problem pb;
+    const qattn_kernels_sig *attn_sig, *quant_sig;
+    int quantize[3];                 /* Q, K, V: 1 when a quant kernel runs */
+    qattn_kernels_quant_params qp[3];
+    qattn_kernels_attn_params ap;
+    void *dev[16];                   /* device buffers owned by the plan */
+    int ndev;
+    int *cu_q, *cu_k;                /* [nseq + 1] device copies, or NULL */
+    int *nonfinite;                  /* [1] device */
+} qattn_kernels_plan;
+
+int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const qattn_kernels_problem *pb,
+                            const qattn_kernels_io *io, qattn_err *err);
+/* quantization of Q, K, V (NaN/Inf input: QATTN_ERR_NAN after a sync when
+ * check_finite is 1) */
+int qattn_kernels_plan_quantize(const qattn_kernels_plan *pl, void *stream, int check_finite, qattn_err *err);
+/* attention forward on the quantized operands */
+int qattn_kernels_plan_attend(const qattn_kernels_plan *pl, void *stream, qattn_err *err);
+void qattn_kernels_plan_free(qattn_kernels_plan *pl);
+
+/* ---- device helpers for C callers (no HIP headers needed) ---- */
+int qattn_kernels_dev_count(int *n, qattn_err *err);
+int qattn_kernels_dev_name(char *buf, size_t len, qattn_err *err);
+int qattn_kernels_dev_alloc(void **p, size_t bytes, qattn_err *err);
+void qattn_kernels_dev_free(void *p);
+int qattn_kernels_dev_to(void *dst, const void *src, size_t bytes, qattn_err *err);   /* host -> device */
+int qattn_kernels_dev_from(void *dst, const void *src, size_t bytes, qattn_err *err); /* device -> host */
+int qattn_kernels_dev_fill(void *p, int byte, size_t bytes, qattn_err *err);          /* poison */
+int qattn_kernels_dev_sync(qattn_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
