@@ -209,9 +209,20 @@ static int v_group_ok(const qattn_operand *op)
 {
     return !qattn_fmt_is_scaled(op->fmt) || qattn_group_token_uniform(&op->group);
 }
+/* the mma.sync path (attn_fwd_mma.h): Q any token pattern without ,ch:
+ * (one scale per row); K exactly thread:128/8/2 (the keys a thread holds in
+ * even / odd n-tiles share one scale per 128-key block); V token-uniform */
+static int mma_groups_ok(const qattn_scheme *s)
+{
+    const qattn_group *k = &s->k.group;
+    return qattn_fmt_is_scaled(s->q.fmt) && qattn_fmt_is_scaled(s->k.fmt) && s->q.group.ch == 0 &&
+           k->tok == QATTN_TOK_THREAD && k->b == 128 && k->s == 8 && k->w == 2 && k->ch == 0 && v_group_ok(&s->v);
+}
 static int k_groups(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
 {
     (void)pb;
+    if (g->path == QATTN_KERNELS_PATH_MMA)
+        return mma_groups_ok(s);
     return g->path == QATTN_KERNELS_PATH_PORTABLE && qk_group_ok(&s->q) && qk_group_ok(&s->k) && v_group_ok(&s->v);
 }
 static void o_groups(const qattn_kernels_sig *g, char *b, size_t n)
@@ -233,6 +244,8 @@ static void o_smooth(const qattn_kernels_sig *g, char *b, size_t n)
 static int k_kblock(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
 {
     (void)pb;
+    if (g->path == QATTN_KERNELS_PATH_MMA) /* one key block = one fp22 chunk = kblock_max keys */
+        return s->kblock == g->kblock_max && s->acc_chunk == g->kblock_max;
     return s->kblock >= 1 && s->kblock <= g->kblock_max;
 }
 static void o_kblock(const qattn_kernels_sig *g, char *b, size_t n) { snprintf(b, n, "kblock<=%d", g->kblock_max); }
@@ -298,6 +311,12 @@ static int k_quant_fmt(const qattn_kernels_sig *g, const qattn_scheme *s, const 
     return ((g->out_fmts >> s->q.fmt) & 1u) && ((g->out_fmts >> s->k.fmt) & 1u) && ((g->out_fmts >> s->v.fmt) & 1u);
 }
 static void o_quant_fmt(const qattn_kernels_sig *g, char *b, size_t n) { fmt_set(g->out_fmts, b, n); }
+
+/* the code layouts a quant instance writes */
+static unsigned quant_layouts(const qattn_kernels_sig *g)
+{
+    return g->layouts ? g->layouts : 1u << QATTN_KERNELS_LAYOUT_ROWS;
+}
 
 static int check_problem(const qattn_scheme *s, const qattn_kernels_problem *pb, qattn_err *err)
 {
@@ -397,7 +416,26 @@ int qattn_kernels_find(const qattn_scheme *s, const qattn_kernels_problem *pb, c
              qattn_fmt_name(s->v.fmt));
     if ((rc = narrow(&c, k_quant_fmt, o_quant_fmt, s, pb, what, err)))
         return rc;
+    {
+        cand next;
+        next.n = 0;
+        for (size_t i = 0; i < c.n; i++)
+            if ((quant_layouts(c.s[i]) >> best->v_layout) & 1u)
+                next.s[next.n++] = c.s[i];
+        if (next.n == 0)
+            return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
+                                 "no GPU kernel writes the V codes in the layout %s reads (%s)", best->name,
+                                 best->v_layout == QATTN_KERNELS_LAYOUT_TRANSPOSED ? "transposed" : "rows");
+        c = next;
+    }
+    /* the fast path (name quant_fast_*: it hands what it does not take to the
+     * portable kernels) before the portable one */
     *quant = c.s[0];
+    for (size_t i = 0; i < c.n; i++)
+        if (strstr(c.s[i]->name, "quant_fast_")) {
+            *quant = c.s[i];
+            break;
+        }
     return QATTN_OK;
 }
 
@@ -475,6 +513,32 @@ int qattn_kernels_quant_fill(qattn_kernels_quant_params *p, const qattn_kernels_
     return QATTN_OK;
 }
 
+size_t qattn_kernels_quant_work_size(const qattn_kernels_quant_params *p)
+{
+    int uniform = p->scale && (p->group.tok == QATTN_TOK_TENSOR || p->group.tok == QATTN_TOK_CHANNEL);
+    if (!uniform && p->smooth != QATTN_KERNELS_SMOOTH_TOKENS)
+        return 0;
+    size_t nchunk = ((size_t)p->seqlen + QATTN_KERNELS_QUANT_CHUNK - 1) / QATTN_KERNELS_QUANT_CHUNK;
+    return (size_t)p->heads * (size_t)p->nseq * nchunk * (size_t)p->d * (sizeof(double) + 2 * sizeof(float));
+}
+
+int qattn_kernels_quant_set_layout(qattn_kernels_quant_params *p, qattn_kernels_layout layout, qattn_err *err)
+{
+    if (layout == QATTN_KERNELS_LAYOUT_ROWS) {
+        p->layout = layout;
+        p->npad = 0;
+        return QATTN_OK;
+    }
+    if (layout != QATTN_KERNELS_LAYOUT_TRANSPOSED)
+        return qattn_err_set(err, QATTN_ERR_ARG, "quant: unknown code layout %d", (int)layout);
+    if (p->fmt != QATTN_FMT_INT8 && p->fmt != QATTN_FMT_E4M3 && p->fmt != QATTN_FMT_E5M2)
+        return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED, "quant: transposed codes need an 8-bit format, not %s",
+                             qattn_fmt_name(p->fmt));
+    p->layout = layout;
+    p->npad = ((int64_t)p->seqlen + 127) / 128 * 128;
+    return QATTN_OK;
+}
+
 /* ---- attention family: fill ---- */
 
 /* strides of codes written by a quant kernel: [heads, T, row] */
@@ -549,6 +613,11 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
     if (qp_v) {
         p->v = qp_v->codes;
         code_strides(qp_v, &p->v_sb, &p->v_sh, &p->v_st);
+        if (qp_v->layout == QATTN_KERNELS_LAYOUT_TRANSPOSED) { /* [hkv, nseq, d, npad]: v_st is the channel stride */
+            p->v_st = qp_v->npad;
+            p->v_sb = (int64_t)qp_v->d * qp_v->npad;
+            p->v_sh = (int64_t)qp_v->nseq * qp_v->d * qp_v->npad;
+        }
         p->v_scale = qp_v->scale;
         p->v_ch = qp_v->scale ? qp_v->group.ch : 0;
         p->v_nch = qp_v->scale ? qp_v->nch : 0;

@@ -26,6 +26,7 @@ rm -f "$out"/*.hip "$out"/registry.c "$out"/instances.cmake
 # ---- the instance tables ----
 head_dims="64 128"
 input_dtypes="fp16 bf16 fp32"
+fast_quant_dtypes="fp16 bf16"
 # Q/K format : P/V format : accumulators (quantized family)
 attn_combos="
 int8:e4m3:fp32 int8:e4m3:fp22 int8:fp16:fp16 int8:fp16:fp32
@@ -71,6 +72,40 @@ for in in $input_dtypes; do
      .out_fmts = (1u << QATTN_FMT_INT8) | (1u << QATTN_FMT_INT4) | (1u << QATTN_FMT_E4M3) | (1u << QATTN_FMT_E5M2) |
                  (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .layouts = (1u << QATTN_KERNELS_LAYOUT_ROWS) | (1u << QATTN_KERNELS_LAYOUT_TRANSPOSED),
+     .launch_quant = ${fn}},
+"
+done
+
+# the fast quantization path (quant_fast.h): fp16 / bf16 input; what it does
+# not take it hands to the portable kernels, so it accepts what they accept
+for in in $fast_quant_dtypes; do
+    name="quant_fast_in_${in}"
+    fn="qattn_kernels_launch_${name}"
+    {
+        banner "Quantization, fast path, ${in} input."
+        echo '#include "../quant_fast.h"'
+        echo
+        echo "QATTN_QUANT_FAST_INSTANCE($(fmt_enum "$in"), ${fn})"
+    } >"$out/${name}.hip"
+    cmake_quant="${cmake_quant} ${name}.hip"
+    decls="${decls}int ${fn}(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
+"
+    entries="${entries}    {.name = \"${name}\",
+     .family = QATTN_KERNELS_FAMILY_QUANT,
+     .path = QATTN_KERNELS_PATH_PORTABLE,
+     .head_dim = 0,
+     .qk_groups = \"fused for d % 16 == 0: tensor, token, block, warp, thread, channel, tensor,ch:C (,e8m0); \"
+                  \"else (and fp16/bf16/fp32 casts) the portable kernels\",
+     .v_groups = \"any\",
+     .smooth = QATTN_SMOOTH_Q | QATTN_SMOOTH_K | QATTN_SMOOTH_V,
+     .masks = 0,
+     .varlen = 1,
+     .in_fmts = 1u << $(fmt_enum "$in"),
+     .out_fmts = (1u << QATTN_FMT_INT8) | (1u << QATTN_FMT_INT4) | (1u << QATTN_FMT_E4M3) | (1u << QATTN_FMT_E5M2) |
+                 (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS,
+     .layouts = (1u << QATTN_KERNELS_LAYOUT_ROWS) | (1u << QATTN_KERNELS_LAYOUT_TRANSPOSED),
      .launch_quant = ${fn}},
 "
 done
@@ -137,6 +172,60 @@ for d in $head_dims; do
 "
 done
 
+# the NVIDIA mma.sync fast path (attn_fwd_mma.h, mma_nvidia.h): int8 Q.K with
+# per-thread scale groups, e4m3 P.V, fp22 + fp32 every 128 keys; V read
+# transposed. Built by the NVIDIA backend only (QATTN_KERNELS_MMA_INSTANCES_D*),
+# registered under QATTN_KERNELS_WITH_MMA; the kernel body exists for sm_89+,
+# the launch refuses older GPUs.
+cmake_mma_64=""
+cmake_mma_128=""
+for d in $head_dims; do
+    name="attn_fwd_mma_d${d}_qk_int8_pv_e4m3_acc_fp22"
+    fn="qattn_kernels_launch_${name}"
+    {
+        banner "Attention forward (quantized), NVIDIA mma.sync path: d=${d}, Q/K int8, P/V e4m3, fp22+fp32:128."
+        echo '#include "../attn_fwd_mma.h"'
+        echo
+        echo "QATTN_ATTN_FWD_MMA_INSTANCE(${d}, ${fn})"
+    } >"$out/${name}.hip"
+    if [ "$d" = 64 ]; then
+        cmake_mma_64="${cmake_mma_64} ${name}.hip"
+    else
+        cmake_mma_128="${cmake_mma_128} ${name}.hip"
+    fi
+    decls="${decls}#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D${d}
+int ${fn}(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#endif
+"
+    entries="${entries}#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D${d}
+    {.name = \"${name}\",
+     .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
+     .path = QATTN_KERNELS_PATH_MMA,
+     .head_dim = ${d},
+     .q = QATTN_FMT_INT8,
+     .k = QATTN_FMT_INT8,
+     .p = QATTN_FMT_E4M3,
+     .v = QATTN_FMT_E4M3,
+     .acc = QATTN_ACC_FP22,
+     .two_level = 1,
+     .p_static = 3,
+     .qk_groups = \"q: any token pattern, no ,ch:; k: thread:128/8/2 exactly; kblock=128 and acc=fp22+fp32:128 exactly\",
+     .v_groups = \"tensor or channel (,ch:C)\",
+     .smooth = QATTN_SMOOTH_K | QATTN_SMOOTH_V,
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
+              (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 128,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS \" (kernel body: sm_89 and newer)\",
+     .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .launch_attn = ${fn}},
+#endif
+"
+done
+
 {
     banner "The instance registry."
     cat <<'EOF'
@@ -154,6 +243,10 @@ done
 #ifndef QATTN_KERNELS_ARCHS
 #define QATTN_KERNELS_ARCHS "?"
 #endif
+/* QATTN_KERNELS_WITH_MMA: the NVIDIA mma.sync instances are built */
+#ifndef QATTN_KERNELS_WITH_MMA
+#define QATTN_KERNELS_WITH_MMA 0
+#endif
 
 EOF
     printf '%s' "$decls"
@@ -169,6 +262,9 @@ EOF
     echo "set(QATTN_KERNELS_QUANT_INSTANCES${cmake_quant})"
     echo "set(QATTN_KERNELS_ATTN_INSTANCES_D64${cmake_attn_64})"
     echo "set(QATTN_KERNELS_ATTN_INSTANCES_D128${cmake_attn_128})"
+    echo "# NVIDIA only (mma.sync)"
+    echo "set(QATTN_KERNELS_MMA_INSTANCES_D64${cmake_mma_64})"
+    echo "set(QATTN_KERNELS_MMA_INSTANCES_D128${cmake_mma_128})"
 } >"$out/instances.cmake"
 
 if [ "$check" = 1 ]; then

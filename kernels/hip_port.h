@@ -200,6 +200,21 @@ inline int atomicOr(int *a, int v)
     return old;
 }
 
+/* 16- and 8-byte vectors (CUDA / HIP vector types) */
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
+struct alignas(8) uint2 {
+    unsigned x, y;
+};
+
+/* exact conversions that the GPU backends do in hardware (numerics.h here) */
+#define qattn_port_f16_to_f32(h) qattn_kfmt_fp16_decode(h)
+#define qattn_port_e4m3x2(lo, hi) \
+    ((unsigned short)(qattn_kfmt_e4m3_encode(lo) | ((unsigned)qattn_kfmt_e4m3_encode(hi) << 8)))
+inline int qattn_port_rint(float x) { return (int)std::nearbyint(x); } /* round to nearest even */
+#define QATTN_UNROLL /* loops over register arrays: fully unrolled on the GPUs */
+
 inline hipError_t hipMalloc(void **p, size_t n)
 {
     *p = malloc(n ? n : 1);
@@ -259,6 +274,8 @@ inline hipError_t hipGetDeviceCount(int *n)
 /* ------------------------------------------------------------------ */
 /* NVIDIA: HIP names on the CUDA runtime                               */
 /* ------------------------------------------------------------------ */
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #define QATTN_HIP_BACKEND "nvidia"
@@ -328,6 +345,22 @@ static __device__ __forceinline__ T __shfl(T v, int src_lane, int width = 32)
 }
 #endif
 
+/* Exact conversions in hardware, bit-identical to numerics.h for every
+ * finite input (fp16 -> fp32; round to nearest even integer; fp32 pair ->
+ * e4m3 pair, RNE, saturating to +-448, NaN -> 0x7f; .x in the low byte). */
+#ifdef __CUDACC__
+static __device__ __forceinline__ float qattn_port_f16_to_f32(unsigned short h)
+{
+    return __half2float(__ushort_as_half(h));
+}
+static __device__ __forceinline__ int qattn_port_rint(float x) { return __float2int_rn(x); }
+#define QATTN_UNROLL _Pragma("unroll")
+static __device__ __forceinline__ unsigned short qattn_port_e4m3x2(float lo, float hi)
+{
+    return (unsigned short)__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
+}
+#endif
+
 #elif defined(__HIP__) || defined(__HIPCC__)
 /* ------------------------------------------------------------------ */
 /* AMD: the real HIP                                                   */
@@ -341,6 +374,14 @@ static __device__ __forceinline__ T __shfl(T v, int src_lane, int width = 32)
 #define QATTN_WARP_SIZE 64
 #endif
 #define QATTN_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+
+/* exact conversions (numerics.h; gfx942's fp8 conversions are OCP e4m3fn only
+ * from gfx950 on, so no hardware path here) */
+#define qattn_port_f16_to_f32(h) qattn_kfmt_fp16_decode(h)
+#define qattn_port_e4m3x2(lo, hi) \
+    ((unsigned short)(qattn_kfmt_e4m3_encode(lo) | ((unsigned)qattn_kfmt_e4m3_encode(hi) << 8)))
+static __device__ __forceinline__ int qattn_port_rint(float x) { return (int)__builtin_rintf(x); }
+#define QATTN_UNROLL _Pragma("unroll")
 
 #else
 #error "hip_port.h: compile with nvcc, hipcc / clang -x hip, or define QATTN_HIP_SIM"

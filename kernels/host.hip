@@ -2,7 +2,9 @@
  * quantize-then-attend) and small device helpers for C callers. Every HIP
  * call is checked; errors name the call. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hip_port.h"
 #include "qattn_kernels.h"
@@ -79,6 +81,75 @@ int qattn_kernels_dev_sync(qattn_err *err)
 {
     QATTN_HOST_CHECK(hipDeviceSynchronize(), "hipDeviceSynchronize (an earlier kernel failed)");
     QATTN_HOST_CHECK(hipGetLastError(), "last error");
+    return QATTN_OK;
+}
+
+int qattn_kernels_dev_copy(void *dst, const void *src, size_t bytes, qattn_err *err)
+{
+    QATTN_HOST_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, (hipStream_t)0),
+                     "hipMemcpyAsync device to device");
+    return QATTN_OK;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+int qattn_kernels_dev_time(qattn_kernels_timed_fn fn, void *ctx, int warmup, int reps, double *median_ms,
+                           double *min_ms, qattn_err *err)
+{
+    if (reps < 1 || reps > 1000 || warmup < 0)
+        return qattn_err_set(err, QATTN_ERR_ARG, "timing: %d repetitions, %d warm-up runs (1..1000, >= 0)", reps,
+                             warmup);
+    float t[1000];
+    for (int i = 0; i < warmup; i++) {
+        int rc = fn(ctx, err);
+        if (rc)
+            return rc;
+    }
+    QATTN_HOST_CHECK(hipDeviceSynchronize(), "timing: warm-up runs");
+#if defined(QATTN_HIP_SIM)
+    for (int i = 0; i < reps; i++) { /* no device events: the host clock */
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        int rc = fn(ctx, err);
+        if (rc)
+            return rc;
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        t[i] = (float)(1e3 * (double)(b.tv_sec - a.tv_sec) + 1e-6 * (double)(b.tv_nsec - a.tv_nsec));
+    }
+#else
+    hipEvent_t ev[2];
+    QATTN_HOST_CHECK(hipEventCreate(&ev[0]), "hipEventCreate");
+    if (hipEventCreate(&ev[1]) != hipSuccess) {
+        (void)hipEventDestroy(ev[0]);
+        return qattn_err_set(err, QATTN_KERNELS_ERR_DEVICE, "hipEventCreate failed");
+    }
+    int rc = QATTN_OK;
+    for (int i = 0; i < reps && !rc; i++) {
+        hipError_t e = hipEventRecord(ev[0], (hipStream_t)0);
+        if (e == hipSuccess && !(rc = fn(ctx, err)))
+            e = hipEventRecord(ev[1], (hipStream_t)0);
+        if (!rc && e == hipSuccess)
+            e = hipEventSynchronize(ev[1]);
+        if (!rc && e == hipSuccess)
+            e = hipEventElapsedTime(&t[i], ev[0], ev[1]);
+        if (!rc && e == hipSuccess)
+            e = hipGetLastError();
+        if (!rc && e != hipSuccess)
+            rc = qattn_err_set(err, QATTN_KERNELS_ERR_DEVICE, "timing: %s", hipGetErrorString(e));
+    }
+    (void)hipEventDestroy(ev[0]);
+    (void)hipEventDestroy(ev[1]);
+    if (rc)
+        return rc;
+#endif
+    qsort(t, (size_t)reps, sizeof t[0], cmp_float);
+    *median_ms = reps % 2 ? (double)t[reps / 2] : 0.5 * ((double)t[reps / 2 - 1] + (double)t[reps / 2]);
+    if (min_ms)
+        *min_ms = (double)t[0];
     return QATTN_OK;
 }
 
@@ -161,7 +232,11 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
             size_t bc, bs, bm;
             qattn_kernels_quant_sizes(ops[i], heads[i], pb->nseq, seqlen[i], tokens[i], pb->d, smooth, mblock, &bc,
                                       &bs, &bm);
-            void *codes = NULL, *scale = NULL, *mean = NULL;
+            /* V^T for instances that read it: [hkv, nseq, d, npad] codes */
+            const int vt = i == 2 && pl->attn_sig->v_layout == QATTN_KERNELS_LAYOUT_TRANSPOSED;
+            if (vt)
+                bc = (size_t)heads[i] * (size_t)pb->nseq * (size_t)pb->d * (size_t)((seqlen[i] + 127) / 128 * 128);
+            void *codes = NULL, *scale = NULL, *mean = NULL, *work = NULL;
             if ((rc = plan_alloc(pl, &codes, bc, err)) || (rc = plan_alloc(pl, &scale, bs, err)) ||
                 (rc = plan_alloc(pl, &mean, bm, err)))
                 goto fail;
@@ -170,6 +245,11 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
                                                smooth, mblock, codes, (float *)scale, (float *)mean, pl->nonfinite,
                                                err)))
                 goto fail;
+            if (vt && (rc = qattn_kernels_quant_set_layout(&pl->qp[i], QATTN_KERNELS_LAYOUT_TRANSPOSED, err)))
+                goto fail;
+            if ((rc = plan_alloc(pl, &work, qattn_kernels_quant_work_size(&pl->qp[i]), err)))
+                goto fail;
+            pl->qp[i].work = work;
         }
     }
     rc = qattn_kernels_attn_fill(&pl->ap, s, pb, pl->quantize[0] ? &pl->qp[0] : NULL,

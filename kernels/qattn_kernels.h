@@ -64,6 +64,16 @@ typedef enum qattn_kernels_path {
     QATTN_KERNELS_PATH_MFMA          /* AMD MFMA */
 } qattn_kernels_path;
 
+/* How stored codes of an operand are laid out in memory. */
+typedef enum qattn_kernels_layout {
+    QATTN_KERNELS_LAYOUT_ROWS = 0,  /* codes [heads, T, row]: one row per token (see above) */
+    QATTN_KERNELS_LAYOUT_TRANSPOSED /* codes [heads, nseq, d, npad]: per sequence the d x npad
+                                     * transpose (channel-major, key j of the sequence at
+                                     * column j), npad = longest sequence rounded up to 128,
+                                     * columns past a sequence's length hold code 0; for the
+                                     * k-major B operand of NVIDIA mma (V in P.V) */
+} qattn_kernels_layout;
+
 typedef struct qattn_kernels_quant_params qattn_kernels_quant_params;
 typedef struct qattn_kernels_attn_params qattn_kernels_attn_params;
 
@@ -87,6 +97,8 @@ typedef struct qattn_kernels_sig {
     unsigned in_fmts;     /* quant: input dtypes; attn: baseline input dtypes */
     unsigned out_fmts;    /* quant: storage formats written; attn: output dtypes */
     const char *arch;     /* targets compiled, e.g. "sm_80 sm_89 sm_90a" */
+    qattn_kernels_layout v_layout; /* attn: layout of the V codes it reads */
+    unsigned layouts;     /* quant: bit set (1u << layout) of the code layouts it writes (0: rows) */
     int (*launch_quant)(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
     int (*launch_attn)(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 } qattn_kernels_sig;
@@ -138,6 +150,13 @@ struct qattn_kernels_quant_params {
     int smooth, mblock, nmean; /* QATTN_KERNELS_SMOOTH_*, block (BLOCKS), mean rows per sequence */
     void *codes;            /* [heads, T, row] int8_t / uint8_t (int4: pairs, e4m3, e5m2) / uint16_t / float */
     int64_t row;            /* elements per token: d, or (d + 1) / 2 for int4 */
+    qattn_kernels_layout layout; /* how codes are written (TRANSPOSED: V for mma P.V; 8-bit formats);
+                                  * set by qattn_kernels_quant_set_layout */
+    int64_t npad;           /* TRANSPOSED: columns per (head, sequence), a multiple of 128 */
+    void *work;             /* scratch of qattn_kernels_quant_work_size bytes for the fast path's
+                             * per-channel statistics: [heads, nseq, nchunk, d] double sums, then
+                             * float minima, then float maxima (nchunk = seqlen / CHUNK rounded up);
+                             * NULL: the instances fall back to the portable kernels where needed */
     float *scale;           /* [heads, nseq, ntok, nch]: amax while running, then the scales; NULL if unscaled */
     float *mean;            /* [heads, nseq, nmean, d] or NULL (no smoothing) */
     int *nonfinite;         /* [1] device: set to 1 when an input is NaN or Inf; may be NULL */
@@ -151,6 +170,14 @@ int qattn_kernels_quant_fill(qattn_kernels_quant_params *p, const qattn_kernels_
                              int64_t stride_batch, int64_t stride_head, int64_t stride_tok, int heads, int seqlen,
                              int64_t tokens, const int *cu_seqlens, const qattn_operand *op, int smooth, int mblock,
                              void *codes, float *scale, float *mean, int *nonfinite, qattn_err *err);
+/* tokens per partial-statistics chunk of the fast quant path (see work) */
+#define QATTN_KERNELS_QUANT_CHUNK 512
+/* bytes of the scratch p->work (0 when no kernel needs it) for a filled p */
+size_t qattn_kernels_quant_work_size(const qattn_kernels_quant_params *p);
+/* write the codes of a filled p in layout (TRANSPOSED: [heads, nseq, d, npad]
+ * codes, npad = p->seqlen rounded up to 128; int8 / e4m3 / e5m2 only; the
+ * codes buffer must hold heads * nseq * d * npad bytes) */
+int qattn_kernels_quant_set_layout(qattn_kernels_quant_params *p, qattn_kernels_layout layout, qattn_err *err);
 /* bytes of the codes, scale and mean buffers for one operand */
 void qattn_kernels_quant_sizes(const qattn_operand *op, int heads, int nseq, int seqlen, int64_t tokens, int d,
                                int smooth, int mblock, size_t *codes, size_t *scale, size_t *mean);
@@ -160,7 +187,9 @@ struct qattn_kernels_attn_params {
     const void *q, *k, *v;  /* stored operands (codes, or fp16/bf16 user tensors for the baseline) */
     int64_t q_sb, q_sh, q_st; /* strides (batch, head, token) in stored elements */
     int64_t k_sb, k_sh, k_st;
-    int64_t v_sb, v_sh, v_st;
+    int64_t v_sb, v_sh, v_st; /* V codes in LAYOUT_TRANSPOSED (the instance's v_layout): element
+                               * (b, h, key j, channel c) at v[b*v_sb + h*v_sh + c*v_st + j], j counted
+                               * from the sequence's first key (v_st = npad, v_sb = d*npad) */
     const float *q_scale;   /* [hq, nseq, q_ntok] or NULL (unscaled) */
     const float *k_scale;   /* [hkv, nseq, k_ntok] or NULL */
     const float *v_scale;   /* [hkv, nseq, v_nch] or NULL (unscaled) */
@@ -244,6 +273,13 @@ int qattn_kernels_dev_to(void *dst, const void *src, size_t bytes, qattn_err *er
 int qattn_kernels_dev_from(void *dst, const void *src, size_t bytes, qattn_err *err); /* device -> host */
 int qattn_kernels_dev_fill(void *p, int byte, size_t bytes, qattn_err *err);          /* poison */
 int qattn_kernels_dev_sync(qattn_err *err);
+int qattn_kernels_dev_copy(void *dst, const void *src, size_t bytes, qattn_err *err); /* device -> device, async */
+/* Time fn(ctx) (which launches work on the default stream): warmup untimed
+ * runs, then reps runs, each between two device events; the median and the
+ * minimum in milliseconds (host clock in the host simulation). */
+typedef int (*qattn_kernels_timed_fn)(void *ctx, qattn_err *err);
+int qattn_kernels_dev_time(qattn_kernels_timed_fn fn, void *ctx, int warmup, int reps, double *median_ms,
+                           double *min_ms, qattn_err *err);
 
 #ifdef __cplusplus
 }

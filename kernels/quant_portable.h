@@ -10,8 +10,10 @@
  *   3. codes: x - mean divided by the group scale amax / qmax, rounded to
  *      nearest even and saturated by the ported encoders (numerics.h);
  *   4. scales: amax replaced in place by amax / qmax (e8m0: rounded up).
- * Four launches, stream-ordered. The fast path fuses 1-4 per tile; the
- * layouts stay. */
+ * Four launches, stream-ordered (a fifth clears LAYOUT_TRANSPOSED codes:
+ * [heads, nseq, d, npad], zero past each sequence). The fast path
+ * (quant_fast.h) fuses them per tile and falls back to these kernels for
+ * what it does not take. */
 #ifndef QATTN_KERNELS_QUANT_PORTABLE_H
 #define QATTN_KERNELS_QUANT_PORTABLE_H
 
@@ -151,7 +153,9 @@ __global__ void __launch_bounds__(QATTN_QUANT_THREADS) qattn_quant_encode_kernel
         return;
     const int64_t base = (int64_t)b * p.x_stride_batch + t0 * p.x_stride_tok + (int64_t)h * p.x_stride_head;
     const float *mean = p.mean ? p.mean + ((int64_t)h * p.nseq + b) * p.nmean * p.d : (const float *)0;
-    const int64_t out = ((int64_t)h * p.tokens + toff + t) * p.row + e;
+    const int64_t out = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED
+                            ? (((int64_t)h * p.nseq + b) * p.d + e) * p.npad + t /* 8-bit codes, row == d */
+                            : ((int64_t)h * p.tokens + toff + t) * p.row + e;
     if (p.scale) {
         const float *sg =
             p.scale + (((int64_t)h * p.nseq + b) * p.ntok + qattn_kgroup_tok_index(p.group, t)) * p.nch;
@@ -218,6 +222,9 @@ static int qattn_quant_portable_launch(const qattn_kernels_quant_params *pp, voi
         hipLaunchKernelGGL(k, dim3((unsigned)nb, (unsigned)p.heads, (unsigned)p.nseq), dim3(T), 0, st, p);
         QATTN_QUANT_CHECK(hipGetLastError(), "quant amax kernel launch");
     }
+    if (p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED) /* columns past each sequence hold 0 */
+        QATTN_QUANT_CHECK(hipMemsetAsync(p.codes, 0, (size_t)p.heads * p.nseq * p.d * p.npad, st),
+                          "quant: clearing the transposed codes");
     {
         int64_t nb = ((int64_t)p.seqlen * p.row + T - 1) / T;
         void (*k)(qattn_kernels_quant_params) = &qattn_quant_encode_kernel<IN>;

@@ -27,5 +27,7 @@ int qattn_cmd_kbias(int argc, char **argv);
 int qattn_cmd_pareto_cells(int argc, char **argv);
 int qattn_cmd_models(int argc, char **argv);
 int qattn_cmd_kernels(int argc, char **argv);
+int qattn_cmd_gpu_check(int argc, char **argv);
+int qattn_cmd_bench(int argc, char **argv);
 
 #endif

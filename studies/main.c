@@ -32,6 +32,8 @@ static const qattn_command commands[] = {
     {"outliers", qattn_cmd_outliers, "study: channel statistics of Q, K, V per layer and their outliers"},
     {"models", qattn_cmd_models, "the activation files' provenance as one CSV"},
     {"kernels", qattn_cmd_kernels, "list the GPU kernel instances built in (--json for JSON)"},
+    {"gpu-check", qattn_cmd_gpu_check, "GPU: every kernel instance against the CPU emulation"},
+    {"bench", qattn_cmd_bench, "GPU: kernel-only and end-to-end TOPS of the attention kernels"},
 };
 static const size_t ncommands = sizeof commands / sizeof commands[0];
 

@@ -13,10 +13,16 @@
 #ifndef QATTN_KERNELS_ARCHS
 #define QATTN_KERNELS_ARCHS "?"
 #endif
+/* QATTN_KERNELS_WITH_MMA: the NVIDIA mma.sync instances are built */
+#ifndef QATTN_KERNELS_WITH_MMA
+#define QATTN_KERNELS_WITH_MMA 0
+#endif
 
 int qattn_kernels_launch_quant_portable_in_fp16(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_quant_portable_in_bf16(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_quant_portable_in_fp32(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
+int qattn_kernels_launch_quant_fast_in_fp16(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
+int qattn_kernels_launch_quant_fast_in_bf16(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_attn_fwd_portable_d64_qk_int8_pv_e4m3_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_attn_fwd_portable_d64_qk_int8_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_attn_fwd_portable_d64_qk_int8_pv_fp16_acc_fp16(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
@@ -45,6 +51,12 @@ int qattn_kernels_launch_attn_fwd_portable_d128_qk_e4m3_pv_fp16_acc_fp16(const q
 int qattn_kernels_launch_attn_fwd_portable_d128_qk_e4m3_pv_fp16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_attn_fwd_portable_d128_qk_fp16_pv_fp16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_attn_fwd_portable_d128_qk_bf16_pv_bf16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
+int qattn_kernels_launch_attn_fwd_mma_d64_qk_int8_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
+int qattn_kernels_launch_attn_fwd_mma_d128_qk_int8_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#endif
 
 const qattn_kernels_sig qattn_kernels_table[] = {
     {.name = "quant_portable_in_fp16",
@@ -60,6 +72,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .out_fmts = (1u << QATTN_FMT_INT8) | (1u << QATTN_FMT_INT4) | (1u << QATTN_FMT_E4M3) | (1u << QATTN_FMT_E5M2) |
                  (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .layouts = (1u << QATTN_KERNELS_LAYOUT_ROWS) | (1u << QATTN_KERNELS_LAYOUT_TRANSPOSED),
      .launch_quant = qattn_kernels_launch_quant_portable_in_fp16},
     {.name = "quant_portable_in_bf16",
      .family = QATTN_KERNELS_FAMILY_QUANT,
@@ -74,6 +87,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .out_fmts = (1u << QATTN_FMT_INT8) | (1u << QATTN_FMT_INT4) | (1u << QATTN_FMT_E4M3) | (1u << QATTN_FMT_E5M2) |
                  (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .layouts = (1u << QATTN_KERNELS_LAYOUT_ROWS) | (1u << QATTN_KERNELS_LAYOUT_TRANSPOSED),
      .launch_quant = qattn_kernels_launch_quant_portable_in_bf16},
     {.name = "quant_portable_in_fp32",
      .family = QATTN_KERNELS_FAMILY_QUANT,
@@ -88,7 +102,40 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .out_fmts = (1u << QATTN_FMT_INT8) | (1u << QATTN_FMT_INT4) | (1u << QATTN_FMT_E4M3) | (1u << QATTN_FMT_E5M2) |
                  (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .layouts = (1u << QATTN_KERNELS_LAYOUT_ROWS) | (1u << QATTN_KERNELS_LAYOUT_TRANSPOSED),
      .launch_quant = qattn_kernels_launch_quant_portable_in_fp32},
+    {.name = "quant_fast_in_fp16",
+     .family = QATTN_KERNELS_FAMILY_QUANT,
+     .path = QATTN_KERNELS_PATH_PORTABLE,
+     .head_dim = 0,
+     .qk_groups = "fused for d % 16 == 0: tensor, token, block, warp, thread, channel, tensor,ch:C (,e8m0); "
+                  "else (and fp16/bf16/fp32 casts) the portable kernels",
+     .v_groups = "any",
+     .smooth = QATTN_SMOOTH_Q | QATTN_SMOOTH_K | QATTN_SMOOTH_V,
+     .masks = 0,
+     .varlen = 1,
+     .in_fmts = 1u << QATTN_FMT_FP16,
+     .out_fmts = (1u << QATTN_FMT_INT8) | (1u << QATTN_FMT_INT4) | (1u << QATTN_FMT_E4M3) | (1u << QATTN_FMT_E5M2) |
+                 (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS,
+     .layouts = (1u << QATTN_KERNELS_LAYOUT_ROWS) | (1u << QATTN_KERNELS_LAYOUT_TRANSPOSED),
+     .launch_quant = qattn_kernels_launch_quant_fast_in_fp16},
+    {.name = "quant_fast_in_bf16",
+     .family = QATTN_KERNELS_FAMILY_QUANT,
+     .path = QATTN_KERNELS_PATH_PORTABLE,
+     .head_dim = 0,
+     .qk_groups = "fused for d % 16 == 0: tensor, token, block, warp, thread, channel, tensor,ch:C (,e8m0); "
+                  "else (and fp16/bf16/fp32 casts) the portable kernels",
+     .v_groups = "any",
+     .smooth = QATTN_SMOOTH_Q | QATTN_SMOOTH_K | QATTN_SMOOTH_V,
+     .masks = 0,
+     .varlen = 1,
+     .in_fmts = 1u << QATTN_FMT_BF16,
+     .out_fmts = (1u << QATTN_FMT_INT8) | (1u << QATTN_FMT_INT4) | (1u << QATTN_FMT_E4M3) | (1u << QATTN_FMT_E5M2) |
+                 (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS,
+     .layouts = (1u << QATTN_KERNELS_LAYOUT_ROWS) | (1u << QATTN_KERNELS_LAYOUT_TRANSPOSED),
+     .launch_quant = qattn_kernels_launch_quant_fast_in_bf16},
 #if QATTN_KERNELS_WITH_D64
     {.name = "attn_fwd_portable_d64_qk_int8_pv_e4m3_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -736,6 +783,58 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d128_qk_bf16_pv_bf16_acc_fp32},
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
+    {.name = "attn_fwd_mma_d64_qk_int8_pv_e4m3_acc_fp22",
+     .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
+     .path = QATTN_KERNELS_PATH_MMA,
+     .head_dim = 64,
+     .q = QATTN_FMT_INT8,
+     .k = QATTN_FMT_INT8,
+     .p = QATTN_FMT_E4M3,
+     .v = QATTN_FMT_E4M3,
+     .acc = QATTN_ACC_FP22,
+     .two_level = 1,
+     .p_static = 3,
+     .qk_groups = "q: any token pattern, no ,ch:; k: thread:128/8/2 exactly; kblock=128 and acc=fp22+fp32:128 exactly",
+     .v_groups = "tensor or channel (,ch:C)",
+     .smooth = QATTN_SMOOTH_K | QATTN_SMOOTH_V,
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
+              (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 128,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_89 and newer)",
+     .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .launch_attn = qattn_kernels_launch_attn_fwd_mma_d64_qk_int8_pv_e4m3_acc_fp22},
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
+    {.name = "attn_fwd_mma_d128_qk_int8_pv_e4m3_acc_fp22",
+     .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
+     .path = QATTN_KERNELS_PATH_MMA,
+     .head_dim = 128,
+     .q = QATTN_FMT_INT8,
+     .k = QATTN_FMT_INT8,
+     .p = QATTN_FMT_E4M3,
+     .v = QATTN_FMT_E4M3,
+     .acc = QATTN_ACC_FP22,
+     .two_level = 1,
+     .p_static = 3,
+     .qk_groups = "q: any token pattern, no ,ch:; k: thread:128/8/2 exactly; kblock=128 and acc=fp22+fp32:128 exactly",
+     .v_groups = "tensor or channel (,ch:C)",
+     .smooth = QATTN_SMOOTH_K | QATTN_SMOOTH_V,
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
+              (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 128,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_89 and newer)",
+     .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .launch_attn = qattn_kernels_launch_attn_fwd_mma_d128_qk_int8_pv_e4m3_acc_fp22},
 #endif
 };
 const size_t qattn_kernels_table_len = sizeof qattn_kernels_table / sizeof qattn_kernels_table[0];

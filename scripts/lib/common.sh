@@ -30,6 +30,10 @@ qattn_need_packages() {
 # Packages to build the C library and program and to run the CPU tests.
 QATTN_BUILD_PACKAGES=(gcc make cmake pkg-config libhdf5-dev hdf5-tools libgsl-dev libopenblas-dev)
 
+# Packages to compile the AMD backend of the GPU kernels (compile only: hipcc
+# with clang-15 for gfx90a, clang-19 for gfx942).
+QATTN_AMD_PACKAGES=(hipcc libamdhip64-dev rocm-device-libs clang-19 lld-19)
+
 # Packages to draw the figures and build the paper (filled in with the plots).
 QATTN_PAPER_PACKAGES=(gnuplot-nox latexmk texlive-latex-base texlive-latex-recommended)
 

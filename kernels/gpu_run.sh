@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# One GPU-machine session's work for the kernels: validation, sanitizers,
+# benchmarks, with everything written under OUTDIR. Run on the GPU machine
+# from the repository root, with the bundle of scripts/device-bundle
+# (qattn test_kernels_mma test_kernels_quant_gpu) unpacked:
+#
+#   scripts/device-bundle test_kernels_mma test_kernels_quant_gpu   # here
+#   mkdir -p /tmp/q && tar -xJf .device/qattn.tar.xz -C /tmp/q          # there
+#   export LD_LIBRARY_PATH=/tmp/q/lib PATH=/tmp/q/bin:$PATH
+#   bash kernels/gpu_run.sh OUTDIR [STEP...]
+#
+# STEPs (default: all, in this order):
+#   check     qattn gpu-check on every instance (random inputs and the
+#             activation files in data/ when present) -> OUTDIR/gpu_check.csv;
+#             test_kernels_mma, test_kernels_quant_gpu
+#   sanitize  compute-sanitizer memcheck and racecheck on small cases of each
+#             family (mma, portable attention, fast and portable quant)
+#   bench     qattn bench + kernels/bench_torch.py -> OUTDIR/attn_fwd_bench.csv;
+#             test_kernels_quant_gpu --bench (quantization vs D2D copy)
+# Logs: OUTDIR/<step>.log. Prints a short table last.
+set -uo pipefail
+out=${1:?usage: kernels/gpu_run.sh OUTDIR [check|sanitize|bench]...}
+shift
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(check sanitize bench)
+mkdir -p "$out"
+status=0
+summary=()
+
+run_check() {
+    local data=()
+    for f in data/*.h5; do [ -f "$f" ] && data+=(--data "$f"); done
+    qattn gpu-check --out "$out/gpu_check.csv" "${data[@]}" --verbose || status=1
+    test_kernels_mma || status=1
+    test_kernels_quant_gpu || status=1
+    summary+=("gpu-check: $(awk -F, 'NR > 1 { n++; p += $6 } END { printf "%d of %d instances pass", p, n }' "$out/gpu_check.csv")")
+}
+
+run_sanitize() {
+    local cs
+    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    local n=0 bad=0
+    for tool in memcheck racecheck; do
+        for inst in attn_fwd_mma_d128 attn_fwd_mma_d64 attn_fwd_portable_d128_qk_int8_pv_e4m3_acc_fp22 \
+            attn_fwd_portable_d64_qk_int4_pv_fp16_acc_fp16 quant_fast_in_fp16 quant_portable_in_fp32; do
+            n=$((n + 1))
+            if "$cs" --tool "$tool" --error-exitcode 99 qattn gpu-check --quick --instance "$inst" >"$out/san_tmp.log" 2>&1; then
+                echo "$tool $inst: clean"
+            else
+                echo "$tool $inst: ERRORS"
+                bad=$((bad + 1))
+                status=1
+            fi
+            grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Hazard|Invalid" "$out/san_tmp.log" | head -5
+        done
+    done
+    rm -f "$out/san_tmp.log"
+    summary+=("compute-sanitizer: $((n - bad)) of $n runs clean")
+}
+
+run_bench() {
+    qattn bench --out "$out/attn_fwd_bench.raw.csv" || { status=1; return; }
+    python3 kernels/bench_torch.py --in "$out/attn_fwd_bench.raw.csv" --out "$out/attn_fwd_bench.csv" || status=1
+    rm -f "$out/attn_fwd_bench.raw.csv"
+    test_kernels_quant_gpu --bench || status=1
+    summary+=("$(awk -F, 'NR > 1 && $4 == "sage2-8b-sm90" && $5 == 128 && $6 == 0 && $7 == 8192 && $12 != "" {
+        printf "sage2-8b-sm90 d=128 N=8192 non-causal: kernel %.1f TOPS = %.2fx flash, e2e %.1f = %.2fx flash; quant %.2f of copy",
+               $10, $10 / $12, $11, $11 / $12, $17 / $18 }' "$out/attn_fwd_bench.csv")")
+}
+
+for s in "${steps[@]}"; do
+    case "$s" in
+    check | sanitize | bench)
+        echo "== $s" >&2
+        "run_$s" > >(tee "$out/$s.log") 2>&1
+        ;;
+    *) echo "kernels/gpu_run.sh: unknown step '$s'" >&2; exit 2 ;;
+    esac
+done
+echo
+echo "== summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1), $(date -u +%F))"
+for l in "${summary[@]}"; do echo "  $l"; done
+exit $status

@@ -1,0 +1,535 @@
+/* The NVIDIA mma.sync attention instances (attn_fwd_mma.h) on a GPU against
+ * the CPU emulation of the same scheme (qattn_emu_mha) and the float64
+ * reference (qattn_ref_mha). Registered for the NVIDIA backend only, CTest
+ * label gpu.
+ *
+ * Q, K, V are quantized on the host by quant/ (qattn_smooth_*,
+ * qattn_qtensor_init: the very codes and scales the emulation uses), uploaded
+ * (V transposed: [hkv, nseq, d, npad]), and the instance the dispatcher picks
+ * for the scheme (it must be the mma one) runs on them.
+ *
+ * Tolerances against the emulation (what differs: ex2.approx vs the
+ * emulation's polynomial, a few ulp in P, which can flip the e4m3 rounding of
+ * an element of P now and then (one e4m3 step is 1/8 to 1/16 of it); the
+ * order the tensor core sums the Q.K and P.V products and its fp22
+ * truncation vs the emulation's key-by-key cut; the row sum's order; bf16
+ * output rounding then flips by one bf16 ulp, 2^-8 relative):
+ *   cosine(O_gpu, O_emu) >= 0.99999 (one flipped P element in a row of
+ *   hundreds of keys moves that row by ~1e-3 relative, rare);
+ *   max |O_gpu - O_emu| <= 2e-2 * max |O_emu| (a flip in a causal row that
+ *   sees few keys, plus a bf16 ulp);
+ *   max |LSE_gpu - LSE_emu| <= 1e-4 (l differs by a few ulp; LSE ~ 1..10).
+ * The emulation's and the GPU's cosine against the float64 reference are
+ * printed side by side; they must agree to 1e-4.
+ *
+ *   test_kernels_mma            the cases, then two through a plan (the
+ *                               quantization kernels write V transposed)
+ *   test_kernels_mma --quick    three small ones (for compute-sanitizer)
+ *   test_kernels_mma --bench    time B=4 H=32 N=8192 d=128 (non-causal and
+ *                               causal): median of 30 runs after 5 warm-up,
+ *                               TOPS = 4 B H N^2 d / t (half for causal) */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../tests/check.h"
+#include "numerics.h"
+#include "qattn_kernels.h"
+
+static uint64_t rs = 12345;
+static double urand(void)
+{
+    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
+}
+static double gauss(void)
+{
+    double a = urand(), b = urand();
+    return sqrt(-2.0 * log(a)) * cos(6.283185307179586 * b);
+}
+
+/* [h, T, d] normal values rounded to fp16, with a per-channel offset */
+static void make_input(float *x, size_t n, size_t d, double offs)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t c = i % d;
+        double v = gauss() * (0.5 + (double)(c % 7) * 0.2) + offs * (double)((int)((c * 37) % 11) - 5);
+        x[i] = qattn_kfmt_fp16_decode(qattn_kfmt_fp16_encode((float)v));
+    }
+}
+
+typedef struct tcase {
+    const char *scheme;
+    int d, hq, hkv, nseq;
+    int lens[3];
+    int varlen;
+    const char *mask;
+} tcase;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* device buffers of one problem, filled from host codes */
+typedef struct dev_problem {
+    void *q, *k, *v, *o;
+    float *qs, *ks, *vs, *lse;
+    int *cu;
+} dev_problem;
+
+static void dev_problem_free(dev_problem *dp)
+{
+    void *ps[] = {dp->q, dp->k, dp->v, dp->o, dp->qs, dp->ks, dp->vs, dp->lse, dp->cu};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+        qattn_kernels_dev_free(ps[i]);
+    memset(dp, 0, sizeof *dp);
+}
+
+/* the quant params the attention fill reads, for codes laid out as uploaded */
+static void fake_qp(qattn_kernels_quant_params *qp, void *codes, float *scale, const qattn_operand *op, int heads,
+                    int nseq, int seqlen, int64_t tokens, int d, const int *cu, int ntok, int nch, int transposed)
+{
+    memset(qp, 0, sizeof *qp);
+    qp->codes = codes;
+    qp->scale = scale;
+    qp->fmt = op->fmt;
+    qp->group = op->group;
+    qp->heads = heads;
+    qp->nseq = nseq;
+    qp->seqlen = seqlen;
+    qp->tokens = tokens;
+    qp->d = d;
+    qp->row = d;
+    qp->cu_seqlens = cu;
+    qp->ntok = ntok;
+    qp->nch = nch;
+    qp->layout = transposed ? QATTN_KERNELS_LAYOUT_TRANSPOSED : QATTN_KERNELS_LAYOUT_ROWS;
+    qp->npad = transposed ? ((int64_t)seqlen + 127) / 128 * 128 : 0;
+}
+
+static void run_case(const tcase *tc)
+{
+    qattn_scheme s;
+    qattn_err err;
+    if (qattn_scheme_parse(tc->scheme, &s, &err)) {
+        CHECK(0, "scheme %s: %s", tc->scheme, err.msg);
+        return;
+    }
+    const int d = tc->d, hq = tc->hq, hkv = tc->hkv, nseq = tc->nseq;
+    qattn_kernels_problem pb;
+    memset(&pb, 0, sizeof pb);
+    pb.nseq = nseq;
+    pb.hq = hq;
+    pb.hkv = hkv;
+    pb.d = d;
+    pb.varlen = tc->varlen;
+    pb.lse = 1;
+    pb.in = QATTN_FMT_FP16;
+    if (qattn_mask_parse(tc->mask, &pb.mask, &err)) {
+        CHECK(0, "mask %s", tc->mask);
+        return;
+    }
+    int cu[4] = {0};
+    int maxlen = 0;
+    for (int b = 0; b < nseq; b++) {
+        cu[b + 1] = cu[b] + tc->lens[b];
+        maxlen = tc->lens[b] > maxlen ? tc->lens[b] : maxlen;
+        if (!tc->varlen && tc->lens[b] != tc->lens[0]) {
+            CHECK(0, "test setup: equal lengths expected");
+            return;
+        }
+    }
+    pb.seqlen_q = pb.seqlen_k = maxlen;
+    const qattn_kernels_sig *sig = NULL;
+    int rc = qattn_kernels_find(&s, &pb, &sig, NULL, &err);
+    CHECK(rc == 0, "find %s: %s", tc->scheme, err.msg);
+    if (rc)
+        return;
+    CHECK(sig->path == QATTN_KERNELS_PATH_MMA, "%s d=%d: the dispatcher chose %s, not an mma instance", tc->scheme,
+          d, sig->name);
+    const size_t T = (size_t)cu[nseq];
+    const int64_t npad = ((int64_t)maxlen + 127) / 128 * 128;
+    const size_t q_ntok = qattn_group_ntok(&s.q.group, (size_t)maxlen);
+    const size_t k_ntok = qattn_group_ntok(&s.k.group, (size_t)maxlen);
+    const size_t v_nch = qattn_group_nch(&s.v.group, (size_t)d);
+    float *q = malloc((size_t)hq * T * d * 4), *k = malloc((size_t)hkv * T * d * 4), *v = malloc((size_t)hkv * T * d * 4);
+    make_input(q, (size_t)hq * T * d, (size_t)d, 0.3);
+    make_input(k, (size_t)hkv * T * d, (size_t)d, 1.5);
+    make_input(v, (size_t)hkv * T * d, (size_t)d, 0.7);
+    int8_t *qc = calloc((size_t)hq * T * d, 1), *kc = calloc((size_t)hkv * T * d, 1);
+    uint8_t *vt = calloc((size_t)hkv * nseq * d * npad, 1);
+    float *qsc = calloc((size_t)hq * nseq * q_ntok + 1, 4), *ksc = calloc((size_t)hkv * nseq * k_ntok + 1, 4);
+    float *vsc = calloc((size_t)hkv * nseq * v_nch + 1, 4), *tmp = malloc((size_t)maxlen * d * 4 + 4),
+          *mean = malloc((size_t)d * 4);
+    /* host quantization, per head and sequence, as the emulation does it */
+    for (int h = 0; h < hq; h++)
+        for (int b = 0; b < nseq; b++) {
+            const size_t n = (size_t)tc->lens[b], off = (size_t)h * T * d + (size_t)cu[b] * d;
+            qattn_qtensor t;
+            if (qattn_qtensor_init(&t, s.q.fmt, &s.q.group, q + off, n, (size_t)d, &err)) {
+                CHECK(0, "qtensor q: %s", err.msg);
+                continue;
+            }
+            for (size_t i = 0; i < n * d; i++)
+                qc[off + i] = (int8_t)t.val[i];
+            memcpy(qsc + ((size_t)h * nseq + b) * q_ntok, t.scale, qattn_group_ntok(&s.q.group, n) * 4);
+            qattn_qtensor_free(&t);
+        }
+    for (int h = 0; h < hkv; h++)
+        for (int b = 0; b < nseq; b++) {
+            const size_t n = (size_t)tc->lens[b], off = (size_t)h * T * d + (size_t)cu[b] * d;
+            qattn_qtensor t;
+            memcpy(tmp, k + off, n * d * 4);
+            if (s.smooth & QATTN_SMOOTH_K) {
+                qattn_smooth_mean(tmp, n, (size_t)d, mean);
+                qattn_smooth_sub(tmp, n, (size_t)d, mean, tmp);
+            }
+            if (qattn_qtensor_init(&t, s.k.fmt, &s.k.group, tmp, n, (size_t)d, &err)) {
+                CHECK(0, "qtensor k: %s", err.msg);
+                continue;
+            }
+            for (size_t i = 0; i < n * d; i++)
+                kc[off + i] = (int8_t)t.val[i];
+            memcpy(ksc + ((size_t)h * nseq + b) * k_ntok, t.scale, qattn_group_ntok(&s.k.group, n) * 4);
+            qattn_qtensor_free(&t);
+            if (qattn_qtensor_init(&t, s.v.fmt, &s.v.group, v + off, n, (size_t)d, &err)) {
+                CHECK(0, "qtensor v: %s", err.msg);
+                continue;
+            }
+            uint8_t *dst = vt + ((size_t)h * nseq + b) * (size_t)d * (size_t)npad;
+            for (size_t j = 0; j < n; j++)
+                for (int c = 0; c < d; c++)
+                    dst[(size_t)c * npad + j] = qattn_kfmt_e4m3_encode(t.val[j * d + c]);
+            memcpy(vsc + ((size_t)h * nseq + b) * v_nch, t.scale, v_nch * 4);
+            qattn_qtensor_free(&t);
+        }
+
+    /* emulation and reference */
+    float *oe = malloc((size_t)hq * T * d * 4), *lse_e = malloc((size_t)hq * T * 4);
+    double *orf = malloc((size_t)hq * T * d * 8);
+    int64_t seqlens[3];
+    for (int b = 0; b < nseq; b++)
+        seqlens[b] = tc->lens[b];
+    qattn_mha a;
+    memset(&a, 0, sizeof a);
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    a.hq = (size_t)hq;
+    a.hkv = (size_t)hkv;
+    a.sq = a.sk = T;
+    a.d = (size_t)d;
+    a.seqlens = nseq > 1 ? seqlens : NULL;
+    a.nseq = nseq > 1 ? (size_t)nseq : 0;
+    rc = qattn_emu_mha(&s, &a, &pb.mask, 0.0, oe, lse_e, &err);
+    CHECK(rc == 0, "emulation: %s", err.msg);
+    rc = rc || qattn_ref_mha(&a, &pb.mask, 0.0, orf, NULL, &err);
+    CHECK(rc == 0, "reference: %s", err.msg);
+
+    /* device */
+    dev_problem dp;
+    memset(&dp, 0, sizeof dp);
+    uint16_t *og = malloc((size_t)hq * T * d * 2);
+    float *lse_g = malloc((size_t)hq * T * 4);
+    rc = rc || qattn_kernels_dev_alloc(&dp.q, (size_t)hq * T * d, &err) ||
+         qattn_kernels_dev_alloc(&dp.k, (size_t)hkv * T * d, &err) ||
+         qattn_kernels_dev_alloc(&dp.v, (size_t)hkv * nseq * d * npad, &err) ||
+         qattn_kernels_dev_alloc(&dp.o, (size_t)hq * T * d * 2, &err) ||
+         qattn_kernels_dev_alloc((void **)&dp.qs, (size_t)hq * nseq * q_ntok * 4, &err) ||
+         qattn_kernels_dev_alloc((void **)&dp.ks, (size_t)hkv * nseq * k_ntok * 4, &err) ||
+         qattn_kernels_dev_alloc((void **)&dp.vs, (size_t)hkv * nseq * v_nch * 4, &err) ||
+         qattn_kernels_dev_alloc((void **)&dp.lse, (size_t)hq * T * 4, &err) ||
+         qattn_kernels_dev_alloc((void **)&dp.cu, sizeof cu, &err) ||
+         qattn_kernels_dev_to(dp.q, qc, (size_t)hq * T * d, &err) ||
+         qattn_kernels_dev_to(dp.k, kc, (size_t)hkv * T * d, &err) ||
+         qattn_kernels_dev_to(dp.v, vt, (size_t)hkv * nseq * d * npad, &err) ||
+         qattn_kernels_dev_to(dp.qs, qsc, (size_t)hq * nseq * q_ntok * 4, &err) ||
+         qattn_kernels_dev_to(dp.ks, ksc, (size_t)hkv * nseq * k_ntok * 4, &err) ||
+         qattn_kernels_dev_to(dp.vs, vsc, (size_t)hkv * nseq * v_nch * 4, &err) ||
+         qattn_kernels_dev_to(dp.cu, cu, sizeof cu, &err) ||
+         qattn_kernels_dev_fill(dp.o, 0xff, (size_t)hq * T * d * 2, &err) ||
+         qattn_kernels_dev_fill(dp.lse, 0xff, (size_t)hq * T * 4, &err);
+    CHECK(rc == 0, "device buffers: %s", err.msg);
+    if (rc == 0) {
+        const int *dcu = tc->varlen ? dp.cu : NULL;
+        qattn_kernels_quant_params qq, qk, qv;
+        fake_qp(&qq, dp.q, dp.qs, &s.q, hq, nseq, maxlen, (int64_t)T, d, dcu, (int)q_ntok, 1, 0);
+        fake_qp(&qk, dp.k, dp.ks, &s.k, hkv, nseq, maxlen, (int64_t)T, d, dcu, (int)k_ntok, 1, 0);
+        fake_qp(&qv, dp.v, dp.vs, &s.v, hkv, nseq, maxlen, (int64_t)T, d, dcu, 1, (int)v_nch, 1);
+        qattn_kernels_tensor ot = {dp.o, tc->varlen ? 0 : (int64_t)maxlen * d, (int64_t)T * d, d};
+        qattn_kernels_attn_params p;
+        rc = qattn_kernels_attn_fill(&p, &s, &pb, &qq, &qk, &qv, NULL, NULL, NULL, &ot, dp.lse, (int64_t)T, dcu, dcu,
+                                     &err) ||
+             sig->launch_attn(&p, NULL, &err) || qattn_kernels_dev_sync(&err) ||
+             qattn_kernels_dev_from(og, dp.o, (size_t)hq * T * d * 2, &err) ||
+             qattn_kernels_dev_from(lse_g, dp.lse, (size_t)hq * T * 4, &err);
+        CHECK(rc == 0, "run %s: %s", tc->scheme, err.msg);
+    }
+    if (rc == 0) {
+        const size_t ne = (size_t)hq * T * d;
+        double maxo = 0.0, maxe = 0.0, dot = 0.0, ng = 0.0, nem = 0.0, dge = 0.0, nr = 0.0, dre = 0.0, dlse = 0.0;
+        size_t nbits = 0, nonfinite = 0;
+        for (size_t i = 0; i < ne; i++) {
+            const double x = qattn_kfmt_bf16_decode(og[i]), e = oe[i], r = orf[i];
+            if (!isfinite(x))
+                nonfinite++;
+            maxo = fabs(e) > maxo ? fabs(e) : maxo;
+            maxe = fabs(x - e) > maxe || x != x ? fabs(x - e) : maxe;
+            nbits += (float)x != (float)e;
+            dot += x * e;
+            ng += x * x;
+            nem += e * e;
+            dge += x * r;
+            dre += e * r;
+            nr += r * r;
+        }
+        for (size_t i = 0; i < (size_t)hq * T; i++) {
+            const double df = isinf(lse_e[i]) && lse_g[i] == lse_e[i] ? 0.0 : fabs((double)lse_g[i] - lse_e[i]);
+            dlse = df > dlse || df != df ? df : dlse;
+        }
+        const double cos_ge = dot / sqrt(ng * nem), cos_gr = dge / sqrt(ng * nr), cos_er = dre / sqrt(nem * nr);
+        printf("%-14s d=%-3d h=%d/%d nseq=%d N=%-5d %-7s %-14s: cos(gpu,emu) %.7f  max|err|/max|O| %.2e  "
+               "bf16 differ %.3f%%  max|dLSE| %.1e  cos vs fp64: gpu %.6f emu %.6f\n",
+               tc->scheme, d, hq, hkv, nseq, maxlen, tc->varlen ? "varlen" : "fixed", tc->mask, cos_ge, maxe / maxo,
+               100.0 * (double)nbits / (double)ne, dlse, cos_gr, cos_er);
+        CHECK(nonfinite == 0, "%zu non-finite outputs", nonfinite);
+        CHECK(cos_ge >= 0.99999, "cos(gpu, emu) %.8f < 0.99999", cos_ge);
+        CHECK(maxe <= 2e-2 * maxo, "max |O_gpu - O_emu| %.3g > 2e-2 * max|O| (%.3g)", maxe, maxo);
+        CHECK(dlse <= 1e-4, "max |LSE_gpu - LSE_emu| %.3g > 1e-4", dlse);
+        CHECK(fabs(cos_gr - cos_er) <= 1e-4, "cos vs reference: gpu %.7f, emu %.7f", cos_gr, cos_er);
+    }
+    dev_problem_free(&dp);
+    free(q), free(k), free(v), free(qc), free(kc), free(vt), free(qsc), free(ksc), free(vsc), free(tmp), free(mean);
+    free(oe), free(lse_e), free(orf), free(og), free(lse_g);
+}
+
+/* the whole pipeline through a plan: fp16 input, the quantization kernels
+ * (V written transposed for the mma instance), the mma attention; against
+ * the emulation with the same tolerances */
+static void run_plan_case(int d, int hq, int hkv, int n, const char *mask)
+{
+    qattn_scheme s;
+    qattn_err err;
+    qattn_kernels_problem pb;
+    memset(&pb, 0, sizeof pb);
+    pb.nseq = 1;
+    pb.hq = hq;
+    pb.hkv = hkv;
+    pb.d = d;
+    pb.seqlen_q = pb.seqlen_k = n;
+    pb.lse = 1;
+    pb.in = QATTN_FMT_FP16;
+    if (qattn_scheme_parse("sage2-8b-sm90", &s, &err) || qattn_mask_parse(mask, &pb.mask, &err)) {
+        CHECK(0, "plan case setup: %s", err.msg);
+        return;
+    }
+    const size_t nq = (size_t)hq * n * d, nk = (size_t)hkv * n * d;
+    float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *oe = malloc(nq * 4);
+    float *lse_e = malloc((size_t)hq * n * 4), *lse_g = malloc((size_t)hq * n * 4);
+    uint16_t *q16 = malloc(nq * 2), *k16 = malloc(nk * 2), *v16 = malloc(nk * 2), *og = malloc(nq * 2);
+    make_input(q, nq, (size_t)d, 0.3);
+    make_input(k, nk, (size_t)d, 1.5);
+    make_input(v, nk, (size_t)d, 0.7);
+    for (size_t i = 0; i < nq; i++)
+        q16[i] = qattn_kfmt_fp16_encode(q[i]);
+    for (size_t i = 0; i < nk; i++)
+        k16[i] = qattn_kfmt_fp16_encode(k[i]), v16[i] = qattn_kfmt_fp16_encode(v[i]);
+    qattn_mha a;
+    memset(&a, 0, sizeof a);
+    a.q = q, a.k = k, a.v = v;
+    a.hq = (size_t)hq, a.hkv = (size_t)hkv, a.sq = a.sk = (size_t)n, a.d = (size_t)d;
+    int rc = qattn_emu_mha(&s, &a, &pb.mask, 0.0, oe, lse_e, &err);
+    CHECK(rc == 0, "emulation: %s", err.msg);
+    void *dq = NULL, *dk = NULL, *dv = NULL, *dout = NULL, *dlse = NULL;
+    qattn_kernels_plan pl;
+    memset(&pl, 0, sizeof pl);
+    rc = rc || qattn_kernels_dev_alloc(&dq, nq * 2, &err) || qattn_kernels_dev_alloc(&dk, nk * 2, &err) ||
+         qattn_kernels_dev_alloc(&dv, nk * 2, &err) || qattn_kernels_dev_alloc(&dout, nq * 2, &err) ||
+         qattn_kernels_dev_alloc(&dlse, (size_t)hq * n * 4, &err) || qattn_kernels_dev_to(dq, q16, nq * 2, &err) ||
+         qattn_kernels_dev_to(dk, k16, nk * 2, &err) || qattn_kernels_dev_to(dv, v16, nk * 2, &err) ||
+         qattn_kernels_dev_fill(dout, 0xff, nq * 2, &err);
+    qattn_kernels_io io;
+    memset(&io, 0, sizeof io);
+    io.q = (qattn_kernels_tensor){dq, (int64_t)n * d, (int64_t)n * d, d};
+    io.k = (qattn_kernels_tensor){dk, (int64_t)n * d, (int64_t)n * d, d};
+    io.v = (qattn_kernels_tensor){dv, (int64_t)n * d, (int64_t)n * d, d};
+    io.o = (qattn_kernels_tensor){dout, (int64_t)n * d, (int64_t)n * d, d};
+    io.lse = (float *)dlse;
+    rc = rc || qattn_kernels_plan_init(&pl, &s, &pb, &io, &err);
+    CHECK(rc == 0, "plan: %s", err.msg);
+    if (rc == 0)
+        CHECK(pl.attn_sig->path == QATTN_KERNELS_PATH_MMA, "the plan chose %s", pl.attn_sig->name);
+    rc = rc || qattn_kernels_plan_quantize(&pl, NULL, 1, &err) || qattn_kernels_plan_attend(&pl, NULL, &err) ||
+         qattn_kernels_dev_sync(&err) || qattn_kernels_dev_from(og, dout, nq * 2, &err) ||
+         qattn_kernels_dev_from(lse_g, dlse, (size_t)hq * n * 4, &err);
+    CHECK(rc == 0, "plan run: %s", err.msg);
+    if (rc == 0) {
+        double maxo = 0.0, maxe = 0.0, dot = 0.0, ng = 0.0, ne = 0.0, dlse_max = 0.0;
+        for (size_t i = 0; i < nq; i++) {
+            const double x = qattn_kfmt_bf16_decode(og[i]), e = oe[i];
+            maxo = fabs(e) > maxo ? fabs(e) : maxo;
+            maxe = fabs(x - e) > maxe || x != x ? fabs(x - e) : maxe;
+            dot += x * e, ng += x * x, ne += e * e;
+        }
+        for (size_t i = 0; i < (size_t)hq * n; i++) {
+            const double df = fabs((double)lse_g[i] - lse_e[i]);
+            dlse_max = df > dlse_max || df != df ? df : dlse_max;
+        }
+        const double c = dot / sqrt(ng * ne);
+        printf("plan (quant kernels + %s) d=%d h=%d/%d N=%d %s: cos(gpu,emu) %.7f  max|err|/max|O| %.2e  "
+               "max|dLSE| %.1e\n",
+               pl.attn_sig->name, d, hq, hkv, n, mask, c, maxe / maxo, dlse_max);
+        CHECK(c >= 0.99999, "plan: cos(gpu, emu) %.8f < 0.99999", c);
+        CHECK(maxe <= 2e-2 * maxo, "plan: max |O_gpu - O_emu| %.3g > 2e-2 * max|O| (%.3g)", maxe, maxo);
+        CHECK(dlse_max <= 1e-4, "plan: max |LSE_gpu - LSE_emu| %.3g > 1e-4", dlse_max);
+    }
+    qattn_kernels_plan_free(&pl);
+    qattn_kernels_dev_free(dq), qattn_kernels_dev_free(dk), qattn_kernels_dev_free(dv);
+    qattn_kernels_dev_free(dout), qattn_kernels_dev_free(dlse);
+    free(q), free(k), free(v), free(oe), free(lse_e), free(lse_g), free(q16), free(k16), free(v16), free(og);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* kernel time on random codes: B=4, H=32, N=8192, d=128 */
+static int bench(void)
+{
+    const int B = 4, H = 32, N = 8192, d = 128;
+    qattn_scheme s;
+    qattn_err err;
+    if (qattn_scheme_parse("sage2-8b-sm90", &s, &err))
+        return fprintf(stderr, "test_kernels_mma: %s\n", err.msg), 1;
+    const size_t T = (size_t)B * N, nq = (size_t)H * T * d;
+    const size_t q_ntok = qattn_group_ntok(&s.q.group, N), k_ntok = qattn_group_ntok(&s.k.group, N);
+    int8_t *codes = malloc(nq);
+    float *sc = malloc((size_t)H * B * (q_ntok > (size_t)d ? q_ntok : (size_t)d) * 4);
+    for (size_t i = 0; i < nq; i++)
+        codes[i] = (int8_t)((int)(urand() * 255.0) - 127);
+    for (size_t i = 0; i < (size_t)H * B * (q_ntok > (size_t)d ? q_ntok : (size_t)d); i++)
+        sc[i] = (float)(0.01 + 0.01 * urand());
+    dev_problem dp;
+    memset(&dp, 0, sizeof dp);
+    int rc = qattn_kernels_dev_alloc(&dp.q, nq, &err) || qattn_kernels_dev_alloc(&dp.k, nq, &err) ||
+             qattn_kernels_dev_alloc(&dp.v, nq, &err) || qattn_kernels_dev_alloc(&dp.o, nq * 2, &err) ||
+             qattn_kernels_dev_alloc((void **)&dp.qs, (size_t)H * B * q_ntok * 4, &err) ||
+             qattn_kernels_dev_alloc((void **)&dp.ks, (size_t)H * B * k_ntok * 4, &err) ||
+             qattn_kernels_dev_alloc((void **)&dp.vs, (size_t)H * B * d * 4, &err) ||
+             qattn_kernels_dev_to(dp.q, codes, nq, &err) || qattn_kernels_dev_to(dp.k, codes, nq, &err) ||
+             qattn_kernels_dev_fill(dp.v, 0x30, nq, &err) || /* e4m3 0.5 */
+             qattn_kernels_dev_to(dp.qs, sc, (size_t)H * B * q_ntok * 4, &err) ||
+             qattn_kernels_dev_to(dp.ks, sc, (size_t)H * B * k_ntok * 4, &err) ||
+             qattn_kernels_dev_to(dp.vs, sc, (size_t)H * B * d * 4, &err);
+    free(codes);
+    free(sc);
+    if (rc) {
+        dev_problem_free(&dp);
+        return fprintf(stderr, "test_kernels_mma: %s\n", err.msg), 1;
+    }
+    char name[128];
+    qattn_kernels_dev_name(name, sizeof name, &err);
+    for (int causal = 0; causal < 2 && !rc; causal++) {
+        qattn_kernels_problem pb;
+        memset(&pb, 0, sizeof pb);
+        pb.nseq = B;
+        pb.hq = pb.hkv = H;
+        pb.d = d;
+        pb.seqlen_q = pb.seqlen_k = N;
+        pb.in = QATTN_FMT_FP16;
+        pb.mask.kind = causal ? QATTN_MASK_CAUSAL : QATTN_MASK_NONE;
+        const qattn_kernels_sig *sig = NULL;
+        if ((rc = qattn_kernels_find(&s, &pb, &sig, NULL, &err)))
+            break;
+        qattn_kernels_quant_params qq, qk, qv;
+        fake_qp(&qq, dp.q, dp.qs, &s.q, H, B, N, (int64_t)T, d, NULL, (int)q_ntok, 1, 0);
+        fake_qp(&qk, dp.k, dp.ks, &s.k, H, B, N, (int64_t)T, d, NULL, (int)k_ntok, 1, 0);
+        fake_qp(&qv, dp.v, dp.vs, &s.v, H, B, N, (int64_t)T, d, NULL, 1, d, 1);
+        qattn_kernels_tensor ot = {dp.o, (int64_t)N * d, (int64_t)T * d, d};
+        qattn_kernels_attn_params p;
+        if ((rc = qattn_kernels_attn_fill(&p, &s, &pb, &qq, &qk, &qv, NULL, NULL, NULL, &ot, NULL, (int64_t)T, NULL,
+                                          NULL, &err)))
+            break;
+        double t[30];
+        for (int it = 0; it < 35 && !rc; it++) {
+            double t0 = now_s();
+            rc = sig->launch_attn(&p, NULL, &err) || qattn_kernels_dev_sync(&err);
+            if (it >= 5)
+                t[it - 5] = now_s() - t0;
+        }
+        if (rc)
+            break;
+        qsort(t, 30, sizeof t[0], cmp_double);
+        const double flops = 4.0 * B * H * (double)N * N * d * (causal ? 0.5 : 1.0);
+        printf("bench %s: %s B=%d H=%d N=%d d=%d %s: median %.3f ms (min %.3f), %.1f TOPS\n", name, sig->name, B, H, N,
+               d, causal ? "causal" : "non-causal", t[15] * 1e3, t[0] * 1e3, flops / t[15] * 1e-12);
+    }
+    if (rc)
+        fprintf(stderr, "test_kernels_mma: %s\n", err.msg);
+    dev_problem_free(&dp);
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--help")) {
+        printf("usage: test_kernels_mma [--quick | --bench]\n");
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--bench"))
+        return bench();
+    const int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    if (argc > 1 && !quick) {
+        fprintf(stderr, "test_kernels_mma: unknown option '%s' (--quick, --bench, --help)\n", argv[1]);
+        return 2;
+    }
+    int ndev = 0;
+    qattn_err err;
+    if (qattn_kernels_dev_count(&ndev, &err) || ndev == 0) {
+        fprintf(stderr, "test_kernels_mma: no GPU (%s)\n", ndev ? err.msg : "none found");
+        return 1;
+    }
+    const tcase cases[] = {
+        {"sage2-8b-sm90", 128, 4, 1, 1, {128}, 0, "none"},
+        {"sage2-8b-sm90", 128, 4, 1, 2, {1000, 1000}, 0, "causal"},
+        {"sage2-8b-sm90", 128, 2, 2, 1, {4096}, 0, "none"},
+        {"sage2-8b-sm90", 128, 4, 1, 1, {4096}, 0, "causal"},
+        {"sage2-8b-sm90", 64, 4, 1, 1, {1000}, 0, "none"},
+        {"sage2-8b-sm90", 64, 4, 1, 1, {4096}, 0, "causal"},
+        {"sage2-8b-sm90", 64, 2, 2, 1, {128}, 0, "causal"},
+        {"sage2-8b-sm90", 128, 4, 2, 3, {1000, 77, 300}, 1, "causal"},
+        {"sage2-8b-sm90", 128, 2, 1, 1, {1000}, 0, "window:300,50"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (!quick || i == 0 || i == 6 || i == 7) /* --quick: small cases, for compute-sanitizer */
+            run_case(&cases[i]);
+    if (!quick) {
+        run_plan_case(128, 4, 1, 1000, "causal");
+        run_plan_case(64, 2, 2, 700, "none");
+    }
+    /* sage2-8b (kblock=64) is not the mma instance's scheme: the portable one runs it */
+    {
+        qattn_scheme s;
+        qattn_kernels_problem pb;
+        memset(&pb, 0, sizeof pb);
+        pb.nseq = pb.hq = pb.hkv = 1;
+        pb.d = 128;
+        pb.seqlen_q = pb.seqlen_k = 256;
+        pb.in = QATTN_FMT_FP16;
+        const qattn_kernels_sig *sig = NULL;
+        int rc = qattn_scheme_parse("sage2-8b", &s, &err) || qattn_kernels_find(&s, &pb, &sig, NULL, &err);
+        CHECK(rc == 0 && sig->path == QATTN_KERNELS_PATH_PORTABLE, "sage2-8b should fall back to the portable path");
+    }
+    return check_done();
+}

@@ -1,0 +1,370 @@
+/* The quantization family against quant/: for every scale group kind the
+ * fast path fuses (tensor, token, block, warp, thread, channel,
+ * tensor,ch:C, e8m0), fp16 and bf16 input, int8 / int4 / e4m3 / e5m2,
+ * smoothing by sequence (K, V) and by Q block, equal lengths and varlen,
+ * tails (N not a multiple of the tile or the group block), strided inputs,
+ * and V^T (LAYOUT_TRANSPOSED, zero past each sequence): codes, scales and
+ * means must equal qattn_smooth_* + qattn_qtensor_init's bit for bit, per
+ * head and sequence. The same cases also run through the portable instance
+ * (its transposed writer included), and the fast instance must have taken
+ * the fused kernels where expected (NAME_takes).
+ *
+ * Built twice from this source: test_kernels_quant (host simulation, CPU)
+ * and test_kernels_quant_gpu (kernels/test_kernels_quant_gpu.c, NVIDIA:
+ * larger shapes, plus --bench: the sage2-8b-sm90 quantization of B=4, H=32,
+ * N=8192, d=128 fp16 against a device-to-device copy, timed with events). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tests/check.h"
+#include "numerics.h"
+#include "qattn_kernels.h"
+
+int qattn_kernels_launch_quant_fast_in_fp16_takes(const qattn_kernels_quant_params *p);
+int qattn_kernels_launch_quant_fast_in_bf16_takes(const qattn_kernels_quant_params *p);
+
+static uint64_t rs = 4242;
+static double gauss(void)
+{
+    double u[2];
+    for (int i = 0; i < 2; i++) {
+        uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        u[i] = ((double)(z >> 11) + 0.5) / 9007199254740992.0;
+    }
+    return sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]);
+}
+
+typedef struct qcase {
+    const char *fmt, *group;
+    int smooth, mblock; /* QATTN_KERNELS_SMOOTH_*, Q block */
+    qattn_fmt in;
+    int d, heads, nseq;
+    int lens[4];
+    int varlen, thd, transposed; /* thd: input [T, H, d] (token stride H*d), else [H, T, d] */
+    int fused;                   /* 1: the fast instance must take it */
+    int ties;                    /* values on rounding boundaries of the codes (tie_value) */
+} qcase;
+
+static const qattn_kernels_sig *find_sig(const char *name)
+{
+    for (size_t i = 0; i < qattn_kernels_count(); i++)
+        if (!strcmp(qattn_kernels_get(i)->name, name))
+            return qattn_kernels_get(i);
+    return NULL;
+}
+
+static float code_value(qattn_fmt f, const uint8_t *row, size_t c)
+{
+    if (f == QATTN_FMT_INT4) {
+        unsigned byte = row[c / 2], nib = c & 1 ? byte >> 4 : byte & 0xfu;
+        return (float)((int)(nib ^ 8u) - 8);
+    }
+    if (f == QATTN_FMT_INT8)
+        return (float)(int8_t)row[c];
+    if (f == QATTN_FMT_E4M3)
+        return qattn_kfmt_e4m3_decode(row[c]);
+    return qattn_kfmt_e5m2_decode(row[c]);
+}
+
+/* random values with per-channel offsets and an outlier channel, never 0 */
+static float make_value(size_t c, double offs)
+{
+    double v = gauss() * (0.5 + (double)(c % 7) * 0.3) + offs * (double)((c * 37) % 11 - 5);
+    if (c % 29 == 3)
+        v *= 8.0;
+    if (v == 0.0)
+        v = 0.25;
+    return (float)v;
+}
+
+/* values whose quotients by the scale fall exactly on the codes' rounding
+ * boundaries (the kernels' division-free path must round these exactly):
+ * 1: int8 k + 0.5 with 127 in channel 0 (token scales 1); 3: int4, 7 in
+ * channel 0; 2: e4m3 midpoints in [1, 2) with 448 every 50th token (channel
+ * scales 1); 4: the same with 448 in channel 0 (token scales 1); 5: int8
+ * (k + 0.5) * 0.4375 with 55.5625 in channel 0 (token scales 0.4375, whose
+ * fp32 reciprocal moves some quotients off their ties) */
+static float tie_value(int mode, size_t t, size_t c)
+{
+    float sign = (t + c) & 1 ? -1.0f : 1.0f;
+    if (mode == 1)
+        return c == 0 ? 127.0f : sign * ((float)((c * 7 + t) % 100) + 0.5f);
+    if (mode == 5)
+        return c == 0 ? 55.5625f : sign * ((float)((c * 7 + t) % 127) + 0.5f) * 0.4375f;
+    if (mode == 3)
+        return c == 0 ? 7.0f : sign * ((float)((c + t) % 7) + 0.5f);
+    if ((mode == 2 && t % 50 == 0) || (mode == 4 && c == 0))
+        return 448.0f;
+    return sign * (1.0f + (float)(2 * ((t + c) % 8) + 1) / 16.0f);
+}
+
+/* one case through the instance `name` */
+static void run_case(const qcase *qc, const char *name)
+{
+    qattn_err err;
+    const qattn_kernels_sig *sig = find_sig(name);
+    CHECK(sig != NULL, "instance %s is not in the registry", name);
+    if (!sig)
+        return;
+    qattn_operand op;
+    memset(&op, 0, sizeof op);
+    if (qattn_fmt_parse(qc->fmt, &op.fmt) || qattn_group_parse(qc->group, &op.group, &err)) {
+        CHECK(0, "case %s@%s does not parse", qc->fmt, qc->group);
+        return;
+    }
+    int cu[5] = {0}, seqlen = 0;
+    for (int b = 0; b < qc->nseq; b++) {
+        cu[b + 1] = cu[b] + qc->lens[b];
+        seqlen = qc->lens[b] > seqlen ? qc->lens[b] : seqlen;
+    }
+    if (!qc->varlen)
+        for (int b = 0; b < qc->nseq; b++)
+            CHECK(qc->lens[b] == seqlen, "test setup: equal lengths");
+    const size_t T = (size_t)cu[qc->nseq], d = (size_t)qc->d, H = (size_t)qc->heads;
+    qattn_kernels_problem pb;
+    memset(&pb, 0, sizeof pb);
+    pb.nseq = qc->nseq;
+    pb.hq = pb.hkv = qc->heads;
+    pb.d = qc->d;
+    pb.seqlen_q = pb.seqlen_k = seqlen;
+    pb.varlen = qc->varlen;
+    pb.in = qc->in;
+    /* host input: x [H, T, d] as the kernels read it, x16 in the device layout */
+    float *x = malloc(H * T * d * 4);
+    uint16_t *x16 = malloc(H * T * d * 2);
+    int64_t s_tok = qc->thd ? (int64_t)(H * d) : (int64_t)d, s_head = qc->thd ? (int64_t)d : (int64_t)(T * d);
+    int64_t s_batch = qc->varlen ? 0 : (int64_t)seqlen * s_tok;
+    for (size_t h = 0; h < H; h++)
+        for (size_t t = 0; t < T; t++)
+            for (size_t c = 0; c < d; c++) {
+                float f = qc->ties ? tie_value(qc->ties, t, c) : make_value(c, 1.5);
+                uint16_t e = qc->in == QATTN_FMT_BF16 ? qattn_kfmt_bf16_encode(f) : qattn_kfmt_fp16_encode(f);
+                x[(h * T + t) * d + c] =
+                    qc->in == QATTN_FMT_BF16 ? qattn_kfmt_bf16_decode(e) : qattn_kfmt_fp16_decode(e);
+                x16[(size_t)(t * (size_t)s_tok + h * (size_t)s_head) + c] = e;
+            }
+    size_t bc, bs, bm;
+    qattn_kernels_quant_sizes(&op, qc->heads, qc->nseq, seqlen, (int64_t)T, qc->d, qc->smooth, qc->mblock, &bc, &bs,
+                              &bm);
+    const int64_t npad = ((int64_t)seqlen + 127) / 128 * 128;
+    if (qc->transposed)
+        bc = H * (size_t)qc->nseq * d * (size_t)npad;
+    void *dx = NULL, *dcodes = NULL, *dscale = NULL, *dmean = NULL, *dwork = NULL, *dflag = NULL, *dcu = NULL;
+    qattn_kernels_quant_params p;
+    int rc = qattn_kernels_dev_alloc(&dx, H * T * d * 2, &err) || qattn_kernels_dev_alloc(&dcodes, bc, &err) ||
+             qattn_kernels_dev_alloc(&dscale, bs, &err) || qattn_kernels_dev_alloc(&dmean, bm ? bm : 4, &err) ||
+             qattn_kernels_dev_alloc(&dflag, 4, &err) || qattn_kernels_dev_alloc(&dcu, sizeof cu, &err) ||
+             qattn_kernels_dev_to(dx, x16, H * T * d * 2, &err) || qattn_kernels_dev_to(dcu, cu, sizeof cu, &err) ||
+             qattn_kernels_dev_fill(dcodes, 0xa5, bc, &err) || qattn_kernels_dev_fill(dscale, 0xa5, bs, &err) ||
+             qattn_kernels_dev_fill(dmean, 0xa5, bm ? bm : 4, &err) || qattn_kernels_dev_fill(dflag, 0, 4, &err);
+    CHECK(rc == 0, "device setup: %s", err.msg);
+    rc = rc || qattn_kernels_quant_fill(&p, &pb, dx, s_batch, s_head, s_tok, qc->heads, seqlen, (int64_t)T,
+                                        qc->varlen ? (const int *)dcu : NULL, &op, qc->smooth, qc->mblock, dcodes,
+                                        (float *)dscale, qc->smooth ? (float *)dmean : NULL, (int *)dflag, &err);
+    if (!rc && qc->transposed)
+        rc = qattn_kernels_quant_set_layout(&p, QATTN_KERNELS_LAYOUT_TRANSPOSED, &err);
+    size_t ws = rc ? 0 : qattn_kernels_quant_work_size(&p);
+    if (!rc && ws) {
+        rc = qattn_kernels_dev_alloc(&dwork, ws, &err) || qattn_kernels_dev_fill(dwork, 0xa5, ws, &err);
+        p.work = dwork;
+    }
+    CHECK(rc == 0, "fill: %s", err.msg);
+    if (!rc && strstr(name, "quant_fast_")) {
+        int takes = qc->in == QATTN_FMT_BF16 ? qattn_kernels_launch_quant_fast_in_bf16_takes(&p)
+                                             : qattn_kernels_launch_quant_fast_in_fp16_takes(&p);
+        CHECK(takes == qc->fused, "%s %s@%s d=%d: fused kernels %s, expected %s", name, qc->fmt, qc->group, qc->d,
+              takes ? "taken" : "not taken", qc->fused ? "taken" : "not taken");
+    }
+    rc = rc || sig->launch_quant(&p, NULL, &err) || qattn_kernels_dev_sync(&err);
+    CHECK(rc == 0, "%s: %s", name, err.msg);
+    uint8_t *codes = malloc(bc);
+    float *sc = malloc(bs), *mn = malloc(bm ? bm : 4);
+    int flag = -1;
+    rc = rc || qattn_kernels_dev_from(codes, dcodes, bc, &err) || qattn_kernels_dev_from(sc, dscale, bs, &err) ||
+         qattn_kernels_dev_from(mn, dmean, bm ? bm : 4, &err) || qattn_kernels_dev_from(&flag, dflag, 4, &err);
+    CHECK(rc == 0 && flag == 0, "copy back / non-finite flag %d", flag);
+    size_t bad = 0, badsc = 0, badmean = 0, badpad = 0;
+    const size_t row = (size_t)p.row, ntok = (size_t)p.ntok, nch = (size_t)p.nch;
+    float *xs = malloc((size_t)seqlen * d * 4 + 4), *mref = malloc(((size_t)seqlen + 1) * d * 4);
+    for (size_t h = 0; h < H && !rc; h++)
+        for (int b = 0; b < qc->nseq; b++) {
+            const size_t n = (size_t)qc->lens[b], t0 = (size_t)cu[b], hb = h * (size_t)qc->nseq + (size_t)b;
+            memcpy(xs, x + (h * T + t0) * d, n * d * 4);
+            size_t nmref = 0;
+            if (qc->smooth == QATTN_KERNELS_SMOOTH_TOKENS) {
+                qattn_smooth_mean(xs, n, d, mref);
+                qattn_smooth_sub(xs, n, d, mref, xs);
+                nmref = 1;
+            } else if (qc->smooth == QATTN_KERNELS_SMOOTH_BLOCKS) {
+                qattn_smooth_blocks(xs, n, d, (size_t)qc->mblock, mref, xs);
+                nmref = (n + (size_t)qc->mblock - 1) / (size_t)qc->mblock;
+            }
+            for (size_t i = 0; i < (size_t)p.nmean * d; i++) {
+                float want = i < nmref * d ? mref[i] : 0.0f;
+                badmean += qattn_kfmt_f2u(mn[hb * (size_t)p.nmean * d + i]) != qattn_kfmt_f2u(want);
+            }
+            qattn_qtensor t;
+            if (qattn_qtensor_init(&t, op.fmt, &op.group, xs, n, d, &err)) {
+                CHECK(0, "qtensor: %s", err.msg);
+                continue;
+            }
+            for (size_t tk = 0; tk < n; tk++)
+                for (size_t c = 0; c < d; c++) {
+                    float val;
+                    if (qc->transposed)
+                        val = code_value(op.fmt, codes + (hb * d + c) * (size_t)npad, tk);
+                    else
+                        val = code_value(op.fmt, codes + (h * T + t0 + tk) * row, c);
+                    bad += qattn_kfmt_f2u(val) != qattn_kfmt_f2u(t.val[tk * d + c]);
+                }
+            if (qc->transposed)
+                for (size_t c = 0; c < d; c++)
+                    for (size_t j = n; j < (size_t)npad; j++)
+                        badpad += codes[(hb * d + c) * (size_t)npad + j] != 0;
+            const size_t ng = qattn_group_count(&op.group, n, d);
+            for (size_t g = 0; g < ntok * nch; g++) {
+                float want = g < ng ? t.scale[g] : 0.0f;
+                badsc += qattn_kfmt_f2u(sc[hb * ntok * nch + g]) != qattn_kfmt_f2u(want);
+            }
+            qattn_qtensor_free(&t);
+        }
+    CHECK(bad == 0 && badsc == 0 && badmean == 0 && badpad == 0,
+          "%s %s@%s smooth %d in %s d=%d heads %d nseq %d%s%s%s: %zu codes, %zu scales, %zu means, %zu padding "
+          "bytes differ",
+          name, qc->fmt, qc->group, qc->smooth, qattn_fmt_name(qc->in), qc->d, qc->heads, qc->nseq,
+          qc->varlen ? " varlen" : "", qc->thd ? " [T,H,d]" : "", qc->transposed ? " transposed" : "", bad, badsc,
+          badmean, badpad);
+    if (!rc && bad == 0 && badsc == 0 && badmean == 0 && badpad == 0)
+        printf("ok %-22s %s@%-16s smooth %d %s d=%-3d N=%-5d nseq %d%s%s%s\n", name, qc->fmt, qc->group, qc->smooth,
+               qattn_fmt_name(qc->in), qc->d, seqlen, qc->nseq, qc->varlen ? " varlen" : "",
+               qc->thd ? " [T,H,d]" : "", qc->transposed ? " transposed" : "");
+    free(xs);
+    free(mref);
+    free(codes);
+    free(sc);
+    free(mn);
+    free(x);
+    free(x16);
+    qattn_kernels_dev_free(dx);
+    qattn_kernels_dev_free(dcodes);
+    qattn_kernels_dev_free(dscale);
+    qattn_kernels_dev_free(dmean);
+    qattn_kernels_dev_free(dwork);
+    qattn_kernels_dev_free(dflag);
+    qattn_kernels_dev_free(dcu);
+}
+
+#ifdef QATTN_TEST_GPU
+static int bench(void); /* test_kernels_quant_gpu.c */
+#endif
+
+int main(int argc, char **argv)
+{
+    if (argc > 2 || (argc == 2 && strcmp(argv[1], "--bench") && strcmp(argv[1], "--small"))) {
+        fprintf(stderr, "usage: %s [--small | --bench]\n", argv[0]);
+        return 2;
+    }
+#ifdef QATTN_TEST_GPU
+    if (argc > 1 && !strcmp(argv[1], "--bench"))
+        return bench();
+    const int big = argc == 1; /* GPU: longer sequences too, unless --small */
+#else
+    const int big = 0;
+#endif
+    const qattn_fmt F16 = QATTN_FMT_FP16, B16 = QATTN_FMT_BF16;
+    const int NO = QATTN_KERNELS_SMOOTH_NONE, TOK = QATTN_KERNELS_SMOOTH_TOKENS, BLK = QATTN_KERNELS_SMOOTH_BLOCKS;
+    const qcase cases[] = {
+        /* the sage2-8b-sm90 operands: Q, K (smooth=k), V^T per channel */
+        {"int8", "thread:16/8/1", NO, 0, F16, 128, 2, 1, {150}, 0, 0, 0, 1, 0},
+        {"int8", "thread:128/8/2", TOK, 0, F16, 128, 2, 2, {300, 300}, 0, 0, 0, 1, 0},
+        {"e4m3", "channel", NO, 0, F16, 128, 2, 2, {200, 200}, 0, 0, 1, 1, 0},
+        /* sage2-8b, bf16, varlen, [T, H, d] */
+        {"int8", "thread:32/8/1", NO, 0, B16, 128, 3, 3, {37, 100, 1}, 1, 1, 0, 1, 0},
+        {"int8", "thread:64/8/2", TOK, 0, B16, 64, 2, 3, {37, 600, 5}, 1, 0, 0, 1, 0},
+        {"e4m3", "channel", NO, 0, B16, 64, 2, 3, {37, 260, 1}, 1, 1, 1, 1, 0},
+        {"e4m3", "channel", TOK, 0, F16, 128, 2, 2, {130, 7}, 1, 0, 1, 1, 0}, /* smooth=v, V^T */
+        /* every group kind, int4 / e4m3 / e5m2, e8m0, Q block smoothing */
+        {"int8", "tensor", NO, 0, F16, 64, 2, 1, {77}, 0, 0, 0, 1, 0},
+        {"int8", "tensor", TOK, 0, B16, 128, 2, 2, {513, 513}, 0, 0, 0, 1, 0},
+        {"e4m3", "tensor,ch:16", TOK, 0, F16, 64, 2, 1, {90}, 0, 0, 0, 1, 0},
+        {"int8", "token", TOK, 0, F16, 128, 2, 1, {70}, 0, 0, 0, 1, 0},
+        {"int4", "block:64", TOK, 0, F16, 128, 2, 1, {70}, 0, 0, 0, 1, 0},
+        {"e4m3", "warp:32", BLK, 32, F16, 128, 2, 1, {75}, 0, 0, 0, 1, 0},
+        {"int8", "block:32,e8m0", BLK, 64, B16, 64, 2, 2, {50, 130}, 1, 0, 0, 1, 0},
+        {"int4", "thread:32/8/1", BLK, 16, F16, 64, 2, 1, {45}, 0, 0, 0, 1, 0},
+        {"e5m2", "thread:64/16/4", NO, 0, B16, 128, 1, 1, {99}, 0, 1, 0, 1, 0},
+        {"int8", "channel,e8m0", TOK, 0, F16, 64, 2, 1, {33}, 0, 0, 0, 1, 0},
+        {"int8", "thread:128/8/2", TOK, 0, F16, 128, 1, 1, {1}, 0, 0, 1, 1, 0}, /* one token, V^T of K-style groups */
+        /* exact ties of the codes' rounding */
+        {"int8", "token", NO, 0, F16, 64, 1, 1, {40}, 0, 0, 0, 1, 1},
+        {"int8", "token", NO, 0, F16, 128, 1, 1, {64}, 0, 0, 0, 1, 5},
+        {"int4", "thread:32/8/1", NO, 0, F16, 64, 1, 1, {64}, 0, 0, 0, 1, 3},
+        {"e4m3", "channel", NO, 0, F16, 64, 1, 1, {100}, 0, 0, 1, 1, 2},
+        {"e4m3", "token", NO, 0, B16, 64, 1, 1, {40}, 0, 0, 0, 1, 4},
+        /* not fused (the portable kernels run): split Q/K groups, d % 16, tile too large, fp16 casts */
+        {"int8", "token,ch:32", NO, 0, F16, 64, 2, 1, {40}, 0, 0, 0, 0, 0},
+        {"int8", "token", NO, 0, F16, 72, 2, 1, {40}, 0, 0, 0, 0, 0},
+        {"int8", "thread:512/8/1", NO, 0, F16, 128, 1, 1, {40}, 0, 0, 0, 0, 0},
+        {"int8", "tensor", BLK, 32, F16, 64, 2, 1, {70}, 0, 0, 0, 0, 0},
+        /* longer (GPU only): many tiles and chunks */
+        {"int8", "thread:128/8/2", TOK, 0, F16, 128, 4, 2, {4099, 4099}, 0, 0, 0, 1, 0},
+        {"e4m3", "channel", NO, 0, B16, 128, 4, 3, {3000, 1029, 2050}, 1, 0, 1, 1, 0},
+        {"int8", "thread:16/8/1", NO, 0, F16, 64, 4, 2, {2047, 2047}, 0, 1, 0, 1, 0},
+    };
+    const size_t ncase = sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < ncase; i++) {
+        if (!big && cases[i].lens[0] + cases[i].lens[1] + cases[i].lens[2] > 2000)
+            continue;
+        run_case(&cases[i], cases[i].in == QATTN_FMT_BF16 ? "quant_fast_in_bf16" : "quant_fast_in_fp16");
+        run_case(&cases[i], cases[i].in == QATTN_FMT_BF16 ? "quant_portable_in_bf16" : "quant_portable_in_fp16");
+    }
+    /* the layout setter refuses int4 codes */
+    {
+        qattn_kernels_quant_params p;
+        qattn_err err;
+        memset(&p, 0, sizeof p);
+        p.fmt = QATTN_FMT_INT4;
+        p.seqlen = 10;
+        CHECK(qattn_kernels_quant_set_layout(&p, QATTN_KERNELS_LAYOUT_TRANSPOSED, &err) ==
+                  QATTN_KERNELS_ERR_UNSUPPORTED,
+              "int4 V^T refused");
+        p.fmt = QATTN_FMT_E4M3;
+        CHECK(qattn_kernels_quant_set_layout(&p, QATTN_KERNELS_LAYOUT_TRANSPOSED, &err) == 0 && p.npad == 128,
+              "npad %lld", (long long)p.npad);
+    }
+    /* the attention params read V^T with v_st = npad (channel stride), keys contiguous */
+    {
+        qattn_scheme sc;
+        qattn_err err;
+        qattn_kernels_problem pb;
+        memset(&pb, 0, sizeof pb);
+        pb.nseq = 2;
+        pb.hq = 4;
+        pb.hkv = 2;
+        pb.d = 64;
+        pb.seqlen_q = pb.seqlen_k = 130;
+        pb.in = QATTN_FMT_FP16;
+        int rc = qattn_scheme_parse("sage2-8b-sm90", &sc, &err);
+        qattn_kernels_quant_params qp[3];
+        const qattn_operand *ops[3] = {&sc.q, &sc.k, &sc.v};
+        static float dummy[64];
+        for (int i = 0; i < 3 && !rc; i++)
+            rc = qattn_kernels_quant_fill(&qp[i], &pb, dummy, 130 * 64, 260 * 64, 64, i ? 2 : 4, 130, 260, NULL, ops[i],
+                                          i == 1 ? QATTN_KERNELS_SMOOTH_TOKENS : 0, 0, dummy, dummy,
+                                          i == 1 ? dummy : NULL, NULL, &err);
+        rc = rc || qattn_kernels_quant_set_layout(&qp[2], QATTN_KERNELS_LAYOUT_TRANSPOSED, &err);
+        qattn_kernels_tensor t = {dummy, 130 * 64, 260 * 64, 64};
+        qattn_kernels_attn_params ap;
+        rc = rc || qattn_kernels_attn_fill(&ap, &sc, &pb, &qp[0], &qp[1], &qp[2], &t, &t, &t, &t, NULL, 260, NULL,
+                                           NULL, &err);
+        CHECK(rc == 0 && qp[2].npad == 256 && ap.v_st == 256 && ap.v_sb == 64 * 256 && ap.v_sh == 2 * 64 * 256 &&
+                  ap.k_st == 64,
+              "V^T strides: rc %d, npad %lld, v_st %lld, v_sb %lld, v_sh %lld", rc, (long long)qp[2].npad,
+              (long long)ap.v_st, (long long)ap.v_sb, (long long)ap.v_sh);
+    }
+    return check_done();
+}

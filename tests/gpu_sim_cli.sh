@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# qattn gpu-check and qattn bench, their whole logic on the CPU: the qattn
+# program linked against the host simulation of the portable kernels
+# (qattn_sim). Checks the CSV contracts, that the portable instances agree
+# with the emulation (in the simulation they are bit-exact: max_err 0), the
+# scheme every instance is checked with, and the bad inputs (exit status 2,
+# one line on stderr, no output file left behind).
+#
+# usage: bash tests/gpu_sim_cli.sh /path/to/qattn_sim SCRATCHDIR
+set -u
+if [[ $# -ne 2 ]]; then
+    echo "usage: bash $0 /path/to/qattn_sim SCRATCHDIR" >&2
+    exit 2
+fi
+Q=$1
+S=$2
+export LC_ALL=C
+rm -rf "$S"
+mkdir -p "$S/log" || exit 1
+OUT=$S/log/stdout.txt
+ERR=$S/log/stderr.txt
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+check() {
+    local name=$1
+    shift
+    if "$@"; then ok "$name"; else bad "$name"; fi
+}
+# expect_err NAME WORD CMD...: exit 2, one stderr line with WORD
+expect_err() {
+    local name=$1 word=$2
+    shift 2
+    "$@" >"$OUT" 2>"$ERR"
+    local rc=$? lines
+    lines=$(wc -l <"$ERR")
+    if [[ $rc -ne 2 ]]; then
+        bad "$name: exit $rc, expected 2 ($(head -c 300 "$ERR"))"
+    elif [[ $lines -ne 1 ]]; then
+        bad "$name: $lines lines on stderr, expected 1: $(head -c 300 "$ERR")"
+    elif ! grep -qF -- "$word" "$ERR"; then
+        bad "$name: stderr lacks '$word': $(cat "$ERR")"
+    else
+        ok "$name"
+    fi
+}
+
+# ---- gpu-check --list: every instance is reached by a scheme ----
+if "$Q" gpu-check --list >"$S/list.txt" 2>"$ERR"; then ok "gpu-check --list"; else bad "gpu-check --list: $(cat "$ERR")"; fi
+check "gpu-check --list: one line per instance" \
+    test "$(wc -l <"$S/list.txt")" -eq "$("$Q" kernels | grep -vc '^backend')"
+check "gpu-check --list: sage2-8b checks the int8/e4m3/fp22 instance" \
+    grep -qE '^attn_fwd_portable_d64_qk_int8_pv_e4m3_acc_fp22 +sage2-8b$' "$S/list.txt"
+check "gpu-check --list: no instance without a scheme" bash -c "! grep -q 'NO SCHEME' '$S/list.txt'"
+
+# ---- gpu-check on two instances (quick cases), CSV contract ----
+for inst in attn_fwd_portable_d64_qk_int8_pv_e4m3_acc_fp22 attn_fwd_portable_d64_qk_fp16_pv_fp16_acc_fp32; do
+    csv=$S/gc_$inst.csv
+    if "$Q" gpu-check --quick --instance "$inst" --out "$csv" >"$OUT" 2>"$ERR"; then
+        ok "gpu-check $inst: exit 0"
+    else
+        bad "gpu-check $inst: exit $?: $(tail -c 400 "$ERR")"
+    fi
+    check "gpu-check $inst: header" \
+        test "$(head -n 1 "$csv" 2>/dev/null)" = \
+        "device,date,instance,cases,max_err,pass,path,head_dim,scheme,min_cos,max_dlse,max_cos_gap,skipped"
+    check "gpu-check $inst: one row, 2 cases, pass, bit-exact in the simulation" \
+        awk -F, -v i="$inst" 'NR == 2 && $3 == i && $4 == 2 && $5 + 0 == 0 && $6 == 1 && $2 ~ /^20[0-9][0-9]-[01][0-9]-[0-3][0-9]$/ { n++ }
+                              END { exit !(n == 1 && NR == 2) }' "$csv"
+done
+# a quantization instance inside the plans of the four schemes (both quick cases each)
+csv=$S/gc_quant.csv
+if "$Q" gpu-check --quick --instance quant_fast_in_bf16 --out "$csv" >"$OUT" 2>"$ERR"; then
+    ok "gpu-check quant_fast_in_bf16: exit 0"
+else
+    bad "gpu-check quant_fast_in_bf16: $(tail -c 400 "$ERR")"
+fi
+check "gpu-check quant_fast_in_bf16: 4 cases pass" \
+    awk -F, 'NR == 2 && $3 == "quant_fast_in_bf16" && $4 == 4 && $6 == 1 { n++ } END { exit !(n == 1) }' "$csv"
+
+# ---- bench: CSV contract on a tiny problem ----
+csv=$S/bench.csv
+if "$Q" bench --schemes sage2-8b,fp16 --n 128 --dims 64 --causal 1 --tokens 128 --heads 2 --reps 1 \
+    --out "$csv" >"$OUT" 2>"$ERR"; then ok "bench: exit 0"; else bad "bench: $(tail -c 400 "$ERR")"; fi
+check "bench: header" test "$(head -n 1 "$csv" 2>/dev/null | cut -d, -f1-13)" = \
+    "device,date,kernel,scheme,head_dim,causal,n,batch,heads,tops_kernel,tops_e2e,tops_torch_flash,tops_torch_cudnn"
+check "bench: two rows with positive times, the quantized one with a quant kernel" \
+    awk -F, 'NR > 1 && $5 == 64 && $6 == 1 && $7 == 128 && $8 == 1 && $9 == 2 && $14 > 0 && $15 > 0 {
+                 n++; if ($4 == "sage2-8b" && $16 > 0 && $19 ~ /^quant_/) q++ }
+             END { exit !(n == 2 && q == 1 && NR == 3) }' "$csv"
+
+# ---- bad inputs: exit 2, one line, no output file ----
+expect_err "gpu-check: unknown option" "unknown option" "$Q" gpu-check --bogus
+expect_err "gpu-check: no instance matches" "no instance matches" "$Q" gpu-check --instance nosuchkernel --out "$S/x1.csv"
+check "gpu-check: no instance matches: no file" test ! -e "$S/x1.csv"
+expect_err "gpu-check: missing data file" "missing.h5" "$Q" gpu-check --data "$S/missing.h5" --out "$S/x2.csv"
+check "gpu-check: missing data file: no file" test ! -e "$S/x2.csv"
+printf 'not an HDF5 file\n' >"$S/bad.h5"
+expect_err "gpu-check: not HDF5" "bad.h5" "$Q" gpu-check --data "$S/bad.h5" --out "$S/x3.csv"
+check "gpu-check: not HDF5: no file" test ! -e "$S/x3.csv"
+expect_err "gpu-check: bad --layers" "--layers" "$Q" gpu-check --layers 0
+expect_err "bench: unknown scheme" "nosuchscheme" "$Q" bench --schemes sage2-8b,nosuchscheme --out "$S/x4.csv"
+check "bench: unknown scheme: no file" test ! -e "$S/x4.csv"
+expect_err "bench: bad --n" "bad value" "$Q" bench --n 128,x --out "$S/x5.csv"
+expect_err "bench: bad --causal" "bad value" "$Q" bench --causal 2
+check "no temporary files left" bash -c "! ls '$S' | grep -q '\\.tmp'"
+
+echo "gpu_sim_cli: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
