@@ -268,6 +268,12 @@ static int load_bench(const char *dir, bench_pt **pts, size_t *npts, char (**fil
             qattn_csv_free(&t);
             break;
         }
+        /* optional: the kernel instance; the portable path (plain HIP, no
+         * matrix instructions) is the correctness reference, not a speed */
+        int ck = -1;
+        for (size_t j = 0; j < t.ncols; j++)
+            if (!strcmp(t.header[j], "kernel"))
+                ck = (int)j;
         bench_pt *p = realloc(*pts, (*npts + t.nrows) * sizeof *p);
         if (!p) {
             rc = qattn_err_set(err, QATTN_ERR_NOMEM, "out of memory");
@@ -277,6 +283,8 @@ static int load_bench(const char *dir, bench_pt **pts, size_t *npts, char (**fil
         *pts = p;
         for (size_t i = 0; i < t.nrows && !rc; i++) {
             bench_pt *b = &p[*npts];
+            if (ck >= 0 && strstr(qattn_csv_str(&t, i, ck), "_portable_"))
+                continue;
             snprintf(b->device, sizeof b->device, "%s", qattn_csv_str(&t, i, cd));
             snprintf(b->scheme, sizeof b->scheme, "%s", qattn_csv_str(&t, i, cs));
             b->file = *nfiles;

@@ -551,6 +551,8 @@ mkdir -p "$BENCH/h100" "$BENCH/not-a-device"
     echo "NVIDIA H100 80GB HBM3,2025-01-01,sage2,sage2-8b,$DIM,0,16384,4,32,999,1,1,1"
     echo "NVIDIA H100 80GB HBM3,2025-01-01,sage2,sage2-8b,$((DIM * 2)),1,16384,4,32,888,1,1,1"
     echo "NVIDIA H100 80GB HBM3,2025-01-01,sage2,sage2-8b,$DIM,1,32768,4,32,nan,nan,nan,nan"
+    # the portable (correctness-path) instance is never a throughput point
+    echo "NVIDIA H100 80GB HBM3,2025-01-01,attn_fwd_portable_d${DIM}_qk_int8_pv_e4m3_acc_fp22,sage2-8b,$DIM,1,65536,4,32,3.5,3,1,1"
     echo "NVIDIA H100 80GB HBM3,2025-01-01,sage2,sage2-4b,$((DIM * 2)),1,8192,4,32,500,1,1,1"
 } >"$BENCH/h100/attn_fwd_bench.csv"
 echo "not a bench file" >"$BENCH/not-a-device/README"
