@@ -47,6 +47,9 @@
 #ifndef QATTN_KERNELS_ATTN_FWD_MMA_H
 #define QATTN_KERNELS_ATTN_FWD_MMA_H
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "hip_port.h"
 #include "mma_nvidia.h"
 #include "numerics.h"
@@ -384,6 +387,9 @@ __global__ void __launch_bounds__(32 * NW, 8 / NW) qattn_attn_fwd_mma_kernel(qat
 #endif
 }
 
+/* the Hopper implementation of the d = 128 instance (wgmma) */
+#include "attn_fwd_wgmma.h"
+
 #define QATTN_MMA_CHECK(call, what)                                                                             \
     do {                                                                                                        \
         cudaError_t e_ = (call);                                                                                \
@@ -437,6 +443,21 @@ static int qattn_attn_fwd_mma_launch(const qattn_kernels_attn_params *pp, void *
     if (major * 10 + minor < 89)
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "attn mma: e4m3 mma needs sm_89 or newer (this GPU is sm_%d%d)", major, minor);
+    /* sm_90 (built for sm_90a): the warpgroup-MMA kernel, unless QATTN_MMA_SYNC=1 asks for mma.sync */
+    const char *force = getenv("QATTN_MMA_SYNC");
+    if constexpr (D == 128) {
+      if (major == 9 && minor == 0 && !(force && force[0] == '1') && strstr(QATTN_KERNELS_ARCHS, "sm_90a")) {
+        const size_t smem = QATTN_WGMMA_SMEM;
+        void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D>;
+        QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+                        "attn wgmma: raising the shared-memory limit");
+        const dim3 grid((unsigned)((p.seqlen_q + QATTN_WGMMA_BM - 1) / QATTN_WGMMA_BM), (unsigned)p.hq,
+                        (unsigned)p.nseq);
+        k<<<grid, dim3(QATTN_WGMMA_THREADS), smem, (cudaStream_t)stream>>>(p);
+        QATTN_MMA_CHECK(cudaGetLastError(), "attn wgmma kernel launch");
+        return QATTN_OK;
+      }
+    }
     return qattn_attn_fwd_mma_run<D, QATTN_MMA_WARPS>(p, stream, err);
 }
 

@@ -32,6 +32,8 @@ run_check() {
     for f in data/*.h5; do [ -f "$f" ] && data+=(--data "$f"); done
     qattn gpu-check --out "$out/gpu_check.csv" "${data[@]}" --verbose || status=1
     test_kernels_mma || status=1
+    echo "-- the same with the mma.sync kernel for d=128 (QATTN_MMA_SYNC=1; sm_90 runs wgmma by default)"
+    QATTN_MMA_SYNC=1 test_kernels_mma || status=1
     test_kernels_quant_gpu || status=1
     summary+=("gpu-check: $(awk -F, 'NR > 1 { n++; p += $6 } END { printf "%d of %d instances pass", p, n }' "$out/gpu_check.csv")")
 }
@@ -54,6 +56,17 @@ run_sanitize() {
             grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Hazard|Invalid" "$out/san_tmp.log" | head -5
         done
     done
+    for tool in memcheck racecheck; do # the mma.sync d=128 kernel too
+        n=$((n + 1))
+        if QATTN_MMA_SYNC=1 "$cs" --tool "$tool" --error-exitcode 99 qattn gpu-check --quick --instance attn_fwd_mma_d128 >"$out/san_tmp.log" 2>&1; then
+            echo "$tool attn_fwd_mma_d128 (QATTN_MMA_SYNC=1): clean"
+        else
+            echo "$tool attn_fwd_mma_d128 (QATTN_MMA_SYNC=1): ERRORS"
+            bad=$((bad + 1))
+            status=1
+        fi
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/san_tmp.log" | head -2
+    done
     rm -f "$out/san_tmp.log"
     summary+=("compute-sanitizer: $((n - bad)) of $n runs clean")
 }
@@ -62,6 +75,8 @@ run_bench() {
     qattn bench --out "$out/attn_fwd_bench.raw.csv" || { status=1; return; }
     python3 kernels/bench_torch.py --in "$out/attn_fwd_bench.raw.csv" --out "$out/attn_fwd_bench.csv" || status=1
     rm -f "$out/attn_fwd_bench.raw.csv"
+    echo "-- the mma.sync kernel for d=128 (QATTN_MMA_SYNC=1), for comparison"
+    QATTN_MMA_SYNC=1 qattn bench --schemes sage2-8b-sm90 --dims 128 --n 8192 --causal 0 || status=1
     test_kernels_quant_gpu --bench || status=1
     summary+=("$(awk -F, 'NR > 1 && $4 == "sage2-8b-sm90" && $5 == 128 && $6 == 0 && $7 == 8192 && $12 != "" {
         printf "sage2-8b-sm90 d=128 N=8192 non-causal: kernel %.1f TOPS = %.2fx flash, e2e %.1f = %.2fx flash; quant %.2f of copy",

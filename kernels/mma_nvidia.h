@@ -174,4 +174,119 @@ static __device__ __forceinline__ float qattn_ex2_approx(float x)
     return y;
 }
 
+/* ---- Hopper (sm_90a) warpgroup MMA: wgmma.mma_async ----
+ * A warpgroup (4 consecutive warps, the first at a warp index divisible by
+ * 4) computes a 64 x N tile; warp w of the group owns rows 16w..16w+15 with
+ * the mma.sync m16n8 accumulator layout per 8-column tile t:
+ *   d[4t], d[4t+1] = D[16w+g][8t+2i, 8t+2i+1], d[4t+2], d[4t+3] = D[16w+g+8][...].
+ * Operands in shared memory are given by 64-bit matrix descriptors
+ * (qattn_wgmma_desc); an 8-bit A in registers has the m16n8k32 A layout per
+ * warp. Calls are asynchronous: qattn_wgmma_fence before (registers written
+ * by other instructions), qattn_wgmma_commit after, qattn_wgmma_wait<N>
+ * before reading the accumulators. Compiled only for sm_90a
+ * (QATTN_WGMMA); elsewhere the wrappers are empty and the kernels that
+ * use them trap. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define QATTN_WGMMA 1
+#else
+#define QATTN_WGMMA 0
+#endif
+
+/* descriptor of a K-major operand with the 128-byte swizzle: rows of 128
+ * bytes in 1024-byte atoms of 8 rows (16-byte chunk c of row r stored at
+ * chunk c ^ (r % 8)), atoms 1024 bytes apart along M / N; smem_addr is the
+ * shared-window address of the first row plus the k offset in bytes (the
+ * atoms themselves 1024-byte aligned) */
+static __device__ __forceinline__ uint64_t qattn_wgmma_desc_sw128(uint32_t smem_addr)
+{
+    uint64_t d = 0;
+    d |= (uint64_t)((smem_addr & 0x3FFFFu) >> 4);      /* start address, bits 0-13 */
+    d |= (uint64_t)1 << 16;                            /* leading byte offset (unused for swizzled K-major) */
+    d |= (uint64_t)(1024 >> 4) << 32;                  /* stride byte offset: 8-row atoms 1024 B apart */
+    d |= (uint64_t)1 << 62;                            /* layout: 128-byte swizzle */
+    return d;
+}
+
+static __device__ __forceinline__ void qattn_wgmma_fence(void)
+{
+#if QATTN_WGMMA
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void qattn_wgmma_commit(void)
+{
+#if QATTN_WGMMA
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N>
+static __device__ __forceinline__ void qattn_wgmma_wait(void)
+{
+#if QATTN_WGMMA
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+/* shared memory written by the generic proxy (st.shared, cp.async) made
+ * visible to the async proxy that wgmma reads through */
+static __device__ __forceinline__ void qattn_fence_proxy_async_smem(void)
+{
+#if QATTN_WGMMA
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+/* keep the compiler from moving accesses of an accumulator register across
+ * the asynchronous wgmma window */
+static __device__ __forceinline__ void qattn_wgmma_fence_reg(int &r) { asm volatile("" : "+r"(r)::"memory"); }
+static __device__ __forceinline__ void qattn_wgmma_fence_reg(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+
+/* d[64] (s32) (+)= A (s8, 64 x 32, descriptor) * B (s8, 32 x 128, descriptor, K-major);
+ * accumulate = 0: d = A B */
+static __device__ __forceinline__ void qattn_wgmma_m64n128k32_s8(int *d, uint64_t da, uint64_t db, int accumulate)
+{
+#if QATTN_WGMMA
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p;\n}\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+                   "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+                   "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+                   "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
+                   "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
+                   "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
+                   "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
+                   "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
+                 : "l"(da), "l"(db), "r"(accumulate));
+#else
+    (void)d, (void)da, (void)db, (void)accumulate;
+#endif
+}
+
+/* d[64] (f32) (+)= A (e4m3, 64 x 32, registers a[4]: the m16n8k32 A layout per
+ * warp) * B (e4m3, 32 x 128, descriptor, K-major); the tensor core keeps
+ * about 22 bits of the sum (acc=fp22) */
+static __device__ __forceinline__ void qattn_wgmma_m64n128k32_e4m3_rs(float *d, const uint32_t *a, uint64_t db,
+                                                                     int accumulate)
+{
+#if QATTN_WGMMA
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+#else
+    (void)d, (void)a, (void)db, (void)accumulate;
+#endif
+}
+
 #endif

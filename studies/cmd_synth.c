@@ -461,22 +461,20 @@ int qattn_cmd_synth(int argc, char **argv)
         t += len;
     }
 
-    /* block the termination signals until the temporary file is remembered,
-     * so that an interrupt can never leave it behind */
+    /* remember the temporary file before it exists, so that an interrupt can
+     * never leave it behind: a termination signal may reach any thread
+     * (OpenBLAS's and OpenMP's do not block it), so blocking it in this one
+     * around the creation is not enough */
     qattn_cli_signals_init();
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGHUP);
-    sigprocmask(SIG_BLOCK, &block, &old);
     qattn_err err = {""};
-    int e = qattn_act_write_begin(&w, a.out, &m, &err);
-    if (!e) {
-        snprintf(tmp, sizeof tmp, "%s", w.tmp);
+    tmp[0] = '\0';
+    if (qattn_act_tmp_path(a.out, tmp, sizeof tmp) == 0)
         qattn_cli_tmp_remember(tmp);
+    int e = qattn_act_write_begin(&w, a.out, &m, &err);
+    if (e && tmp[0]) {
+        qattn_cli_tmp_forget(tmp);
+        tmp[0] = '\0';
     }
-    sigprocmask(SIG_SETMASK, &old, NULL);
     if (e) {
         fprintf(stderr, "qattn synth: %s\n", err.msg);
         rc = e == QATTN_ERR_NOMEM ? QATTN_EXIT_FAIL : QATTN_EXIT_INPUT;

@@ -1066,6 +1066,17 @@ static int check_meta(const char *path, const qattn_act_meta *m, qattn_err *err)
     return 0;
 }
 
+int qattn_act_tmp_path(const char *path, char *buf, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!base[0])
+        return -1;
+    int dirlen = slash ? (int)(slash - path + 1) : 0;
+    int tl = snprintf(buf, len, "%.*s.%s.tmp.%ld", dirlen, path, base, (long)getpid());
+    return tl < 0 || (size_t)tl >= len ? -1 : 0;
+}
+
 int qattn_act_write_begin(qattn_act_writer *w, const char *path, const qattn_act_meta *meta,
                           qattn_err *err)
 {
@@ -1084,10 +1095,7 @@ int qattn_act_write_begin(qattn_act_writer *w, const char *path, const qattn_act
     const char *base = slash ? slash + 1 : path;
     if (!base[0])
         return qattn_err_set(err, QATTN_ERR_ARG, "%s: path names a directory, not a file", path);
-    int dirlen = slash ? (int)(slash - path + 1) : 0;
-    int tl = snprintf(w->tmp, sizeof w->tmp, "%.*s.%s.tmp.%ld", dirlen, path, base,
-                      (long)getpid());
-    if (tl < 0 || (size_t)tl >= sizeof w->tmp) {
+    if (qattn_act_tmp_path(path, w->tmp, sizeof w->tmp)) {
         w->tmp[0] = '\0';
         return qattn_err_set(err, QATTN_ERR_ARG, "%s: path too long", path);
     }

@@ -72,6 +72,10 @@ typedef struct qattn_act_writer {
 
 int qattn_act_write_begin(qattn_act_writer *w, const char *path,
                           const qattn_act_meta *meta, qattn_err *err);
+/* the temporary file write_begin creates for path (".<base>.tmp.<pid>"
+ * beside it), so that a caller can arrange its removal on a signal before
+ * the file exists; 0, or -1 when buf is too small or path names a directory */
+int qattn_act_tmp_path(const char *path, char *buf, size_t len);
 /* layers must be written in order 0, 1, ...; q/k/v as in read_layer */
 int qattn_act_write_layer(qattn_act_writer *w, const float *q, const float *k,
                           const float *v, qattn_err *err);
