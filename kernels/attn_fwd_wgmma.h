@@ -26,7 +26,8 @@
  *   P.V  wgmma m64n128k32 e4m3 (A = P from registers, B = V^T from shared
  *        memory), f32 accumulator from 0 each key block (the tensor core's
  *        fp22), added into the fp32 O (the +fp32:128 level).
- * Softmax, masks, epilogue as in attn_fwd_mma.h. */
+ * Softmax and masks as in attn_fwd_mma.h; the key-block range and the
+ * epilogue are its functions (qattn_mma_key_blocks, qattn_mma_epilogue). */
 #ifndef QATTN_KERNELS_ATTN_FWD_WGMMA_H
 #define QATTN_KERNELS_ATTN_FWD_WGMMA_H
 
@@ -115,28 +116,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
 
     /* ---- key blocks the tile touches ---- */
     __shared__ int s_range[2];
-    {
-        int lo = 0x7fffffff, hi = 0;
-        if (loA < hiA)
-            lo = loA < lo ? loA : lo, hi = hiA > hi ? hiA : hi;
-        if (loB < hiB)
-            lo = loB < lo ? loB : lo, hi = hiB > hi ? hiB : hi;
-        for (int o = 16; o > 0; o >>= 1) {
-            const int l2 = __shfl_xor_sync(0xffffffffu, lo, o), h2 = __shfl_xor_sync(0xffffffffu, hi, o);
-            lo = l2 < lo ? l2 : lo;
-            hi = h2 > hi ? h2 : hi;
-        }
-        if (tid == 0)
-            s_range[0] = 0x7fffffff, s_range[1] = 0;
-        __syncthreads();
-        if (lane == 0) {
-            atomicMin(&s_range[0], lo);
-            atomicMax(&s_range[1], hi);
-        }
-        __syncthreads();
-    }
-    const int J0 = s_range[0] < s_range[1] ? s_range[0] / KB * KB : 0;
-    const int J1 = s_range[0] < s_range[1] ? (s_range[1] + KB - 1) / KB * KB : 0;
+    int J0, J1;
+    qattn_mma_key_blocks(loA, hiA, loB, hiB, KB, s_range, &J0, &J1);
 
     /* ---- Q tile (rows past the end: zeros) ---- */
     const int qst = (int)p.q_st, kst = (int)p.k_st, vst = (int)p.v_st;
@@ -304,64 +285,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     }
     qattn_cp_async_wait<0>();
 
-    /* ---- epilogue (as attn_fwd_mma.h) ---- */
-    lA = lA + __shfl_xor_sync(0xffffffffu, lA, 1);
-    lB = lB + __shfl_xor_sync(0xffffffffu, lB, 1);
-    lA = lA + __shfl_xor_sync(0xffffffffu, lA, 2);
-    lB = lB + __shfl_xor_sync(0xffffffffu, lB, 2);
-    if (qi == 0 && p.lse) {
-        const int64_t t0 = p.cu_q ? tq0 : (int64_t)b * p.seqlen_q;
-#pragma unroll 1
-        for (int half = 0; half < 2; half++) {
-            const int r = half ? rB : rA;
-            const int empty = half ? loB >= hiB : loA >= hiA;
-            const float m = half ? mB : mA, l = half ? lB : lA;
-            if (r < sq)
-                p.lse[(int64_t)h * p.lse_sh + t0 + r] =
-                    empty ? -INFINITY : (float)(((double)m + log2((double)l)) * 0.69314718055994530942);
-        }
-    }
-    const float *vsc = p.v_scale ? p.v_scale + ((int64_t)hk * p.nseq + b) * p.v_nch : (const float *)0;
-    const int vch = p.v_ch;
-    const float *vmean = p.v_mean ? p.v_mean + ((int64_t)hk * p.nseq + b) * D : (const float *)0;
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int r = half ? rB : rA;
-        if (r >= sq)
-            continue;
-        const int empty = half ? loB >= hiB : loA >= hiA;
-        const float l = half ? lB : lA;
-        uint8_t *orow = (uint8_t *)p.o;
-        const int64_t obase = (int64_t)b * p.o_sb + (tq0 + r) * p.o_st + (int64_t)h * p.o_sh;
-#pragma unroll
-        for (int n = 0; n < NO; n++) {
-            float x[2];
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int c = 8 * n + 2 * qi + e;
-                float y = 0.0f;
-                if (!empty) {
-                    y = qattn_mma_div(o[n][2 * half + e], l);
-                    if (pmul != 1.0f)
-                        y = qattn_mma_div(y, pmul);
-                    if (vsc)
-                        y = y * vsc[vch == 1 ? c : vch > 0 ? c / vch : 0];
-                    if (vmean)
-                        y = y + vmean[c];
-                }
-                x[e] = y;
-            }
-            const int64_t at = obase + 8 * n + 2 * qi;
-            if (p.out == QATTN_FMT_BF16)
-                *(uint32_t *)(orow + 2 * at) =
-                    (uint32_t)qattn_kfmt_bf16_encode(x[0]) | ((uint32_t)qattn_kfmt_bf16_encode(x[1]) << 16);
-            else if (p.out == QATTN_FMT_FP16)
-                *(uint32_t *)(orow + 2 * at) =
-                    (uint32_t)qattn_kfmt_fp16_encode(x[0]) | ((uint32_t)qattn_kfmt_fp16_encode(x[1]) << 16);
-            else
-                *(float2 *)(orow + 4 * at) = make_float2(x[0], x[1]);
-        }
-    }
+    qattn_mma_epilogue<D>(p, o, lA, lB, mA, mB, rA, rB, loA, hiA, loB, hiB, sq, tq0, b, h, hk);
 #elif defined(__CUDA_ARCH__)
     (void)p;
     __trap(); /* built without sm_90a: never launched (the host checks), trap if it is */
