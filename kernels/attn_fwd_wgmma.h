@@ -152,24 +152,14 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     const float c2 = p.c2, pmul = p.pmul;
     const uint32_t aQ = qattn_wgmma_smem_addr(sQ) + (uint32_t)(wg * 64 * 128);
 
-    if (J0 < J1)
-        load_block(J0, 0);
-    qattn_cp_async_commit(); /* with the Q tile */
-    /* three stages: block j is read from stage j mod 3 while j + 1 is loaded
-     * into the next; the stage refilled was last read two blocks ago, which
-     * every warp of the group has finished (the barrier below) */
-    int stage = 0;
-    for (int j0 = J0; j0 < J1; j0 += KB, stage = stage == QATTN_WGMMA_STAGES - 1 ? 0 : stage + 1) {
-        if (j0 + KB < J1)
-            load_block(j0 + KB, stage == QATTN_WGMMA_STAGES - 1 ? 0 : stage + 1);
-        qattn_cp_async_commit();
-        qattn_cp_async_wait<1>();
-        qattn_fence_proxy_async_smem();
-        qattn_bar_sync_wg(wg);
-        const uint32_t aK = qattn_wgmma_smem_addr(sStage + stage * 32768), aV = aK + 16384;
-
-        /* ---- S = Q.K ---- */
-        int acc[NT * 4]; /* written by the first k-step (accumulate = 0) */
+    /* Pipeline (three stages per warpgroup): P.V of block j and Q.K of block
+     * j + 1 are issued back to back, so the tensor core computes Q.K(j + 1)
+     * while the O update of block j runs; block j + 2 is loaded into the
+     * stage block j - 1 used (every warp of the group finished it: the
+     * barrier below comes after each warp's last wait of block j - 1). */
+    int acc[NT * 4]; /* S, written by the first k-step (accumulate = 0) */
+    auto issue_qk = [&](int stg) {
+        const uint32_t aK = qattn_wgmma_smem_addr(sStage + stg * 32768);
 #pragma unroll
         for (int x = 0; x < NT * 4; x++)
             qattn_wgmma_fence_reg(acc[x]);
@@ -179,7 +169,23 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             qattn_wgmma_m64n128k32_s8(acc, qattn_wgmma_desc_sw128(aQ + 32 * kk), qattn_wgmma_desc_sw128(aK + 32 * kk),
                                       kk > 0);
         qattn_wgmma_commit();
-        qattn_wgmma_wait<0>();
+    };
+    if (J0 < J1) {
+        load_block(J0, 0);
+        qattn_cp_async_commit(); /* with the Q tile */
+        if (J0 + KB < J1)
+            load_block(J0 + KB, 1);
+        qattn_cp_async_commit();
+        qattn_cp_async_wait<1>();
+        qattn_fence_proxy_async_smem();
+        qattn_bar_sync_wg(wg);
+        issue_qk(0);
+    }
+    int stage = 0;
+    for (int j0 = J0; j0 < J1; j0 += KB) {
+        const int nstg = stage == QATTN_WGMMA_STAGES - 1 ? 0 : stage + 1;
+        const uint32_t aV = qattn_wgmma_smem_addr(sStage + stage * 32768) + 16384;
+        qattn_wgmma_wait<0>(); /* S of this block */
 #pragma unroll
         for (int x = 0; x < NT * 4; x++)
             qattn_wgmma_fence_reg(acc[x]);
@@ -261,7 +267,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
         lA = lA * alA + ((sa[0] + sa[1]) + (sa[2] + sa[3]));
         lB = lB * alB + ((sb[0] + sb[1]) + (sb[2] + sb[3]));
 
-        /* ---- O = O * alpha + P.V (a block accumulator from 0, then fp32) ---- */
+        /* ---- P.V of this block, then Q.K of the next ---- */
         float pv[NO * 4]; /* written by the first k-step (accumulate = 0) */
 #pragma unroll
         for (int x = 0; x < NO * 4; x++)
@@ -271,10 +277,22 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
         for (int q = 0; q < KB / 32; q++)
             qattn_wgmma_m64n128k32_e4m3_rs(pv, pf[q], qattn_wgmma_desc_sw128(aV + 32 * q), q > 0);
         qattn_wgmma_commit();
-        qattn_wgmma_wait<0>();
+        if (j0 + KB < J1) {
+            qattn_cp_async_wait<0>(); /* the next block's data */
+            qattn_fence_proxy_async_smem();
+            qattn_bar_sync_wg(wg);
+            if (j0 + 2 * KB < J1)
+                load_block(j0 + 2 * KB, nstg == QATTN_WGMMA_STAGES - 1 ? 0 : nstg + 1);
+            qattn_cp_async_commit();
+            issue_qk(nstg);
+            qattn_wgmma_wait<1>(); /* P.V done, Q.K of the next block may run on */
+        } else {
+            qattn_wgmma_wait<0>();
+        }
 #pragma unroll
         for (int x = 0; x < NO * 4; x++)
             qattn_wgmma_fence_reg(pv[x]);
+        /* ---- O = O * alpha + P.V (a block accumulator from 0, then fp32) ---- */
 #pragma unroll
         for (int n = 0; n < NO; n++) {
             o[n][0] = __fmaf_rn(o[n][0], alA, pv[4 * n]);
@@ -282,6 +300,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             o[n][2] = __fmaf_rn(o[n][2], alB, pv[4 * n + 2]);
             o[n][3] = __fmaf_rn(o[n][3], alB, pv[4 * n + 3]);
         }
+        stage = nstg;
     }
     qattn_cp_async_wait<0>();
 
