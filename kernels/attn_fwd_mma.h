@@ -144,6 +144,16 @@ static __device__ __forceinline__ void qattn_mma_epilogue(const qattn_kernels_at
     const float *vsc = p.v_scale ? p.v_scale + ((int64_t)hk * p.nseq + b) * p.v_nch : (const float *)0;
     const int vch = p.v_ch;
     const float *vmean = p.v_mean ? p.v_mean + ((int64_t)hk * p.nseq + b) * D : (const float *)0;
+    /* the V scale and mean of the thread's columns, once for both rows */
+    float vs[NO][2], vm[NO][2];
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int c = 8 * n + 2 * qi + e;
+            vs[n][e] = vsc ? vsc[vch == 1 ? c : vch > 0 ? c / vch : 0] : 1.0f;
+            vm[n][e] = vmean ? vmean[c] : 0.0f;
+        }
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         const int r = half ? rB : rA;
@@ -151,6 +161,14 @@ static __device__ __forceinline__ void qattn_mma_epilogue(const qattn_kernels_at
             continue;
         const int empty = half ? loB >= hiB : loA >= hiA;
         const float l = half ? lB : lA;
+        /* 1 / (l pmul) once per row: y = O f differs from O / l / pmul by a
+         * few fp32 ulp at most (far inside the checks' tolerance) */
+        float f = 0.0f;
+        if (!empty) {
+            f = qattn_mma_div(1.0f, l);
+            if (pmul != 1.0f)
+                f = qattn_mma_div(f, pmul);
+        }
         uint8_t *orow = (uint8_t *)p.o;
         const int64_t obase = (int64_t)b * p.o_sb + (tq0 + r) * p.o_st + (int64_t)h * p.o_sh;
 #pragma unroll
@@ -158,26 +176,16 @@ static __device__ __forceinline__ void qattn_mma_epilogue(const qattn_kernels_at
             float x[2];
 #pragma unroll
             for (int e = 0; e < 2; e++) {
-                const int c = 8 * n + 2 * qi + e;
-                float y = 0.0f;
-                if (!empty) {
-                    y = qattn_mma_div(o[n][2 * half + e], l);
-                    if (pmul != 1.0f)
-                        y = qattn_mma_div(y, pmul);
-                    if (vsc)
-                        y = y * vsc[vch == 1 ? c : vch > 0 ? c / vch : 0];
-                    if (vmean)
-                        y = y + vmean[c];
-                }
-                x[e] = y;
+                float y = __fmul_rn(__fmul_rn(o[n][2 * half + e], f), vs[n][e]);
+                if (vmean)
+                    y = __fadd_rn(y, vm[n][e]);
+                x[e] = empty ? 0.0f : y;
             }
             const int64_t at = obase + 8 * n + 2 * qi;
             if (p.out == QATTN_FMT_BF16)
-                *(uint32_t *)(orow + 2 * at) =
-                    (uint32_t)qattn_kfmt_bf16_encode(x[0]) | ((uint32_t)qattn_kfmt_bf16_encode(x[1]) << 16);
+                *(uint32_t *)(orow + 2 * at) = qattn_cvt_bf16x2_f32(x[0], x[1]);
             else if (p.out == QATTN_FMT_FP16)
-                *(uint32_t *)(orow + 2 * at) =
-                    (uint32_t)qattn_kfmt_fp16_encode(x[0]) | ((uint32_t)qattn_kfmt_fp16_encode(x[1]) << 16);
+                *(uint32_t *)(orow + 2 * at) = qattn_cvt_f16x2_f32(x[0], x[1]);
             else
                 *(float2 *)(orow + 4 * at) = make_float2(x[0], x[1]);
         }

@@ -115,6 +115,34 @@ static __device__ __forceinline__ uint32_t qattn_cvt_e4m3x2_f32(float lo, float 
 #endif
 }
 
+/* two floats to bf16 / fp16 (lo in the low half), rounded to nearest even,
+ * overflow to the largest finite value: numerics.h's qattn_kfmt_bf16_encode
+ * / qattn_kfmt_fp16_encode for finite inputs (NaN gives the canonical NaN
+ * 0x7fff / 0x7fff where those give 0x7fc0 / 0x7e00; the kernels never write
+ * one: non-finite inputs are rejected before) */
+static __device__ __forceinline__ uint32_t qattn_cvt_bf16x2_f32(float lo, float hi)
+{
+#if QATTN_MMA_SM80
+    uint32_t r;
+    asm("cvt.rn.satfinite.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    (void)lo, (void)hi;
+    return 0u;
+#endif
+}
+static __device__ __forceinline__ uint32_t qattn_cvt_f16x2_f32(float lo, float hi)
+{
+#if QATTN_MMA_SM80
+    uint32_t r;
+    asm("cvt.rn.satfinite.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    (void)lo, (void)hi;
+    return 0u;
+#endif
+}
+
 /* an int32 of magnitude below 2^22 to float, exactly, on the FMA pipe
  * (integer add into the mantissa of 1.5 * 2^23, then a float subtract)
  * instead of I2F on the quarter-rate pipe that ex2 needs */
@@ -238,6 +266,67 @@ static __device__ __forceinline__ void qattn_fence_proxy_async_smem(void)
  * the asynchronous wgmma window */
 static __device__ __forceinline__ void qattn_wgmma_fence_reg(int &r) { asm volatile("" : "+r"(r)::"memory"); }
 static __device__ __forceinline__ void qattn_wgmma_fence_reg(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+
+/* ---- mbarriers (sm_90a kernels: producer / consumer stages) ----
+ * A 64-bit barrier in shared memory (bar = its shared-window address):
+ * init with the number of arrivals that complete a phase; waiting on parity
+ * P returns once the phase of parity P has completed (a fresh barrier counts
+ * its phase "-1", parity 1, as completed). */
+static __device__ __forceinline__ void qattn_mbar_init(uint32_t bar, int count)
+{
+#if QATTN_WGMMA
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#else
+    (void)bar, (void)count;
+#endif
+}
+static __device__ __forceinline__ void qattn_mbar_arrive(uint32_t bar)
+{
+#if QATTN_WGMMA
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#else
+    (void)bar;
+#endif
+}
+/* one arrival on bar once every cp.async this thread issued so far has
+ * landed (.noinc: the arrival is one of the count given to init) */
+static __device__ __forceinline__ void qattn_cp_async_mbar_arrive(uint32_t bar)
+{
+#if QATTN_WGMMA
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#else
+    (void)bar;
+#endif
+}
+static __device__ __forceinline__ void qattn_mbar_wait(uint32_t bar, uint32_t parity)
+{
+#if QATTN_WGMMA
+    uint32_t done = 0;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+#else
+    (void)bar, (void)parity;
+#endif
+}
+/* warpgroup register budget (every warp of the warpgroup executes it) */
+template <int N>
+static __device__ __forceinline__ void qattn_setmaxnreg_inc(void)
+{
+#if QATTN_WGMMA
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N>
+static __device__ __forceinline__ void qattn_setmaxnreg_dec(void)
+{
+#if QATTN_WGMMA
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
 
 /* d[64] (s32) (+)= A (s8, 64 x 32, descriptor) * B (s8, 32 x 128, descriptor, K-major);
  * accumulate = 0: d = A B */
