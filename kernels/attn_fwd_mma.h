@@ -85,6 +85,20 @@ static __device__ __forceinline__ float qattn_mma_div(float a, float b)
  * Each thread owns rows rA and rB = rA + 8 of the tile (the m16n8 / wgmma
  * accumulator layout); [loX, hiX) are their visible keys. */
 
+/* the visible keys [*loX, *hiX) of rows rA and rB (empty for rows past sq) */
+static __device__ __forceinline__ void qattn_mma_row_ranges(qattn_mask mask, int rA, int rB, int sq, int sk, int *loA,
+                                                            int *hiA, int *loB, int *hiB)
+{
+    int64_t lo = 0, hi = 0;
+    if (rA < sq)
+        qattn_kmask_range(mask, rA, sq, sk, &lo, &hi);
+    *loA = (int)lo, *hiA = (int)hi;
+    lo = hi = 0;
+    if (rB < sq)
+        qattn_kmask_range(mask, rB, sq, sk, &lo, &hi);
+    *loB = (int)lo, *hiB = (int)hi;
+}
+
 /* the key blocks of KB keys any row of the block sees: [*J0, *J1); s_range
  * is two ints of shared memory; a barrier for the whole block */
 static __device__ __forceinline__ void qattn_mma_key_blocks(int loA, int hiA, int loB, int hiB, int KB, int *s_range,
@@ -208,16 +222,10 @@ __global__ void __launch_bounds__(32 * NW, 8 / NW) qattn_attn_fwd_mma_kernel(qat
     const int g = lane >> 2, qi = lane & 3;
     const int b = (int)blockIdx.z, h = (int)blockIdx.y;
     const int i0 = ((int)gridDim.x - 1 - (int)blockIdx.x) * BM; /* longest causal rows first */
-    int64_t tq0 = 0, tk0 = 0;
-    int sq = p.seqlen_q, sk = p.seqlen_k;
-    if (p.cu_q) {
-        tq0 = p.cu_q[b];
-        sq = p.cu_q[b + 1] - p.cu_q[b];
-    }
-    if (p.cu_k) {
-        tk0 = p.cu_k[b];
-        sk = p.cu_k[b + 1] - p.cu_k[b];
-    }
+    int64_t tq0, tk0;
+    int sq, sk;
+    qattn_kseq(p.cu_q, b, p.seqlen_q, &tq0, &sq);
+    qattn_kseq(p.cu_k, b, p.seqlen_k, &tk0, &sk);
     if (i0 >= sq)
         return;
     const int hk = h / (p.hq / p.hkv);
@@ -227,18 +235,8 @@ __global__ void __launch_bounds__(32 * NW, 8 / NW) qattn_attn_fwd_mma_kernel(qat
 
     /* ---- this thread's two rows: mask ranges, Q scales ---- */
     const int rA = i0 + 16 * warp + g, rB = rA + 8;
-    int loA = 0, hiA = 0, loB = 0, hiB = 0;
-    {
-        int64_t lo, hi;
-        if (rA < sq) {
-            qattn_kmask_range(p.mask, rA, sq, sk, &lo, &hi);
-            loA = (int)lo, hiA = (int)hi;
-        }
-        if (rB < sq) {
-            qattn_kmask_range(p.mask, rB, sq, sk, &lo, &hi);
-            loB = (int)lo, hiB = (int)hi;
-        }
-    }
+    int loA, hiA, loB, hiB;
+    qattn_mma_row_ranges(p.mask, rA, rB, sq, sk, &loA, &hiA, &loB, &hiB);
     const float *qsc = p.q_scale + ((int64_t)h * p.nseq + b) * p.q_ntok;
     const float qsA = rA < sq ? qsc[qattn_kgroup_tok_index(p.q_group, rA)] : 0.0f;
     const float qsB = rB < sq ? qsc[qattn_kgroup_tok_index(p.q_group, rB)] : 0.0f;

@@ -138,16 +138,10 @@ __global__ void __launch_bounds__(QATTN_ATTN_THREADS) qattn_attn_fwd_portable_ke
 
     const int tid = (int)threadIdx.x;
     const int b = (int)blockIdx.z, h = (int)blockIdx.y, i0 = (int)blockIdx.x * BM;
-    int64_t tq0 = 0, tk0 = 0;
-    int sq = p.seqlen_q, sk = p.seqlen_k;
-    if (p.cu_q) {
-        tq0 = p.cu_q[b];
-        sq = p.cu_q[b + 1] - p.cu_q[b];
-    }
-    if (p.cu_k) {
-        tk0 = p.cu_k[b];
-        sk = p.cu_k[b + 1] - p.cu_k[b];
-    }
+    int64_t tq0, tk0;
+    int sq, sk;
+    qattn_kseq(p.cu_q, b, p.seqlen_q, &tq0, &sq);
+    qattn_kseq(p.cu_k, b, p.seqlen_k, &tk0, &sk);
     if (i0 >= sq)
         return; /* the whole block */
     const int hk = h / (p.hq / p.hkv);

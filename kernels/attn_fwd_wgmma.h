@@ -202,16 +202,10 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     const int wg = warp >> 2, wv = warp & 3, g = lane >> 2, qi = lane & 3, wt = tid & 127;
     const int b = (int)blockIdx.z, h = (int)blockIdx.y;
     const int i0 = ((int)gridDim.x - 1 - (int)blockIdx.x) * BM; /* longest causal rows first */
-    int64_t tq0 = 0, tk0 = 0;
-    int sq = p.seqlen_q, sk = p.seqlen_k;
-    if (p.cu_q) {
-        tq0 = p.cu_q[b];
-        sq = p.cu_q[b + 1] - p.cu_q[b];
-    }
-    if (p.cu_k) {
-        tk0 = p.cu_k[b];
-        sk = p.cu_k[b + 1] - p.cu_k[b];
-    }
+    int64_t tq0, tk0;
+    int sq, sk;
+    qattn_kseq(p.cu_q, b, p.seqlen_q, &tq0, &sq);
+    qattn_kseq(p.cu_k, b, p.seqlen_k, &tk0, &sk);
     if (i0 >= sq)
         return;
     const int hk = h / (p.hq / p.hkv);
@@ -220,17 +214,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     const int cw = wg - 1;
     const int rA = i0 + 64 * cw + 16 * wv + g, rB = rA + 8;
     int loA = 0, hiA = 0, loB = 0, hiB = 0;
-    if (wg > 0) {
-        int64_t lo, hi;
-        if (rA < sq) {
-            qattn_kmask_range(p.mask, rA, sq, sk, &lo, &hi);
-            loA = (int)lo, hiA = (int)hi;
-        }
-        if (rB < sq) {
-            qattn_kmask_range(p.mask, rB, sq, sk, &lo, &hi);
-            loB = (int)lo, hiB = (int)hi;
-        }
-    }
+    if (wg > 0)
+        qattn_mma_row_ranges(p.mask, rA, rB, sq, sk, &loA, &hiA, &loB, &hiB);
     if (tid == 0) {
         for (int s = 0; s < S; s++) {
             qattn_mbar_init(QATTN_WS_FULL(s), 128);

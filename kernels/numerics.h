@@ -301,6 +301,16 @@ QATTN_KFN int qattn_kgroup_ch_index(qattn_group g, int c)
     return g.ch > 0 ? c / g.ch : 0;
 }
 
+/* ---- sequences: sequence b's first token and length, from cu (the
+ * [nseq + 1] offsets of variable lengths) or, for cu == NULL, equal
+ * lengths n (the first token then counted by the batch stride) ---- */
+
+QATTN_KFN void qattn_kseq(const int *cu, int b, int n, int64_t *t0, int *len)
+{
+    *t0 = cu ? cu[b] : 0;
+    *len = cu ? cu[b + 1] - cu[b] : n;
+}
+
 /* ---- masks (mask.c qattn_mask_range): keys [*lo, *hi) query i may see ---- */
 
 QATTN_KFN void qattn_kmask_range(qattn_mask m, int64_t i, int64_t sq, int64_t sk, int64_t *lo, int64_t *hi)
