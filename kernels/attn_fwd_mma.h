@@ -99,6 +99,20 @@ static __device__ __forceinline__ void qattn_mma_row_ranges(qattn_mask mask, int
     *loB = (int)lo, *hiB = (int)hi;
 }
 
+/* -inf into the scores of an accumulator fragment whose keys are not visible:
+ * s[0], s[1] row A, keys j, j + 1; s[2], s[3] row B, keys j, j + 1 */
+static __device__ __forceinline__ void qattn_mma_mask_frag(float *s, int j, int loA, int hiA, int loB, int hiB)
+{
+    if (j < loA || j >= hiA)
+        s[0] = -INFINITY;
+    if (j + 1 < loA || j + 1 >= hiA)
+        s[1] = -INFINITY;
+    if (j < loB || j >= hiB)
+        s[2] = -INFINITY;
+    if (j + 1 < loB || j + 1 >= hiB)
+        s[3] = -INFINITY;
+}
+
 /* the key blocks of KB keys any row of the block sees: [*J0, *J1); s_range
  * is two ints of shared memory; a barrier for the whole block */
 static __device__ __forceinline__ void qattn_mma_key_blocks(int loA, int hiA, int loB, int hiB, int KB, int *s_range,
@@ -340,17 +354,8 @@ __global__ void __launch_bounds__(32 * NW, 8 / NW) qattn_attn_fwd_mma_kernel(qat
         /* masked keys and keys past the end */
         if (j0 < loA || j0 + KB > hiA || j0 < loB || j0 + KB > hiB) {
 #pragma unroll
-            for (int t = 0; t < NT; t++) {
-                const int j = j0 + 8 * t + 2 * qi;
-                if (j < loA || j >= hiA)
-                    s[t][0] = -INFINITY;
-                if (j + 1 < loA || j + 1 >= hiA)
-                    s[t][1] = -INFINITY;
-                if (j < loB || j >= hiB)
-                    s[t][2] = -INFINITY;
-                if (j + 1 < loB || j + 1 >= hiB)
-                    s[t][3] = -INFINITY;
-            }
+            for (int t = 0; t < NT; t++)
+                qattn_mma_mask_frag(s[t], j0 + 8 * t + 2 * qi, loA, hiA, loB, hiB);
         }
         /* ---- online softmax ---- */
         float mxA, mxB;

@@ -98,17 +98,9 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(const int (&acc)[QATT
     /* masked keys and keys past the end (key of tile t, element e: sigma) */
     if (j0 < loA || j0 + KB > hiA || j0 < loB || j0 + KB > hiB) {
 #pragma unroll
-        for (int t = 0; t < NT; t++) {
-            const int j = j0 + 32 * (t >> 2) + 16 * ((t >> 1) & 1) + 4 * qi + 2 * (t & 1);
-            if (j < loA || j >= hiA)
-                u[t][0] = -INFINITY;
-            if (j + 1 < loA || j + 1 >= hiA)
-                u[t][1] = -INFINITY;
-            if (j < loB || j >= hiB)
-                u[t][2] = -INFINITY;
-            if (j + 1 < loB || j + 1 >= hiB)
-                u[t][3] = -INFINITY;
-        }
+        for (int t = 0; t < NT; t++)
+            qattn_mma_mask_frag(u[t], j0 + 32 * (t >> 2) + 16 * ((t >> 1) & 1) + 4 * qi + 2 * (t & 1), loA, hiA, loB,
+                                hiB);
     }
     /* ---- row maxima per tile parity ---- */
     float mxA, mxB;
