@@ -38,6 +38,22 @@ run_check() {
     summary+=("gpu-check: $(awk -F, 'NR > 1 { n++; p += $6 } END { printf "%d of %d instances pass", p, n }' "$out/gpu_check.csv")")
 }
 
+# one compute-sanitizer run, counted: san TOOL LABEL COMMAND... (variable
+# assignments before the call reach COMMAND)
+san() {
+    local tool=$1 label=$2
+    shift 2
+    n=$((n + 1))
+    if "$cs" --tool "$tool" --error-exitcode 99 "$@" >"$out/san_tmp.log" 2>&1; then
+        echo "$tool $label: clean"
+    else
+        echo "$tool $label: ERRORS"
+        bad=$((bad + 1))
+        status=1
+    fi
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Hazard|Invalid" "$out/san_tmp.log" | head -5
+}
+
 run_sanitize() {
     local cs
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -45,27 +61,11 @@ run_sanitize() {
     for tool in memcheck racecheck; do
         for inst in attn_fwd_mma_d128 attn_fwd_mma_d64 attn_fwd_portable_d128_qk_int8_pv_e4m3_acc_fp22 \
             attn_fwd_portable_d64_qk_int4_pv_fp16_acc_fp16 quant_fast_in_fp16 quant_portable_in_fp32; do
-            n=$((n + 1))
-            if "$cs" --tool "$tool" --error-exitcode 99 qattn gpu-check --quick --instance "$inst" >"$out/san_tmp.log" 2>&1; then
-                echo "$tool $inst: clean"
-            else
-                echo "$tool $inst: ERRORS"
-                bad=$((bad + 1))
-                status=1
-            fi
-            grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Hazard|Invalid" "$out/san_tmp.log" | head -5
+            san "$tool" "$inst" qattn gpu-check --quick --instance "$inst"
         done
-    done
-    for tool in memcheck racecheck; do # the mma.sync d=128 kernel too
-        n=$((n + 1))
-        if QATTN_MMA_SYNC=1 "$cs" --tool "$tool" --error-exitcode 99 qattn gpu-check --quick --instance attn_fwd_mma_d128 >"$out/san_tmp.log" 2>&1; then
-            echo "$tool attn_fwd_mma_d128 (QATTN_MMA_SYNC=1): clean"
-        else
-            echo "$tool attn_fwd_mma_d128 (QATTN_MMA_SYNC=1): ERRORS"
-            bad=$((bad + 1))
-            status=1
-        fi
-        grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/san_tmp.log" | head -2
+        # the mma.sync d=128 kernel too; the quantization kernels' own test (resident kernel included)
+        QATTN_MMA_SYNC=1 san "$tool" "attn_fwd_mma_d128 (QATTN_MMA_SYNC=1)" qattn gpu-check --quick --instance attn_fwd_mma_d128
+        san "$tool" "test_kernels_quant_gpu --small" test_kernels_quant_gpu --small
     done
     rm -f "$out/san_tmp.log"
     summary+=("compute-sanitizer: $((n - bad)) of $n runs clean")
@@ -78,6 +78,8 @@ run_bench() {
     echo "-- the mma.sync kernel for d=128 (QATTN_MMA_SYNC=1), for comparison"
     QATTN_MMA_SYNC=1 qattn bench --schemes sage2-8b-sm90 --dims 128 --n 8192 --causal 0 || status=1
     test_kernels_quant_gpu --bench || status=1
+    echo "-- the resident quantization kernel (QATTN_QUANT_RESIDENT=1), for comparison"
+    QATTN_QUANT_RESIDENT=1 test_kernels_quant_gpu --bench || status=1
     summary+=("$(awk -F, 'NR > 1 && $4 == "sage2-8b-sm90" && $5 == 128 && $6 == 0 && $7 == 8192 && $12 != "" {
         printf "sage2-8b-sm90 d=128 N=8192 non-causal: kernel %.1f TOPS = %.2fx flash, e2e %.1f = %.2fx flash; quant %.2f of copy",
                $10, $10 / $12, $11, $11 / $12, $17 / $18 }' "$out/attn_fwd_bench.csv")")

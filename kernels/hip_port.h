@@ -47,7 +47,6 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static thread_local
-#define QATTN_DYNAMIC_SHARED(type, name) type *name = (type *)qattn_sim_state_get().smem.data()
 
 typedef int hipError_t;
 enum {
@@ -70,23 +69,37 @@ typedef struct qattn_sim_event {
 } *hipEvent_t;
 typedef int hipFuncAttribute;
 enum { hipFuncAttributeMaxDynamicSharedMemorySize = 8 };
+typedef int hipDeviceAttribute_t;
+enum { hipDeviceAttributeSharedMemPerBlockOptin = 97, hipDeviceAttributeMultiprocessorCount = 16 };
 
 struct dim3 {
     unsigned x, y, z;
     dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
 
-/* One block at a time: its threads are fibers switched at barriers. */
-struct qattn_sim_state {
-    dim3 grid, block, bid;
-    int nthreads = 0, cur = 0, nalive = 0, arrived = 0;
+/* Blocks run in slots: one at a time for hipLaunchKernelGGL, up to
+ * QATTN_SIM_SLOTS at once for qattn_port_launch_resident (kernels whose
+ * blocks wait for each other; they must keep all their shared memory in
+ * the dynamic buffer: a static __shared__ variable is one per host thread,
+ * shared by the slots). Every thread is a fiber; fibers switch at barriers
+ * and at qattn_port_pause, round robin over all slots; a finished block's
+ * slot takes the next block in launch order. */
+#define QATTN_SIM_SLOTS 8
+struct qattn_sim_slot {
+    dim3 bid;
+    int busy = 0, nalive = 0, arrived = 0;
     unsigned long gen = 0;
-    std::vector<ucontext_t> ctx;
-    std::vector<dim3> tid;
-    std::vector<char> alive;
-    std::vector<std::vector<char> > stacks;
-    ucontext_t sched;
     std::vector<unsigned char> smem;
+};
+struct qattn_sim_state {
+    dim3 grid, block;
+    int nthreads = 0, cur = 0;
+    std::vector<ucontext_t> ctx;        /* [slots * nthreads] */
+    std::vector<dim3> tid;              /* [slots * nthreads] */
+    std::vector<char> alive;            /* [slots * nthreads] */
+    std::vector<char *> stacks;         /* malloc'ed, untouched pages cost nothing */
+    std::vector<qattn_sim_slot> slots;
+    ucontext_t sched;
     const std::function<void()> *body = nullptr;
     hipError_t last = hipSuccess;
 };
@@ -96,11 +109,17 @@ inline qattn_sim_state &qattn_sim_state_get()
     static thread_local qattn_sim_state s;
     return s;
 }
+inline qattn_sim_slot &qattn_sim_slot_get()
+{
+    qattn_sim_state &s = qattn_sim_state_get();
+    return s.slots[(size_t)(s.cur / s.nthreads)];
+}
 
 #define threadIdx (qattn_sim_state_get().tid[qattn_sim_state_get().cur])
-#define blockIdx (qattn_sim_state_get().bid)
+#define blockIdx (qattn_sim_slot_get().bid)
 #define blockDim (qattn_sim_state_get().block)
 #define gridDim (qattn_sim_state_get().grid)
+#define QATTN_DYNAMIC_SHARED(type, name) type *name = (type *)qattn_sim_slot_get().smem.data()
 
 inline void qattn_sim_yield()
 {
@@ -112,14 +131,14 @@ inline void qattn_sim_yield()
  * longer take part, as on the GPU). */
 inline void __syncthreads()
 {
-    qattn_sim_state &s = qattn_sim_state_get();
-    unsigned long g = s.gen;
-    if (++s.arrived >= s.nalive) {
-        s.arrived = 0;
-        s.gen++;
+    qattn_sim_slot &k = qattn_sim_slot_get();
+    unsigned long g = k.gen;
+    if (++k.arrived >= k.nalive) {
+        k.arrived = 0;
+        k.gen++;
         return;
     }
-    while (s.gen == g)
+    while (k.gen == g)
         qattn_sim_yield();
 }
 
@@ -127,78 +146,112 @@ inline void qattn_sim_fiber_entry()
 {
     qattn_sim_state &s = qattn_sim_state_get();
     (*s.body)();
+    qattn_sim_slot &k = qattn_sim_slot_get();
     s.alive[(size_t)s.cur] = 0;
-    s.nalive--;
-    if (s.arrived > 0 && s.arrived >= s.nalive) { /* the others wait for us no more */
-        s.arrived = 0;
-        s.gen++;
+    k.nalive--;
+    if (k.arrived > 0 && k.arrived >= k.nalive) { /* the others wait for us no more */
+        k.arrived = 0;
+        k.gen++;
     }
 }
 
-inline hipError_t qattn_sim_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body)
+inline hipError_t qattn_sim_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body, int nslot)
 {
     qattn_sim_state &s = qattn_sim_state_get();
     int n = (int)(block.x * block.y * block.z);
     if (n <= 0 || n > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0)
         return s.last = hipErrorInvalidValue;
     const size_t stack = 256 * 1024;
+    const size_t nf = (size_t)nslot * (size_t)n;
     s.grid = grid;
     s.block = block;
     s.nthreads = n;
     s.body = &body;
-    s.ctx.assign((size_t)n, ucontext_t());
-    s.tid.assign((size_t)n, dim3(0, 0, 0));
-    s.alive.assign((size_t)n, 0);
-    if (s.stacks.size() < (size_t)n)
-        s.stacks.resize((size_t)n, std::vector<char>(stack));
-    s.smem.assign(smem ? smem : 1, 0xff); /* uninitialized shared memory reads as NaN */
-    for (unsigned bz = 0; bz < grid.z; bz++)
-        for (unsigned by = 0; by < grid.y; by++)
-            for (unsigned bx = 0; bx < grid.x; bx++) {
-                s.bid = dim3(bx, by, bz);
+    s.ctx.assign(nf, ucontext_t());
+    s.tid.assign(nf, dim3(0, 0, 0));
+    s.alive.assign(nf, 0);
+    while (s.stacks.size() < nf) {
+        char *st = (char *)malloc(stack);
+        if (!st)
+            return s.last = hipErrorOutOfMemory;
+        s.stacks.push_back(st);
+    }
+    s.slots.assign((size_t)nslot, qattn_sim_slot());
+    const unsigned long total = (unsigned long)grid.x * grid.y * grid.z;
+    unsigned long next = 0;
+    for (;;) {
+        int busy = 0;
+        for (int k = 0; k < nslot; k++) {
+            qattn_sim_slot &sl = s.slots[(size_t)k];
+            if (sl.busy && sl.nalive == 0)
+                sl.busy = 0;
+            if (!sl.busy && next < total) { /* the next block, x fastest */
+                const unsigned long lin = next++;
+                sl.bid = dim3((unsigned)(lin % grid.x), (unsigned)(lin / grid.x % grid.y),
+                              (unsigned)(lin / ((unsigned long)grid.x * grid.y)));
+                sl.smem.assign(smem ? smem : 1, 0xff); /* uninitialized shared memory reads as NaN */
+                sl.busy = 1;
+                sl.nalive = n;
+                sl.arrived = 0;
                 for (int t = 0; t < n; t++) {
-                    s.tid[(size_t)t] = dim3((unsigned)t % block.x, (unsigned)t / block.x % block.y,
-                                            (unsigned)t / (block.x * block.y));
-                    getcontext(&s.ctx[(size_t)t]);
-                    s.ctx[(size_t)t].uc_stack.ss_sp = s.stacks[(size_t)t].data();
-                    s.ctx[(size_t)t].uc_stack.ss_size = stack;
-                    s.ctx[(size_t)t].uc_link = &s.sched;
-                    makecontext(&s.ctx[(size_t)t], qattn_sim_fiber_entry, 0);
-                    s.alive[(size_t)t] = 1;
+                    const size_t f = (size_t)k * n + t;
+                    s.tid[f] = dim3((unsigned)t % block.x, (unsigned)t / block.x % block.y,
+                                    (unsigned)t / (block.x * block.y));
+                    getcontext(&s.ctx[f]);
+                    s.ctx[f].uc_stack.ss_sp = s.stacks[f];
+                    s.ctx[f].uc_stack.ss_size = stack;
+                    s.ctx[f].uc_link = &s.sched;
+                    makecontext(&s.ctx[f], qattn_sim_fiber_entry, 0);
+                    s.alive[f] = 1;
                 }
-                s.nalive = n;
-                s.arrived = 0;
-                while (s.nalive > 0)
-                    for (int t = 0; t < n; t++)
-                        if (s.alive[(size_t)t]) {
-                            s.cur = t;
-                            swapcontext(&s.sched, &s.ctx[(size_t)t]);
-                        }
             }
+            busy |= sl.busy;
+        }
+        if (!busy)
+            break;
+        for (size_t f = 0; f < nf; f++)
+            if (s.alive[f]) {
+                s.cur = (int)f;
+                swapcontext(&s.sched, &s.ctx[f]);
+            }
+    }
     return hipSuccess;
 }
 
-#define hipLaunchKernelGGL(kernel, grid, block, smem, stream, ...)                              \
+#define QATTN_SIM_LAUNCH(nslot, kernel, grid, block, smem, stream, ...)                         \
     do {                                                                                        \
         (void)(stream);                                                                         \
         std::function<void()> qattn_sim_body_ = [=]() { kernel(__VA_ARGS__); };                \
         qattn_sim_state_get().last = qattn_sim_launch(dim3(grid), dim3(block), (size_t)(smem), \
-                                                      qattn_sim_body_);                         \
+                                                      qattn_sim_body_, (nslot));                \
     } while (0)
+#define hipLaunchKernelGGL(kernel, grid, block, smem, stream, ...) \
+    QATTN_SIM_LAUNCH(1, kernel, grid, block, smem, stream, __VA_ARGS__)
+/* blocks that wait for other blocks of the same launch (see the slots) */
+#define qattn_port_launch_resident(kernel, grid, block, smem, stream, ...) \
+    QATTN_SIM_LAUNCH(QATTN_SIM_SLOTS, kernel, grid, block, smem, stream, __VA_ARGS__)
+/* inside a spin loop on another block's flag: let the other fibers run */
+#define qattn_port_pause() qattn_sim_yield()
+#define __threadfence() ((void)0)
+template <typename F>
+inline hipError_t hipOccupancyMaxActiveBlocksPerMultiprocessor(int *n, F, int, size_t)
+{
+    *n = QATTN_SIM_SLOTS; /* one "multiprocessor" (hipDeviceAttributeMultiprocessorCount) */
+    return hipSuccess;
+}
 
-/* atomics: one block at a time on one host thread, so plain updates */
-inline unsigned atomicMax(unsigned *a, unsigned v)
+/* atomics: fibers switch only at barriers and pauses, so plain updates */
+template <typename T, typename F>
+inline T qattn_sim_rmw(T *a, F f)
 {
-    unsigned old = *a;
-    *a = old > v ? old : v;
+    const T old = *a;
+    *a = f(old);
     return old;
 }
-inline int atomicOr(int *a, int v)
-{
-    int old = *a;
-    *a = old | v;
-    return old;
-}
+inline unsigned atomicAdd(unsigned *a, unsigned v) { return qattn_sim_rmw(a, [v](unsigned o) { return o + v; }); }
+inline unsigned atomicExch(unsigned *a, unsigned v) { return qattn_sim_rmw(a, [v](unsigned) { return v; }); }
+inline unsigned atomicMax(unsigned *a, unsigned v) { return qattn_sim_rmw(a, [v](unsigned o) { return o > v ? o : v; }); }
+inline int atomicOr(int *a, int v) { return qattn_sim_rmw(a, [v](int o) { return o | v; }); }
 
 /* 16- and 8-byte vectors (CUDA / HIP vector types) */
 struct alignas(16) uint4 {
@@ -269,6 +322,17 @@ inline hipError_t hipGetDeviceCount(int *n)
     *n = 1;
     return hipSuccess;
 }
+inline hipError_t hipGetDevice(int *d)
+{
+    *d = 0;
+    return hipSuccess;
+}
+/* one "multiprocessor" of QATTN_SIM_SLOTS resident blocks, 227 KiB of shared memory per block */
+inline hipError_t hipDeviceGetAttribute(int *v, hipDeviceAttribute_t a, int)
+{
+    *v = a == hipDeviceAttributeMultiprocessorCount ? 1 : 232448;
+    return hipSuccess;
+}
 
 #elif defined(__CUDACC__) || defined(__NVCC__)
 /* ------------------------------------------------------------------ */
@@ -322,7 +386,7 @@ inline hipError_t hipGetDeviceCount(int *n)
 #define hipDeviceProp_t cudaDeviceProp
 #define hipGetDeviceProperties cudaGetDeviceProperties
 #define hipDeviceGetAttribute cudaDeviceGetAttribute
-#define hipDeviceAttributeMaxSharedMemoryPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
+#define hipDeviceAttributeSharedMemPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
 #define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
 #define hipFuncAttribute cudaFuncAttribute
 #define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
@@ -330,6 +394,11 @@ inline hipError_t hipGetDeviceCount(int *n)
 
 #define hipLaunchKernelGGL(kernel, grid, block, smem, stream, ...) \
     kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+/* blocks that wait for other blocks of the same launch: the caller makes
+ * sure that enough of them are resident (hipOccupancyMaxActiveBlocksPerMultiprocessor) */
+#define qattn_port_launch_resident hipLaunchKernelGGL
+#define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
+#define qattn_port_pause() __nanosleep(64)
 
 /* HIP's shuffles take no mask; on NVIDIA every lane of the warp takes part */
 #ifdef __CUDACC__
@@ -368,6 +437,8 @@ static __device__ __forceinline__ unsigned short qattn_port_e4m3x2(float lo, flo
 #include <hip/hip_runtime.h>
 
 #define QATTN_HIP_BACKEND "amd"
+#define qattn_port_launch_resident hipLaunchKernelGGL
+#define qattn_port_pause() __builtin_amdgcn_s_sleep(1)
 #ifdef __AMDGCN_WAVEFRONT_SIZE
 #define QATTN_WARP_SIZE __AMDGCN_WAVEFRONT_SIZE
 #else

@@ -29,12 +29,19 @@
  * of the double additions differs from the emulation's (token order) and the
  * fp32 mean may differ in its last bit.
  *
+ * With QATTN_QUANT_RESIDENT=1, K and V (operands with statistics) run one
+ * resident kernel instead, where it fits: each chunk read once into shared
+ * memory (qattn_qf_resident_kernel below; slower on the H100, so opt-in).
+ *
  * Anything else (fp32 input, unscaled formats, d not a multiple of 16, Q/K
  * groups split along channels, unaligned strides, Q block smoothing with
  * token-uniform groups, tiles that do not fit, no p.work where it is
  * needed) runs the portable kernels. */
 #ifndef QATTN_KERNELS_QUANT_FAST_H
 #define QATTN_KERNELS_QUANT_FAST_H
+
+#include <stdlib.h>
+#include <string.h>
 
 #include "quant_portable.h"
 
@@ -150,19 +157,32 @@ static __host__ __device__ __forceinline__ int64_t qattn_qf_nchunk(const qattn_k
     return ((int64_t)p.seqlen + QATTN_KERNELS_QUANT_CHUNK - 1) / QATTN_KERNELS_QUANT_CHUNK;
 }
 
-/* ---- stats: grid (nchunk, heads, nseq), QATTN_QF_STAT_THREADS threads;
- * thread (r, cc) sums 8 channels over tokens r, r + R, ... of the chunk;
- * dynamic shared memory R * d * 16 bytes ---- */
-template <int IN, int SUMS, int MINMAX> /* SUMS: smoothing over the sequence; MINMAX: uniform groups */
-__global__ void __launch_bounds__(QATTN_QF_STAT_THREADS) qattn_qf_stats_kernel(qattn_kernels_quant_params p)
+/* 16-byte unit `unit` of token row t: in global memory (x: the sequence's
+ * first token of the head, stride: p.x_stride_tok), or in a resident chunk
+ * (RES; x: the chunk in shared memory, t: row in the chunk, stride: d), where
+ * unit u of row r sits at u ^ (r & swm): a quarter warp reading one unit of
+ * 8 rows or 8 units of one row meets no bank conflict */
+template <int RES>
+static __device__ __forceinline__ uint4 qattn_qf_ld(const uint16_t *x, int64_t stride, int64_t t, int unit, int swm)
 {
-    QATTN_DYNAMIC_SHARED(double, qf_ssum);
-    const int chunk = (int)blockIdx.x, h = (int)blockIdx.y, b = (int)blockIdx.z;
-    int64_t t0, n, toff;
-    qattn_quant_seq(p, b, &t0, &n, &toff);
+    if (RES)
+        return ((const uint4 *)(x + t * stride))[unit ^ ((int)t & swm)];
+    return *(const uint4 *)(x + t * stride + unit * 8);
+}
+
+/* ---- stats of one chunk, by threads 0 .. QATTN_QF_STAT_THREADS - 1 of nthr:
+ * thread (r, cc) sums 8 channels over tokens r, r + R, ... of the chunk
+ * (row t - tx of x, see qattn_qf_ld); shared scratch qf_ssum of R * d / 8 *
+ * 9 * 16 bytes; the chunk's partials into p.work ---- */
+template <int IN, int SUMS, int MINMAX, int RES> /* SUMS: smoothing over the sequence; MINMAX: uniform groups */
+static __device__ __forceinline__ void qattn_qf_stats_body(const qattn_kernels_quant_params &p, int chunk, int h, int b,
+                                                           int64_t n, const uint16_t *x, int64_t stride, int64_t tx,
+                                                           int swm, double *qf_ssum, int nthr)
+{
     const int cols = p.d / 8, R = QATTN_QF_STAT_THREADS / cols;
     const int tid = (int)threadIdx.x, r = tid / cols, cc = tid % cols;
-    float *smn = (float *)(qf_ssum + (size_t)R * p.d), *smx = smn + (size_t)R * p.d;
+    const int P = cols * 9; /* scratch row pitch: channel 8 cc + j at 9 cc + j (no bank conflicts) */
+    float *smn = (float *)(qf_ssum + (size_t)R * P), *smx = smn + (size_t)R * P;
     const int64_t c0 = (int64_t)chunk * QATTN_KERNELS_QUANT_CHUNK;
     const int64_t c1 = c0 + QATTN_KERNELS_QUANT_CHUNK < n ? c0 + QATTN_KERNELS_QUANT_CHUNK : n;
     double s[8];
@@ -174,14 +194,12 @@ __global__ void __launch_bounds__(QATTN_QF_STAT_THREADS) qattn_qf_stats_kernel(q
         mx[j] = -qattn_kfmt_u2f(QATTN_KFMT_INF);
     }
     if (r < R) {
-        const uint16_t *x = (const uint16_t *)p.x + (int64_t)b * p.x_stride_batch + t0 * p.x_stride_tok +
-                            (int64_t)h * p.x_stride_head + cc * 8;
         int64_t t = c0 + r;
         for (; t + 3 * (int64_t)R < c1; t += 4 * (int64_t)R) { /* four loads in flight */
             uint4 v[4];
             QATTN_UNROLL
             for (int u = 0; u < 4; u++)
-                v[u] = *(const uint4 *)(x + (t + u * (int64_t)R) * p.x_stride_tok);
+                v[u] = qattn_qf_ld<RES>(x, stride, t + u * (int64_t)R - tx, cc, swm);
             QATTN_UNROLL
             for (int u = 0; u < 4; u++)
                 QATTN_UNROLL
@@ -196,7 +214,7 @@ __global__ void __launch_bounds__(QATTN_QF_STAT_THREADS) qattn_qf_stats_kernel(q
                 }
         }
         for (; t < c1; t += R) {
-            const uint4 v = *(const uint4 *)(x + t * p.x_stride_tok);
+            const uint4 v = qattn_qf_ld<RES>(x, stride, t - tx, cc, swm);
             QATTN_UNROLL
             for (int j = 0; j < 8; j++) {
                 const float f = qattn_qf_dec<IN>(v, j);
@@ -210,9 +228,9 @@ __global__ void __launch_bounds__(QATTN_QF_STAT_THREADS) qattn_qf_stats_kernel(q
         }
         QATTN_UNROLL
         for (int j = 0; j < 8; j++) {
-            qf_ssum[(size_t)r * p.d + cc * 8 + j] = s[j];
-            smn[(size_t)r * p.d + cc * 8 + j] = mn[j];
-            smx[(size_t)r * p.d + cc * 8 + j] = mx[j];
+            qf_ssum[(size_t)r * P + cc * 9 + j] = s[j];
+            smn[(size_t)r * P + cc * 9 + j] = mn[j];
+            smx[(size_t)r * P + cc * 9 + j] = mx[j];
         }
     }
     __syncthreads();
@@ -221,13 +239,14 @@ __global__ void __launch_bounds__(QATTN_QF_STAT_THREADS) qattn_qf_stats_kernel(q
     const int64_t all = (int64_t)p.heads * p.nseq * nchunk * p.d;
     double *wsum = (double *)p.work;
     float *wmn = (float *)(wsum + all), *wmx = wmn + all;
-    for (int c = tid; c < p.d; c += QATTN_QF_STAT_THREADS) {
+    for (int c = tid; c < p.d; c += nthr) {
         double a = 0.0;
         float lo = qattn_kfmt_u2f(QATTN_KFMT_INF), hi = -lo;
         for (int k = 0; k < R; k++) { /* rows in order */
-            a += qf_ssum[(size_t)k * p.d + c];
-            lo = smn[(size_t)k * p.d + c] < lo ? smn[(size_t)k * p.d + c] : lo;
-            hi = smx[(size_t)k * p.d + c] > hi ? smx[(size_t)k * p.d + c] : hi;
+            const size_t e = (size_t)k * P + (c >> 3) * 9 + (c & 7);
+            a += qf_ssum[e];
+            lo = smn[e] < lo ? smn[e] : lo;
+            hi = smx[e] > hi ? smx[e] : hi;
         }
         wsum[o + c] = a;
         wmn[o + c] = lo;
@@ -235,24 +254,38 @@ __global__ void __launch_bounds__(QATTN_QF_STAT_THREADS) qattn_qf_stats_kernel(q
     }
 }
 
-/* ---- combine: grid (heads, nseq), threads over channels ---- */
-template <int IN>
-__global__ void __launch_bounds__(QATTN_QF_STAT_THREADS) qattn_qf_combine_kernel(qattn_kernels_quant_params p)
+template <int IN, int SUMS, int MINMAX>
+__global__ void __launch_bounds__(QATTN_QF_STAT_THREADS) qattn_qf_stats_kernel(qattn_kernels_quant_params p)
 {
-    __shared__ unsigned qf_cmax[QATTN_QF_MAXD];
-    const int h = (int)blockIdx.x, b = (int)blockIdx.y, tid = (int)threadIdx.x;
+    QATTN_DYNAMIC_SHARED(double, qf_ssum);
+    const int chunk = (int)blockIdx.x, h = (int)blockIdx.y, b = (int)blockIdx.z;
     int64_t t0, n, toff;
     qattn_quant_seq(p, b, &t0, &n, &toff);
+    const uint16_t *x =
+        (const uint16_t *)p.x + (int64_t)b * p.x_stride_batch + t0 * p.x_stride_tok + (int64_t)h * p.x_stride_head;
+    qattn_qf_stats_body<IN, SUMS, MINMAX, 0>(p, chunk, h, b, n, x, p.x_stride_tok, 0, 0, qf_ssum,
+                                             QATTN_QF_STAT_THREADS);
+}
+
+/* ---- combine of one (head, sequence), threads over channels: means and
+ * token-uniform scales into p.mean and p.scale; qf_cmax: p.nch words of
+ * shared memory. The partials are read through L2 (volatile): in the
+ * resident kernel other blocks wrote them, and this multiprocessor's L1 may
+ * hold an older copy of a line shared with a neighbouring sequence's ---- */
+static __device__ __forceinline__ void qattn_qf_combine_body(const qattn_kernels_quant_params &p, int h, int b,
+                                                             int64_t n, unsigned *qf_cmax, int nthr)
+{
+    const int tid = (int)threadIdx.x;
     const int uniform = p.scale && qattn_qf_uniform(p.group);
-    for (int g = tid; g < p.nch; g += QATTN_QF_STAT_THREADS)
+    for (int g = tid; g < p.nch; g += nthr)
         qf_cmax[g] = 0u;
     __syncthreads();
     const int64_t nchunk = qattn_qf_nchunk(p);
     const int64_t all = (int64_t)p.heads * p.nseq * nchunk * p.d;
     const int64_t o = ((int64_t)h * p.nseq + b) * nchunk * p.d;
-    const double *wsum = (const double *)p.work;
-    const float *wmn = (const float *)(wsum + all), *wmx = wmn + all;
-    for (int c = tid; c < p.d; c += QATTN_QF_STAT_THREADS) {
+    const volatile double *wsum = (const volatile double *)p.work;
+    const volatile float *wmn = (const volatile float *)(wsum + all), *wmx = wmn + all;
+    for (int c = tid; c < p.d; c += nthr) {
         double a = 0.0;
         float lo = qattn_kfmt_u2f(QATTN_KFMT_INF), hi = -lo;
         const int sums = p.smooth == QATTN_KERNELS_SMOOTH_TOKENS;
@@ -289,33 +322,65 @@ __global__ void __launch_bounds__(QATTN_QF_STAT_THREADS) qattn_qf_combine_kernel
     }
     __syncthreads();
     if (uniform)
-        for (int g = tid; g < p.nch; g += QATTN_QF_STAT_THREADS)
+        for (int g = tid; g < p.nch; g += nthr)
             p.scale[((int64_t)h * p.nseq + b) * p.nch + g] =
                 qattn_kfmt_scale_for(p.fmt, qattn_kfmt_u2f(qf_cmax[g]), p.group.e8m0);
 }
 
-/* ---- encode: grid (tiles, heads, nseq), QATTN_QF_THREADS threads; dynamic
- * shared memory: BLOCKS smoothing: the raw tile [tt][d] (16-bit) and the
- * block means [tt / mblock][d] (fp32); TRANSPOSED: codes [d][tt] ---- */
-/* FMT 0: p.fmt at run time; SM: p.smooth; UNI: uniform groups; NI: items per
- * thread (1: tiles of 8192 elements, three blocks per multiprocessor, two
- * with Q block smoothing; 2: tiles of 16384 elements, two blocks) */
-template <int IN, int FMT, int SM, int UNI, int NI>
-__global__ void __launch_bounds__(QATTN_QF_THREADS, NI == 1 && SM != QATTN_KERNELS_SMOOTH_BLOCKS ? 3 : 2)
-    qattn_qf_encode_kernel(qattn_kernels_quant_params p, int tt)
+template <int IN>
+__global__ void __launch_bounds__(QATTN_QF_STAT_THREADS) qattn_qf_combine_kernel(qattn_kernels_quant_params p)
 {
-    QATTN_DYNAMIC_SHARED(uint4, qf_dyn4);
-    unsigned char *qf_dyn = (unsigned char *)qf_dyn4;
-    __shared__ float qf_scale[QATTN_QF_MAXD]; /* token-local: per group of the tile; uniform: per channel */
-    __shared__ float qf_rcp[QATTN_QF_MAXD];   /* 1 / qf_scale (0 for a zero scale) */
-    __shared__ float qf_mean[QATTN_QF_MAXD];  /* TOKENS smoothing: per channel */
-    __shared__ unsigned qf_gmax[QATTN_QF_MAXTT];
-    /* blocks in the reverse order of the stats kernel's: the first to run
-     * read what the statistics read last, still in L2 */
-    const int tile = (int)(gridDim.x - 1 - blockIdx.x), h = (int)(gridDim.y - 1 - blockIdx.y);
-    const int b = (int)(gridDim.z - 1 - blockIdx.z), tid = (int)threadIdx.x;
+    __shared__ unsigned qf_cmax[QATTN_QF_MAXD];
+    const int h = (int)blockIdx.x, b = (int)blockIdx.y;
     int64_t t0, n, toff;
     qattn_quant_seq(p, b, &t0, &n, &toff);
+    qattn_qf_combine_body(p, h, b, n, qf_cmax, QATTN_QF_STAT_THREADS);
+}
+
+/* shared memory of the encode: scale and rcp [max(d, QATTN_QF_MAXTT)]
+ * (token-local groups: per group of the tile; uniform: per channel), mean
+ * [d] (TOKENS smoothing); the per-channel arrays as [16][d / 16] (channel
+ * 16 ch + j at j * d / 16 + ch: the lanes of a warp that read channel j of
+ * their items ch, ch + 1, ... hit consecutive words, not one bank in 16), gmax [QATTN_QF_MAXTT] (group amax bits), dyn (the
+ * dynamic part: BLOCKS: raw tile and block means; TRANSPOSED: codes) */
+typedef struct qattn_qf_shared {
+    float *scale, *rcp, *mean;
+    unsigned *gmax;
+    unsigned char *dyn;
+} qattn_qf_shared;
+
+/* the scales of token-uniform groups and the TOKENS means of (h, b) into
+ * shared memory, read through L2 (volatile: in the resident kernel another
+ * block wrote them) */
+template <int SM, int UNI>
+static __device__ __forceinline__ void qattn_qf_encode_prep(const qattn_kernels_quant_params &p, int64_t hb, int fmt,
+                                                            const qattn_qf_shared &sh, int nthr)
+{
+    const int tid = (int)threadIdx.x;
+    if (UNI)
+        for (int c = tid; c < p.d; c += nthr) {
+            const float sc = ((const volatile float *)p.scale)[hb * p.nch + qattn_kgroup_ch_index(p.group, c)];
+            sh.scale[(c & 15) * (p.d / 16) + (c >> 4)] = sc; /* [16][d / 16]: see qattn_qf_shared */
+            sh.rcp[(c & 15) * (p.d / 16) + (c >> 4)] = qattn_qf_rcp(fmt, sc);
+        }
+    if (SM == QATTN_KERNELS_SMOOTH_TOKENS)
+        for (int c = tid; c < p.d; c += nthr)
+            sh.mean[(c & 15) * (p.d / 16) + (c >> 4)] = ((const volatile float *)p.mean)[hb * p.d + c];
+}
+
+/* ---- encode one tile of tt tokens (tile `tile` of sequence b, head h) by
+ * QATTN_QF_THREADS threads; input rows from global memory, or (RES) from a
+ * resident chunk xr whose row 0 is token tx of the sequence (qattn_qf_ld) ---- */
+template <int IN, int FMT, int SM, int UNI, int NI, int RES>
+static __device__ __forceinline__ void qattn_qf_encode_tile(const qattn_kernels_quant_params &p, int tt, int tile,
+                                                            int h, int b, int64_t t0, int64_t n, int64_t toff,
+                                                            const qattn_qf_shared &sh, const uint16_t *xr, int64_t tx,
+                                                            int swm)
+{
+    float *qf_scale = sh.scale, *qf_rcp = sh.rcp, *qf_mean = sh.mean;
+    unsigned *qf_gmax = sh.gmax;
+    unsigned char *qf_dyn = sh.dyn;
+    const int tid = (int)threadIdx.x;
     const int d = p.d, cpr = d / 16, nitems = tt * cpr;
     const int uniform = UNI, fmt = FMT ? FMT : p.fmt;
     const int transposed = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED;
@@ -325,23 +390,16 @@ __global__ void __launch_bounds__(QATTN_QF_THREADS, NI == 1 && SM != QATTN_KERNE
     /* token-local groups of this tile: [g0, g0 + ngt) (tb is a multiple of the group's block) */
     const int64_t g0 = uniform ? 0 : qattn_kgroup_tok_index(p.group, tb);
     const int ngt = uniform ? 0 : (int)(qattn_kgroup_tok_index(p.group, tb + tt - 1) - g0 + 1);
-    if (uniform)
-        for (int c = tid; c < d; c += QATTN_QF_THREADS) {
-            const float sc = p.scale[hb * p.nch + qattn_kgroup_ch_index(p.group, c)];
-            qf_scale[c] = sc;
-            qf_rcp[c] = qattn_qf_rcp(fmt, sc);
-        }
-    else
+    if (!uniform)
         for (int g = tid; g < ngt; g += QATTN_QF_THREADS)
             qf_gmax[g] = 0u;
-    if (SM == QATTN_KERNELS_SMOOTH_TOKENS)
-        for (int c = tid; c < d; c += QATTN_QF_THREADS)
-            qf_mean[c] = p.mean[hb * d + c];
 
     /* item i: token tl, channels 16 * ch .. 16 * ch + 15; tokens run fastest
      * across lanes for the transposed store, channels otherwise */
-    const uint16_t *x = (const uint16_t *)p.x + (int64_t)b * p.x_stride_batch + t0 * p.x_stride_tok +
-                        (int64_t)h * p.x_stride_head;
+    const uint16_t *x = RES ? xr
+                            : (const uint16_t *)p.x + (int64_t)b * p.x_stride_batch + t0 * p.x_stride_tok +
+                                  (int64_t)h * p.x_stride_head;
+    const int64_t stride = RES ? d : p.x_stride_tok;
     uint4 raw[NI][2];
     int tl[NI], ch[NI], ok[NI], gi[NI];
     QATTN_UNROLL
@@ -352,9 +410,13 @@ __global__ void __launch_bounds__(QATTN_QF_THREADS, NI == 1 && SM != QATTN_KERNE
         ok[k] = i < nitems && tb + tl[k] < n;
         gi[k] = uniform ? 0 : qattn_qf_tok_index(p.group, (int)tb + tl[k]) - (int)g0; /* group in the tile */
         if (ok[k]) {
-            const uint16_t *src = x + (tb + tl[k]) * p.x_stride_tok + ch[k] * 16;
-            raw[k][0] = *(const uint4 *)src;
-            raw[k][1] = *(const uint4 *)(src + 8);
+            /* RES, rows: lanes with ch & 4 read their second unit first, so
+             * that 8 lanes of one row meet 8 different banks */
+            const int sw = RES && !transposed ? (ch[k] >> 2) & 1 : 0;
+            const uint4 a = qattn_qf_ld<RES>(x, stride, tb + tl[k] - tx, 2 * ch[k] + sw, swm);
+            const uint4 c = qattn_qf_ld<RES>(x, stride, tb + tl[k] - tx, 2 * ch[k] + 1 - sw, swm);
+            raw[k][0] = sw ? c : a;
+            raw[k][1] = sw ? a : c;
         } else {
             raw[k][0] = raw[k][1] = uint4{0u, 0u, 0u, 0u};
         }
@@ -394,7 +456,7 @@ __global__ void __launch_bounds__(QATTN_QF_THREADS, NI == 1 && SM != QATTN_KERNE
     do {                                                                                   \
         float m_ = 0.0f;                                                                   \
         if (SM == QATTN_KERNELS_SMOOTH_TOKENS)                                             \
-            m_ = qf_mean[ch[k] * 16 + (j)];                                                \
+            m_ = qf_mean[(j) * cpr + ch[k]];                                               \
         else if (blocks)                                                                   \
             m_ = bmean[mrow[k] + ch[k] * 16 + (j)];                                        \
         out = SM ? (f) - m_ : (f);                                                         \
@@ -455,10 +517,10 @@ __global__ void __launch_bounds__(QATTN_QF_THREADS, NI == 1 && SM != QATTN_KERNE
             const float sg = uniform ? 0.0f : qf_scale[gi[k]], rg = uniform ? 0.0f : qf_rcp[gi[k]];
             QATTN_UNROLL
             for (int j = 0; j < 16; j += 2) {
-                const float s0 = uniform ? qf_scale[ch[k] * 16 + j] : sg;
-                const float s1 = uniform ? qf_scale[ch[k] * 16 + j + 1] : sg;
-                const float r0 = uniform ? qf_rcp[ch[k] * 16 + j] : rg;
-                const float r1 = uniform ? qf_rcp[ch[k] * 16 + j + 1] : rg;
+                const float s0 = uniform ? qf_scale[j * cpr + ch[k]] : sg;
+                const float s1 = uniform ? qf_scale[(j + 1) * cpr + ch[k]] : sg;
+                const float r0 = uniform ? qf_rcp[j * cpr + ch[k]] : rg;
+                const float r1 = uniform ? qf_rcp[(j + 1) * cpr + ch[k]] : rg;
                 float v0, v1;
                 QATTN_QF_VALUE(k, j, qattn_qf_dec<IN>(raw[k][j >> 3], j & 7), v0);
                 QATTN_QF_VALUE(k, j + 1, qattn_qf_dec<IN>(raw[k][j >> 3], (j + 1) & 7), v1);
@@ -507,26 +569,198 @@ __global__ void __launch_bounds__(QATTN_QF_THREADS, NI == 1 && SM != QATTN_KERNE
 }
 #undef QATTN_QF_VALUE
 
-/* the encode kernel for p: int8 and e4m3 compiled for their format, the
- * others (int4, e5m2) with the format read at run time */
-typedef void (*qattn_qf_encode_fn)(qattn_kernels_quant_params, int);
-template <int IN, int FMT, int SM, int NI>
-static qattn_qf_encode_fn qattn_qf_pick_uni(const qattn_kernels_quant_params &p)
+/* ---- encode: grid (tiles, heads, nseq), QATTN_QF_THREADS threads; dynamic
+ * shared memory: BLOCKS smoothing: the raw tile [tt][d] (16-bit) and the
+ * block means [tt / mblock][d] (fp32); TRANSPOSED: codes [d][tt] ---- */
+/* FMT 0: p.fmt at run time; SM: p.smooth; UNI: uniform groups; NI: items per
+ * thread (1: tiles of 8192 elements, three blocks per multiprocessor, two
+ * with Q block smoothing; 2: tiles of 16384 elements, two blocks) */
+template <int IN, int FMT, int SM, int UNI, int NI>
+__global__ void __launch_bounds__(QATTN_QF_THREADS, NI == 1 && SM != QATTN_KERNELS_SMOOTH_BLOCKS ? 3 : 2)
+    qattn_qf_encode_kernel(qattn_kernels_quant_params p, int tt)
 {
-    return qattn_qf_uniform(p.group) ? &qattn_qf_encode_kernel<IN, FMT, SM, 1, NI>
-                                     : &qattn_qf_encode_kernel<IN, FMT, SM, 0, NI>;
+    QATTN_DYNAMIC_SHARED(uint4, qf_dyn4);
+    __shared__ float qf_scale[QATTN_QF_MAXD];
+    __shared__ float qf_rcp[QATTN_QF_MAXD];
+    __shared__ float qf_mean[QATTN_QF_MAXD];
+    __shared__ unsigned qf_gmax[QATTN_QF_MAXTT];
+    const qattn_qf_shared sh = {qf_scale, qf_rcp, qf_mean, qf_gmax, (unsigned char *)qf_dyn4};
+    /* blocks in the reverse order of the stats kernel's: the first to run
+     * read what the statistics read last, still in L2 */
+    const int tile = (int)(gridDim.x - 1 - blockIdx.x), h = (int)(gridDim.y - 1 - blockIdx.y);
+    const int b = (int)(gridDim.z - 1 - blockIdx.z);
+    int64_t t0, n, toff;
+    qattn_quant_seq(p, b, &t0, &n, &toff);
+    qattn_qf_encode_prep<SM, UNI>(p, (int64_t)h * p.nseq + b, FMT ? FMT : p.fmt, sh, QATTN_QF_THREADS);
+    qattn_qf_encode_tile<IN, FMT, SM, UNI, NI, 0>(p, tt, tile, h, b, t0, n, toff, sh, (const uint16_t *)0, 0, 0);
+}
+
+/* ---- resident: one block of QATTN_QF_THREADS per chunk of
+ * QATTN_KERNELS_QUANT_CHUNK tokens of a unit (head h, sequence b), grid
+ * (units * nck): the block reads its chunk once into shared memory (rows
+ * swizzled, qattn_qf_ld); only for operands with statistics (smoothing over
+ * the sequence or token-uniform groups). It writes the chunk's partial statistics to p.work
+ * and counts itself in; the last block of the unit to arrive combines them
+ * (means, uniform scales) and raises the unit's flag, for which the others
+ * wait. Then the block encodes the chunk's tiles from shared memory: K and
+ * V are read from DRAM once instead of twice.
+ *
+ * Blocks take their chunk by ticket (p.work counters), in unit order, so
+ * the tickets handed out are a prefix: every unit but the last of that
+ * prefix has all its blocks running or done, and finishes. A block waits
+ * only for the blocks of its own unit; this cannot deadlock when nck blocks
+ * can be resident at once, which the host checks (twice that, for margin).
+ *
+ * Dynamic shared memory (qattn_qf_res_smem): the chunk [CHUNK][d] 16-bit,
+ * scratch (stats rows, or the TRANSPOSED codes stage), then scale, rcp
+ * [max(d, QATTN_QF_MAXTT)], mean [d], gmax [QATTN_QF_MAXTT], cmax [d],
+ * misc [4] (the ticket, the last-to-arrive flag). All of it is dynamic:
+ * the host simulation runs these blocks side by side. ---- */
+static __host__ __device__ __forceinline__ size_t qattn_qf_res_scratch(const qattn_kernels_quant_params &p, int tt,
+                                                                      int stats)
+{
+    size_t a = stats ? (size_t)(QATTN_QF_STAT_THREADS / (p.d / 8)) * (p.d / 8) * 9 * 16 : 0;
+    size_t b = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED ? (size_t)tt * p.d : 0;
+    return ((a > b ? a : b) + 15) / 16 * 16;
+}
+static __host__ __device__ __forceinline__ size_t qattn_qf_res_smem(const qattn_kernels_quant_params &p, int tt,
+                                                                   int stats)
+{
+    const size_t A = p.d > QATTN_QF_MAXTT ? (size_t)p.d : (size_t)QATTN_QF_MAXTT;
+    return (size_t)QATTN_KERNELS_QUANT_CHUNK * p.d * 2 + qattn_qf_res_scratch(p, tt, stats) +
+           (2 * A + (size_t)p.d + QATTN_QF_MAXTT + (size_t)p.d + 4) * 4;
+}
+/* bytes of the partial statistics at the start of p.work; the counters follow:
+ * [0] ticket, [1 + 2u] blocks of unit u arrived, [2 + 2u] unit u combined */
+static __host__ __device__ __forceinline__ size_t qattn_qf_stats_bytes(const qattn_kernels_quant_params &p)
+{
+    return (size_t)p.heads * p.nseq * (size_t)qattn_qf_nchunk(p) * p.d * 16;
+}
+
+template <int IN, int FMT, int SM, int UNI, int NI>
+__global__ void __launch_bounds__(QATTN_QF_THREADS, 2)
+    qattn_qf_resident_kernel(qattn_kernels_quant_params p, int tt, int nck)
+{
+    QATTN_DYNAMIC_SHARED(uint4, qf_res4);
+    unsigned char *base = (unsigned char *)qf_res4;
+    const int d = p.d, tid = (int)threadIdx.x, ct = QATTN_KERNELS_QUANT_CHUNK;
+    uint16_t *chunkbuf = (uint16_t *)base;
+    unsigned char *dyn = base + (size_t)ct * d * 2;
+    const int A = d > QATTN_QF_MAXTT ? d : QATTN_QF_MAXTT;
+    float *scale = (float *)(dyn + qattn_qf_res_scratch(p, tt, 1)), *rcp = scale + A, *mean = rcp + A;
+    unsigned *gmax = (unsigned *)(mean + d), *cmax = gmax + QATTN_QF_MAXTT;
+    int *misc = (int *)(cmax + d);
+    const qattn_qf_shared sh = {scale, rcp, mean, gmax, dyn};
+    unsigned *cnt = (unsigned *)((unsigned char *)p.work + qattn_qf_stats_bytes(p));
+    if (tid == 0)
+        misc[0] = (int)atomicAdd(&cnt[0], 1u);
+    __syncthreads();
+    const int ticket = misc[0];
+    const int unit = ticket / nck, chunk = ticket - unit * nck;
+    const int h = unit / p.nseq, b = unit - h * p.nseq;
+    const int64_t hb = (int64_t)h * p.nseq + b;
+    int64_t t0, n, toff;
+    qattn_quant_seq(p, b, &t0, &n, &toff);
+    const int64_t c0 = (int64_t)chunk * ct;
+    const int64_t c1 = c0 + ct < n ? c0 + ct : n;
+    int lc = 0; /* d / 8 = 2^lc units of 16 bytes per row (qattn_qf_resident_plan) */
+    while ((8 << lc) < d)
+        lc++;
+    const int cols = 1 << lc, swm = (cols < 8 ? cols : 8) - 1;
+
+    /* the chunk, eight 16-byte loads in flight per thread */
+    const uint16_t *x =
+        (const uint16_t *)p.x + (int64_t)b * p.x_stride_batch + t0 * p.x_stride_tok + (int64_t)h * p.x_stride_head;
+    const int nu = c1 > c0 ? (int)(c1 - c0) << lc : 0;
+    for (int i0 = 0; i0 < nu; i0 += 8 * QATTN_QF_THREADS) {
+        uint4 v[8];
+        QATTN_UNROLL
+        for (int u = 0; u < 8; u++) {
+            const int i = i0 + u * QATTN_QF_THREADS + tid;
+            if (i < nu)
+                v[u] = *(const uint4 *)(x + (c0 + (i >> lc)) * p.x_stride_tok + (i & (cols - 1)) * 8);
+        }
+        QATTN_UNROLL
+        for (int u = 0; u < 8; u++) {
+            const int i = i0 + u * QATTN_QF_THREADS + tid, r = i >> lc;
+            if (i < nu)
+                ((uint4 *)(chunkbuf + (size_t)r * d))[(i & (cols - 1)) ^ (r & swm)] = v[u];
+        }
+    }
+    __syncthreads();
+
+    if (chunk < qattn_qf_nchunk(p)) /* TRANSPOSED: chunks of padding past seqlen have none */
+        qattn_qf_stats_body<IN, SM == QATTN_KERNELS_SMOOTH_TOKENS, UNI, 1>(p, chunk, h, b, n, chunkbuf, d, c0, swm,
+                                                                          (double *)dyn, QATTN_QF_THREADS);
+    __threadfence();
+    __syncthreads();
+    if (tid == 0)
+        misc[1] = atomicAdd(&cnt[1 + 2 * unit], 1u) == (unsigned)nck - 1u;
+    __syncthreads();
+    if (misc[1]) { /* the last to arrive: every partial is written */
+        __threadfence();
+        qattn_qf_combine_body(p, h, b, n, cmax, QATTN_QF_THREADS);
+        __threadfence();
+        __syncthreads();
+        if (tid == 0)
+            atomicExch(&cnt[2 + 2 * unit], 1u);
+    } else {
+        if (tid == 0) {
+            while (((volatile unsigned *)cnt)[2 + 2 * unit] == 0u)
+                qattn_port_pause();
+            __threadfence();
+        }
+        __syncthreads();
+    }
+    qattn_qf_encode_prep<SM, UNI>(p, hb, FMT ? FMT : p.fmt, sh, QATTN_QF_THREADS);
+    const int64_t span = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED ? p.npad : p.seqlen;
+    const int64_t e1 = c0 + ct < span ? c0 + ct : span;
+    for (int64_t tb = c0; tb < e1; tb += tt)
+        qattn_qf_encode_tile<IN, FMT, SM, UNI, NI, 1>(p, tt, (int)(tb / tt), h, b, t0, n, toff, sh, chunkbuf, c0, swm);
+}
+
+/* the encode and resident kernels for p: int8 and e4m3 compiled for their
+ * format, the others (int4, e5m2) with the format read at run time; no
+ * resident kernel for Q block smoothing */
+typedef void (*qattn_qf_encode_fn)(qattn_kernels_quant_params, int);
+typedef void (*qattn_qf_res_fn)(qattn_kernels_quant_params, int, int);
+typedef struct qattn_qf_fns {
+    qattn_qf_encode_fn enc;
+    qattn_qf_res_fn res;
+} qattn_qf_fns;
+template <int IN, int FMT, int SM, int UNI, int NI, int STATS>
+struct qattn_qf_res_of { /* operands with statistics only: the others read their input once anyway */
+    static qattn_qf_res_fn get() { return &qattn_qf_resident_kernel<IN, FMT, SM, UNI, NI>; }
+};
+template <int IN, int FMT, int SM, int UNI, int NI>
+struct qattn_qf_res_of<IN, FMT, SM, UNI, NI, 0> {
+    static qattn_qf_res_fn get() { return (qattn_qf_res_fn)0; }
+};
+template <int IN, int FMT, int SM, int UNI, int NI>
+static qattn_qf_fns qattn_qf_fns_of()
+{
+    qattn_qf_fns f = {&qattn_qf_encode_kernel<IN, FMT, SM, UNI, NI>,
+                      qattn_qf_res_of<IN, FMT, SM, UNI, NI, UNI || SM == QATTN_KERNELS_SMOOTH_TOKENS>::get()};
+    return f;
+}
+template <int IN, int FMT, int SM, int NI>
+static qattn_qf_fns qattn_qf_pick_uni(const qattn_kernels_quant_params &p)
+{
+    return qattn_qf_uniform(p.group) ? qattn_qf_fns_of<IN, FMT, SM, 1, NI>() : qattn_qf_fns_of<IN, FMT, SM, 0, NI>();
 }
 template <int IN, int FMT, int NI>
-static qattn_qf_encode_fn qattn_qf_pick_smooth(const qattn_kernels_quant_params &p)
+static qattn_qf_fns qattn_qf_pick_smooth(const qattn_kernels_quant_params &p)
 {
     if (p.smooth == QATTN_KERNELS_SMOOTH_TOKENS)
         return qattn_qf_pick_uni<IN, FMT, QATTN_KERNELS_SMOOTH_TOKENS, NI>(p);
-    if (p.smooth == QATTN_KERNELS_SMOOTH_BLOCKS) /* token-local groups only (qattn_qf_plan) */
-        return &qattn_qf_encode_kernel<IN, FMT, QATTN_KERNELS_SMOOTH_BLOCKS, 0, NI>;
+    if (p.smooth == QATTN_KERNELS_SMOOTH_BLOCKS) { /* token-local groups only (qattn_qf_plan) */
+        qattn_qf_fns f = {&qattn_qf_encode_kernel<IN, FMT, QATTN_KERNELS_SMOOTH_BLOCKS, 0, NI>, (qattn_qf_res_fn)0};
+        return f;
+    }
     return qattn_qf_pick_uni<IN, FMT, QATTN_KERNELS_SMOOTH_NONE, NI>(p);
 }
 template <int IN, int NI>
-static qattn_qf_encode_fn qattn_qf_pick_fmt(const qattn_kernels_quant_params &p)
+static qattn_qf_fns qattn_qf_pick_fmt(const qattn_kernels_quant_params &p)
 {
     if (p.fmt == QATTN_FMT_INT8)
         return qattn_qf_pick_smooth<IN, QATTN_FMT_INT8, NI>(p);
@@ -598,6 +832,46 @@ static int qattn_qf_plan(const qattn_kernels_quant_params &p, int *tt, size_t *s
     return 1;
 }
 
+/* whether the resident kernel runs p (encode tile tt, ni items per thread):
+ * 1 with its chunks per unit, shared memory and kernel, else 0 (the three
+ * launches run). Opt-in, with QATTN_QUANT_RESIDENT=1 in the environment: on
+ * the H100 it is slower than the three launches (kernels/NOTES.md,
+ * "Resident quantization"). */
+template <int IN>
+static int qattn_qf_resident_plan(const qattn_kernels_quant_params &p, int tt, int ni, int *nck, size_t *smem,
+                                  qattn_qf_res_fn *fn)
+{
+    const char *env = getenv("QATTN_QUANT_RESIDENT");
+    if (!env || strcmp(env, "1"))
+        return 0;
+    const int cols = p.d / 8;
+    if (p.smooth == QATTN_KERNELS_SMOOTH_BLOCKS || p.d > 256 || (cols & (cols - 1)) || QATTN_KERNELS_QUANT_CHUNK % tt)
+        return 0;
+    const int stats = qattn_qf_uniform(p.group) || p.smooth == QATTN_KERNELS_SMOOTH_TOKENS;
+    if (!stats) /* one read already */
+        return 0;
+    const int64_t span = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED ? p.npad : p.seqlen;
+    const int64_t k = (span + QATTN_KERNELS_QUANT_CHUNK - 1) / QATTN_KERNELS_QUANT_CHUNK;
+    if (k < 1 || k * p.heads * p.nseq > 0x7fffffff)
+        return 0;
+    const size_t sm = qattn_qf_res_smem(p, tt, stats);
+    const qattn_qf_res_fn f = ni == 1 ? qattn_qf_pick_fmt<IN, 1>(p).res : qattn_qf_pick_fmt<IN, 2>(p).res;
+    int dev = 0, optin = 0, nsm = 0, occ = 0;
+    if (!f || hipGetDevice(&dev) != hipSuccess ||
+        hipDeviceGetAttribute(&optin, hipDeviceAttributeSharedMemPerBlockOptin, dev) != hipSuccess ||
+        hipDeviceGetAttribute(&nsm, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess || sm > (size_t)optin ||
+        hipFuncSetAttribute((const void *)f, hipFuncAttributeMaxDynamicSharedMemorySize, (int)sm) != hipSuccess ||
+        hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, f, QATTN_QF_THREADS, sm) != hipSuccess ||
+        (int64_t)occ * nsm < 2 * k) {
+        (void)hipGetLastError(); /* a refusal here only means: the three launches */
+        return 0;
+    }
+    *nck = (int)k;
+    *smem = sm;
+    *fn = f;
+    return 1;
+}
+
 template <int IN>
 static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *stream, qattn_err *err)
 {
@@ -612,6 +886,18 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
                              p.nseq, p.d, p.seqlen);
     if (p.seqlen == 0)
         return QATTN_OK;
+    int nck = 0;
+    size_t rsm = 0;
+    qattn_qf_res_fn rf = (qattn_qf_res_fn)0;
+    if (qattn_qf_resident_plan<IN>(p, tt, ni, &nck, &rsm, &rf)) {
+        const int64_t units = (int64_t)p.heads * p.nseq;
+        QATTN_QUANT_CHECK(hipMemsetAsync((unsigned char *)p.work + qattn_qf_stats_bytes(p), 0,
+                                         (size_t)(1 + 2 * units) * sizeof(unsigned), st),
+                          "quant resident counters");
+        qattn_port_launch_resident(rf, dim3((unsigned)(nck * units)), dim3(QATTN_QF_THREADS), rsm, st, p, tt, nck);
+        QATTN_QUANT_CHECK(hipGetLastError(), "quant resident kernel launch");
+        return QATTN_OK;
+    }
     if (qattn_qf_uniform(p.group) || p.smooth == QATTN_KERNELS_SMOOTH_TOKENS) {
         const int R = QATTN_QF_STAT_THREADS / (p.d / 8);
         const int sums = p.smooth == QATTN_KERNELS_SMOOTH_TOKENS, minmax = qattn_qf_uniform(p.group);
@@ -619,14 +905,14 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
                                                  : sums         ? &qattn_qf_stats_kernel<IN, 1, 0>
                                                                 : &qattn_qf_stats_kernel<IN, 0, 1>;
         hipLaunchKernelGGL(ks, dim3((unsigned)qattn_qf_nchunk(p), (unsigned)p.heads, (unsigned)p.nseq),
-                           dim3(QATTN_QF_STAT_THREADS), (size_t)R * p.d * 16, st, p);
+                           dim3(QATTN_QF_STAT_THREADS), (size_t)R * (p.d / 8) * 9 * 16, st, p);
         QATTN_QUANT_CHECK(hipGetLastError(), "quant stats kernel launch");
         void (*kc)(qattn_kernels_quant_params) = &qattn_qf_combine_kernel<IN>;
         hipLaunchKernelGGL(kc, dim3((unsigned)p.heads, (unsigned)p.nseq), dim3(QATTN_QF_STAT_THREADS), 0, st, p);
         QATTN_QUANT_CHECK(hipGetLastError(), "quant combine kernel launch");
     }
     const int64_t span = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED ? p.npad : p.seqlen;
-    void (*ke)(qattn_kernels_quant_params, int) = ni == 1 ? qattn_qf_pick_fmt<IN, 1>(p) : qattn_qf_pick_fmt<IN, 2>(p);
+    const qattn_qf_encode_fn ke = ni == 1 ? qattn_qf_pick_fmt<IN, 1>(p).enc : qattn_qf_pick_fmt<IN, 2>(p).enc;
     hipLaunchKernelGGL(ke, dim3((unsigned)((span + tt - 1) / tt), (unsigned)p.heads, (unsigned)p.nseq),
                        dim3(QATTN_QF_THREADS), smem, st, p, tt);
     QATTN_QUANT_CHECK(hipGetLastError(), "quant encode kernel launch");
@@ -634,8 +920,9 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
 }
 
 /* one instance: extern "C" launch function NAME for input dtype IN (fp16,
- * bf16), and NAME_takes(p): 1 when the fused kernels run p (0: the portable
- * ones do), for the tests */
+ * bf16), NAME_takes(p): 1 when the fused kernels run p (0: the portable
+ * ones do), and NAME_resident(p): 1 when the resident kernel does, for the
+ * tests */
 #define QATTN_QUANT_FAST_INSTANCE(IN, NAME)                                                           \
     extern "C" int NAME(const qattn_kernels_quant_params *p, void *stream, qattn_err *err)           \
     {                                                                                                 \
@@ -646,6 +933,14 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
         int tt, ni;                                                                                   \
         size_t smem;                                                                                  \
         return p->in == IN && qattn_qf_plan(*p, &tt, &smem, &ni);                                     \
+    }                                                                                                 \
+    extern "C" int NAME##_resident(const qattn_kernels_quant_params *p)                              \
+    {                                                                                                 \
+        int tt, ni, nck;                                                                              \
+        size_t smem, rsm;                                                                             \
+        qattn_qf_res_fn f;                                                                            \
+        return p->in == IN && p->seqlen > 0 && qattn_qf_plan(*p, &tt, &smem, &ni) &&                \
+               qattn_qf_resident_plan<IN>(*p, tt, ni, &nck, &rsm, &f);                               \
     }
 
 #endif

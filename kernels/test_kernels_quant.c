@@ -13,6 +13,9 @@
  * and test_kernels_quant_gpu (kernels/test_kernels_quant_gpu.c, NVIDIA:
  * larger shapes, plus --bench: the sage2-8b-sm90 quantization of B=4, H=32,
  * N=8192, d=128 fp16 against a device-to-device copy, timed with events). */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,10 @@
 
 int qattn_kernels_launch_quant_fast_in_fp16_takes(const qattn_kernels_quant_params *p);
 int qattn_kernels_launch_quant_fast_in_bf16_takes(const qattn_kernels_quant_params *p);
+int qattn_kernels_launch_quant_fast_in_fp16_resident(const qattn_kernels_quant_params *p);
+int qattn_kernels_launch_quant_fast_in_bf16_resident(const qattn_kernels_quant_params *p);
+
+static int n_resident; /* cases the resident kernel ran */
 
 static uint64_t rs = 4242;
 static double gauss(void)
@@ -46,6 +53,7 @@ typedef struct qcase {
     int lens[4];
     int varlen, thd, transposed; /* thd: input [T, H, d] (token stride H*d), else [H, T, d] */
     int fused;                   /* 1: the fast instance must take it */
+    int resident;                /* 1: ... and, with QATTN_QUANT_RESIDENT=1, the resident kernel (one read of K, V) */
     int ties;                    /* values on rounding boundaries of the codes (tie_value) */
 } qcase;
 
@@ -179,6 +187,19 @@ static void run_case(const qcase *qc, const char *name)
         CHECK(takes == qc->fused, "%s %s@%s d=%d: fused kernels %s, expected %s", name, qc->fmt, qc->group, qc->d,
               takes ? "taken" : "not taken", qc->fused ? "taken" : "not taken");
     }
+    int resident = 0;
+    if (!rc && strstr(name, "quant_fast_")) {
+        const char *opt = getenv("QATTN_QUANT_RESIDENT");
+        const int want = qc->resident && opt && !strcmp(opt, "1");
+        resident = qc->in == QATTN_FMT_BF16 ? qattn_kernels_launch_quant_fast_in_bf16_resident(&p)
+                                            : qattn_kernels_launch_quant_fast_in_fp16_resident(&p);
+        n_resident += resident;
+        CHECK(!resident || qc->fused, "%s: resident kernel for a case the fused kernels do not take", name);
+        CHECK(!resident || (opt && !strcmp(opt, "1")), "%s: resident kernel without QATTN_QUANT_RESIDENT=1", name);
+        if (want)
+            CHECK(resident, "%s %s@%s d=%d: with QATTN_QUANT_RESIDENT=1 the resident kernel must run this case", name,
+                  qc->fmt, qc->group, qc->d);
+    }
     rc = rc || sig->launch_quant(&p, NULL, &err) || qattn_kernels_dev_sync(&err);
     CHECK(rc == 0, "%s: %s", name, err.msg);
     uint8_t *codes = malloc(bc);
@@ -239,9 +260,9 @@ static void run_case(const qcase *qc, const char *name)
           qc->varlen ? " varlen" : "", qc->thd ? " [T,H,d]" : "", qc->transposed ? " transposed" : "", bad, badsc,
           badmean, badpad);
     if (!rc && bad == 0 && badsc == 0 && badmean == 0 && badpad == 0)
-        printf("ok %-22s %s@%-16s smooth %d %s d=%-3d N=%-5d nseq %d%s%s%s\n", name, qc->fmt, qc->group, qc->smooth,
-               qattn_fmt_name(qc->in), qc->d, seqlen, qc->nseq, qc->varlen ? " varlen" : "",
-               qc->thd ? " [T,H,d]" : "", qc->transposed ? " transposed" : "");
+        printf("ok %-22s %s@%-16s smooth %d %s d=%-3d N=%-5d nseq %d%s%s%s%s\n", name, qc->fmt, qc->group,
+               qc->smooth, qattn_fmt_name(qc->in), qc->d, seqlen, qc->nseq, qc->varlen ? " varlen" : "",
+               qc->thd ? " [T,H,d]" : "", qc->transposed ? " transposed" : "", resident ? " resident" : "");
     free(xs);
     free(mref);
     free(codes);
@@ -279,41 +300,41 @@ int main(int argc, char **argv)
     const int NO = QATTN_KERNELS_SMOOTH_NONE, TOK = QATTN_KERNELS_SMOOTH_TOKENS, BLK = QATTN_KERNELS_SMOOTH_BLOCKS;
     const qcase cases[] = {
         /* the sage2-8b-sm90 operands: Q, K (smooth=k), V^T per channel */
-        {"int8", "thread:16/8/1", NO, 0, F16, 128, 2, 1, {150}, 0, 0, 0, 1, 0},
-        {"int8", "thread:128/8/2", TOK, 0, F16, 128, 2, 2, {300, 300}, 0, 0, 0, 1, 0},
-        {"e4m3", "channel", NO, 0, F16, 128, 2, 2, {200, 200}, 0, 0, 1, 1, 0},
+        {"int8", "thread:16/8/1", NO, 0, F16, 128, 2, 1, {150}, 0, 0, 0, 1, 0, 0},
+        {"int8", "thread:128/8/2", TOK, 0, F16, 128, 2, 2, {300, 300}, 0, 0, 0, 1, 1, 0},
+        {"e4m3", "channel", NO, 0, F16, 128, 2, 2, {200, 200}, 0, 0, 1, 1, 1, 0},
         /* sage2-8b, bf16, varlen, [T, H, d] */
-        {"int8", "thread:32/8/1", NO, 0, B16, 128, 3, 3, {37, 100, 1}, 1, 1, 0, 1, 0},
-        {"int8", "thread:64/8/2", TOK, 0, B16, 64, 2, 3, {37, 600, 5}, 1, 0, 0, 1, 0},
-        {"e4m3", "channel", NO, 0, B16, 64, 2, 3, {37, 260, 1}, 1, 1, 1, 1, 0},
-        {"e4m3", "channel", TOK, 0, F16, 128, 2, 2, {130, 7}, 1, 0, 1, 1, 0}, /* smooth=v, V^T */
+        {"int8", "thread:32/8/1", NO, 0, B16, 128, 3, 3, {37, 100, 1}, 1, 1, 0, 1, 0, 0},
+        {"int8", "thread:64/8/2", TOK, 0, B16, 64, 2, 3, {37, 600, 5}, 1, 0, 0, 1, 0, 0},
+        {"e4m3", "channel", NO, 0, B16, 64, 2, 3, {37, 260, 1}, 1, 1, 1, 1, 0, 0},
+        {"e4m3", "channel", TOK, 0, F16, 128, 2, 2, {130, 7}, 1, 0, 1, 1, 0, 0}, /* smooth=v, V^T */
         /* every group kind, int4 / e4m3 / e5m2, e8m0, Q block smoothing */
-        {"int8", "tensor", NO, 0, F16, 64, 2, 1, {77}, 0, 0, 0, 1, 0},
-        {"int8", "tensor", TOK, 0, B16, 128, 2, 2, {513, 513}, 0, 0, 0, 1, 0},
-        {"e4m3", "tensor,ch:16", TOK, 0, F16, 64, 2, 1, {90}, 0, 0, 0, 1, 0},
-        {"int8", "token", TOK, 0, F16, 128, 2, 1, {70}, 0, 0, 0, 1, 0},
-        {"int4", "block:64", TOK, 0, F16, 128, 2, 1, {70}, 0, 0, 0, 1, 0},
-        {"e4m3", "warp:32", BLK, 32, F16, 128, 2, 1, {75}, 0, 0, 0, 1, 0},
-        {"int8", "block:32,e8m0", BLK, 64, B16, 64, 2, 2, {50, 130}, 1, 0, 0, 1, 0},
-        {"int4", "thread:32/8/1", BLK, 16, F16, 64, 2, 1, {45}, 0, 0, 0, 1, 0},
-        {"e5m2", "thread:64/16/4", NO, 0, B16, 128, 1, 1, {99}, 0, 1, 0, 1, 0},
-        {"int8", "channel,e8m0", TOK, 0, F16, 64, 2, 1, {33}, 0, 0, 0, 1, 0},
-        {"int8", "thread:128/8/2", TOK, 0, F16, 128, 1, 1, {1}, 0, 0, 1, 1, 0}, /* one token, V^T of K-style groups */
+        {"int8", "tensor", NO, 0, F16, 64, 2, 1, {77}, 0, 0, 0, 1, 0, 0},
+        {"int8", "tensor", TOK, 0, B16, 128, 2, 2, {513, 513}, 0, 0, 0, 1, 0, 0},
+        {"e4m3", "tensor,ch:16", TOK, 0, F16, 64, 2, 1, {90}, 0, 0, 0, 1, 0, 0},
+        {"int8", "token", TOK, 0, F16, 128, 2, 1, {70}, 0, 0, 0, 1, 0, 0},
+        {"int4", "block:64", TOK, 0, F16, 128, 2, 1, {70}, 0, 0, 0, 1, 0, 0},
+        {"e4m3", "warp:32", BLK, 32, F16, 128, 2, 1, {75}, 0, 0, 0, 1, 0, 0},
+        {"int8", "block:32,e8m0", BLK, 64, B16, 64, 2, 2, {50, 130}, 1, 0, 0, 1, 0, 0},
+        {"int4", "thread:32/8/1", BLK, 16, F16, 64, 2, 1, {45}, 0, 0, 0, 1, 0, 0},
+        {"e5m2", "thread:64/16/4", NO, 0, B16, 128, 1, 1, {99}, 0, 1, 0, 1, 0, 0},
+        {"int8", "channel,e8m0", TOK, 0, F16, 64, 2, 1, {33}, 0, 0, 0, 1, 0, 0},
+        {"int8", "thread:128/8/2", TOK, 0, F16, 128, 1, 1, {1}, 0, 0, 1, 1, 0, 0}, /* one token, V^T of K-style groups */
         /* exact ties of the codes' rounding */
-        {"int8", "token", NO, 0, F16, 64, 1, 1, {40}, 0, 0, 0, 1, 1},
-        {"int8", "token", NO, 0, F16, 128, 1, 1, {64}, 0, 0, 0, 1, 5},
-        {"int4", "thread:32/8/1", NO, 0, F16, 64, 1, 1, {64}, 0, 0, 0, 1, 3},
-        {"e4m3", "channel", NO, 0, F16, 64, 1, 1, {100}, 0, 0, 1, 1, 2},
-        {"e4m3", "token", NO, 0, B16, 64, 1, 1, {40}, 0, 0, 0, 1, 4},
+        {"int8", "token", NO, 0, F16, 64, 1, 1, {40}, 0, 0, 0, 1, 0, 1},
+        {"int8", "token", NO, 0, F16, 128, 1, 1, {64}, 0, 0, 0, 1, 0, 5},
+        {"int4", "thread:32/8/1", NO, 0, F16, 64, 1, 1, {64}, 0, 0, 0, 1, 0, 3},
+        {"e4m3", "channel", NO, 0, F16, 64, 1, 1, {100}, 0, 0, 1, 1, 0, 2},
+        {"e4m3", "token", NO, 0, B16, 64, 1, 1, {40}, 0, 0, 0, 1, 0, 4},
         /* not fused (the portable kernels run): split Q/K groups, d % 16, tile too large, fp16 casts */
-        {"int8", "token,ch:32", NO, 0, F16, 64, 2, 1, {40}, 0, 0, 0, 0, 0},
-        {"int8", "token", NO, 0, F16, 72, 2, 1, {40}, 0, 0, 0, 0, 0},
-        {"int8", "thread:512/8/1", NO, 0, F16, 128, 1, 1, {40}, 0, 0, 0, 0, 0},
-        {"int8", "tensor", BLK, 32, F16, 64, 2, 1, {70}, 0, 0, 0, 0, 0},
+        {"int8", "token,ch:32", NO, 0, F16, 64, 2, 1, {40}, 0, 0, 0, 0, 0, 0},
+        {"int8", "token", NO, 0, F16, 72, 2, 1, {40}, 0, 0, 0, 0, 0, 0},
+        {"int8", "thread:512/8/1", NO, 0, F16, 128, 1, 1, {40}, 0, 0, 0, 0, 0, 0},
+        {"int8", "tensor", BLK, 32, F16, 64, 2, 1, {70}, 0, 0, 0, 0, 0, 0},
         /* longer (GPU only): many tiles and chunks */
-        {"int8", "thread:128/8/2", TOK, 0, F16, 128, 4, 2, {4099, 4099}, 0, 0, 0, 1, 0},
-        {"e4m3", "channel", NO, 0, B16, 128, 4, 3, {3000, 1029, 2050}, 1, 0, 1, 1, 0},
-        {"int8", "thread:16/8/1", NO, 0, F16, 64, 4, 2, {2047, 2047}, 0, 1, 0, 1, 0},
+        {"int8", "thread:128/8/2", TOK, 0, F16, 128, 4, 2, {4099, 4099}, 0, 0, 0, 1, 0, 0},
+        {"e4m3", "channel", NO, 0, B16, 128, 4, 3, {3000, 1029, 2050}, 1, 0, 1, 1, 0, 0},
+        {"int8", "thread:16/8/1", NO, 0, F16, 64, 4, 2, {2047, 2047}, 0, 1, 0, 1, 0, 0},
     };
     const size_t ncase = sizeof cases / sizeof cases[0];
     for (size_t i = 0; i < ncase; i++) {
@@ -321,7 +342,14 @@ int main(int argc, char **argv)
             continue;
         run_case(&cases[i], cases[i].in == QATTN_FMT_BF16 ? "quant_fast_in_bf16" : "quant_fast_in_fp16");
         run_case(&cases[i], cases[i].in == QATTN_FMT_BF16 ? "quant_portable_in_bf16" : "quant_portable_in_fp16");
+        if (cases[i].fused) { /* the same through the resident kernel (opt-in) where it applies */
+            setenv("QATTN_QUANT_RESIDENT", "1", 1);
+            run_case(&cases[i], cases[i].in == QATTN_FMT_BF16 ? "quant_fast_in_bf16" : "quant_fast_in_fp16");
+            unsetenv("QATTN_QUANT_RESIDENT");
+        }
     }
+    /* the resident kernel ran the cases it can take when asked (a plan that refuses it everywhere fails this) */
+    CHECK(n_resident >= 10, "the resident kernel ran %d cases, expected at least 10", n_resident);
     /* the layout setter refuses int4 codes */
     {
         qattn_kernels_quant_params p;
