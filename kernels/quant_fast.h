@@ -157,6 +157,19 @@ static __host__ __device__ __forceinline__ int64_t qattn_qf_nchunk(const qattn_k
     return ((int64_t)p.seqlen + QATTN_KERNELS_QUANT_CHUNK - 1) / QATTN_KERNELS_QUANT_CHUNK;
 }
 
+/* the first token of sequence b (which starts at token t0) in head h of p.x */
+static __device__ __forceinline__ const uint16_t *qattn_qf_seq_x(const qattn_kernels_quant_params &p, int b, int64_t t0,
+                                                                int h)
+{
+    return (const uint16_t *)p.x + (int64_t)b * p.x_stride_batch + t0 * p.x_stride_tok + (int64_t)h * p.x_stride_head;
+}
+
+/* bytes of the statistics scratch (qattn_qf_stats_body) */
+static __host__ __device__ __forceinline__ size_t qattn_qf_stats_scratch(int d)
+{
+    return (size_t)(QATTN_QF_STAT_THREADS / (d / 8)) * (d / 8) * 9 * 16;
+}
+
 /* 16-byte unit `unit` of token row t: in global memory (x: the sequence's
  * first token of the head, stride: p.x_stride_tok), or in a resident chunk
  * (RES; x: the chunk in shared memory, t: row in the chunk, stride: d), where
@@ -261,8 +274,7 @@ __global__ void __launch_bounds__(QATTN_QF_STAT_THREADS) qattn_qf_stats_kernel(q
     const int chunk = (int)blockIdx.x, h = (int)blockIdx.y, b = (int)blockIdx.z;
     int64_t t0, n, toff;
     qattn_quant_seq(p, b, &t0, &n, &toff);
-    const uint16_t *x =
-        (const uint16_t *)p.x + (int64_t)b * p.x_stride_batch + t0 * p.x_stride_tok + (int64_t)h * p.x_stride_head;
+    const uint16_t *x = qattn_qf_seq_x(p, b, t0, h);
     qattn_qf_stats_body<IN, SUMS, MINMAX, 0>(p, chunk, h, b, n, x, p.x_stride_tok, 0, 0, qf_ssum,
                                              QATTN_QF_STAT_THREADS);
 }
@@ -396,9 +408,7 @@ static __device__ __forceinline__ void qattn_qf_encode_tile(const qattn_kernels_
 
     /* item i: token tl, channels 16 * ch .. 16 * ch + 15; tokens run fastest
      * across lanes for the transposed store, channels otherwise */
-    const uint16_t *x = RES ? xr
-                            : (const uint16_t *)p.x + (int64_t)b * p.x_stride_batch + t0 * p.x_stride_tok +
-                                  (int64_t)h * p.x_stride_head;
+    const uint16_t *x = RES ? xr : qattn_qf_seq_x(p, b, t0, h);
     const int64_t stride = RES ? d : p.x_stride_tok;
     uint4 raw[NI][2];
     int tl[NI], ch[NI], ok[NI], gi[NI];
@@ -616,18 +626,16 @@ __global__ void __launch_bounds__(QATTN_QF_THREADS, NI == 1 && SM != QATTN_KERNE
  * [max(d, QATTN_QF_MAXTT)], mean [d], gmax [QATTN_QF_MAXTT], cmax [d],
  * misc [4] (the ticket, the last-to-arrive flag). All of it is dynamic:
  * the host simulation runs these blocks side by side. ---- */
-static __host__ __device__ __forceinline__ size_t qattn_qf_res_scratch(const qattn_kernels_quant_params &p, int tt,
-                                                                      int stats)
+static __host__ __device__ __forceinline__ size_t qattn_qf_res_scratch(const qattn_kernels_quant_params &p, int tt)
 {
-    size_t a = stats ? (size_t)(QATTN_QF_STAT_THREADS / (p.d / 8)) * (p.d / 8) * 9 * 16 : 0;
+    size_t a = qattn_qf_stats_scratch(p.d);
     size_t b = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED ? (size_t)tt * p.d : 0;
     return ((a > b ? a : b) + 15) / 16 * 16;
 }
-static __host__ __device__ __forceinline__ size_t qattn_qf_res_smem(const qattn_kernels_quant_params &p, int tt,
-                                                                   int stats)
+static __host__ __device__ __forceinline__ size_t qattn_qf_res_smem(const qattn_kernels_quant_params &p, int tt)
 {
     const size_t A = p.d > QATTN_QF_MAXTT ? (size_t)p.d : (size_t)QATTN_QF_MAXTT;
-    return (size_t)QATTN_KERNELS_QUANT_CHUNK * p.d * 2 + qattn_qf_res_scratch(p, tt, stats) +
+    return (size_t)QATTN_KERNELS_QUANT_CHUNK * p.d * 2 + qattn_qf_res_scratch(p, tt) +
            (2 * A + (size_t)p.d + QATTN_QF_MAXTT + (size_t)p.d + 4) * 4;
 }
 /* bytes of the partial statistics at the start of p.work; the counters follow:
@@ -647,7 +655,7 @@ __global__ void __launch_bounds__(QATTN_QF_THREADS, 2)
     uint16_t *chunkbuf = (uint16_t *)base;
     unsigned char *dyn = base + (size_t)ct * d * 2;
     const int A = d > QATTN_QF_MAXTT ? d : QATTN_QF_MAXTT;
-    float *scale = (float *)(dyn + qattn_qf_res_scratch(p, tt, 1)), *rcp = scale + A, *mean = rcp + A;
+    float *scale = (float *)(dyn + qattn_qf_res_scratch(p, tt)), *rcp = scale + A, *mean = rcp + A;
     unsigned *gmax = (unsigned *)(mean + d), *cmax = gmax + QATTN_QF_MAXTT;
     int *misc = (int *)(cmax + d);
     const qattn_qf_shared sh = {scale, rcp, mean, gmax, dyn};
@@ -669,8 +677,7 @@ __global__ void __launch_bounds__(QATTN_QF_THREADS, 2)
     const int cols = 1 << lc, swm = (cols < 8 ? cols : 8) - 1;
 
     /* the chunk, eight 16-byte loads in flight per thread */
-    const uint16_t *x =
-        (const uint16_t *)p.x + (int64_t)b * p.x_stride_batch + t0 * p.x_stride_tok + (int64_t)h * p.x_stride_head;
+    const uint16_t *x = qattn_qf_seq_x(p, b, t0, h);
     const int nu = c1 > c0 ? (int)(c1 - c0) << lc : 0;
     for (int i0 = 0; i0 < nu; i0 += 8 * QATTN_QF_THREADS) {
         uint4 v[8];
@@ -847,14 +854,13 @@ static int qattn_qf_resident_plan(const qattn_kernels_quant_params &p, int tt, i
     const int cols = p.d / 8;
     if (p.smooth == QATTN_KERNELS_SMOOTH_BLOCKS || p.d > 256 || (cols & (cols - 1)) || QATTN_KERNELS_QUANT_CHUNK % tt)
         return 0;
-    const int stats = qattn_qf_uniform(p.group) || p.smooth == QATTN_KERNELS_SMOOTH_TOKENS;
-    if (!stats) /* one read already */
+    if (!qattn_qf_uniform(p.group) && p.smooth != QATTN_KERNELS_SMOOTH_TOKENS) /* no statistics: one read already */
         return 0;
     const int64_t span = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED ? p.npad : p.seqlen;
     const int64_t k = (span + QATTN_KERNELS_QUANT_CHUNK - 1) / QATTN_KERNELS_QUANT_CHUNK;
     if (k < 1 || k * p.heads * p.nseq > 0x7fffffff)
         return 0;
-    const size_t sm = qattn_qf_res_smem(p, tt, stats);
+    const size_t sm = qattn_qf_res_smem(p, tt);
     const qattn_qf_res_fn f = ni == 1 ? qattn_qf_pick_fmt<IN, 1>(p).res : qattn_qf_pick_fmt<IN, 2>(p).res;
     int dev = 0, optin = 0, nsm = 0, occ = 0;
     if (!f || hipGetDevice(&dev) != hipSuccess ||
@@ -899,13 +905,12 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
         return QATTN_OK;
     }
     if (qattn_qf_uniform(p.group) || p.smooth == QATTN_KERNELS_SMOOTH_TOKENS) {
-        const int R = QATTN_QF_STAT_THREADS / (p.d / 8);
         const int sums = p.smooth == QATTN_KERNELS_SMOOTH_TOKENS, minmax = qattn_qf_uniform(p.group);
         void (*ks)(qattn_kernels_quant_params) = sums && minmax ? &qattn_qf_stats_kernel<IN, 1, 1>
                                                  : sums         ? &qattn_qf_stats_kernel<IN, 1, 0>
                                                                 : &qattn_qf_stats_kernel<IN, 0, 1>;
         hipLaunchKernelGGL(ks, dim3((unsigned)qattn_qf_nchunk(p), (unsigned)p.heads, (unsigned)p.nseq),
-                           dim3(QATTN_QF_STAT_THREADS), (size_t)R * (p.d / 8) * 9 * 16, st, p);
+                           dim3(QATTN_QF_STAT_THREADS), qattn_qf_stats_scratch(p.d), st, p);
         QATTN_QUANT_CHECK(hipGetLastError(), "quant stats kernel launch");
         void (*kc)(qattn_kernels_quant_params) = &qattn_qf_combine_kernel<IN>;
         hipLaunchKernelGGL(kc, dim3((unsigned)p.heads, (unsigned)p.nseq), dim3(QATTN_QF_STAT_THREADS), 0, st, p);
