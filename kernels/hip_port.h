@@ -90,6 +90,7 @@ struct qattn_sim_slot {
     int busy = 0, nalive = 0, arrived = 0;
     unsigned long gen = 0;
     std::vector<unsigned char> smem;
+    std::vector<unsigned long long> shfl; /* a word per thread for the shuffles */
 };
 struct qattn_sim_state {
     dim3 grid, block;
@@ -190,6 +191,7 @@ inline hipError_t qattn_sim_launch(dim3 grid, dim3 block, size_t smem, const std
                 sl.bid = dim3((unsigned)(lin % grid.x), (unsigned)(lin / grid.x % grid.y),
                               (unsigned)(lin / ((unsigned long)grid.x * grid.y)));
                 sl.smem.assign(smem ? smem : 1, 0xff); /* uninitialized shared memory reads as NaN */
+                sl.shfl.assign((size_t)n, 0ull);
                 sl.busy = 1;
                 sl.nalive = n;
                 sl.arrived = 0;
@@ -252,6 +254,25 @@ inline unsigned atomicAdd(unsigned *a, unsigned v) { return qattn_sim_rmw(a, [v]
 inline unsigned atomicExch(unsigned *a, unsigned v) { return qattn_sim_rmw(a, [v](unsigned) { return v; }); }
 inline unsigned atomicMax(unsigned *a, unsigned v) { return qattn_sim_rmw(a, [v](unsigned o) { return o > v ? o : v; }); }
 inline int atomicOr(int *a, int v) { return qattn_sim_rmw(a, [v](int o) { return o | v; }); }
+
+/* HIP's shuffle: value of lane ^ lane_mask (within groups of width lanes).
+ * Every thread of the block must take part (it is two block barriers
+ * here), which the kernels that shuffle guarantee: no shuffle under a
+ * branch that differs between threads. */
+template <typename T>
+inline T __shfl_xor(T v, int lane_mask, int width = 32)
+{
+    static_assert(sizeof(T) <= sizeof(unsigned long long), "__shfl_xor: at most 8 bytes");
+    qattn_sim_state &s = qattn_sim_state_get();
+    qattn_sim_slot &k = qattn_sim_slot_get();
+    const int t = s.cur % s.nthreads, src = (t & ~(width - 1)) | ((t ^ lane_mask) & (width - 1));
+    memcpy(&k.shfl[(size_t)t], &v, sizeof v);
+    __syncthreads();
+    T r;
+    memcpy(&r, &k.shfl[(size_t)(src < s.nthreads ? src : t)], sizeof r);
+    __syncthreads();
+    return r;
+}
 
 /* 16- and 8-byte vectors (CUDA / HIP vector types) */
 struct alignas(16) uint4 {

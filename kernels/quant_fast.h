@@ -51,6 +51,7 @@
 #define QATTN_QF_MAXTT 256                                      /* tokens per tile at most */
 #define QATTN_QF_MAXD 1024
 #define QATTN_QF_STAT_THREADS 256
+#define QATTN_QF_STAT_ILP 8 /* 16-byte loads in flight per thread in the statistics */
 #define QATTN_QF_SMEM 49152 /* dynamic shared memory at most (no opt-in) */
 
 /* element j (0..7) of 8 fp16 / bf16 values in a 16-byte vector */
@@ -61,6 +62,17 @@ static __device__ __forceinline__ float qattn_qf_dec(const uint4 &v, int j)
     if (IN == QATTN_FMT_BF16)
         return qattn_kfmt_u2f(j & 1 ? w & 0xffff0000u : w << 16);
     return qattn_port_f16_to_f32((unsigned short)(j & 1 ? w >> 16 : w & 0xffffu));
+}
+
+/* non-finite inputs among 8 fp16 / bf16 values: bit 15 or 31 set in the
+ * result when a 16-bit exponent field is all ones (adding the field's lowest
+ * bit carries into the sign bit only then) */
+template <int IN>
+static __device__ __forceinline__ unsigned qattn_qf_nonfin(const uint4 &v)
+{
+    const unsigned emask = IN == QATTN_FMT_BF16 ? 0x7f807f80u : 0x7c007c00u;
+    const unsigned elow = IN == QATTN_FMT_BF16 ? 0x00800080u : 0x04000400u;
+    return ((v.x & emask) + elow) | ((v.y & emask) + elow) | ((v.z & emask) + elow) | ((v.w & emask) + elow);
 }
 
 /* rounded to nearest even and clamped to [-qmax, qmax], NaN -> 0: the
@@ -131,6 +143,76 @@ static __device__ __forceinline__ unsigned qattn_qf_code(int fmt, float y)
     }
 }
 
+/* the codes of two values (smoothed) with their scales s and rcp
+ * r = qattn_qf_rcp(fmt, s): c0 | c1 << 8 (8-bit formats), c0 | c1 << 4 (int4) */
+static __device__ __forceinline__ unsigned qattn_qf_code2(int fmt, float v0, float s0, float r0, float v1, float s1,
+                                                          float r1)
+{
+    if (fmt == QATTN_FMT_E4M3) /* both at once */
+        return qattn_port_e4m3x2(qattn_qf_div_e4m3(v0, s0, r0), qattn_qf_div_e4m3(v1, s1, r1));
+    if (fmt == QATTN_FMT_INT8)
+        return (qattn_qf_int_rcp(v0, s0, r0, 127.0f) & 0xffu) | (qattn_qf_int_rcp(v1, s1, r1, 127.0f) & 0xffu) << 8;
+    if (fmt == QATTN_FMT_INT4)
+        return (qattn_qf_int_rcp(v0, s0, r0, 7.0f) & 0xfu) | (qattn_qf_int_rcp(v1, s1, r1, 7.0f) & 0xfu) << 4;
+    const unsigned c0 = s0 > 0.0f ? qattn_qf_code(fmt, v0 / s0) : 0u;
+    const unsigned c1 = s1 > 0.0f ? qattn_qf_code(fmt, v1 / s1) : 0u;
+    return c0 | c1 << 8;
+}
+
+/* the codes of 8 values (smoothed) with their scales s and rcps r: bytes
+ * (8-bit formats; .x: values 0..3, low byte first) or nibbles (int4: .x,
+ * .y = 0). The usual case without a branch per value: int8 / int4 / e4m3
+ * codes from y = v * r for all 8 (qattn_qf_int_rcp, qattn_qf_div_e4m3: the
+ * same codes), and only when one of them lies near a rounding boundary the
+ * 8 again through qattn_qf_code2 (one branch per 8 values) */
+static __device__ __forceinline__ uint2 qattn_qf_code8(int fmt, const float (&v)[8], const float (&s)[8],
+                                                       const float (&r)[8])
+{
+    uint2 w = {0u, 0u};
+    bool near = fmt != QATTN_FMT_INT8 && fmt != QATTN_FMT_INT4 && fmt != QATTN_FMT_E4M3;
+    if (fmt == QATTN_FMT_INT8 || fmt == QATTN_FMT_INT4) {
+        unsigned t[8];
+        QATTN_UNROLL
+        for (int j = 0; j < 8; j++) {
+            const float y = v[j] * r[j], tf = y + 12582912.0f;
+            near |= !(fabsf(y - (tf - 12582912.0f)) < 0.49996948f);
+            t[j] = qattn_kfmt_f2u(tf);
+        }
+        if (fmt == QATTN_FMT_INT8) {
+            w.x = (t[0] & 0xffu) | (t[1] & 0xffu) << 8 | (t[2] & 0xffu) << 16 | t[3] << 24;
+            w.y = (t[4] & 0xffu) | (t[5] & 0xffu) << 8 | (t[6] & 0xffu) << 16 | t[7] << 24;
+        } else {
+            QATTN_UNROLL
+            for (int j = 0; j < 8; j++)
+                w.x |= (t[j] & 0xfu) << (4 * j);
+        }
+    } else if (fmt == QATTN_FMT_E4M3) {
+        float y[8];
+        QATTN_UNROLL
+        for (int j = 0; j < 8; j++) {
+            y[j] = v[j] * r[j];
+            const uint32_t a = qattn_kfmt_f2u(y[j]) & QATTN_KFMT_ABS;
+            near |= a < 0x3C800000u || (a & 0xFFFFFu) - 0x7FFFCu <= 8u;
+        }
+        w.x = qattn_port_e4m3x2(y[0], y[1]) | (unsigned)qattn_port_e4m3x2(y[2], y[3]) << 16;
+        w.y = qattn_port_e4m3x2(y[4], y[5]) | (unsigned)qattn_port_e4m3x2(y[6], y[7]) << 16;
+    }
+    if (near) {
+        w.x = w.y = 0u;
+        QATTN_UNROLL
+        for (int j = 0; j < 8; j += 2) {
+            const unsigned pr = qattn_qf_code2(fmt, v[j], s[j], r[j], v[j + 1], s[j + 1], r[j + 1]);
+            if (fmt == QATTN_FMT_INT4)
+                w.x |= pr << (4 * j);
+            else if (j < 4)
+                w.x |= pr << (8 * j);
+            else
+                w.y |= pr << (8 * (j - 4));
+        }
+    }
+    return w;
+}
+
 /* qattn_kgroup_tok_index in 32-bit arithmetic (t < 2^31) */
 static __device__ __forceinline__ int qattn_qf_tok_index(const qattn_group &g, int t)
 {
@@ -143,6 +225,21 @@ static __device__ __forceinline__ int qattn_qf_tok_index(const qattn_group &g, i
         return blk * (g.s / g.w) + (in % g.s) / g.w;
     }
     default: return 0;
+    }
+}
+
+/* token-local groups g0 + g, g < ngt, of head and sequence hb: scale and
+ * rcp from the amax bits gmax[g] into shared memory, scales to p.scale */
+static __device__ __forceinline__ void qattn_qf_group_scales(const qattn_kernels_quant_params &p, int fmt,
+                                                             const unsigned *gmax, float *scale, float *rcp, int ngt,
+                                                             int64_t g0, int64_t hb, int nthr)
+{
+    for (int g = (int)threadIdx.x; g < ngt; g += nthr) {
+        const float s = qattn_kfmt_scale_for(fmt, qattn_kfmt_u2f(gmax[g]), p.group.e8m0);
+        scale[g] = s;
+        rcp[g] = qattn_qf_rcp(fmt, s);
+        if (g0 + g < p.ntok)
+            p.scale[hb * p.ntok + g0 + g] = s;
     }
 }
 
@@ -208,13 +305,13 @@ static __device__ __forceinline__ void qattn_qf_stats_body(const qattn_kernels_q
     }
     if (r < R) {
         int64_t t = c0 + r;
-        for (; t + 3 * (int64_t)R < c1; t += 4 * (int64_t)R) { /* four loads in flight */
-            uint4 v[4];
+        for (; t + (QATTN_QF_STAT_ILP - 1) * (int64_t)R < c1; t += QATTN_QF_STAT_ILP * (int64_t)R) {
+            uint4 v[QATTN_QF_STAT_ILP];
             QATTN_UNROLL
-            for (int u = 0; u < 4; u++)
+            for (int u = 0; u < QATTN_QF_STAT_ILP; u++)
                 v[u] = qattn_qf_ld<RES>(x, stride, t + u * (int64_t)R - tx, cc, swm);
             QATTN_UNROLL
-            for (int u = 0; u < 4; u++)
+            for (int u = 0; u < QATTN_QF_STAT_ILP; u++)
                 QATTN_UNROLL
                 for (int j = 0; j < 8; j++) {
                     const float f = qattn_qf_dec<IN>(v[u], j);
@@ -471,18 +568,10 @@ static __device__ __forceinline__ void qattn_qf_encode_tile(const qattn_kernels_
             m_ = bmean[mrow[k] + ch[k] * 16 + (j)];                                        \
         out = SM ? (f) - m_ : (f);                                                         \
     } while (0)
-    /* non-finite inputs: a 16-bit exponent field of all ones, two per word
-     * (adding the field's lowest bit carries into the sign bit only then) */
-    const unsigned emask = IN == QATTN_FMT_BF16 ? 0x7f807f80u : 0x7c007c00u;
-    const unsigned elow = IN == QATTN_FMT_BF16 ? 0x00800080u : 0x04000400u;
     unsigned nonfin = 0u;
     QATTN_UNROLL
-    for (int k = 0; k < NI; k++) {
-        const uint4 *rw = raw[k];
-        nonfin |= ((rw[0].x & emask) + elow) | ((rw[0].y & emask) + elow) | ((rw[0].z & emask) + elow) |
-                  ((rw[0].w & emask) + elow) | ((rw[1].x & emask) + elow) | ((rw[1].y & emask) + elow) |
-                  ((rw[1].z & emask) + elow) | ((rw[1].w & emask) + elow);
-    }
+    for (int k = 0; k < NI; k++)
+        nonfin |= qattn_qf_nonfin<IN>(raw[k][0]) | qattn_qf_nonfin<IN>(raw[k][1]);
     const int bad = (nonfin & 0x80008000u) != 0u;
     int mrow[NI];
     QATTN_UNROLL
@@ -505,13 +594,7 @@ static __device__ __forceinline__ void qattn_qf_encode_tile(const qattn_kernels_
         atomicOr(p.nonfinite, 1);
     if (!uniform) {
         __syncthreads();
-        for (int g = tid; g < ngt; g += QATTN_QF_THREADS) {
-            const float s = qattn_kfmt_scale_for(fmt, qattn_kfmt_u2f(qf_gmax[g]), p.group.e8m0);
-            qf_scale[g] = s;
-            qf_rcp[g] = qattn_qf_rcp(fmt, s);
-            if (g0 + g < p.ntok)
-                p.scale[hb * p.ntok + g0 + g] = s;
-        }
+        qattn_qf_group_scales(p, fmt, qf_gmax, qf_scale, qf_rcp, ngt, g0, hb, QATTN_QF_THREADS);
     }
     __syncthreads();
 
@@ -534,25 +617,11 @@ static __device__ __forceinline__ void qattn_qf_encode_tile(const qattn_kernels_
                 float v0, v1;
                 QATTN_QF_VALUE(k, j, qattn_qf_dec<IN>(raw[k][j >> 3], j & 7), v0);
                 QATTN_QF_VALUE(k, j + 1, qattn_qf_dec<IN>(raw[k][j >> 3], (j + 1) & 7), v1);
-                unsigned c0, c1;
-                if (fmt == QATTN_FMT_E4M3) { /* both at once */
-                    const unsigned pr =
-                        qattn_port_e4m3x2(qattn_qf_div_e4m3(v0, s0, r0), qattn_qf_div_e4m3(v1, s1, r1));
-                    c0 = pr & 0xffu;
-                    c1 = pr >> 8;
-                } else if (fmt == QATTN_FMT_INT8 || fmt == QATTN_FMT_INT4) {
-                    const float q = fmt == QATTN_FMT_INT8 ? 127.0f : 7.0f;
-                    const unsigned mask = fmt == QATTN_FMT_INT8 ? 0xffu : 0xfu;
-                    c0 = qattn_qf_int_rcp(v0, s0, r0, q) & mask;
-                    c1 = qattn_qf_int_rcp(v1, s1, r1, q) & mask;
-                } else {
-                    c0 = s0 > 0.0f ? qattn_qf_code(fmt, v0 / s0) : 0u;
-                    c1 = s1 > 0.0f ? qattn_qf_code(fmt, v1 / s1) : 0u;
-                }
+                const unsigned pr = qattn_qf_code2(fmt, v0, s0, r0, v1, s1, r1);
                 if (fmt == QATTN_FMT_INT4)
-                    w[j >> 3] |= (c0 | (c1 << 4)) << ((j & 7) * 4);
+                    w[j >> 3] |= pr << ((j & 7) * 4);
                 else
-                    w[j >> 2] |= (c0 | (c1 << 8)) << ((j & 3) * 8);
+                    w[j >> 2] |= pr << ((j & 3) * 8);
             }
         }
         if (transposed) {
@@ -603,6 +672,149 @@ __global__ void __launch_bounds__(QATTN_QF_THREADS, NI == 1 && SM != QATTN_KERNE
     qattn_quant_seq(p, b, &t0, &n, &toff);
     qattn_qf_encode_prep<SM, UNI>(p, (int64_t)h * p.nseq + b, FMT ? FMT : p.fmt, sh, QATTN_QF_THREADS);
     qattn_qf_encode_tile<IN, FMT, SM, UNI, NI, 0>(p, tt, tile, h, b, t0, n, toff, sh, (const uint16_t *)0, 0, 0);
+}
+
+/* ---- lean encode, d = 8 << LC (64 or 128), no Q block smoothing: grid
+ * (tiles of QATTN_QF_LTT tokens, heads, nseq), 16 << LC threads (d / 16
+ * warps). Lane (k, c) of a warp (k = lane >> LC, c = lane & (2^LC - 1))
+ * holds channels 8 c .. 8 c + 7 of the rows r0 + u, u = 0..7, r0 = warp * 8
+ * * RPI + 8 k (RPI = 32 >> LC rows per load, so every warp load reads whole
+ * rows): one 16-byte load per row, all eight in flight at once, and the
+ * index work once per block (a table of the rows' groups), not per element.
+ * The same codes, scales, means and flags as qattn_qf_encode_tile:
+ *   TR 0 (rows layout): token-local groups (UNI 0: a row's amax reduced by
+ *        shuffles over its 2^LC lanes, one shared atomicMax per row) or
+ *        token-uniform ones (UNI 1: a lane's 8 channel scales in
+ *        registers); 8 codes of a row per lane in one 8-byte store (4 for
+ *        int4);
+ *   TR 1 (LAYOUT_TRANSPOSED, UNI 1, 8-bit codes): a channel's codes of the
+ *        lane's 8 rows packed along tokens into 8 bytes (zero past the
+ *        sequence), staged [d][QATTN_QF_LTT] in shared memory in 8-byte
+ *        slots swizzled by channel (slot ^ c: no bank conflicts at d = 128)
+ *        and written in 16-byte runs along tokens. ---- */
+#define QATTN_QF_LTT 128
+/* what a lean encode block would otherwise derive with integer divisions
+ * (qattn_qf_lean_args_of; the tiles start on group blocks) */
+typedef struct qattn_qf_lean_args {
+    int gpt;     /* token-local groups: group indices per tile (the tile's first row: tile * gpt) */
+    int ngt;     /* token-local groups: the tile's rows touch groups [0, ngt) of it */
+    int chshift; /* uniform groups: channel c in group c >> chshift (31: one group), -1: c / group.ch */
+    unsigned char grp[QATTN_QF_LTT]; /* token-local groups: group of tile row r, in the tile */
+} qattn_qf_lean_args;
+
+template <int IN, int FMT, int SM, int UNI, int TR, int LC>
+__global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps per scheduler */
+    qattn_qf_lean_kernel(qattn_kernels_quant_params p, qattn_qf_lean_args la)
+{
+    enum { L = 1 << LC, RPI = 32 >> LC, NT = 16 << LC, D = 8 << LC, TT = QATTN_QF_LTT, SL = QATTN_QF_LTT / 8 };
+    __shared__ float ls_scale[TT], ls_rcp[TT];
+    __shared__ unsigned ls_gmax[TT];
+    __shared__ uint4 ls_stage[TR ? D * SL / 2 : 1]; /* TR: [D][SL] 8-byte slots */
+    const int tid = (int)threadIdx.x, lane = tid & 31, c = lane & (L - 1), k = lane >> LC;
+    const int r0 = (tid >> 5) * 8 * RPI + 8 * k;
+    /* blocks in the reverse order of the stats kernel's: the first to run
+     * read what the statistics read last, still in L2 */
+    const int tile = (int)(gridDim.x - 1 - blockIdx.x), h = (int)(gridDim.y - 1 - blockIdx.y);
+    const int b = (int)(gridDim.z - 1 - blockIdx.z);
+    const int fmt = FMT ? FMT : p.fmt;
+    int64_t t0, n, toff;
+    qattn_quant_seq(p, b, &t0, &n, &toff);
+    const int64_t hb = (int64_t)h * p.nseq + b, tb = (int64_t)tile * TT, left = n - tb - r0;
+    const int nv = left < 0 ? 0 : left > 8 ? 8 : (int)left; /* the lane's rows inside the sequence */
+    const uint16_t *x = qattn_qf_seq_x(p, b, t0, h) + (tb + r0) * p.x_stride_tok + c * 8;
+    uint4 raw[8];
+    QATTN_UNROLL
+    for (int u = 0; u < 8; u++)
+        raw[u] = u < nv ? *(const uint4 *)(x + u * p.x_stride_tok) : uint4{0u, 0u, 0u, 0u};
+    float mean[8], sc[8], rc[8];
+    QATTN_UNROLL
+    for (int j = 0; j < 8; j++) {
+        mean[j] = SM == QATTN_KERNELS_SMOOTH_TOKENS ? p.mean[hb * D + c * 8 + j] : 0.0f;
+        const int cg = la.chshift >= 0 ? (c * 8 + j) >> la.chshift : (c * 8 + j) / p.group.ch;
+        sc[j] = UNI ? p.scale[hb * p.nch + cg] : 0.0f;
+        rc[j] = UNI ? qattn_qf_rcp(fmt, sc[j]) : 0.0f;
+    }
+    unsigned nonfin = 0u;
+    QATTN_UNROLL
+    for (int u = 0; u < 8; u++)
+        nonfin |= qattn_qf_nonfin<IN>(raw[u]);
+    if ((nonfin & 0x80008000u) && p.nonfinite)
+        atomicOr(p.nonfinite, 1);
+#define QATTN_QF_LVAL(u, j) (SM ? qattn_qf_dec<IN>(raw[u], j) - mean[j] : qattn_qf_dec<IN>(raw[u], j))
+
+    if (!UNI) { /* token-local groups: the tile starts on a group block (qattn_qf_lean_takes) */
+        const int64_t g0 = (int64_t)tile * la.gpt;
+        const int ngt = la.ngt;
+        for (int g = tid; g < ngt; g += NT)
+            ls_gmax[g] = 0u;
+        __syncthreads();
+        QATTN_UNROLL
+        for (int u = 0; u < 8; u++) {
+            float am = 0.0f;
+            QATTN_UNROLL
+            for (int j = 0; j < 8; j++)
+                am = fmaxf(am, fabsf(QATTN_QF_LVAL(u, j))); /* NaN input: flagged above */
+            QATTN_UNROLL
+            for (int o = 1; o < L; o <<= 1)
+                am = fmaxf(am, __shfl_xor(am, o));
+            if (c == 0 && u < nv && am > 0.0f)
+                atomicMax(&ls_gmax[la.grp[r0 + u]], qattn_kfmt_f2u(am));
+        }
+        __syncthreads();
+        qattn_qf_group_scales(p, fmt, ls_gmax, ls_scale, ls_rcp, ngt, g0, hb, NT);
+        __syncthreads();
+    }
+
+    if (!TR) {
+        uint8_t *dst = (uint8_t *)p.codes + ((int64_t)h * p.tokens + toff + tb + r0) * p.row;
+        QATTN_UNROLL
+        for (int u = 0; u < 8; u++) {
+            if (u >= nv)
+                continue;
+            float v[8], sg[8], rg[8];
+            const int gi = UNI ? 0 : la.grp[r0 + u];
+            QATTN_UNROLL
+            for (int j = 0; j < 8; j++) {
+                v[j] = QATTN_QF_LVAL(u, j);
+                sg[j] = UNI ? sc[j] : ls_scale[gi];
+                rg[j] = UNI ? rc[j] : ls_rcp[gi];
+            }
+            const uint2 w = qattn_qf_code8(fmt, v, sg, rg);
+            if (fmt == QATTN_FMT_INT4)
+                *(unsigned *)(dst + u * p.row + c * 4) = w.x;
+            else
+                *(uint2 *)(dst + u * p.row + c * 8) = w;
+        }
+    } else {
+        uint2 *stage = (uint2 *)ls_stage;
+        const int slot = (r0 >> 3) ^ (c & (SL - 1));
+        QATTN_UNROLL
+        for (int j = 0; j < 8; j++) {
+            float v[8], sj[8], rj[8];
+            QATTN_UNROLL
+            for (int u = 0; u < 8; u++) {
+                v[u] = QATTN_QF_LVAL(u, j);
+                sj[u] = sc[j];
+                rj[u] = rc[j];
+            }
+            uint2 w = qattn_qf_code8(fmt, v, sj, rj);
+            if (nv < 8) { /* zero past the sequence */
+                w.x = nv >= 4 ? w.x : nv > 0 ? w.x & (0xffffffffu >> (32 - 8 * nv)) : 0u;
+                w.y = nv >= 8 ? w.y : nv > 4 ? w.y & (0xffffffffu >> (64 - 8 * nv)) : 0u;
+            }
+            stage[(c * 8 + j) * SL + slot] = w;
+        }
+        __syncthreads();
+        /* 16-byte runs: slots 2m, 2m + 1 of channel ch are the 16-byte unit
+         * m ^ (f >> 1) (f = ch >> 3: its c), halves swapped when f is odd */
+        uint8_t *dst = (uint8_t *)p.codes + hb * D * p.npad + tb;
+        for (int q = tid; q < D * SL / 2; q += NT) {
+            const int ch = q / (SL / 2), m = q % (SL / 2), f = (ch >> 3) & (SL - 1);
+            const uint4 v = ls_stage[ch * (SL / 2) + (m ^ (f >> 1))];
+            *(uint4 *)(dst + (int64_t)ch * p.npad + 16 * m) = f & 1 ? uint4{v.z, v.w, v.x, v.y} : v;
+        }
+    }
+#undef QATTN_QF_LVAL
 }
 
 /* ---- resident: one block of QATTN_QF_THREADS per chunk of
@@ -776,6 +988,37 @@ static qattn_qf_fns qattn_qf_pick_fmt(const qattn_kernels_quant_params &p)
     return qattn_qf_pick_smooth<IN, 0, NI>(p);
 }
 
+/* the lean encode kernel of p (qattn_qf_lean_takes) */
+typedef void (*qattn_qf_lean_fn)(qattn_kernels_quant_params, qattn_qf_lean_args);
+template <int IN, int FMT, int SM, int UNI, int TR>
+static qattn_qf_lean_fn qattn_qf_lean_lc(const qattn_kernels_quant_params &p)
+{
+    return p.d == 64 ? &qattn_qf_lean_kernel<IN, FMT, SM, UNI, TR, 3> : &qattn_qf_lean_kernel<IN, FMT, SM, UNI, TR, 4>;
+}
+template <int IN, int FMT, int SM>
+static qattn_qf_lean_fn qattn_qf_lean_kind(const qattn_kernels_quant_params &p)
+{
+    if (!qattn_qf_uniform(p.group))
+        return qattn_qf_lean_lc<IN, FMT, SM, 0, 0>(p);
+    return p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED ? qattn_qf_lean_lc<IN, FMT, SM, 1, 1>(p)
+                                                       : qattn_qf_lean_lc<IN, FMT, SM, 1, 0>(p);
+}
+template <int IN, int FMT>
+static qattn_qf_lean_fn qattn_qf_lean_smooth(const qattn_kernels_quant_params &p)
+{
+    return p.smooth == QATTN_KERNELS_SMOOTH_TOKENS ? qattn_qf_lean_kind<IN, FMT, QATTN_KERNELS_SMOOTH_TOKENS>(p)
+                                                   : qattn_qf_lean_kind<IN, FMT, QATTN_KERNELS_SMOOTH_NONE>(p);
+}
+template <int IN>
+static qattn_qf_lean_fn qattn_qf_lean_pick(const qattn_kernels_quant_params &p)
+{
+    if (p.fmt == QATTN_FMT_INT8)
+        return qattn_qf_lean_smooth<IN, QATTN_FMT_INT8>(p);
+    if (p.fmt == QATTN_FMT_E4M3)
+        return qattn_qf_lean_smooth<IN, QATTN_FMT_E4M3>(p);
+    return qattn_qf_lean_smooth<IN, 0>(p);
+}
+
 static int qattn_qf_gcd(int a, int b)
 {
     while (b) {
@@ -837,6 +1080,45 @@ static int qattn_qf_plan(const qattn_kernels_quant_params &p, int *tt, size_t *s
     *smem = sm;
     *ni = n_i;
     return 1;
+}
+
+/* whether the lean encode kernel runs p, which qattn_qf_plan takes: d 64 or
+ * 128, no Q block smoothing, transposed codes only with token-uniform
+ * groups, token-local groups whose blocks tile QATTN_QF_LTT tokens (at most
+ * QATTN_QF_LTT groups per tile); QATTN_QUANT_LEAN=0 in the environment
+ * turns it off (qattn_qf_encode_kernel then runs everything) */
+static int qattn_qf_lean_takes(const qattn_kernels_quant_params &p)
+{
+    const char *env = getenv("QATTN_QUANT_LEAN");
+    if ((env && !strcmp(env, "0")) || (p.d != 64 && p.d != 128) || p.smooth == QATTN_KERNELS_SMOOTH_BLOCKS)
+        return 0;
+    const int uniform = qattn_qf_uniform(p.group);
+    if (p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED || uniform)
+        return uniform;
+    int period = 0;
+    if (p.group.tok == QATTN_TOK_TOKEN)
+        period = 1;
+    else if (p.group.tok == QATTN_TOK_BLOCK || p.group.tok == QATTN_TOK_WARP || p.group.tok == QATTN_TOK_THREAD)
+        period = p.group.b;
+    return period > 0 && QATTN_QF_LTT % period == 0 && qattn_kgroup_tok_index(p.group, QATTN_QF_LTT - 1) < QATTN_QF_LTT;
+}
+
+/* the lean kernel's arguments for p (qattn_qf_lean_takes(p)) */
+static qattn_qf_lean_args qattn_qf_lean_args_of(const qattn_kernels_quant_params &p)
+{
+    qattn_qf_lean_args a;
+    memset(&a, 0, sizeof a);
+    if (!qattn_qf_uniform(p.group)) {
+        a.gpt = (int)qattn_kgroup_tok_index(p.group, QATTN_QF_LTT);
+        a.ngt = (int)qattn_kgroup_tok_index(p.group, QATTN_QF_LTT - 1) + 1;
+        for (int r = 0; r < QATTN_QF_LTT; r++)
+            a.grp[r] = (unsigned char)qattn_kgroup_tok_index(p.group, r);
+    }
+    a.chshift = p.group.ch <= 0 ? 31 : -1;
+    for (int k = 0; k < 31 && a.chshift < 0; k++)
+        if (p.group.ch == 1 << k)
+            a.chshift = k;
+    return a;
 }
 
 /* whether the resident kernel runs p (encode tile tt, ni items per thread):
@@ -917,6 +1199,14 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
         QATTN_QUANT_CHECK(hipGetLastError(), "quant combine kernel launch");
     }
     const int64_t span = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED ? p.npad : p.seqlen;
+    if (qattn_qf_lean_takes(p)) {
+        hipLaunchKernelGGL(qattn_qf_lean_pick<IN>(p),
+                           dim3((unsigned)((span + QATTN_QF_LTT - 1) / QATTN_QF_LTT), (unsigned)p.heads,
+                                (unsigned)p.nseq),
+                           dim3(2 * p.d), 0, st, p, qattn_qf_lean_args_of(p));
+        QATTN_QUANT_CHECK(hipGetLastError(), "quant lean encode kernel launch");
+        return QATTN_OK;
+    }
     const qattn_qf_encode_fn ke = ni == 1 ? qattn_qf_pick_fmt<IN, 1>(p).enc : qattn_qf_pick_fmt<IN, 2>(p).enc;
     hipLaunchKernelGGL(ke, dim3((unsigned)((span + tt - 1) / tt), (unsigned)p.heads, (unsigned)p.nseq),
                        dim3(QATTN_QF_THREADS), smem, st, p, tt);
@@ -926,8 +1216,8 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
 
 /* one instance: extern "C" launch function NAME for input dtype IN (fp16,
  * bf16), NAME_takes(p): 1 when the fused kernels run p (0: the portable
- * ones do), and NAME_resident(p): 1 when the resident kernel does, for the
- * tests */
+ * ones do), NAME_resident(p): 1 when the resident kernel does, and
+ * NAME_lean(p): 1 when the lean encode kernel does, for the tests */
 #define QATTN_QUANT_FAST_INSTANCE(IN, NAME)                                                           \
     extern "C" int NAME(const qattn_kernels_quant_params *p, void *stream, qattn_err *err)           \
     {                                                                                                 \
@@ -946,6 +1236,14 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
         qattn_qf_res_fn f;                                                                            \
         return p->in == IN && p->seqlen > 0 && qattn_qf_plan(*p, &tt, &smem, &ni) &&                \
                qattn_qf_resident_plan<IN>(*p, tt, ni, &nck, &rsm, &f);                               \
+    }                                                                                                 \
+    extern "C" int NAME##_lean(const qattn_kernels_quant_params *p)                                  \
+    {                                                                                                 \
+        int tt, ni;                                                                                   \
+        size_t smem;                                                                                  \
+        return p->in == IN && p->seqlen > 0 && qattn_qf_plan(*p, &tt, &smem, &ni) &&                \
+               qattn_qf_lean_takes(*p) &&                                                             \
+               !NAME##_resident(p);                                                                   \
     }
 
 #endif

@@ -7,7 +7,9 @@
  * means must equal qattn_smooth_* + qattn_qtensor_init's bit for bit, per
  * head and sequence. The same cases also run through the portable instance
  * (its transposed writer included), and the fast instance must have taken
- * the fused kernels where expected (NAME_takes).
+ * the fused kernels where expected (NAME_takes); fused cases run three
+ * ways: the default (the lean encode kernel where it applies, NAME_lean),
+ * QATTN_QUANT_RESIDENT=1 and QATTN_QUANT_LEAN=0 (the general encode).
  *
  * Built twice from this source: test_kernels_quant (host simulation, CPU)
  * and test_kernels_quant_gpu (kernels/test_kernels_quant_gpu.c, NVIDIA:
@@ -28,8 +30,12 @@ int qattn_kernels_launch_quant_fast_in_fp16_takes(const qattn_kernels_quant_para
 int qattn_kernels_launch_quant_fast_in_bf16_takes(const qattn_kernels_quant_params *p);
 int qattn_kernels_launch_quant_fast_in_fp16_resident(const qattn_kernels_quant_params *p);
 int qattn_kernels_launch_quant_fast_in_bf16_resident(const qattn_kernels_quant_params *p);
+int qattn_kernels_launch_quant_fast_in_fp16_lean(const qattn_kernels_quant_params *p);
+int qattn_kernels_launch_quant_fast_in_bf16_lean(const qattn_kernels_quant_params *p);
 
 static int n_resident; /* cases the resident kernel ran */
+static int n_lean;     /* cases the lean encode kernel ran */
+static int want_lean;  /* 1: the case must run the lean encode kernel (unless resident or QATTN_QUANT_LEAN=0) */
 
 static uint64_t rs = 4242;
 static double gauss(void)
@@ -200,6 +206,16 @@ static void run_case(const qcase *qc, const char *name)
             CHECK(resident, "%s %s@%s d=%d: with QATTN_QUANT_RESIDENT=1 the resident kernel must run this case", name,
                   qc->fmt, qc->group, qc->d);
     }
+    if (!rc && strstr(name, "quant_fast_")) {
+        const char *off = getenv("QATTN_QUANT_LEAN");
+        const int lean = qc->in == QATTN_FMT_BF16 ? qattn_kernels_launch_quant_fast_in_bf16_lean(&p)
+                                                  : qattn_kernels_launch_quant_fast_in_fp16_lean(&p);
+        n_lean += lean;
+        CHECK(!lean || (qc->fused && !resident), "%s: lean kernel for a case it must not run", name);
+        CHECK(!lean || !off || strcmp(off, "0"), "%s: lean kernel with QATTN_QUANT_LEAN=0", name);
+        if (want_lean && !resident && !(off && !strcmp(off, "0")))
+            CHECK(lean, "%s %s@%s d=%d: the lean encode kernel must run this case", name, qc->fmt, qc->group, qc->d);
+    }
     rc = rc || sig->launch_quant(&p, NULL, &err) || qattn_kernels_dev_sync(&err);
     CHECK(rc == 0, "%s: %s", name, err.msg);
     uint8_t *codes = malloc(bc);
@@ -340,16 +356,24 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < ncase; i++) {
         if (!big && cases[i].lens[0] + cases[i].lens[1] + cases[i].lens[2] > 2000)
             continue;
-        run_case(&cases[i], cases[i].in == QATTN_FMT_BF16 ? "quant_fast_in_bf16" : "quant_fast_in_fp16");
+        const char *fast = cases[i].in == QATTN_FMT_BF16 ? "quant_fast_in_bf16" : "quant_fast_in_fp16";
+        want_lean = i < 3; /* the sage2-8b-sm90 operands */
+        run_case(&cases[i], fast);
+        want_lean = 0;
         run_case(&cases[i], cases[i].in == QATTN_FMT_BF16 ? "quant_portable_in_bf16" : "quant_portable_in_fp16");
         if (cases[i].fused) { /* the same through the resident kernel (opt-in) where it applies */
             setenv("QATTN_QUANT_RESIDENT", "1", 1);
-            run_case(&cases[i], cases[i].in == QATTN_FMT_BF16 ? "quant_fast_in_bf16" : "quant_fast_in_fp16");
+            run_case(&cases[i], fast);
             unsetenv("QATTN_QUANT_RESIDENT");
+            /* and through the general encode kernel in place of the lean one */
+            setenv("QATTN_QUANT_LEAN", "0", 1);
+            run_case(&cases[i], fast);
+            unsetenv("QATTN_QUANT_LEAN");
         }
     }
-    /* the resident kernel ran the cases it can take when asked (a plan that refuses it everywhere fails this) */
+    /* the resident and lean kernels ran the cases they can take (a plan that refuses them everywhere fails this) */
     CHECK(n_resident >= 10, "the resident kernel ran %d cases, expected at least 10", n_resident);
+    CHECK(n_lean >= 15, "the lean encode kernel ran %d cases, expected at least 15", n_lean);
     /* the layout setter refuses int4 codes */
     {
         qattn_kernels_quant_params p;
