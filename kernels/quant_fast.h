@@ -163,8 +163,9 @@ static __device__ __forceinline__ unsigned qattn_qf_code2(int fmt, float v0, flo
  * (8-bit formats; .x: values 0..3, low byte first) or nibbles (int4: .x,
  * .y = 0). The usual case without a branch per value: int8 / int4 / e4m3
  * codes from y = v * r for all 8 (qattn_qf_int_rcp, qattn_qf_div_e4m3: the
- * same codes), and only when one of them lies near a rounding boundary the
- * 8 again through qattn_qf_code2 (one branch per 8 values) */
+ * same codes), and only when one of them lies near a rounding boundary (or
+ * a sentinel rcp asks for it) the 8 again from the exact quotients v / s
+ * (one branch per 8 values) */
 static __device__ __forceinline__ uint2 qattn_qf_code8(int fmt, const float (&v)[8], const float (&s)[8],
                                                        const float (&r)[8])
 {
@@ -190,24 +191,23 @@ static __device__ __forceinline__ uint2 qattn_qf_code8(int fmt, const float (&v)
         float y[8];
         QATTN_UNROLL
         for (int j = 0; j < 8; j++) {
-            y[j] = v[j] * r[j];
-            const uint32_t a = qattn_kfmt_f2u(y[j]) & QATTN_KFMT_ABS;
-            near |= a < 0x3C800000u || (a & 0xFFFFFu) - 0x7FFFCu <= 8u;
+            y[j] = v[j] * r[j]; /* the test of qattn_qf_div_e4m3 (|y| < 2^-6: a < 0x3C800000) */
+            near |= fabsf(y[j]) < 0x1p-6f || (qattn_kfmt_f2u(y[j]) & 0xFFFFFu) - 0x7FFFCu <= 8u;
         }
         w.x = qattn_port_e4m3x2(y[0], y[1]) | (unsigned)qattn_port_e4m3x2(y[2], y[3]) << 16;
         w.y = qattn_port_e4m3x2(y[4], y[5]) | (unsigned)qattn_port_e4m3x2(y[6], y[7]) << 16;
     }
-    if (near) {
+    if (near) { /* all 8 from the exact quotients (no per-value flags to keep) */
         w.x = w.y = 0u;
         QATTN_UNROLL
-        for (int j = 0; j < 8; j += 2) {
-            const unsigned pr = qattn_qf_code2(fmt, v[j], s[j], r[j], v[j + 1], s[j + 1], r[j + 1]);
+        for (int j = 0; j < 8; j++) {
+            const unsigned cj = s[j] > 0.0f ? qattn_qf_code(fmt, v[j] / s[j]) : 0u;
             if (fmt == QATTN_FMT_INT4)
-                w.x |= pr << (4 * j);
+                w.x |= cj << (4 * j);
             else if (j < 4)
-                w.x |= pr << (8 * j);
+                w.x |= cj << (8 * j);
             else
-                w.y |= pr << (8 * (j - 4));
+                w.y |= cj << (8 * (j - 4));
         }
     }
     return w;
