@@ -81,8 +81,8 @@ run_bench() {
     echo "-- the resident quantization kernel (QATTN_QUANT_RESIDENT=1), for comparison"
     QATTN_QUANT_RESIDENT=1 test_kernels_quant_gpu --bench || status=1
     summary+=("$(awk -F, 'NR > 1 && $4 == "sage2-8b-sm90" && $5 == 128 && $6 == 0 && $7 == 8192 && $12 != "" {
-        printf "sage2-8b-sm90 d=128 N=8192 non-causal: kernel %.1f TOPS = %.2fx flash, e2e %.1f = %.2fx flash; quant %.2f of copy",
-               $10, $10 / $12, $11, $11 / $12, $17 / $18 }' "$out/attn_fwd_bench.csv")")
+        printf "sage2-8b-sm90 d=128 N=8192 non-causal: kernel %.1f TOPS = %.2fx flash, e2e %.1f = %.2fx flash; quant %.2f of copy (bytes floor), %.2f (on the kernels traffic)",
+               $10, $10 / $12, $11, $11 / $12, $17 / $18, $20 / $18 }' "$out/attn_fwd_bench.csv")")
 }
 
 for s in "${steps[@]}"; do

@@ -12,6 +12,11 @@
  * TOPS = 4 B H N^2 d / t (half of it with a causal mask). quant_gbs_floor
  * counts the bytes the quantization cannot avoid: fp16 Q, K, V read once,
  * their 8-bit (or 4-bit) codes written once (scales and means left out).
+ * quant_gbs_traffic counts what the fast quantization kernels (quant_fast_*)
+ * move: the floor, plus, for an operand with a statistics pass (K smoothing,
+ * V per-channel scales), its input read again and the partial statistics
+ * (p.work) written and read back; empty for other quantization instances and
+ * for the opt-in resident kernel (QATTN_QUANT_RESIDENT=1, one read).
  *
  * The torch columns are left empty here: kernels/bench_torch.py, run in the
  * same device call, times torch SDPA (flash and cuDNN backends) on the same
@@ -103,7 +108,8 @@ static void usage(FILE *f)
             "  --reps R          timed runs (default 20; 5 for portable instances)\n"
             "  --portable-max-n  longest N for portable (correctness-path) instances (default 2048)\n"
             "CSV: device,date,kernel,scheme,head_dim,causal,n,batch,heads,tops_kernel,tops_e2e,\n"
-            "tops_torch_flash,tops_torch_cudnn,ms_kernel,ms_e2e,ms_quant,quant_gbs_floor,copy_gbs,quant_kernel\n");
+            "tops_torch_flash,tops_torch_cudnn,ms_kernel,ms_e2e,ms_quant,quant_gbs_floor,copy_gbs,quant_kernel,"
+            "quant_gbs_traffic\n");
 }
 
 int qattn_cmd_bench(int argc, char **argv)
@@ -210,7 +216,7 @@ int qattn_cmd_bench(int argc, char **argv)
     }
     if (!rc)
         fprintf(f, "device,date,kernel,scheme,head_dim,causal,n,batch,heads,tops_kernel,tops_e2e,tops_torch_flash,"
-                   "tops_torch_cudnn,ms_kernel,ms_e2e,ms_quant,quant_gbs_floor,copy_gbs,quant_kernel\n");
+                   "tops_torch_cudnn,ms_kernel,ms_e2e,ms_quant,quant_gbs_floor,copy_gbs,quant_kernel,quant_gbs_traffic\n");
     const size_t total = (size_t)nsch * nd * nc * nn;
     size_t done = 0;
     for (int si = 0; si < nsch && !rc; si++)
@@ -270,18 +276,34 @@ int qattn_cmd_bench(int argc, char **argv)
                         fprintf(f, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%.3f,%.3f,,,%.4f,%.4f,", dev, date, asig->name,
                                 names[si], d, causals[ci], n, B, heads, flops / (mk * 1e-3) * 1e-12,
                                 flops / (me * 1e-3) * 1e-12, mk, me);
-                        if (nq)
-                            fprintf(f, "%.4f,%.1f,%.1f,%s\n", mq, floor_bytes / (mq * 1e-3) / 1e9, copy_gbs,
+                        const char *res = getenv("QATTN_QUANT_RESIDENT");
+                        const int fast = pl.quant_sig && !strncmp(pl.quant_sig->name, "quant_fast_", 11) &&
+                                         !(res && !strcmp(res, "1"));
+                        double traffic = floor_bytes;
+                        for (int i = 0; i < 3; i++) {
+                            const size_t ws = pl.quantize[i] ? qattn_kernels_quant_work_size(&pl.qp[i]) : 0;
+                            if (ws)
+                                traffic += (double)bytes + 2.0 * (double)ws;
+                        }
+                        if (nq) {
+                            fprintf(f, "%.4f,%.1f,%.1f,%s,", mq, floor_bytes / (mq * 1e-3) / 1e9, copy_gbs,
                                     pl.quant_sig ? pl.quant_sig->name : "");
-                        else
-                            fprintf(f, ",,%.1f,\n", copy_gbs);
+                            if (fast)
+                                fprintf(f, "%.1f", traffic / (mq * 1e-3) / 1e9);
+                            fprintf(f, "\n");
+                        } else {
+                            fprintf(f, ",,%.1f,,\n", copy_gbs);
+                        }
                         fflush(f);
                         fprintf(stderr, "  %-14s d=%-3d %s N=%-5d B=%-2d H=%d  kernel %.3f ms %.1f TOPS  e2e %.1f TOPS%s",
                                 names[si], d, causals[ci] ? "causal    " : "non-causal", n, B, heads, mk,
                                 flops / (mk * 1e-3) * 1e-12, flops / (me * 1e-3) * 1e-12, nq ? "" : "\n");
                         if (nq)
-                            fprintf(stderr, "  quant %.3f ms = %.2f of copy\n", mq,
-                                    floor_bytes / (mq * 1e-3) / 1e9 / copy_gbs);
+                            fprintf(stderr, "  quant %.3f ms = %.2f of copy (floor)%s\n", mq,
+                                    floor_bytes / (mq * 1e-3) / 1e9 / copy_gbs, fast ? "" : ", traffic not counted");
+                        if (nq && fast)
+                            fprintf(stderr, "    quant traffic %.1f MB = %.2f of copy\n", traffic / 1e6,
+                                    traffic / (mq * 1e-3) / 1e9 / copy_gbs);
                     }
                     qattn_kernels_plan_free(&pl);
                 }
