@@ -679,8 +679,9 @@ __global__ void __launch_bounds__(QATTN_QF_THREADS, NI == 1 && SM != QATTN_KERNE
  * warps). Lane (k, c) of a warp (k = lane >> LC, c = lane & (2^LC - 1))
  * holds channels 8 c .. 8 c + 7 of the rows r0 + u, u = 0..7, r0 = warp * 8
  * * RPI + 8 k (RPI = 32 >> LC rows per load, so every warp load reads whole
- * rows): one 16-byte load per row, all eight in flight at once, and the
- * index work once per block (a table of the rows' groups), not per element.
+ * rows): one 16-byte load per row, all eight in flight at once, and no
+ * integer division (the rows' groups and the channel groups come from the
+ * host, qattn_qf_lean_args).
  * The same codes, scales, means and flags as qattn_qf_encode_tile:
  *   TR 0 (rows layout): token-local groups (UNI 0: a row's amax reduced by
  *        shuffles over its 2^LC lanes, one shared atomicMax per row) or
