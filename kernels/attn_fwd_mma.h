@@ -1,4 +1,6 @@
-/* Attention forward, NVIDIA mma.sync path (sm_89 / sm_90a): int8 Q.K with
+/* Attention forward, NVIDIA mma.sync path (sm_89 / sm_90a): int8 Q.K
+ * (m16n8k32 s8) or int4 Q.K (m16n8k64 s4, template QF: the same fragments,
+ * rows of d / 2 bytes; d = 128 only) with
  * per-thread scale groups, e4m3 P and V multiplied exactly (as fp16) with an
  * f32 tensor-core accumulator that starts at 0 for each key block and is
  * added into the fp32 O after it. One template per head dim;
@@ -6,7 +8,7 @@
  * only (inline PTX through mma_nvidia.h).
  *
  * The scheme it computes (sage2-8b-sm90 and its variants):
- *   q=int8@<any token pattern, no ,ch:>  k=int8@thread:128/8/2  p=e4m3[@static]
+ *   q=int8|int4@<any token pattern, no ,ch:>  k=(the same)@thread:128/8/2  p=e4m3[@static]
  *   v=e4m3@channel|tensor[,ch:C]  smooth=k[+v]  acc=fp22+fp32:128  kblock=128
  * as the CPU emulation (quant/src/emulate.c) defines it, except for exp2
  * (ex2.approx.ftz here), the order in which sums are formed (the tensor
@@ -60,16 +62,19 @@
 #define QATTN_MMA_VS (QATTN_MMA_KB + 16) /* V^T (e4m3) row stride in bytes */
 #define QATTN_MMA_VH (QATTN_MMA_KB + 8)  /* V^T (f16) row stride in halves */
 
-/* bytes of shared memory of one pipeline stage */
-static inline int qattn_attn_mma_stage_bytes(int d)
+/* bytes of one stored Q / K row: d (int8) or d / 2 (int4, QF) */
+#define QATTN_MMA_QB(d, qf) ((qf) == QATTN_FMT_INT4 ? (d) / 2 : (d))
+
+/* bytes of shared memory of one pipeline stage (K rows of qb bytes) */
+static inline int qattn_attn_mma_stage_bytes(int d, int qb)
 {
-    return QATTN_MMA_KB * (d + 16) + d * QATTN_MMA_VS;
+    return QATTN_MMA_KB * (qb + 16) + d * QATTN_MMA_VS;
 }
 
 /* all the dynamic shared memory: two stages and the f16 V^T */
-static inline int qattn_attn_mma_smem_bytes(int d)
+static inline int qattn_attn_mma_smem_bytes(int d, int qb)
 {
-    return 2 * qattn_attn_mma_stage_bytes(d) + d * QATTN_MMA_VH * 2;
+    return 2 * qattn_attn_mma_stage_bytes(d, qb) + d * QATTN_MMA_VH * 2;
 }
 
 /* a / b rounded to nearest for normal operands without the slow path of
@@ -220,14 +225,15 @@ static __device__ __forceinline__ void qattn_mma_epilogue(const qattn_kernels_at
     }
 }
 
-template <int D, int NW>
+template <int D, int NW, int QF>
 __global__ void __launch_bounds__(32 * NW, 8 / NW) qattn_attn_fwd_mma_kernel(qattn_kernels_attn_params p)
 {
 #if QATTN_MMA_FP8
     constexpr int KB = QATTN_MMA_KB, BM = 16 * NW, NTH = 32 * NW;
-    constexpr int KS = D + 16, VS = QATTN_MMA_VS, VH = QATTN_MMA_VH;
+    constexpr int QB = QATTN_MMA_QB(D, QF); /* bytes of a Q / K row */
+    constexpr int KS = QB + 16, VS = QATTN_MMA_VS, VH = QATTN_MMA_VH;
     constexpr int NT = KB / 8;  /* n-tiles of S */
-    constexpr int KK = D / 32;  /* k-steps of Q.K */
+    constexpr int KK = QB / 32; /* 32-byte k-steps of Q.K (m16n8k32 s8 or m16n8k64 s4) */
     constexpr int NO = D / 8;   /* n-tiles of O */
     constexpr int STAGE = KB * KS + D * VS;
     QATTN_DYNAMIC_SHARED(uint8_t, smem);
@@ -280,7 +286,7 @@ __global__ void __launch_bounds__(32 * NW, 8 / NW) qattn_attn_fwd_mma_kernel(qat
     const int kst = (int)p.k_st, vst = (int)p.v_st;
     auto load_block = [&](int j0, int stage) {
         uint8_t *sK = smem + stage * STAGE, *sV = sK + KB * KS;
-        constexpr int KCH = D / 16; /* 16-byte chunks per K row */
+        constexpr int KCH = QB / 16; /* 16-byte chunks per K row */
 #pragma unroll
         for (int e = tid; e < KB * KCH; e += NTH) {
             const int r = e / KCH, ch = e % KCH, j = j0 + r;
@@ -340,11 +346,16 @@ __global__ void __launch_bounds__(32 * NW, 8 / NW) qattn_attn_fwd_mma_kernel(qat
         for (int t = 0; t < NT; t++) {
             int acc[4] = {0, 0, 0, 0};
 #pragma unroll
-            for (int hh = 0; hh < D / 64; hh++) {
+            for (int hh = 0; hh < QB / 64; hh++) {
                 uint32_t kf[4];
                 qattn_ldmatrix_x4(kf, sK + (8 * t + (lane & 7)) * KS + 64 * hh + 16 * (lane >> 3));
-                qattn_mma_m16n8k32_s8(acc, qf[2 * hh], kf, acc);
-                qattn_mma_m16n8k32_s8(acc, qf[2 * hh + 1], kf + 2, acc);
+                if (QF == QATTN_FMT_INT4) {
+                    qattn_mma_m16n8k64_s4(acc, qf[2 * hh], kf, acc);
+                    qattn_mma_m16n8k64_s4(acc, qf[2 * hh + 1], kf + 2, acc);
+                } else {
+                    qattn_mma_m16n8k32_s8(acc, qf[2 * hh], kf, acc);
+                    qattn_mma_m16n8k32_s8(acc, qf[2 * hh + 1], kf + 2, acc);
+                }
             }
             s[t][0] = qattn_i2f_small(acc[0]) * fA; /* |acc| <= 127^2 d < 2^22 */
             s[t][1] = qattn_i2f_small(acc[1]) * fA;
@@ -435,11 +446,11 @@ __global__ void __launch_bounds__(32 * NW, 8 / NW) qattn_attn_fwd_mma_kernel(qat
                                  __FILE__, __LINE__);                                                           \
     } while (0)
 
-template <int D, int NW>
+template <int D, int NW, int QF>
 static int qattn_attn_fwd_mma_run(const qattn_kernels_attn_params &p, void *stream, qattn_err *err)
 {
-    const size_t smem = (size_t)qattn_attn_mma_smem_bytes(D);
-    void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_mma_kernel<D, NW>;
+    const size_t smem = (size_t)qattn_attn_mma_smem_bytes(D, QATTN_MMA_QB(D, QF));
+    void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_mma_kernel<D, NW, QF>;
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                     "attn mma: raising the shared-memory limit");
     const dim3 grid((unsigned)((p.seqlen_q + 16 * NW - 1) / (16 * NW)), (unsigned)p.hq, (unsigned)p.nseq);
@@ -448,7 +459,7 @@ static int qattn_attn_fwd_mma_run(const qattn_kernels_attn_params &p, void *stre
     return QATTN_OK;
 }
 
-template <int D>
+template <int D, int QF>
 static int qattn_attn_fwd_mma_launch(const qattn_kernels_attn_params *pp, void *stream, qattn_err *err)
 {
     const qattn_kernels_attn_params p = *pp;
@@ -466,7 +477,8 @@ static int qattn_attn_fwd_mma_launch(const qattn_kernels_attn_params *pp, void *
         p.k_group.ch != 0)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: K scales must be thread:128/8/2");
     if (!p.q_scale || !p.k_scale || p.q_mean)
-        return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: needs scaled int8 Q/K and no Q smoothing");
+        return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: needs scaled %s Q/K and no Q smoothing",
+                             QF == QATTN_FMT_INT4 ? "int4" : "int8");
     if (p.hkv <= 0 || p.hq % p.hkv || p.hq > 65535 || p.nseq <= 0 || p.nseq > 65535)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: bad heads %d / %d or batch %d", p.hq, p.hkv, p.nseq);
     if ((int64_t)p.seqlen_k * p.k_st >= ((int64_t)1 << 31) || (int64_t)p.d * p.v_st >= ((int64_t)1 << 31))
@@ -480,9 +492,10 @@ static int qattn_attn_fwd_mma_launch(const qattn_kernels_attn_params *pp, void *
     if (major * 10 + minor < 89)
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "attn mma: e4m3 mma needs sm_89 or newer (this GPU is sm_%d%d)", major, minor);
-    /* sm_90 (built for sm_90a): the warpgroup-MMA kernel, unless QATTN_MMA_SYNC=1 asks for mma.sync */
+    /* sm_90 (built for sm_90a): the warpgroup-MMA kernel for int8 Q.K, unless
+     * QATTN_MMA_SYNC=1 asks for mma.sync (wgmma has no int4) */
     const char *force = getenv("QATTN_MMA_SYNC");
-    if constexpr (D == 128) {
+    if constexpr (D == 128 && QF == QATTN_FMT_INT8) {
       if (major == 9 && minor == 0 && !(force && force[0] == '1') && strstr(QATTN_KERNELS_ARCHS, "sm_90a")) {
         const size_t smem = QATTN_WGMMA_SMEM;
         void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D>;
@@ -495,14 +508,15 @@ static int qattn_attn_fwd_mma_launch(const qattn_kernels_attn_params *pp, void *
         return QATTN_OK;
       }
     }
-    return qattn_attn_fwd_mma_run<D, QATTN_MMA_WARPS>(p, stream, err);
+    return qattn_attn_fwd_mma_run<D, QATTN_MMA_WARPS, QF>(p, stream, err);
 }
 
-/* one instance: extern "C" launch function NAME */
-#define QATTN_ATTN_FWD_MMA_INSTANCE(D, NAME)                                               \
+/* one instance: extern "C" launch function NAME for head dim D and Q / K
+ * codes QF (QATTN_FMT_INT8 or QATTN_FMT_INT4) */
+#define QATTN_ATTN_FWD_MMA_INSTANCE(D, QF, NAME)                                           \
     extern "C" int NAME(const qattn_kernels_attn_params *p, void *stream, qattn_err *err) \
     {                                                                                      \
-        return qattn_attn_fwd_mma_launch<D>(p, stream, err);                              \
+        return qattn_attn_fwd_mma_launch<D, QF>(p, stream, err);                          \
     }
 
 #endif

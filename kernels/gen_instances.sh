@@ -172,21 +172,25 @@ for d in $head_dims; do
 "
 done
 
-# the NVIDIA mma.sync fast path (attn_fwd_mma.h, mma_nvidia.h): int8 Q.K with
+# the NVIDIA mma.sync fast path (attn_fwd_mma.h, mma_nvidia.h): int8 Q.K
+# (m16n8k32 s8; d 64 and 128) or int4 Q.K (m16n8k64 s4; d 128) with
 # per-thread scale groups, e4m3 P.V, fp22 + fp32 every 128 keys; V read
 # transposed. Built by the NVIDIA backend only (QATTN_KERNELS_MMA_INSTANCES_D*),
 # registered under QATTN_KERNELS_WITH_MMA; the kernel body exists for sm_89+,
 # the launch refuses older GPUs.
 cmake_mma_64=""
 cmake_mma_128=""
-for d in $head_dims; do
-    name="attn_fwd_mma_d${d}_qk_int8_pv_e4m3_acc_fp22"
+for d_qk in 64:int8 128:int8 128:int4; do
+    d=${d_qk%%:*} qk=${d_qk#*:}
+    case " $head_dims " in *" $d "*) ;; *) continue ;; esac
+    QK=$(echo "$qk" | tr a-z A-Z)
+    name="attn_fwd_mma_d${d}_qk_${qk}_pv_e4m3_acc_fp22"
     fn="qattn_kernels_launch_${name}"
     {
-        banner "Attention forward (quantized), NVIDIA mma.sync path: d=${d}, Q/K int8, P/V e4m3, fp22+fp32:128."
+        banner "Attention forward (quantized), NVIDIA mma.sync path: d=${d}, Q/K ${qk}, P/V e4m3, fp22+fp32:128."
         echo '#include "../attn_fwd_mma.h"'
         echo
-        echo "QATTN_ATTN_FWD_MMA_INSTANCE(${d}, ${fn})"
+        echo "QATTN_ATTN_FWD_MMA_INSTANCE(${d}, QATTN_FMT_${QK}, ${fn})"
     } >"$out/${name}.hip"
     if [ "$d" = 64 ]; then
         cmake_mma_64="${cmake_mma_64} ${name}.hip"
@@ -202,8 +206,8 @@ int ${fn}(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
      .path = QATTN_KERNELS_PATH_MMA,
      .head_dim = ${d},
-     .q = QATTN_FMT_INT8,
-     .k = QATTN_FMT_INT8,
+     .q = QATTN_FMT_${QK},
+     .k = QATTN_FMT_${QK},
      .p = QATTN_FMT_E4M3,
      .v = QATTN_FMT_E4M3,
      .acc = QATTN_ACC_FP22,

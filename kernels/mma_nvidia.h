@@ -37,19 +37,32 @@
 #define QATTN_MMA_SM80 0
 #endif
 
+/* integer mma.sync with 4 A, 2 B and 4 s32 C / D registers; SHAPE: the
+ * instruction's shape and types, e.g. "m16n8k32.row.col.s32.s8.s8.s32" */
+#if QATTN_MMA_SM80
+#define QATTN_MMA_INT(SHAPE, d, a, b, c)                                                                   \
+    asm("mma.sync.aligned." SHAPE " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n" \
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])                                                   \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]), "r"(c[2]), \
+          "r"(c[3]))
+#else
+#define QATTN_MMA_INT(SHAPE, d, a, b, c) ((void)(a), (void)(b), d[0] = c[0], d[1] = c[1], d[2] = c[2], d[3] = c[3])
+#endif
+
 /* d[4] (s32) = a[4] (s8, 16 x 32) * b[2] (s8, 32 x 8) + c[4] */
 static __device__ __forceinline__ void qattn_mma_m16n8k32_s8(int *d, const uint32_t *a, const uint32_t *b, const int *c)
 {
-#if QATTN_MMA_SM80
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%10, %11, %12, %13};\n"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]),
-                   "r"(c[2]), "r"(c[3]));
-#else
-    (void)a, (void)b;
-    d[0] = c[0], d[1] = c[1], d[2] = c[2], d[3] = c[3];
-#endif
+    QATTN_MMA_INT("m16n8k32.row.col.s32.s8.s8.s32", d, a, b, c);
+}
+
+/* d[4] (s32) = a[4] (s4, 16 x 64) * b[2] (s4, 64 x 8) + c[4]: the fragments
+ * of m16n8k32 s8 with 8 nibbles per register in place of 4 bytes (the lower
+ * k index in the lower bits), so int4 rows packed low nibble first load as
+ * the int8 rows of half the width (sm_90 has no int4 tensor cores: ptxas
+ * emulates it there) */
+static __device__ __forceinline__ void qattn_mma_m16n8k64_s4(int *d, const uint32_t *a, const uint32_t *b, const int *c)
+{
+    QATTN_MMA_INT("m16n8k64.row.col.s32.s4.s4.s32", d, a, b, c);
 }
 
 /* d[4] (f32) = a[4] (e4m3, 16 x 32) * b[2] (e4m3, 32 x 8) + c[4]; the tensor

@@ -48,6 +48,15 @@ int qattn_gpu_scheme_for(const qattn_kernels_sig *sig, qattn_scheme *s, char *sp
         snprintf(spec, len, "%s", buf);
         return 0;
     }
+    /* the mma.sync path's layout (sage2-8b-sm90's groups) with the instance's Q/K codes, e.g. int4 */
+    snprintf(buf, sizeof buf,
+             "q=%s@thread:16/8/1 k=%s@thread:128/8/2 p=e4m3@static v=e4m3@channel smooth=k acc=fp22+fp32:128 "
+             "kblock=128 out=bf16",
+             qattn_fmt_name(sig->q), qattn_fmt_name(sig->k));
+    if (reaches(sig, buf, s)) {
+        snprintf(spec, len, "%s", buf);
+        return 0;
+    }
     return -1;
 }
 

@@ -57,6 +57,9 @@ int qattn_kernels_launch_attn_fwd_mma_d64_qk_int8_pv_e4m3_acc_fp22(const qattn_k
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
 int qattn_kernels_launch_attn_fwd_mma_d128_qk_int8_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
+int qattn_kernels_launch_attn_fwd_mma_d128_qk_int4_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#endif
 
 const qattn_kernels_sig qattn_kernels_table[] = {
     {.name = "quant_portable_in_fp16",
@@ -835,6 +838,32 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_89 and newer)",
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
      .launch_attn = qattn_kernels_launch_attn_fwd_mma_d128_qk_int8_pv_e4m3_acc_fp22},
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
+    {.name = "attn_fwd_mma_d128_qk_int4_pv_e4m3_acc_fp22",
+     .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
+     .path = QATTN_KERNELS_PATH_MMA,
+     .head_dim = 128,
+     .q = QATTN_FMT_INT4,
+     .k = QATTN_FMT_INT4,
+     .p = QATTN_FMT_E4M3,
+     .v = QATTN_FMT_E4M3,
+     .acc = QATTN_ACC_FP22,
+     .two_level = 1,
+     .p_static = 3,
+     .qk_groups = "q: any token pattern, no ,ch:; k: thread:128/8/2 exactly; kblock=128 and acc=fp22+fp32:128 exactly",
+     .v_groups = "tensor or channel (,ch:C)",
+     .smooth = QATTN_SMOOTH_K | QATTN_SMOOTH_V,
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
+              (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 128,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_89 and newer)",
+     .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .launch_attn = qattn_kernels_launch_attn_fwd_mma_d128_qk_int4_pv_e4m3_acc_fp22},
 #endif
 };
 const size_t qattn_kernels_table_len = sizeof qattn_kernels_table / sizeof qattn_kernels_table[0];
