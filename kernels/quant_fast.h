@@ -106,30 +106,38 @@ static __device__ __forceinline__ float qattn_qf_rcp(int fmt, float s)
     return 1.0f / s;
 }
 
-/* int8 / int4 code bits of v (low 8 / 4 bits): RNE(clamp(fl(v / s))). t = y +
- * 1.5 * 2^23 rounds y to an integer n (RNE) in its low mantissa bits; ties of
- * the integers are at k + 0.5, so |y - n| must stay below 0.5 - 2^-15 (a NaN
- * y fails the test too); |n| <= qmax needs no clamp (|y| < qmax + 0.5) */
-static __device__ __forceinline__ unsigned qattn_qf_int_rcp(float v, float s, float r, float qmax)
+/* y = v * fl(1 / s) rounded to an integer n (RNE) by t = y + 1.5 * 2^23:
+ * the bits of t, n in the low mantissa bits; near is set where the code of
+ * fl(v / s) may differ: ties of the integers are at k + 0.5, so |y - n| must
+ * stay below 0.5 - 2^-15 (a NaN y fails the test too); |n| <= qmax needs no
+ * clamp (|y| < qmax + 0.5) */
+static __device__ __forceinline__ unsigned qattn_qf_int_bits(float y, bool &near)
 {
-    const float y = v * r;
     const float t = y + 12582912.0f;
-    const float diff = y - (t - 12582912.0f);
-    if (!(fabsf(diff) < 0.49996948f))
-        return (unsigned)qattn_qf_int(s > 0.0f ? v / s : 0.0f, qmax);
+    near |= !(fabsf(y - (t - 12582912.0f)) < 0.49996948f);
     return qattn_kfmt_f2u(t);
 }
+/* int8 / int4 code bits of v (low 8 / 4 bits): RNE(clamp(fl(v / s))) */
+static __device__ __forceinline__ unsigned qattn_qf_int_rcp(float v, float s, float r, float qmax)
+{
+    bool near = false;
+    const unsigned t = qattn_qf_int_bits(v * r, near);
+    return near ? (unsigned)qattn_qf_int(s > 0.0f ? v / s : 0.0f, qmax) : t;
+}
 
-/* a value with the e4m3 code of fl(v / s): y, unless y lies within 4 ulp
- * (fp32) of an e4m3 rounding boundary (low 20 mantissa bits 0x80000 in the
- * normal range) or below 2^-6 (e4m3 subnormals; also y = 0 from r = 0) */
+/* whether y = v * fl(1 / s) may have another e4m3 code than fl(v / s): y
+ * within 4 ulp (fp32) of an e4m3 rounding boundary (low 20 mantissa bits
+ * 0x80000 in the normal range) or below 2^-6 (e4m3 subnormals; also y = 0
+ * from r = 0) */
+static __device__ __forceinline__ bool qattn_qf_e4m3_near(float y)
+{
+    return fabsf(y) < 0x1p-6f || (qattn_kfmt_f2u(y) & 0xFFFFFu) - 0x7FFFCu <= 8u;
+}
+/* a value with the e4m3 code of fl(v / s) */
 static __device__ __forceinline__ float qattn_qf_div_e4m3(float v, float s, float r)
 {
     const float y = v * r;
-    const uint32_t a = qattn_kfmt_f2u(y) & QATTN_KFMT_ABS;
-    if (a < 0x3C800000u || (a & 0xFFFFFu) - 0x7FFFCu <= 8u)
-        return s > 0.0f ? v / s : 0.0f;
-    return y;
+    return qattn_qf_e4m3_near(y) ? (s > 0.0f ? v / s : 0.0f) : y;
 }
 
 /* the 8-bit code of y (already divided by its scale); int4 in the low nibble */
@@ -174,11 +182,8 @@ static __device__ __forceinline__ uint2 qattn_qf_code8(int fmt, const float (&v)
     if (fmt == QATTN_FMT_INT8 || fmt == QATTN_FMT_INT4) {
         unsigned t[8];
         QATTN_UNROLL
-        for (int j = 0; j < 8; j++) {
-            const float y = v[j] * r[j], tf = y + 12582912.0f;
-            near |= !(fabsf(y - (tf - 12582912.0f)) < 0.49996948f);
-            t[j] = qattn_kfmt_f2u(tf);
-        }
+        for (int j = 0; j < 8; j++)
+            t[j] = qattn_qf_int_bits(v[j] * r[j], near);
         if (fmt == QATTN_FMT_INT8) {
             w.x = (t[0] & 0xffu) | (t[1] & 0xffu) << 8 | (t[2] & 0xffu) << 16 | t[3] << 24;
             w.y = (t[4] & 0xffu) | (t[5] & 0xffu) << 8 | (t[6] & 0xffu) << 16 | t[7] << 24;
@@ -191,8 +196,8 @@ static __device__ __forceinline__ uint2 qattn_qf_code8(int fmt, const float (&v)
         float y[8];
         QATTN_UNROLL
         for (int j = 0; j < 8; j++) {
-            y[j] = v[j] * r[j]; /* the test of qattn_qf_div_e4m3 (|y| < 2^-6: a < 0x3C800000) */
-            near |= fabsf(y[j]) < 0x1p-6f || (qattn_kfmt_f2u(y[j]) & 0xFFFFFu) - 0x7FFFCu <= 8u;
+            y[j] = v[j] * r[j];
+            near |= qattn_qf_e4m3_near(y[j]);
         }
         w.x = qattn_port_e4m3x2(y[0], y[1]) | (unsigned)qattn_port_e4m3x2(y[2], y[3]) << 16;
         w.y = qattn_port_e4m3x2(y[4], y[5]) | (unsigned)qattn_port_e4m3x2(y[6], y[7]) << 16;
@@ -241,6 +246,13 @@ static __device__ __forceinline__ void qattn_qf_group_scales(const qattn_kernels
         if (g0 + g < p.ntok)
             p.scale[hb * p.ntok + g0 + g] = s;
     }
+}
+
+/* tokens of one block of token groups: the block of block / warp / thread
+ * groups, 1 for the others */
+static __host__ __device__ __forceinline__ int qattn_qf_period(qattn_group g)
+{
+    return g.tok == QATTN_TOK_BLOCK || g.tok == QATTN_TOK_WARP || g.tok == QATTN_TOK_THREAD ? g.b : 1;
 }
 
 /* groups whose scale is shared by all tokens of a sequence */
@@ -1049,9 +1061,7 @@ static int qattn_qf_plan(const qattn_kernels_quant_params &p, int *tt, size_t *s
         return 0;
     if (transposed && (p.fmt == QATTN_FMT_INT4 || p.npad % 128))
         return 0;
-    int period = 1; /* tokens of one block of token groups */
-    if (p.group.tok == QATTN_TOK_BLOCK || p.group.tok == QATTN_TOK_WARP || p.group.tok == QATTN_TOK_THREAD)
-        period = p.group.b;
+    int period = qattn_qf_period(p.group);
     if (period <= 0)
         return 0;
     if (p.smooth == QATTN_KERNELS_SMOOTH_BLOCKS)
@@ -1096,11 +1106,7 @@ static int qattn_qf_lean_takes(const qattn_kernels_quant_params &p)
     const int uniform = qattn_qf_uniform(p.group);
     if (p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED || uniform)
         return uniform;
-    int period = 0;
-    if (p.group.tok == QATTN_TOK_TOKEN)
-        period = 1;
-    else if (p.group.tok == QATTN_TOK_BLOCK || p.group.tok == QATTN_TOK_WARP || p.group.tok == QATTN_TOK_THREAD)
-        period = p.group.b;
+    const int period = qattn_qf_period(p.group); /* token-local here: token, block, warp, thread */
     return period > 0 && QATTN_QF_LTT % period == 0 && qattn_kgroup_tok_index(p.group, QATTN_QF_LTT - 1) < QATTN_QF_LTT;
 }
 
