@@ -112,6 +112,31 @@ static __device__ __forceinline__ float qattn_attn_acc_round(float x)
     return x;
 }
 
+/* one output element as the emulation forms it, O / l / pmul * V scale +
+ * V mean (0 for a row without a visible key), rounded to p.out and stored
+ * at element at of p.o; vsc, vmean: the head's V scales and means or NULL */
+static __device__ __forceinline__ void qattn_attn_put_out(const qattn_kernels_attn_params &p, int64_t at, int c,
+                                                          float acc, float l, const float *vsc, const float *vmean,
+                                                          int empty)
+{
+    float x = 0.0f;
+    if (!empty) {
+        x = acc / l;
+        if (p.pmul != 1.0f)
+            x = x / p.pmul;
+        if (vsc)
+            x = x * vsc[p.v_ch > 0 ? c / p.v_ch : 0];
+        if (vmean)
+            x = x + vmean[c];
+    }
+    if (p.out == QATTN_FMT_FP16)
+        ((uint16_t *)p.o)[at] = qattn_kfmt_fp16_encode(x);
+    else if (p.out == QATTN_FMT_BF16)
+        ((uint16_t *)p.o)[at] = qattn_kfmt_bf16_encode(x);
+    else
+        ((float *)p.o)[at] = x;
+}
+
 template <int D, int QK, int PV, int ACC>
 __global__ void __launch_bounds__(QATTN_ATTN_THREADS) qattn_attn_fwd_portable_kernel(qattn_kernels_attn_params p)
 {
@@ -321,22 +346,7 @@ __global__ void __launch_bounds__(QATTN_ATTN_THREADS) qattn_attn_fwd_portable_ke
         const int64_t obase = (int64_t)b * p.o_sb + (tq0 + i) * p.o_st + (int64_t)h * p.o_sh;
         for (int k = 0; k < NC; k++) {
             const int c = pc + TPR * k;
-            float x = 0.0f;
-            if (!empty) {
-                x = (two ? ob[k] + acc[k] : acc[k]) / l;
-                if (p.pmul != 1.0f)
-                    x = x / p.pmul;
-                if (vsc)
-                    x = x * vsc[p.v_ch > 0 ? c / p.v_ch : 0];
-                if (vmean)
-                    x = x + vmean[c];
-            }
-            if (p.out == QATTN_FMT_FP16)
-                ((uint16_t *)p.o)[obase + c] = qattn_kfmt_fp16_encode(x);
-            else if (p.out == QATTN_FMT_BF16)
-                ((uint16_t *)p.o)[obase + c] = qattn_kfmt_bf16_encode(x);
-            else
-                ((float *)p.o)[obase + c] = x;
+            qattn_attn_put_out(p, obase + c, c, two ? ob[k] + acc[k] : acc[k], l, vsc, vmean, empty);
         }
         if (pc == 0 && p.lse) {
             const int64_t t = (p.cu_q ? tq0 : (int64_t)b * p.seqlen_q) + i;

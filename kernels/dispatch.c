@@ -223,7 +223,9 @@ static int k_groups(const qattn_kernels_sig *g, const qattn_scheme *s, const qat
     (void)pb;
     if (g->path == QATTN_KERNELS_PATH_MMA)
         return mma_groups_ok(s);
-    return g->path == QATTN_KERNELS_PATH_PORTABLE && qk_group_ok(&s->q) && qk_group_ok(&s->k) && v_group_ok(&s->v);
+    /* the portable and the MFMA path (attn_fwd_mfma.h: a scale per key
+     * staged with the key block, one per row held by its lane) */
+    return qk_group_ok(&s->q) && qk_group_ok(&s->k) && v_group_ok(&s->v);
 }
 static void o_groups(const qattn_kernels_sig *g, char *b, size_t n)
 {
@@ -246,9 +248,14 @@ static int k_kblock(const qattn_kernels_sig *g, const qattn_scheme *s, const qat
     (void)pb;
     if (g->path == QATTN_KERNELS_PATH_MMA) /* one key block = one fp22 chunk = kblock_max keys */
         return s->kblock == g->kblock_max && s->acc_chunk == g->kblock_max;
+    if (g->path == QATTN_KERNELS_PATH_MFMA) /* one key block of kblock_max keys */
+        return s->kblock == g->kblock_max;
     return s->kblock >= 1 && s->kblock <= g->kblock_max;
 }
-static void o_kblock(const qattn_kernels_sig *g, char *b, size_t n) { snprintf(b, n, "kblock<=%d", g->kblock_max); }
+static void o_kblock(const qattn_kernels_sig *g, char *b, size_t n)
+{
+    snprintf(b, n, "kblock%s%d", g->path == QATTN_KERNELS_PATH_PORTABLE ? "<=" : "=", g->kblock_max);
+}
 
 static int k_mask(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
 {

@@ -91,6 +91,7 @@ struct qattn_sim_slot {
     unsigned long gen = 0;
     std::vector<unsigned char> smem;
     std::vector<unsigned long long> shfl; /* a word per thread for the shuffles */
+    std::vector<unsigned long long> xchg; /* two words per thread for the emulated matrix instructions */
 };
 struct qattn_sim_state {
     dim3 grid, block;
@@ -192,6 +193,7 @@ inline hipError_t qattn_sim_launch(dim3 grid, dim3 block, size_t smem, const std
                               (unsigned)(lin / ((unsigned long)grid.x * grid.y)));
                 sl.smem.assign(smem ? smem : 1, 0xff); /* uninitialized shared memory reads as NaN */
                 sl.shfl.assign((size_t)n, 0ull);
+                sl.xchg.assign(2 * (size_t)n, 0ull);
                 sl.busy = 1;
                 sl.nalive = n;
                 sl.arrived = 0;
@@ -273,6 +275,23 @@ inline T __shfl_xor(T v, int lane_mask, int width = 32)
     __syncthreads();
     return r;
 }
+
+/* The lane exchange of the emulated wave-wide matrix instructions
+ * (mfma_amd.h): every thread of the block stores two words, a block barrier,
+ * then the words of every thread [2 * thread + 0..1] can be read until
+ * qattn_sim_xchg_end (a second barrier). As for the shuffles, every thread of
+ * the block must take part. */
+inline int qattn_sim_thread() { return qattn_sim_state_get().cur % qattn_sim_state_get().nthreads; }
+inline const unsigned long long *qattn_sim_xchg_begin(unsigned long long a, unsigned long long b)
+{
+    qattn_sim_slot &k = qattn_sim_slot_get();
+    const size_t t = (size_t)qattn_sim_thread();
+    k.xchg[2 * t] = a;
+    k.xchg[2 * t + 1] = b;
+    __syncthreads();
+    return k.xchg.data();
+}
+inline void qattn_sim_xchg_end() { __syncthreads(); }
 
 /* 16- and 8-byte vectors (CUDA / HIP vector types) */
 struct alignas(16) uint4 {

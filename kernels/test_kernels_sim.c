@@ -6,6 +6,9 @@
  *
  * The same driver, built against the real backend, is how qattn gpu-check
  * compares a GPU with the emulation (where only exp2 differs). */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +40,7 @@ typedef struct tcase {
     const char *mask;
     qattn_fmt in;
     int lse;
+    const char *path; /* the dispatcher must pick an instance whose name contains this, or NULL */
 } tcase;
 
 /* random [h, T, d] with per-channel offsets (so smoothing matters), stored in
@@ -82,7 +86,10 @@ static void check_quant(const qattn_kernels_quant_params *qp, const float *x, co
     size_t n = (size_t)qp->seqlen, d = (size_t)qp->d, row = (size_t)qp->row;
     size_t ng = qattn_group_count(&qp->group, n, d);
     float *xs = malloc(n * d * 4), *mean = malloc(((n + 1) * d + 1) * 4), *sc = malloc((ng + 1) * 4);
-    uint8_t *codes = malloc(n * row + 1);
+    /* V for the MFMA path: [heads, 1, d, npad] (the codes of token t, channel c at c * npad + t) */
+    const int tr = qp->layout == QATTN_KERNELS_LAYOUT_TRANSPOSED;
+    const size_t hbytes = tr ? d * (size_t)qp->npad : n * row;
+    uint8_t *codes = malloc(hbytes + 1);
     size_t bad = 0, badsc = 0;
     for (int h = 0; h < qp->heads; h++) {
         qattn_err err;
@@ -98,21 +105,21 @@ static void check_quant(const qattn_kernels_quant_params *qp, const float *x, co
             CHECK(0, "qtensor %s: %s", what, err.msg);
             break;
         }
-        int rc = qattn_kernels_dev_from(codes, (const uint8_t *)qp->codes + (size_t)h * n * row, n * row, &err) ||
+        int rc = qattn_kernels_dev_from(codes, (const uint8_t *)qp->codes + (size_t)h * hbytes, hbytes, &err) ||
                  qattn_kernels_dev_from(sc, qp->scale + (size_t)h * ng, ng * 4, &err);
         CHECK(rc == 0, "copy %s", what);
         for (size_t i = 0; i < n * d && !rc; i++) {
-            size_t t_ = i / d, c = i % d;
+            size_t t_ = i / d, c = i % d, at = tr ? c * (size_t)qp->npad + t_ : t_ * row + c; /* 8-bit codes */
             float val;
             if (qp->fmt == QATTN_FMT_INT4) {
                 unsigned byte = codes[t_ * row + c / 2], nib = c & 1 ? byte >> 4 : byte & 0xfu;
                 val = (float)((int)(nib ^ 8u) - 8);
             } else if (qp->fmt == QATTN_FMT_INT8) {
-                val = (float)(int8_t)codes[t_ * row + c];
+                val = (float)(int8_t)codes[at];
             } else if (qp->fmt == QATTN_FMT_E4M3) {
-                val = qattn_kfmt_e4m3_decode(codes[t_ * row + c]);
+                val = qattn_kfmt_e4m3_decode(codes[at]);
             } else {
-                val = qattn_kfmt_e5m2_decode(codes[t_ * row + c]);
+                val = qattn_kfmt_e5m2_decode(codes[at]);
             }
             bad += qattn_kfmt_f2u(val) != qattn_kfmt_f2u(t.val[i]);
         }
@@ -258,9 +265,38 @@ static void run_case(const tcase *tc)
         }
     }
     size_t ldiff = 0;
+    double maxl = 0.0;
     if (tc->lse)
         for (size_t i = 0; i < hq * tq; i++)
-            ldiff += qattn_kfmt_f2u(lse_k[i]) != qattn_kfmt_f2u(lse_e[i]);
+            if (qattn_kfmt_f2u(lse_k[i]) != qattn_kfmt_f2u(lse_e[i])) {
+                ldiff++;
+                double e = fabs((double)lse_k[i] - (double)lse_e[i]);
+                maxl = e > maxl || e != e ? e : maxl;
+            }
+    if (tc->path && !strstr(pl.attn_sig->name, tc->path))
+        CHECK(0, "%s d=%d: the dispatcher picked %s, expected a %s instance", tc->scheme, tc->d, pl.attn_sig->name,
+              tc->path);
+    if (pl.attn_sig->path != QATTN_KERNELS_PATH_PORTABLE) {
+        /* a vendor path (the MFMA kernels, emulated): the matrix instruction
+         * adds in its own order (P.V, e4m3 Q.K) and the row sum is formed per
+         * lane, so outputs may differ by rounding: a few fp32 ulp before the
+         * output rounding (one output ulp after it), now and then a P element
+         * one e4m3 step off (a fraction of a percent of the row's scale) */
+        double omax = 0.0, dot = 0.0, nk = 0.0, ne = 0.0;
+        for (size_t i = 0; i < hq * tq * d; i++) {
+            double x = out_value(ok, i, s.out), e = oe[i];
+            omax = fabs(e) > omax ? fabs(e) : omax;
+            dot += x * e, nk += x * x, ne += e * e;
+        }
+        double cosv = nk > 0 && ne > 0 ? dot / sqrt(nk * ne) : (nk == ne ? 1.0 : 0.0);
+        CHECK(maxd <= 2e-2 * omax && cosv >= 0.99999 && maxl <= 1e-4,
+              "%s (%s, d=%d, %s, mask %s): max |diff| %g (max |O| %g), cos %.8f, max |dLSE| %g", tc->scheme,
+              pl.attn_sig->name, tc->d, tc->varlen ? "varlen" : "fixed", tc->mask, maxd, omax, cosv, maxl);
+        printf("ok %-60.60s %-55s %s (%s; %zu of %zu outputs, %zu LSE differ from the emulation)\n", tc->scheme,
+               pl.attn_sig->name, tc->mask, getenv("QATTN_SIM_MFMA") ? getenv("QATTN_SIM_MFMA") : "gfx942", diff,
+               hq * tq * d, ldiff);
+        goto done;
+    }
     CHECK(diff == 0 && ldiff == 0,
           "%s (%s, d=%d, %s, mask %s): %zu of %zu outputs differ (max |diff| %g; first [%zu]: %g vs %g), %zu LSE",
           tc->scheme, pl.attn_sig->name, tc->d, tc->varlen ? "varlen" : "fixed", tc->mask, diff, hq * tq * d, maxd,
@@ -318,42 +354,66 @@ int main(int argc, char **argv)
     const qattn_fmt F16 = QATTN_FMT_FP16, B16 = QATTN_FMT_BF16, F32 = QATTN_FMT_FP32;
     const tcase cases[] = {
         /* the presets that have instances, both head dims, tails (N not a multiple of anything) */
-        {"sage2-8b", 128, 4, 2, 1, {77}, {77}, 0, "none", F16, 1},
-        {"sage2-8b", 64, 2, 1, 3, {37, 100, 1}, {37, 100, 1}, 1, "causal", F16, 1},
-        {"sage2-8b-sm90", 128, 2, 2, 1, {150}, {150}, 0, "causal", B16, 1},
-        {"sage2-4b", 128, 4, 1, 1, {90}, {90}, 0, "none", F16, 1},
-        {"sage2-4b", 64, 2, 2, 2, {70, 33}, {70, 33}, 1, "window:20,5", F16, 0},
-        {"sage1-b", 64, 2, 2, 1, {65}, {65}, 0, "causal", F16, 1},
-        {"sage1-b", 128, 2, 1, 2, {40, 40}, {40, 40}, 0, "none", F32, 1},
-        {"fa3-fp8", 128, 2, 2, 1, {140}, {140}, 0, "causal", F16, 1},
-        {"ck-i8fp8bf16", 128, 2, 2, 1, {64}, {64}, 0, "none", F16, 0},
-        {"ck-i4fp8bf16", 64, 2, 2, 1, {100}, {100}, 0, "causal", B16, 1},
-        {"ck-fp8bf16", 64, 3, 1, 1, {50}, {50}, 0, "none", F16, 1},
-        {"fp16", 128, 2, 1, 1, {70}, {70}, 0, "causal", F16, 1},
-        {"bf16", 64, 2, 2, 2, {45, 19}, {45, 19}, 1, "none", B16, 1},
-        {"fp16", 64, 2, 2, 1, {33}, {33}, 0, "none", B16, 0}, /* cast bf16 -> fp16 by the quant kernel */
+        {"sage2-8b", 128, 4, 2, 1, {77}, {77}, 0, "none", F16, 1, NULL},
+        {"sage2-8b", 64, 2, 1, 3, {37, 100, 1}, {37, 100, 1}, 1, "causal", F16, 1, NULL},
+        {"sage2-8b-sm90", 128, 2, 2, 1, {150}, {150}, 0, "causal", B16, 1, NULL},
+        {"sage2-4b", 128, 4, 1, 1, {90}, {90}, 0, "none", F16, 1, NULL},
+        {"sage2-4b", 64, 2, 2, 2, {70, 33}, {70, 33}, 1, "window:20,5", F16, 0, NULL},
+        {"sage1-b", 64, 2, 2, 1, {65}, {65}, 0, "causal", F16, 1, NULL},
+        {"sage1-b", 128, 2, 1, 2, {40, 40}, {40, 40}, 0, "none", F32, 1, NULL},
+        {"fa3-fp8", 128, 2, 2, 1, {140}, {140}, 0, "causal", F16, 1, NULL},
+        {"ck-i8fp8bf16", 128, 2, 2, 1, {64}, {64}, 0, "none", F16, 0, NULL},
+        {"ck-i4fp8bf16", 64, 2, 2, 1, {100}, {100}, 0, "causal", B16, 1, NULL},
+        {"ck-fp8bf16", 64, 3, 1, 1, {50}, {50}, 0, "none", F16, 1, NULL},
+        {"fp16", 128, 2, 1, 1, {70}, {70}, 0, "causal", F16, 1, NULL},
+        {"bf16", 64, 2, 2, 2, {45, 19}, {45, 19}, 1, "none", B16, 1, NULL},
+        {"fp16", 64, 2, 2, 1, {33}, {33}, 0, "none", B16, 0, NULL}, /* cast bf16 -> fp16 by the quant kernel */
         /* Sq != Sk with bottom-right masks */
-        {"sage2-8b", 128, 2, 2, 1, {40}, {100}, 0, "causal-br", F16, 1},
-        {"sage2-8b", 64, 2, 1, 1, {100}, {40}, 0, "window:7,3", F16, 1},
-        {"sage2-8b", 64, 2, 1, 1, {100}, {40}, 0, "causal-br", F16, 1}, /* rows with no key */
+        {"sage2-8b", 128, 2, 2, 1, {40}, {100}, 0, "causal-br", F16, 1, NULL},
+        {"sage2-8b", 64, 2, 1, 1, {100}, {40}, 0, "window:7,3", F16, 1, NULL},
+        {"sage2-8b", 64, 2, 1, 1, {100}, {40}, 0, "causal-br", F16, 1, NULL}, /* rows with no key */
         /* variants: smoothing, accumulators, groups, kblock, output types */
-        {"sage2-8b smooth=k+v out=fp16", 64, 2, 2, 1, {80}, {80}, 0, "none", F16, 1},
-        {"sage2-8b acc=fp32", 128, 2, 2, 1, {66}, {66}, 0, "causal", F16, 0},
-        {"sage2-8b acc=fp22 kblock=32", 64, 2, 2, 1, {97}, {97}, 0, "none", F16, 1},
-        {"sage2-8b acc=fp22+fp32:32 kblock=128", 64, 2, 2, 1, {150}, {150}, 0, "causal", F16, 1},
-        {"sage1-b acc=fp16+fp32:64", 64, 2, 2, 1, {130}, {130}, 0, "none", F16, 1},
-        {"sage1-b acc=fp32 smooth=q+k qblock=16", 128, 2, 2, 1, {60}, {60}, 0, "none", F16, 1},
+        {"sage2-8b smooth=k+v out=fp16", 64, 2, 2, 1, {80}, {80}, 0, "none", F16, 1, NULL},
+        {"sage2-8b acc=fp32", 128, 2, 2, 1, {66}, {66}, 0, "causal", F16, 0, NULL},
+        {"sage2-8b acc=fp22 kblock=32", 64, 2, 2, 1, {97}, {97}, 0, "none", F16, 1, NULL},
+        {"sage2-8b acc=fp22+fp32:32 kblock=128", 64, 2, 2, 1, {150}, {150}, 0, "causal", F16, 1, NULL},
+        {"sage1-b acc=fp16+fp32:64", 64, 2, 2, 1, {130}, {130}, 0, "none", F16, 1, NULL},
+        {"sage1-b acc=fp32 smooth=q+k qblock=16", 128, 2, 2, 1, {60}, {60}, 0, "none", F16, 1, NULL},
         {"q=int8@token k=int8@block:32,e8m0 p=e4m3@static v=e4m3@tensor smooth=k acc=fp32 out=fp32", 64, 2, 2, 1,
-         {50}, {50}, 0, "none", F16, 1},
+         {50}, {50}, 0, "none", F16, 1, NULL},
         {"q=e4m3@warp:32 k=e4m3@thread:64/8/2 p=e4m3 v=e4m3@tensor,ch:16 smooth=q+k+v acc=fp22 out=bf16", 128, 2,
-         1, 1, {75}, {75}, 0, "causal", F32, 1},
+         1, 1, {75}, {75}, 0, "causal", F32, 1, NULL},
         {"q=int4@block:64 k=int4@token p=fp16 v=fp16 smooth=k acc=fp16 out=fp16", 128, 2, 2, 1, {70}, {70}, 0,
-         "none", F16, 1},
+         "none", F16, 1, NULL},
     };
     size_t n = sizeof cases / sizeof cases[0];
     for (size_t i = 0; i < n; i++)
         if (!quick || i < 3)
             run_case(&cases[i]);
+
+    /* the MFMA path (attn_fwd_mfma.h, its matrix instructions emulated):
+     * int8 and e4m3 Q.K, both head dims, tails, GQA, varlen, every mask,
+     * LSE, the output types, V smoothing and channel groups; each on the
+     * simulated gfx942 and on gfx90a's instruction pairs */
+    const tcase mfma[] = {
+        {"ck-i8fp8bf16", 128, 4, 2, 1, {77}, {77}, 0, "none", F16, 1, "mfma"},
+        {"ck-i8fp8bf16", 64, 4, 1, 3, {37, 130, 1}, {37, 130, 1}, 1, "causal", B16, 1, "mfma"},
+        {"ck-fp8bf16", 128, 2, 2, 1, {150}, {150}, 0, "causal", F16, 1, "mfma"},
+        {"ck-fp8bf16", 64, 3, 1, 2, {70, 33}, {70, 33}, 1, "window:20,5", F16, 1, "mfma"},
+        {"ck-i8fp8bf16 smooth=k+v out=fp16", 64, 2, 2, 1, {100}, {40}, 0, "causal-br", F16, 1, "mfma"},
+        {"ck-i8fp8bf16 out=fp32", 128, 2, 1, 1, {40}, {100}, 0, "causal-br", F32, 1, "mfma"},
+        {"q=int8@token k=int8@block:32 p=e4m3 v=e4m3@tensor,ch:16 smooth=k acc=fp32 kblock=64 out=bf16", 128, 2, 2, 1,
+         {65}, {65}, 0, "window:7,3", F16, 0, "mfma"},
+        {"q=e4m3@tensor k=e4m3@tensor p=e4m3@static v=e4m3@channel smooth=none acc=fp32 kblock=64 out=bf16", 64, 2, 2,
+         1, {129}, {129}, 0, "none", F16, 1, "mfma"},
+    };
+    for (int target = 0; target < 2; target++) {
+        setenv("QATTN_SIM_MFMA", target ? "gfx90a" : "gfx942", 1);
+        for (size_t i = 0; i < sizeof mfma / sizeof mfma[0]; i++)
+            if (!quick || i < 2)
+                run_case(&mfma[i]);
+    }
+    unsetenv("QATTN_SIM_MFMA");
 
     /* the dispatcher names what is unsupported */
     expect_unsupported("sage2-8b", 96, "none", "head dim 96");

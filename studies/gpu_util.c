@@ -40,13 +40,18 @@ int qattn_gpu_scheme_for(const qattn_kernels_sig *sig, qattn_scheme *s, char *sp
                       : sig->acc == QATTN_ACC_FP22 ? (sig->two_level ? "fp22+fp32:64" : "fp22")
                                                    : "fp32";
     const int scaled_pv = qattn_fmt_is_scaled(sig->p);
-    snprintf(buf, sizeof buf, "q=%s@thread:32/8/1 k=%s@thread:64/8/2 p=%s%s v=%s%s smooth=k acc=%s kblock=%d out=bf16",
-             qattn_fmt_name(sig->q), qattn_fmt_name(sig->k), qattn_fmt_name(sig->p),
-             scaled_pv && (sig->p_static & 2) ? "@static" : "", qattn_fmt_name(sig->v),
-             qattn_fmt_is_scaled(sig->v) ? "@channel" : "", acc, sig->kblock_max < 64 ? sig->kblock_max : 64);
-    if (reaches(sig, buf, s)) {
-        snprintf(spec, len, "%s", buf);
-        return 0;
+    /* kblock 64, else 32: a vendor path that takes exactly 64 (MFMA) is picked
+     * before the portable instance of the same formats */
+    for (int kb = sig->kblock_max < 64 ? sig->kblock_max : 64; kb >= 32; kb /= 2) {
+        snprintf(buf, sizeof buf,
+                 "q=%s@thread:32/8/1 k=%s@thread:64/8/2 p=%s%s v=%s%s smooth=k acc=%s kblock=%d out=bf16",
+                 qattn_fmt_name(sig->q), qattn_fmt_name(sig->k), qattn_fmt_name(sig->p),
+                 scaled_pv && (sig->p_static & 2) ? "@static" : "", qattn_fmt_name(sig->v),
+                 qattn_fmt_is_scaled(sig->v) ? "@channel" : "", acc, kb);
+        if (reaches(sig, buf, s)) {
+            snprintf(spec, len, "%s", buf);
+            return 0;
+        }
     }
     /* the mma.sync path's layout (sage2-8b-sm90's groups) with the instance's Q/K codes, e.g. int4 */
     snprintf(buf, sizeof buf,

@@ -5,3 +5,6 @@ set(QATTN_KERNELS_ATTN_INSTANCES_D128 attn_fwd_portable_d128_qk_int8_pv_e4m3_acc
 # NVIDIA only (mma.sync)
 set(QATTN_KERNELS_MMA_INSTANCES_D64 attn_fwd_mma_d64_qk_int8_pv_e4m3_acc_fp22.hip)
 set(QATTN_KERNELS_MMA_INSTANCES_D128 attn_fwd_mma_d128_qk_int8_pv_e4m3_acc_fp22.hip attn_fwd_mma_d128_qk_int4_pv_e4m3_acc_fp22.hip)
+# AMD and the host simulation (MFMA)
+set(QATTN_KERNELS_MFMA_INSTANCES_D64 attn_fwd_mfma_d64_qk_int8_pv_e4m3_acc_fp32.hip attn_fwd_mfma_d64_qk_e4m3_pv_e4m3_acc_fp32.hip)
+set(QATTN_KERNELS_MFMA_INSTANCES_D128 attn_fwd_mfma_d128_qk_int8_pv_e4m3_acc_fp32.hip attn_fwd_mfma_d128_qk_e4m3_pv_e4m3_acc_fp32.hip)

@@ -17,6 +17,10 @@
 #ifndef QATTN_KERNELS_WITH_MMA
 #define QATTN_KERNELS_WITH_MMA 0
 #endif
+/* QATTN_KERNELS_WITH_MFMA: the AMD MFMA instances are built (AMD, host simulation) */
+#ifndef QATTN_KERNELS_WITH_MFMA
+#define QATTN_KERNELS_WITH_MFMA 0
+#endif
 
 int qattn_kernels_launch_quant_portable_in_fp16(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_quant_portable_in_bf16(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
@@ -59,6 +63,18 @@ int qattn_kernels_launch_attn_fwd_mma_d128_qk_int8_pv_e4m3_acc_fp22(const qattn_
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
 int qattn_kernels_launch_attn_fwd_mma_d128_qk_int4_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_MFMA && QATTN_KERNELS_WITH_D64
+int qattn_kernels_launch_attn_fwd_mfma_d64_qk_int8_pv_e4m3_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_MFMA && QATTN_KERNELS_WITH_D64
+int qattn_kernels_launch_attn_fwd_mfma_d64_qk_e4m3_pv_e4m3_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_MFMA && QATTN_KERNELS_WITH_D128
+int qattn_kernels_launch_attn_fwd_mfma_d128_qk_int8_pv_e4m3_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_MFMA && QATTN_KERNELS_WITH_D128
+int qattn_kernels_launch_attn_fwd_mfma_d128_qk_e4m3_pv_e4m3_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 
 const qattn_kernels_sig qattn_kernels_table[] = {
@@ -864,6 +880,110 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_89 and newer)",
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
      .launch_attn = qattn_kernels_launch_attn_fwd_mma_d128_qk_int4_pv_e4m3_acc_fp22},
+#endif
+#if QATTN_KERNELS_WITH_MFMA && QATTN_KERNELS_WITH_D64
+    {.name = "attn_fwd_mfma_d64_qk_int8_pv_e4m3_acc_fp32",
+     .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
+     .path = QATTN_KERNELS_PATH_MFMA,
+     .head_dim = 64,
+     .q = QATTN_FMT_INT8,
+     .k = QATTN_FMT_INT8,
+     .p = QATTN_FMT_E4M3,
+     .v = QATTN_FMT_E4M3,
+     .acc = QATTN_ACC_FP32,
+     .two_level = 0,
+     .p_static = 3,
+     .qk_groups = "any token pattern (tensor, token, block, warp, thread), no ,ch:; kblock=64 exactly",
+     .v_groups = "tensor or channel (,ch:C)",
+     .smooth = QATTN_SMOOTH_K | QATTN_SMOOTH_V,
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
+              (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 64,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS,
+     .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .launch_attn = qattn_kernels_launch_attn_fwd_mfma_d64_qk_int8_pv_e4m3_acc_fp32},
+#endif
+#if QATTN_KERNELS_WITH_MFMA && QATTN_KERNELS_WITH_D64
+    {.name = "attn_fwd_mfma_d64_qk_e4m3_pv_e4m3_acc_fp32",
+     .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
+     .path = QATTN_KERNELS_PATH_MFMA,
+     .head_dim = 64,
+     .q = QATTN_FMT_E4M3,
+     .k = QATTN_FMT_E4M3,
+     .p = QATTN_FMT_E4M3,
+     .v = QATTN_FMT_E4M3,
+     .acc = QATTN_ACC_FP32,
+     .two_level = 0,
+     .p_static = 3,
+     .qk_groups = "any token pattern (tensor, token, block, warp, thread), no ,ch:; kblock=64 exactly",
+     .v_groups = "tensor or channel (,ch:C)",
+     .smooth = QATTN_SMOOTH_K | QATTN_SMOOTH_V,
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
+              (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 64,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS,
+     .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .launch_attn = qattn_kernels_launch_attn_fwd_mfma_d64_qk_e4m3_pv_e4m3_acc_fp32},
+#endif
+#if QATTN_KERNELS_WITH_MFMA && QATTN_KERNELS_WITH_D128
+    {.name = "attn_fwd_mfma_d128_qk_int8_pv_e4m3_acc_fp32",
+     .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
+     .path = QATTN_KERNELS_PATH_MFMA,
+     .head_dim = 128,
+     .q = QATTN_FMT_INT8,
+     .k = QATTN_FMT_INT8,
+     .p = QATTN_FMT_E4M3,
+     .v = QATTN_FMT_E4M3,
+     .acc = QATTN_ACC_FP32,
+     .two_level = 0,
+     .p_static = 3,
+     .qk_groups = "any token pattern (tensor, token, block, warp, thread), no ,ch:; kblock=64 exactly",
+     .v_groups = "tensor or channel (,ch:C)",
+     .smooth = QATTN_SMOOTH_K | QATTN_SMOOTH_V,
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
+              (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 64,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS,
+     .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .launch_attn = qattn_kernels_launch_attn_fwd_mfma_d128_qk_int8_pv_e4m3_acc_fp32},
+#endif
+#if QATTN_KERNELS_WITH_MFMA && QATTN_KERNELS_WITH_D128
+    {.name = "attn_fwd_mfma_d128_qk_e4m3_pv_e4m3_acc_fp32",
+     .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
+     .path = QATTN_KERNELS_PATH_MFMA,
+     .head_dim = 128,
+     .q = QATTN_FMT_E4M3,
+     .k = QATTN_FMT_E4M3,
+     .p = QATTN_FMT_E4M3,
+     .v = QATTN_FMT_E4M3,
+     .acc = QATTN_ACC_FP32,
+     .two_level = 0,
+     .p_static = 3,
+     .qk_groups = "any token pattern (tensor, token, block, warp, thread), no ,ch:; kblock=64 exactly",
+     .v_groups = "tensor or channel (,ch:C)",
+     .smooth = QATTN_SMOOTH_K | QATTN_SMOOTH_V,
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
+              (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 64,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS,
+     .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .launch_attn = qattn_kernels_launch_attn_fwd_mfma_d128_qk_e4m3_pv_e4m3_acc_fp32},
 #endif
 };
 const size_t qattn_kernels_table_len = sizeof qattn_kernels_table / sizeof qattn_kernels_table[0];
