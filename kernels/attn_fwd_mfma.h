@@ -203,11 +203,8 @@ __global__ void __launch_bounds__(64 * QATTN_MFMA_WAVES) qattn_attn_fwd_mfma_ker
             const uint8_t *ka = sK + (16 * t + r) * KS + 8 * g;
             typename qattn_attn_mfma_acc<QF>::type acc[4] = {0, 0, 0, 0};
             QATTN_UNROLL
-            for (int st = 0; st < NS; st++) {
-                uint64_t a;
-                memcpy(&a, ka + 32 * st, 8);
-                qattn_attn_mfma_qk(acc, a, qf[st]);
-            }
+            for (int st = 0; st < NS; st++)
+                qattn_attn_mfma_qk(acc, *(const uint64_t *)(ka + 32 * st), qf[st]); /* 8-byte aligned */
             /* the exact int8 sum, or the e4m3 sum back in its unit (a power of 2) */
             QATTN_UNROLL
             for (int v = 0; v < 4; v++)
@@ -253,12 +250,10 @@ __global__ void __launch_bounds__(64 * QATTN_MFMA_WAVES) qattn_attn_fwd_mfma_ker
                 QATTN_UNROLL
                 for (int v = 0; v < 4; v++)
                     o[c][v] = o[c][v] * al;
-            const uint8_t *va = sV + (16 * c + r) * VS + 4 * g;
+            const uint8_t *va = sV + (16 * c + r) * VS + 4 * g; /* 4-byte aligned: typed loads, not bytes */
             QATTN_UNROLL
             for (int u = 0; u < NU; u++) {
-                uint32_t a0, a1;
-                memcpy(&a0, va + 32 * u, 4);
-                memcpy(&a1, va + 32 * u + 16, 4);
+                const uint32_t a0 = *(const uint32_t *)(va + 32 * u), a1 = *(const uint32_t *)(va + 32 * u + 16);
                 qattn_mfma_16x16x32_e4m3(o[c], (uint64_t)a0 | (uint64_t)a1 << 32, pf[u]);
             }
         }
