@@ -257,6 +257,9 @@ inline unsigned atomicExch(unsigned *a, unsigned v) { return qattn_sim_rmw(a, [v
 inline unsigned atomicMax(unsigned *a, unsigned v) { return qattn_sim_rmw(a, [v](unsigned o) { return o > v ? o : v; }); }
 inline int atomicOr(int *a, int v) { return qattn_sim_rmw(a, [v](int o) { return o | v; }); }
 
+/* the index of the running thread in its block */
+inline int qattn_sim_thread() { return qattn_sim_state_get().cur % qattn_sim_state_get().nthreads; }
+
 /* HIP's shuffle: value of lane ^ lane_mask (within groups of width lanes).
  * Every thread of the block must take part (it is two block barriers
  * here), which the kernels that shuffle guarantee: no shuffle under a
@@ -267,7 +270,7 @@ inline T __shfl_xor(T v, int lane_mask, int width = 32)
     static_assert(sizeof(T) <= sizeof(unsigned long long), "__shfl_xor: at most 8 bytes");
     qattn_sim_state &s = qattn_sim_state_get();
     qattn_sim_slot &k = qattn_sim_slot_get();
-    const int t = s.cur % s.nthreads, src = (t & ~(width - 1)) | ((t ^ lane_mask) & (width - 1));
+    const int t = qattn_sim_thread(), src = (t & ~(width - 1)) | ((t ^ lane_mask) & (width - 1));
     memcpy(&k.shfl[(size_t)t], &v, sizeof v);
     __syncthreads();
     T r;
@@ -281,7 +284,6 @@ inline T __shfl_xor(T v, int lane_mask, int width = 32)
  * then the words of every thread [2 * thread + 0..1] can be read until
  * qattn_sim_xchg_end (a second barrier). As for the shuffles, every thread of
  * the block must take part. */
-inline int qattn_sim_thread() { return qattn_sim_state_get().cur % qattn_sim_state_get().nthreads; }
 inline const unsigned long long *qattn_sim_xchg_begin(unsigned long long a, unsigned long long b)
 {
     qattn_sim_slot &k = qattn_sim_slot_get();

@@ -40,9 +40,11 @@ int qattn_gpu_scheme_for(const qattn_kernels_sig *sig, qattn_scheme *s, char *sp
                       : sig->acc == QATTN_ACC_FP22 ? (sig->two_level ? "fp22+fp32:64" : "fp22")
                                                    : "fp32";
     const int scaled_pv = qattn_fmt_is_scaled(sig->p);
-    /* kblock 64, else 32: a vendor path that takes exactly 64 (MFMA) is picked
-     * before the portable instance of the same formats */
-    for (int kb = sig->kblock_max < 64 ? sig->kblock_max : 64; kb >= 32; kb /= 2) {
+    /* kblock 64 (or the instance's largest, if smaller), then half of it: a
+     * vendor path that takes exactly 64 (MFMA) is picked before the portable
+     * instance of the same formats */
+    const int kb0 = sig->kblock_max < 64 ? sig->kblock_max : 64;
+    for (int kb = kb0; kb >= 1 && kb * 2 >= kb0; kb /= 2) {
         snprintf(buf, sizeof buf,
                  "q=%s@thread:32/8/1 k=%s@thread:64/8/2 p=%s%s v=%s%s smooth=k acc=%s kblock=%d out=bf16",
                  qattn_fmt_name(sig->q), qattn_fmt_name(sig->k), qattn_fmt_name(sig->p),
