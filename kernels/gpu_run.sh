@@ -17,6 +17,11 @@
 #             family (mma, portable attention, fast and portable quant)
 #   bench     qattn bench + kernels/bench_torch.py -> OUTDIR/attn_fwd_bench.csv;
 #             test_kernels_quant_gpu --bench (quantization vs D2D copy)
+#   quant     the quantization kernels alone (not in the default list):
+#             test_kernels_quant_gpu, its memcheck / racecheck, --bench with
+#             the streamed kernel (tiles per slice 2, 4, 8) and without it
+#             (QATTN_QUANT_STREAM=0), and ncu's DRAM / L2 counters of the
+#             streamed kernels
 # Logs: OUTDIR/<step>.log. Prints a short table last.
 set -uo pipefail
 out=${1:?usage: kernels/gpu_run.sh OUTDIR [check|sanitize|bench]...}
@@ -71,6 +76,32 @@ run_sanitize() {
     summary+=("compute-sanitizer: $((n - bad)) of $n runs clean")
 }
 
+run_quant() {
+    local cs
+    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    test_kernels_quant_gpu | tail -n 3 || status=1
+    local n=0 bad=0
+    for tool in memcheck racecheck; do
+        san "$tool" "test_kernels_quant_gpu --small" test_kernels_quant_gpu --small
+    done
+    summary+=("test_kernels_quant_gpu: $(test_kernels_quant_gpu 2>&1 | tail -n 1); sanitizers: $((n - bad)) of $n clean")
+    for tpr in 4 2 8; do
+        echo "-- streamed kernel, $tpr tiles per slice"
+        QATTN_QUANT_STREAM_TPR=$tpr test_kernels_quant_gpu --bench | grep -E "copy|quant_fast" || status=1
+    done
+    echo "-- without the streamed kernel (QATTN_QUANT_STREAM=0)"
+    QATTN_QUANT_STREAM=0 test_kernels_quant_gpu --bench | grep -E "copy|quant_fast" || status=1
+    summary+=("quant (streamed): $(test_kernels_quant_gpu --bench | grep quant_fast)")
+    local ncu
+    ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+    if [ -x "$ncu" ]; then
+        "$ncu" --kernel-name regex:qattn_qs_kernel --launch-skip 9 --launch-count 3 --section WarpStateStats \
+            --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
+            test_kernels_quant_gpu --bench >"$out/ncu_quant.log" 2>&1 || echo "ncu failed (see ncu_quant.log)"
+        grep -E "qattn_qs_kernel|duration|dram__|lts__|sm__|inst_executed|Stall|Warp Cycles|Active Warps" "$out/ncu_quant.log" | sed 's/  */ /g' | head -60
+    fi
+}
+
 run_bench() {
     qattn bench --out "$out/attn_fwd_bench.raw.csv" || { status=1; return; }
     python3 kernels/bench_torch.py --in "$out/attn_fwd_bench.raw.csv" --out "$out/attn_fwd_bench.csv" || status=1
@@ -87,7 +118,7 @@ run_bench() {
 
 for s in "${steps[@]}"; do
     case "$s" in
-    check | sanitize | bench)
+    check | sanitize | bench | quant)
         echo "== $s" >&2
         "run_$s" > >(tee "$out/$s.log") 2>&1
         ;;

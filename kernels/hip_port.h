@@ -45,6 +45,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
 #define __shared__ static thread_local
 
@@ -101,6 +102,8 @@ struct qattn_sim_state {
     std::vector<char> alive;            /* [slots * nthreads] */
     std::vector<char *> stacks;         /* malloc'ed, untouched pages cost nothing */
     std::vector<qattn_sim_slot> slots;
+    /* asynchronous copies per fiber: committed groups, oldest first, then the open group */
+    std::vector<std::vector<std::vector<std::pair<void *, const void *>>>> cpq;
     ucontext_t sched;
     const std::function<void()> *body = nullptr;
     hipError_t last = hipSuccess;
@@ -172,6 +175,7 @@ inline hipError_t qattn_sim_launch(dim3 grid, dim3 block, size_t smem, const std
     s.ctx.assign(nf, ucontext_t());
     s.tid.assign(nf, dim3(0, 0, 0));
     s.alive.assign(nf, 0);
+    s.cpq.assign(nf, std::vector<std::vector<std::pair<void *, const void *>>>(1));
     while (s.stacks.size() < nf) {
         char *st = (char *)malloc(stack);
         if (!st)
@@ -207,6 +211,7 @@ inline hipError_t qattn_sim_launch(dim3 grid, dim3 block, size_t smem, const std
                     s.ctx[f].uc_link = &s.sched;
                     makecontext(&s.ctx[f], qattn_sim_fiber_entry, 0);
                     s.alive[f] = 1;
+                    s.cpq[f].assign(1, {});
                 }
             }
             busy |= sl.busy;
@@ -302,12 +307,61 @@ struct alignas(16) uint4 {
 struct alignas(8) uint2 {
     unsigned x, y;
 };
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
 
 /* exact conversions that the GPU backends do in hardware (numerics.h here) */
 #define qattn_port_f16_to_f32(h) qattn_kfmt_fp16_decode(h)
 #define qattn_port_e4m3x2(lo, hi) \
     ((unsigned short)(qattn_kfmt_e4m3_encode(lo) | ((unsigned)qattn_kfmt_e4m3_encode(hi) << 8)))
 inline int qattn_port_rint(float x) { return (int)std::nearbyint(x); } /* round to nearest even */
+/* asynchronous 16-byte copies global -> shared (cp.async on NVIDIA): a
+ * thread's copies since its last commit form a group; here a copy lands only
+ * when qattn_port_cp_wait(n) retires its group (all but the n newest
+ * committed groups), so a kernel that reads a tile before waiting for it
+ * reads what was there before (shared memory starts as 0xff bytes) */
+inline void qattn_port_cp16(void *smem, const void *g)
+{
+    qattn_sim_state &s = qattn_sim_state_get();
+    s.cpq[(size_t)s.cur].back().emplace_back(smem, g);
+}
+inline void qattn_port_cp_commit()
+{
+    qattn_sim_state &s = qattn_sim_state_get();
+    s.cpq[(size_t)s.cur].emplace_back();
+}
+inline void qattn_port_cp_wait(int n)
+{
+    qattn_sim_state &s = qattn_sim_state_get();
+    auto &q = s.cpq[(size_t)s.cur];
+    while ((int)q.size() - 1 > n) { /* committed groups beyond n: the oldest lands */
+        for (auto &c : q.front())
+            memcpy(c.first, c.second, 16);
+        q.erase(q.begin());
+    }
+}
+/* a store of data that is not read again soon (NVIDIA: evict-first in the caches) */
+template <typename T>
+inline void qattn_port_st_stream(T *p, T v) { *p = v; }
+/* the threads of a 32-thread warp see each other's shared-memory writes (here: a block barrier; call it where the whole block does) */
+#define qattn_port_syncwarp() __syncthreads()
+inline float qattn_port_fma(float a, float b, float c) { return std::fma(a, b, c); } /* one rounding */
+/* per 16-bit half, the unsigned maximum */
+inline unsigned qattn_port_vmaxu2(unsigned a, unsigned b)
+{
+    const unsigned lo = (a & 0xffffu) > (b & 0xffffu) ? a & 0xffffu : b & 0xffffu;
+    return lo | ((a >> 16) > (b >> 16) ? a >> 16 : b >> 16) << 16;
+}
+/* bytes of {y, x} (x the low word) picked by the low 4-bit fields of s */
+inline unsigned qattn_port_byte_perm(unsigned x, unsigned y, unsigned s)
+{
+    const unsigned long long v = (unsigned long long)y << 32 | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++)
+        r |= (unsigned)(v >> (8 * ((s >> (4 * i)) & 7)) & 0xffu) << (8 * i);
+    return r;
+}
 #define QATTN_UNROLL /* loops over register arrays: fully unrolled on the GPUs */
 
 inline hipError_t hipMalloc(void **p, size_t n)
@@ -382,6 +436,7 @@ inline hipError_t hipDeviceGetAttribute(int *v, hipDeviceAttribute_t a, int)
 /* ------------------------------------------------------------------ */
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
 #define QATTN_HIP_BACKEND "nvidia"
@@ -470,6 +525,25 @@ static __device__ __forceinline__ unsigned short qattn_port_e4m3x2(float lo, flo
 {
     return (unsigned short)__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
 }
+/* asynchronous 16-byte copies global -> shared (cp.async, sm_80 on): a
+ * thread's copies since its last commit form a group; wait(n) returns when
+ * at most n of its groups are still in flight */
+static __device__ __forceinline__ void qattn_port_cp16(void *smem, const void *g)
+{
+    __pipeline_memcpy_async(smem, g, 16);
+}
+static __device__ __forceinline__ void qattn_port_cp_commit(void) { __pipeline_commit(); }
+static __device__ __forceinline__ void qattn_port_syncwarp(void) { __syncwarp(); }
+/* a store of data that is not read again soon: evict-first in L1 and L2 (st.global.cs) */
+template <typename T>
+static __device__ __forceinline__ void qattn_port_st_stream(T *p, T v) { __stcs(p, v); }
+#define qattn_port_cp_wait(n) __pipeline_wait_prior(n)
+static __device__ __forceinline__ float qattn_port_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+static __device__ __forceinline__ unsigned qattn_port_vmaxu2(unsigned a, unsigned b) { return __vmaxu2(a, b); }
+static __device__ __forceinline__ unsigned qattn_port_byte_perm(unsigned x, unsigned y, unsigned s)
+{
+    return __byte_perm(x, y, s);
+}
 #endif
 
 #elif defined(__HIP__) || defined(__HIPCC__)
@@ -494,6 +568,27 @@ static __device__ __forceinline__ unsigned short qattn_port_e4m3x2(float lo, flo
 #define qattn_port_e4m3x2(lo, hi) \
     ((unsigned short)(qattn_kfmt_e4m3_encode(lo) | ((unsigned)qattn_kfmt_e4m3_encode(hi) << 8)))
 static __device__ __forceinline__ int qattn_port_rint(float x) { return (int)__builtin_rintf(x); }
+/* no asynchronous copies to LDS on this path: plain 16-byte copies */
+static __device__ __forceinline__ void qattn_port_cp16(void *smem, const void *g)
+{
+    *(uint4 *)smem = *(const uint4 *)g;
+}
+static __device__ __forceinline__ void qattn_port_cp_commit(void) {}
+template <typename T>
+static __device__ __forceinline__ void qattn_port_st_stream(T *p, T v) { *p = v; }
+/* a 32-thread group is half a wave64: a block barrier (call it where the whole block does) */
+#define qattn_port_syncwarp() __syncthreads()
+#define qattn_port_cp_wait(n) ((void)0)
+static __device__ __forceinline__ float qattn_port_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+static __device__ __forceinline__ unsigned qattn_port_vmaxu2(unsigned a, unsigned b)
+{
+    const unsigned lo = (a & 0xffffu) > (b & 0xffffu) ? a & 0xffffu : b & 0xffffu;
+    return lo | ((a >> 16) > (b >> 16) ? a >> 16 : b >> 16) << 16;
+}
+static __device__ __forceinline__ unsigned qattn_port_byte_perm(unsigned x, unsigned y, unsigned s)
+{
+    return __byte_perm(x, y, s);
+}
 #define QATTN_UNROLL _Pragma("unroll")
 
 #else

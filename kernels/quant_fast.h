@@ -1001,36 +1001,51 @@ static qattn_qf_fns qattn_qf_pick_fmt(const qattn_kernels_quant_params &p)
     return qattn_qf_pick_smooth<IN, 0, NI>(p);
 }
 
-/* the lean encode kernel of p (qattn_qf_lean_takes) */
-typedef void (*qattn_qf_lean_fn)(qattn_kernels_quant_params, qattn_qf_lean_args);
-template <int IN, int FMT, int SM, int UNI, int TR>
-static qattn_qf_lean_fn qattn_qf_lean_lc(const qattn_kernels_quant_params &p)
+/* The ladder from p (head dim, V^T, group kind, smoothing, code format) to
+ * one instance of a kernel family F whose kernels take template arguments
+ * <IN, FMT, SM, UNI, TR, LC>: F::fn is their type, F::of<...>() an
+ * instance, F::INT4 the FMT that int4 codes take (QATTN_FMT_INT4, or 0: the
+ * format read at run time) */
+template <class F, int IN, int FMT, int SM, int UNI, int TR>
+static typename F::fn qattn_qf_ladder_lc(const qattn_kernels_quant_params &p)
 {
-    return p.d == 64 ? &qattn_qf_lean_kernel<IN, FMT, SM, UNI, TR, 3> : &qattn_qf_lean_kernel<IN, FMT, SM, UNI, TR, 4>;
+    return p.d == 64 ? F::template of<IN, FMT, SM, UNI, TR, 3>() : F::template of<IN, FMT, SM, UNI, TR, 4>();
 }
-template <int IN, int FMT, int SM>
-static qattn_qf_lean_fn qattn_qf_lean_kind(const qattn_kernels_quant_params &p)
+template <class F, int IN, int FMT, int SM>
+static typename F::fn qattn_qf_ladder_kind(const qattn_kernels_quant_params &p)
 {
     if (!qattn_qf_uniform(p.group))
-        return qattn_qf_lean_lc<IN, FMT, SM, 0, 0>(p);
-    return p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED ? qattn_qf_lean_lc<IN, FMT, SM, 1, 1>(p)
-                                                       : qattn_qf_lean_lc<IN, FMT, SM, 1, 0>(p);
+        return qattn_qf_ladder_lc<F, IN, FMT, SM, 0, 0>(p);
+    return p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED ? qattn_qf_ladder_lc<F, IN, FMT, SM, 1, 1>(p)
+                                                       : qattn_qf_ladder_lc<F, IN, FMT, SM, 1, 0>(p);
 }
-template <int IN, int FMT>
-static qattn_qf_lean_fn qattn_qf_lean_smooth(const qattn_kernels_quant_params &p)
+template <class F, int IN, int FMT>
+static typename F::fn qattn_qf_ladder_smooth(const qattn_kernels_quant_params &p)
 {
-    return p.smooth == QATTN_KERNELS_SMOOTH_TOKENS ? qattn_qf_lean_kind<IN, FMT, QATTN_KERNELS_SMOOTH_TOKENS>(p)
-                                                   : qattn_qf_lean_kind<IN, FMT, QATTN_KERNELS_SMOOTH_NONE>(p);
+    return p.smooth == QATTN_KERNELS_SMOOTH_TOKENS ? qattn_qf_ladder_kind<F, IN, FMT, QATTN_KERNELS_SMOOTH_TOKENS>(p)
+                                                   : qattn_qf_ladder_kind<F, IN, FMT, QATTN_KERNELS_SMOOTH_NONE>(p);
 }
-template <int IN>
-static qattn_qf_lean_fn qattn_qf_lean_pick(const qattn_kernels_quant_params &p)
+template <class F, int IN>
+static typename F::fn qattn_qf_ladder(const qattn_kernels_quant_params &p)
 {
     if (p.fmt == QATTN_FMT_INT8)
-        return qattn_qf_lean_smooth<IN, QATTN_FMT_INT8>(p);
+        return qattn_qf_ladder_smooth<F, IN, QATTN_FMT_INT8>(p);
     if (p.fmt == QATTN_FMT_E4M3)
-        return qattn_qf_lean_smooth<IN, QATTN_FMT_E4M3>(p);
-    return qattn_qf_lean_smooth<IN, 0>(p);
+        return qattn_qf_ladder_smooth<F, IN, QATTN_FMT_E4M3>(p);
+    return qattn_qf_ladder_smooth<F, IN, F::INT4>(p);
 }
+
+/* the lean encode kernel of p (qattn_qf_lean_takes) */
+typedef void (*qattn_qf_lean_fn)(qattn_kernels_quant_params, qattn_qf_lean_args);
+struct qattn_qf_lean_family {
+    typedef qattn_qf_lean_fn fn;
+    enum { INT4 = 0 };
+    template <int IN, int FMT, int SM, int UNI, int TR, int LC>
+    static fn of()
+    {
+        return &qattn_qf_lean_kernel<IN, FMT, SM, UNI, TR, LC>;
+    }
+};
 
 static int qattn_qf_gcd(int a, int b)
 {
@@ -1167,6 +1182,8 @@ static int qattn_qf_resident_plan(const qattn_kernels_quant_params &p, int tt, i
     return 1;
 }
 
+#include "quant_stream.h"
+
 template <int IN>
 static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *stream, qattn_err *err)
 {
@@ -1193,6 +1210,19 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
         QATTN_QUANT_CHECK(hipGetLastError(), "quant resident kernel launch");
         return QATTN_OK;
     }
+    qattn_qs_fn sf = (qattn_qs_fn)0;
+    qattn_qs_args sa;
+    int sgrid = 0;
+    size_t ssm = 0;
+    if (qattn_qs_plan<IN>(p, &sf, &sgrid, &ssm, &sa)) {
+        if (qattn_qf_uniform(p.group) || p.smooth == QATTN_KERNELS_SMOOTH_TOKENS)
+            QATTN_QUANT_CHECK(hipMemsetAsync((unsigned char *)p.work + qattn_qf_stats_bytes(p), 0,
+                                             (size_t)(1 + 2 * (int64_t)p.heads * p.nseq) * sizeof(unsigned), st),
+                              "quant stream counters");
+        qattn_port_launch_resident(sf, dim3((unsigned)sgrid), dim3(2 * p.d), ssm, st, p, sa);
+        QATTN_QUANT_CHECK(hipGetLastError(), "quant stream kernel launch");
+        return QATTN_OK;
+    }
     if (qattn_qf_uniform(p.group) || p.smooth == QATTN_KERNELS_SMOOTH_TOKENS) {
         const int sums = p.smooth == QATTN_KERNELS_SMOOTH_TOKENS, minmax = qattn_qf_uniform(p.group);
         void (*ks)(qattn_kernels_quant_params) = sums && minmax ? &qattn_qf_stats_kernel<IN, 1, 1>
@@ -1207,8 +1237,8 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
     }
     const int64_t span = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED ? p.npad : p.seqlen;
     if (qattn_qf_lean_takes(p)) {
-        hipLaunchKernelGGL(qattn_qf_lean_pick<IN>(p),
-                           dim3((unsigned)((span + QATTN_QF_LTT - 1) / QATTN_QF_LTT), (unsigned)p.heads,
+        const qattn_qf_lean_fn lf = qattn_qf_ladder<qattn_qf_lean_family, IN>(p);
+        hipLaunchKernelGGL(lf, dim3((unsigned)((span + QATTN_QF_LTT - 1) / QATTN_QF_LTT), (unsigned)p.heads,
                                 (unsigned)p.nseq),
                            dim3(2 * p.d), 0, st, p, qattn_qf_lean_args_of(p));
         QATTN_QUANT_CHECK(hipGetLastError(), "quant lean encode kernel launch");
@@ -1244,13 +1274,21 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
         return p->in == IN && p->seqlen > 0 && qattn_qf_plan(*p, &tt, &smem, &ni) &&                \
                qattn_qf_resident_plan<IN>(*p, tt, ni, &nck, &rsm, &f);                               \
     }                                                                                                 \
+    extern "C" int NAME##_stream(const qattn_kernels_quant_params *p)                                \
+    {                                                                                                 \
+        int tt, ni, grid;                                                                             \
+        size_t smem, ssm;                                                                             \
+        qattn_qs_fn f;                                                                                \
+        qattn_qs_args a;                                                                              \
+        return p->in == IN && p->seqlen > 0 && qattn_qf_plan(*p, &tt, &smem, &ni) &&                \
+               !NAME##_resident(p) && qattn_qs_plan<IN>(*p, &f, &grid, &ssm, &a);                     \
+    }                                                                                                 \
     extern "C" int NAME##_lean(const qattn_kernels_quant_params *p)                                  \
     {                                                                                                 \
         int tt, ni;                                                                                   \
         size_t smem;                                                                                  \
         return p->in == IN && p->seqlen > 0 && qattn_qf_plan(*p, &tt, &smem, &ni) &&                \
-               qattn_qf_lean_takes(*p) &&                                                             \
-               !NAME##_resident(p);                                                                   \
+               qattn_qf_lean_takes(*p) && !NAME##_resident(p) && !NAME##_stream(p);                   \
     }
 
 #endif

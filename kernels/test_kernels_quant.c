@@ -7,9 +7,13 @@
  * means must equal qattn_smooth_* + qattn_qtensor_init's bit for bit, per
  * head and sequence. The same cases also run through the portable instance
  * (its transposed writer included), and the fast instance must have taken
- * the fused kernels where expected (NAME_takes); fused cases run three
- * ways: the default (the lean encode kernel where it applies, NAME_lean),
- * QATTN_QUANT_RESIDENT=1 and QATTN_QUANT_LEAN=0 (the general encode).
+ * the fused kernels where expected (NAME_takes); fused cases run six
+ * ways: the default (the streamed kernel for operands with statistics,
+ * NAME_stream, the lean encode kernel for the others, NAME_lean),
+ * QATTN_QUANT_STREAM=1 (the streamed kernel wherever it applies; also with
+ * one tile per slice, QATTN_QUANT_STREAM_TPR=1), QATTN_QUANT_STREAM=0
+ * (statistics, combine and the lean encode kernel), the same with
+ * QATTN_QUANT_LEAN=0 (the general encode), and QATTN_QUANT_RESIDENT=1.
  *
  * Built twice from this source: test_kernels_quant (host simulation, CPU)
  * and test_kernels_quant_gpu (kernels/test_kernels_quant_gpu.c, NVIDIA:
@@ -32,10 +36,15 @@ int qattn_kernels_launch_quant_fast_in_fp16_resident(const qattn_kernels_quant_p
 int qattn_kernels_launch_quant_fast_in_bf16_resident(const qattn_kernels_quant_params *p);
 int qattn_kernels_launch_quant_fast_in_fp16_lean(const qattn_kernels_quant_params *p);
 int qattn_kernels_launch_quant_fast_in_bf16_lean(const qattn_kernels_quant_params *p);
+int qattn_kernels_launch_quant_fast_in_fp16_stream(const qattn_kernels_quant_params *p);
+int qattn_kernels_launch_quant_fast_in_bf16_stream(const qattn_kernels_quant_params *p);
 
 static int n_resident; /* cases the resident kernel ran */
 static int n_lean;     /* cases the lean encode kernel ran */
-static int want_lean;  /* 1: the case must run the lean encode kernel (unless resident or QATTN_QUANT_LEAN=0) */
+static int n_stream;   /* cases the streamed kernel ran */
+static int want_fast;  /* 1: the case must run the streamed kernel (operands with statistics, or
+                        * QATTN_QUANT_STREAM=1), else the lean encode kernel (unless resident or
+                        * QATTN_QUANT_LEAN=0) */
 
 static uint64_t rs = 4242;
 static double gauss(void)
@@ -206,14 +215,25 @@ static void run_case(const qcase *qc, const char *name)
             CHECK(resident, "%s %s@%s d=%d: with QATTN_QUANT_RESIDENT=1 the resident kernel must run this case", name,
                   qc->fmt, qc->group, qc->d);
     }
+    int stream = 0;
     if (!rc && strstr(name, "quant_fast_")) {
-        const char *off = getenv("QATTN_QUANT_LEAN");
+        const char *off = getenv("QATTN_QUANT_LEAN"), *soff = getenv("QATTN_QUANT_STREAM");
+        const int stats = qc->smooth == QATTN_KERNELS_SMOOTH_TOKENS || !strncmp(qc->group, "tensor", 6) ||
+                          !strncmp(qc->group, "channel", 7);
+        const int no_stream = (soff && !strcmp(soff, "0")) || (!stats && !(soff && !strcmp(soff, "1")));
+        stream = qc->in == QATTN_FMT_BF16 ? qattn_kernels_launch_quant_fast_in_bf16_stream(&p)
+                                          : qattn_kernels_launch_quant_fast_in_fp16_stream(&p);
         const int lean = qc->in == QATTN_FMT_BF16 ? qattn_kernels_launch_quant_fast_in_bf16_lean(&p)
                                                   : qattn_kernels_launch_quant_fast_in_fp16_lean(&p);
         n_lean += lean;
-        CHECK(!lean || (qc->fused && !resident), "%s: lean kernel for a case it must not run", name);
+        n_stream += stream;
+        CHECK(!stream || (qc->fused && !resident && !no_stream), "%s: streamed kernel for a case it must not run",
+              name);
+        CHECK(!lean || (qc->fused && !resident && !stream), "%s: lean kernel for a case it must not run", name);
         CHECK(!lean || !off || strcmp(off, "0"), "%s: lean kernel with QATTN_QUANT_LEAN=0", name);
-        if (want_lean && !resident && !(off && !strcmp(off, "0")))
+        if (want_fast && !resident && !no_stream)
+            CHECK(stream, "%s %s@%s d=%d: the streamed kernel must run this case", name, qc->fmt, qc->group, qc->d);
+        if (want_fast && !resident && no_stream && !(off && !strcmp(off, "0")))
             CHECK(lean, "%s %s@%s d=%d: the lean encode kernel must run this case", name, qc->fmt, qc->group, qc->d);
     }
     rc = rc || sig->launch_quant(&p, NULL, &err) || qattn_kernels_dev_sync(&err);
@@ -278,7 +298,8 @@ static void run_case(const qcase *qc, const char *name)
     if (!rc && bad == 0 && badsc == 0 && badmean == 0 && badpad == 0)
         printf("ok %-22s %s@%-16s smooth %d %s d=%-3d N=%-5d nseq %d%s%s%s%s\n", name, qc->fmt, qc->group,
                qc->smooth, qattn_fmt_name(qc->in), qc->d, seqlen, qc->nseq, qc->varlen ? " varlen" : "",
-               qc->thd ? " [T,H,d]" : "", qc->transposed ? " transposed" : "", resident ? " resident" : "");
+               qc->thd ? " [T,H,d]" : "", qc->transposed ? " transposed" : "",
+               resident ? " resident" : stream ? " stream" : "");
     free(xs);
     free(mref);
     free(codes);
@@ -357,23 +378,37 @@ int main(int argc, char **argv)
         if (!big && cases[i].lens[0] + cases[i].lens[1] + cases[i].lens[2] > 2000)
             continue;
         const char *fast = cases[i].in == QATTN_FMT_BF16 ? "quant_fast_in_bf16" : "quant_fast_in_fp16";
-        want_lean = i < 3; /* the sage2-8b-sm90 operands */
+        want_fast = i < 3; /* the sage2-8b-sm90 operands */
         run_case(&cases[i], fast);
-        want_lean = 0;
+        if (cases[i].fused) { /* the streamed kernel for every operand, with one tile per slice: many blocks per unit */
+            setenv("QATTN_QUANT_STREAM", "1", 1);
+            run_case(&cases[i], fast);
+            setenv("QATTN_QUANT_STREAM_TPR", "1", 1);
+            run_case(&cases[i], fast);
+            unsetenv("QATTN_QUANT_STREAM_TPR");
+            unsetenv("QATTN_QUANT_STREAM");
+        }
+        if (cases[i].fused) { /* the same through the three launches (statistics, combine, lean encode) */
+            setenv("QATTN_QUANT_STREAM", "0", 1);
+            run_case(&cases[i], fast);
+            /* and through the general encode kernel in place of the lean one */
+            setenv("QATTN_QUANT_LEAN", "0", 1);
+            run_case(&cases[i], fast);
+            unsetenv("QATTN_QUANT_LEAN");
+            unsetenv("QATTN_QUANT_STREAM");
+        }
+        want_fast = 0;
         run_case(&cases[i], cases[i].in == QATTN_FMT_BF16 ? "quant_portable_in_bf16" : "quant_portable_in_fp16");
         if (cases[i].fused) { /* the same through the resident kernel (opt-in) where it applies */
             setenv("QATTN_QUANT_RESIDENT", "1", 1);
             run_case(&cases[i], fast);
             unsetenv("QATTN_QUANT_RESIDENT");
-            /* and through the general encode kernel in place of the lean one */
-            setenv("QATTN_QUANT_LEAN", "0", 1);
-            run_case(&cases[i], fast);
-            unsetenv("QATTN_QUANT_LEAN");
         }
     }
     /* the resident and lean kernels ran the cases they can take (a plan that refuses them everywhere fails this) */
     CHECK(n_resident >= 10, "the resident kernel ran %d cases, expected at least 10", n_resident);
     CHECK(n_lean >= 15, "the lean encode kernel ran %d cases, expected at least 15", n_lean);
+    CHECK(n_stream >= 30, "the streamed kernel ran %d cases, expected at least 30", n_stream);
     /* the layout setter refuses int4 codes */
     {
         qattn_kernels_quant_params p;

@@ -11,8 +11,9 @@
  * after 3 warm-up runs), against cudaMemcpyAsync device-to-device of the
  * input bytes in the same run. GB/s: the floor bytes (inputs read once,
  * codes, scales and means written once) and the traffic of the kernels (K and
- * V read twice unless the resident kernel runs, statistics) over the time of
- * all the quantization kernels;
+ * V read twice and the partial statistics, unless the streamed or the
+ * resident kernel runs: then the floor) over the time of all the
+ * quantization kernels;
  * the copy counts its bytes twice (read + write). Progress on stderr, the
  * numbers on stdout. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -122,15 +123,19 @@ static int bench(void)
         qp[i].work = work;
         int takes = qattn_kernels_launch_quant_fast_in_fp16_takes(&qp[i]);
         int resident = qattn_kernels_launch_quant_fast_in_fp16_resident(&qp[i]);
+        int stream = qattn_kernels_launch_quant_fast_in_fp16_stream(&qp[i]);
         printf("operand %c: %s@%s%s: fused kernels %s%s\n", "qkv"[i], qattn_fmt_name(ops[i]->fmt),
                i == 0 ? "thread:16/8/1" : i == 1 ? "thread:128/8/2 smooth=k" : "channel", i == 2 ? " transposed" : "",
-               takes ? "taken" : "NOT taken", resident ? " (resident kernel: input read once)" : "");
+               takes ? "taken" : "NOT taken",
+               resident ? " (resident kernel: input read once)"
+               : stream ? " (streamed kernel: input read from DRAM once)"
+                        : "");
         if (!takes)
             return 1;
         floor_bytes += (double)in_bytes + (double)bc + (double)bs + (double)bm;
         traffic += (double)in_bytes + (double)bc + (double)bs + (double)bm;
-        if (ws) /* the statistics pass reads the input again (unless resident) and writes/reads the partials */
-            traffic += (resident ? 0.0 : (double)in_bytes) + 2.0 * (double)ws;
+        if (ws && !resident && !stream) /* the statistics pass reads the input again, writes and reads the partials */
+            traffic += (double)in_bytes + 2.0 * (double)ws;
     }
     cudaEvent_t ev[4];
     for (int i = 0; i < 4; i++)

@@ -13,10 +13,14 @@
  * counts the bytes the quantization cannot avoid: fp16 Q, K, V read once,
  * their 8-bit (or 4-bit) codes written once (scales and means left out).
  * quant_gbs_traffic counts what the fast quantization kernels (quant_fast_*)
- * move: the floor, plus, for an operand with a statistics pass (K smoothing,
- * V per-channel scales), its input read again and the partial statistics
- * (p.work) written and read back; empty for other quantization instances and
- * for the opt-in resident kernel (QATTN_QUANT_RESIDENT=1, one read).
+ * move through DRAM by design: the floor, plus, for an operand with a
+ * statistics pass (K smoothing, V per-channel scales) that the three-launch
+ * path runs (QATTN_QUANT_STREAM=0, or a case the streamed kernel does not
+ * take), its input read again and the partial statistics (p.work) written
+ * and read back; the streamed kernel reads each input from DRAM once (its
+ * second read of a slice is meant to hit L2, its partials are a few KB per
+ * head): the floor. Empty for other quantization instances and for the
+ * opt-in resident kernel (QATTN_QUANT_RESIDENT=1, one read).
  *
  * The torch columns are left empty here: kernels/bench_torch.py, run in the
  * same device call, times torch SDPA (flash and cuDNN backends) on the same
@@ -33,6 +37,10 @@
 
 #ifdef QATTN_HAVE_GPU
 #include "qattn/formats.h"
+
+/* 1 when the fast fp16 quantization instance runs p with its streamed
+ * kernel (kernels/quant_stream.h: the input read from DRAM once) */
+int qattn_kernels_launch_quant_fast_in_fp16_stream(const qattn_kernels_quant_params *p);
 
 static int parse_ints(const char *s, int *v, int max, int lo, int hi)
 {
@@ -282,7 +290,7 @@ int qattn_cmd_bench(int argc, char **argv)
                         double traffic = floor_bytes;
                         for (int i = 0; i < 3; i++) {
                             const size_t ws = pl.quantize[i] ? qattn_kernels_quant_work_size(&pl.qp[i]) : 0;
-                            if (ws)
+                            if (ws && !(fast && qattn_kernels_launch_quant_fast_in_fp16_stream(&pl.qp[i])))
                                 traffic += (double)bytes + 2.0 * (double)ws;
                         }
                         if (nq) {

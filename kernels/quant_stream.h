@@ -1,0 +1,732 @@
+/* Quantization family, streamed kernel (plain HIP through hip_port.h; part
+ * of the fast instances, included by quant_fast.h): one persistent launch
+ * per operand that reads its input from DRAM once, K and V included, for
+ * the cases the lean encode kernel takes (d 64 / 128, fp16 / bf16 input,
+ * int8 / int4 / e4m3 codes, token-local groups whose blocks tile 128 tokens
+ * or token-uniform ones, smoothing over the sequence, V^T).
+ *
+ * Work: a unit is one (head, sequence); its tiles of QATTN_QS_TT tokens are
+ * cut into nrank slices of tpr tiles, and a group of nrank blocks takes the
+ * units g, g + ngroup, ... (group g), block `rank` of it always the slice
+ * `rank`. Per unit and block:
+ *   phase 1 (operands with statistics: smoothing over the sequence, or
+ *           token-uniform groups): the slice's tiles -> per-channel double
+ *           sums (mean), minima and maxima (or, unsmoothed, the largest
+ *           16-bit magnitude: the channel amax exactly); the block's
+ *           partials go to p.work (the same [heads, nseq, nchunk, d] layout
+ *           as the statistics kernel, chunk = rank), then the block counts
+ *           itself in (p.work counter 1 + 2 unit) and waits for the other
+ *           nrank - 1 blocks of its group; every block combines the nrank
+ *           partials in rank order (the combine kernel's arithmetic), rank 0
+ *           writes the means and the uniform scales;
+ *   phase 2: the slice's tiles again -> codes (and token-local scales).
+ * The second read of a slice follows the first by one slice, so it hits L2:
+ * about (blocks on the device) x (slice bytes) = 132 x 128 KB stay live at
+ * d = 128 whatever N is, since nrank grows with N (QATTN_QS_TPR tiles per
+ * slice). Blocks wait only for blocks of their own group, which the host
+ * makes resident together (grid = multiprocessors x occupancy at most).
+ *
+ * Loads: every thread copies its own 8 rows x 8 channels of every tile into
+ * its own place in a ring of QATTN_QS_STAGES tiles of shared memory with
+ * 16-byte asynchronous copies (qattn_port_cp16): before it reads tile i it
+ * issues tile i + QATTN_QS_STAGES - 1, across the phases and units (the
+ * statistics wait and combine run while the next tiles arrive); a thread
+ * reads back only what it copied, so the ring needs no block barrier. The
+ * codes are stored with the streaming hint (qattn_port_st_stream): they are
+ * not read again, and the slices waiting for their second read stay in L2.
+ *
+ * Codes without a division (qattn_qs_code8): with r = fl(1 / s) and the
+ * brackets lo, hi = r -+ 4 ulp (1 / s lies strictly inside, at more than
+ * 3 * 2^-24 relative), v lo and v hi enclose fl(v / s) (1 rounding, at most
+ * 2^-24 relative); the codes are monotonic in their argument, so when the
+ * codes of the two brackets agree (int8 / int4: fma(v, lo|hi, 1.5 * 2^23)
+ * rounds v * lo|hi once to the integer; e4m3: fl(v * lo|hi) and the
+ * saturating conversion) that is the code of fl(v / s) (quant/'s). Otherwise,
+ * rarely, the 8 codes come from the exact quotients. Zero scale: lo = hi = 0
+ * (codes 0); scales below 2^-126 (1 / s would overflow): lo = 0, hi = NaN
+ * (always the exact path). */
+#ifndef QATTN_KERNELS_QUANT_STREAM_H
+#define QATTN_KERNELS_QUANT_STREAM_H
+
+#define QATTN_QS_TT 128    /* tokens per tile (= QATTN_QF_LTT: the lean kernel's group tables) */
+#define QATTN_QS_STAGES 2  /* tiles in the shared-memory ring */
+#define QATTN_QS_TPR 4     /* tiles per slice aimed for (QATTN_QUANT_STREAM_TPR=n in the environment: n) */
+#define QATTN_QS_FLUSH 8   /* partials read in flight per thread in the combine */
+
+typedef struct qattn_qs_args {
+    qattn_qf_lean_args g;             /* group tables and channel shift (qattn_qf_lean_args_of) */
+    unsigned first[QATTN_QS_TT / 32]; /* token-local groups: bit r set when tile row r is its group's first */
+    int nrank;                        /* blocks per unit (one group) */
+    int ngroup;                       /* groups */
+    int tpr;                          /* tiles per slice */
+} qattn_qs_args;
+
+/* brackets of 1 / s (see the header comment) */
+static __device__ __forceinline__ void qattn_qs_brk(float s, float &lo, float &hi)
+{
+    if (!(s > 0.0f)) {
+        lo = hi = 0.0f;
+    } else if (s < 0x1p-126f) {
+        lo = 0.0f;
+        hi = qattn_kfmt_u2f(QATTN_KFMT_QNAN);
+    } else {
+        const unsigned r = qattn_kfmt_f2u(1.0f / s);
+        lo = qattn_kfmt_u2f(r - 4u);
+        hi = qattn_kfmt_u2f(r + 4u);
+    }
+}
+
+/* the codes of 8 values v (smoothed) from the brackets lo, hi of their
+ * scales: bytes (.x: values 0..3, low byte first) or int4 nibbles (.x);
+ * diff != 0 when a bracket pair disagrees (then qattn_qs_code8_exact) */
+template <int FMT>
+static __device__ __forceinline__ uint2 qattn_qs_code8(const float (&v)[8], const float (&lo)[8], const float (&hi)[8],
+                                                      unsigned &diff)
+{
+    uint2 w = {0u, 0u};
+    diff = 0u;
+    if (FMT == QATTN_FMT_INT8 || FMT == QATTN_FMT_INT4) {
+        unsigned t[8];
+        QATTN_UNROLL
+        for (int j = 0; j < 8; j++) {
+            t[j] = qattn_kfmt_f2u(qattn_port_fma(v[j], lo[j], 12582912.0f));
+            diff |= t[j] ^ qattn_kfmt_f2u(qattn_port_fma(v[j], hi[j], 12582912.0f));
+        }
+        if (FMT == QATTN_FMT_INT8) {
+            w.x = qattn_port_byte_perm(qattn_port_byte_perm(t[0], t[1], 0x0040u), qattn_port_byte_perm(t[2], t[3], 0x0040u),
+                                       0x5410u);
+            w.y = qattn_port_byte_perm(qattn_port_byte_perm(t[4], t[5], 0x0040u), qattn_port_byte_perm(t[6], t[7], 0x0040u),
+                                       0x5410u);
+        } else {
+            QATTN_UNROLL
+            for (int j = 0; j < 8; j++)
+                w.x |= (t[j] & 0xfu) << (4 * j);
+        }
+    } else { /* e4m3 */
+        unsigned a[4];
+        QATTN_UNROLL
+        for (int j = 0; j < 4; j++) {
+            a[j] = qattn_port_e4m3x2(v[2 * j] * lo[2 * j], v[2 * j + 1] * lo[2 * j + 1]);
+            diff |= a[j] ^ qattn_port_e4m3x2(v[2 * j] * hi[2 * j], v[2 * j + 1] * hi[2 * j + 1]);
+        }
+        w.x = a[0] | a[1] << 16;
+        w.y = a[2] | a[3] << 16;
+    }
+    return w;
+}
+/* the code of the exact quotient v / s (out of line: rarely needed) */
+template <int FMT>
+static __device__ __noinline__ unsigned qattn_qs_code1(float v, float s)
+{
+    return s > 0.0f ? qattn_qf_code(FMT, v / s) : 0u;
+}
+/* the 8 codes of qattn_qs_code8 from the exact quotients */
+template <int FMT>
+static __device__ __forceinline__ uint2 qattn_qs_code8_exact(const float (&v)[8], const float (&s)[8])
+{
+    uint2 w = {0u, 0u};
+    QATTN_UNROLL
+    for (int j = 0; j < 8; j++) {
+        const unsigned cj = qattn_qs_code1<FMT>(v[j], s[j]);
+        if (FMT == QATTN_FMT_INT4)
+            w.x |= cj << (4 * j);
+        else if (j < 4)
+            w.x |= cj << (8 * j);
+        else
+            w.y |= cj << (8 * (j - 4));
+    }
+    return w;
+}
+
+/* Row maxima of the 8 rows a lane holds, over the L = 2^LC lanes of each
+ * row (lane bits 0 .. LC - 1): a reduce-scatter, 4 + 2 + 1 shuffles that
+ * halve the rows each step (and one more for L = 16), instead of 8 x LC.
+ * Lane c ends with the maximum of row qattn_qs_rowmax_row<LC>(c) (for
+ * L = 16, lanes c and c ^ 1 with the same row). */
+template <int LC>
+static __device__ __forceinline__ int qattn_qs_rowmax_row(int c)
+{
+    return ((c >> (LC - 1)) & 1) * 4 + ((c >> (LC - 2)) & 1) * 2 + ((c >> (LC - 3)) & 1);
+}
+template <int LC>
+static __device__ __forceinline__ float qattn_qs_rowmax(const float (&am)[8], int c)
+{
+    const bool b2 = (c >> (LC - 1)) & 1, b1 = (c >> (LC - 2)) & 1, b0 = (c >> (LC - 3)) & 1;
+    float a4[4], a2[2];
+    QATTN_UNROLL
+    for (int i = 0; i < 4; i++)
+        a4[i] = fmaxf(b2 ? am[4 + i] : am[i], __shfl_xor(b2 ? am[i] : am[4 + i], 1 << (LC - 1)));
+    QATTN_UNROLL
+    for (int i = 0; i < 2; i++)
+        a2[i] = fmaxf(b1 ? a4[2 + i] : a4[i], __shfl_xor(b1 ? a4[i] : a4[2 + i], 1 << (LC - 2)));
+    float a1 = fmaxf(b0 ? a2[1] : a2[0], __shfl_xor(b0 ? a2[0] : a2[1], 1 << (LC - 3)));
+    QATTN_UNROLL
+    for (int o = 1; o < (1 << (LC - 3)); o <<= 1)
+        a1 = fmaxf(a1, __shfl_xor(a1, o));
+    return a1;
+}
+
+/* Dynamic shared memory (all of it dynamic: the host simulation runs these
+ * blocks side by side), in bytes from the start:
+ *   ring   [STAGES][TT][d] 16-bit input rows
+ *   tstage TR: [2][d][TT] codes (V^T, double-buffered); the statistics rows
+ *          share it (used at the end of phase 1 only, after a barrier)
+ *   red    statistics rows [d / 16 warps][d]: double sums, float minima,
+ *          float maxima (at tstage with TR)
+ *   cmean, cscale [d] floats, cmax [d] amax bits (per channel / group)
+ *   gmax   [3][TT] token-group amax bits (triple-buffered: one barrier per tile)
+ *   wsc    [d / 16 warps][rows of a warp] float4: scale, lo, hi of each row's group */
+static __host__ __device__ __forceinline__ size_t qattn_qs_smem(int d, int tr, int stats)
+{
+    const size_t nw = (size_t)d / 16, ring = (size_t)QATTN_QS_STAGES * QATTN_QS_TT * d * 2;
+    const size_t ts = tr ? 2 * (size_t)d * QATTN_QS_TT : 0, red = stats ? nw * d * 16 : 0;
+    return ring + (ts > red ? ts : tr ? ts : red) + 3 * (size_t)d * 4 + 3 * (size_t)QATTN_QS_TT * 4 +
+           (size_t)QATTN_QS_TT * 16;
+}
+
+/* one unit (head, sequence) as the producer and the consumer see it */
+typedef struct qattn_qs_unit {
+    int u, h, b;        /* unit u = h * nseq + b */
+    int64_t t0, n, toff; /* qattn_quant_seq */
+    int nt1, nt2;       /* tiles of phase 1 (the sequence's n tokens) and phase 2 (see qattn_qs_range) */
+} qattn_qs_unit;
+
+static __device__ __forceinline__ void qattn_qs_unit_of(const qattn_kernels_quant_params &p, int u, qattn_qs_unit &un)
+{
+    un.u = u;
+    un.h = u / p.nseq;
+    un.b = u - un.h * p.nseq;
+    qattn_quant_seq(p, un.b, &un.t0, &un.n, &un.toff);
+    /* phase 2: the padded columns of V^T, or with token-local groups the
+     * longest sequence's tokens (every scale up to p.ntok is written, 0 past
+     * the sequence) */
+    const int64_t rows2 = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED ? p.npad
+                          : qattn_qf_uniform(p.group)                  ? un.n
+                                                                       : (int64_t)p.seqlen;
+    un.nt1 = (int)((un.n + QATTN_QS_TT - 1) / QATTN_QS_TT);
+    un.nt2 = (int)((rows2 + QATTN_QS_TT - 1) / QATTN_QS_TT);
+}
+
+/* the tiles [t, t1) of `rank`'s slice among nt tiles */
+static __device__ __forceinline__ void qattn_qs_slice(const qattn_qs_args &a, int rank, int nt, int &t, int &t1)
+{
+    t = rank * a.tpr;
+    t1 = t + a.tpr < nt ? t + a.tpr : nt;
+    t = t < t1 ? t : t1;
+}
+
+template <int IN, int FMT, int SM, int UNI, int TR, int LC>
+__global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (d = 128) or 4 (d = 64) blocks per SM */
+    qattn_qs_kernel(qattn_kernels_quant_params p, qattn_qs_args a)
+{
+    enum {
+        L = 1 << LC, RPI = 32 >> LC, NT = 16 << LC, NW = NT / 32, D = 8 << LC, TT = QATTN_QS_TT,
+        WR = 8 * RPI, /* rows of a warp */
+        S = QATTN_QS_STAGES, SL = QATTN_QS_TT / 8, STATS = SM == QATTN_KERNELS_SMOOTH_TOKENS || UNI
+    };
+    QATTN_DYNAMIC_SHARED(uint4, qs_smem);
+    unsigned char *ring = (unsigned char *)qs_smem;
+    unsigned char *tstage = ring + (size_t)S * TT * D * 2;               /* TR: [2][D][TT] codes */
+    double *red = (double *)tstage;                                      /* STATS: [NW][D] sums, minima, maxima */
+    float *redmn = (float *)(red + NW * D), *redmx = redmn + NW * D;
+    const size_t tsz = TR ? 2 * D * TT : 0, rsz = STATS ? NW * D * 16 : 0;
+    float *cmean = (float *)(tstage + (tsz > rsz ? tsz : rsz)), *cscale = cmean + D;
+    unsigned *cmax = (unsigned *)(cscale + D), *gmax = cmax + D; /* gmax: [3][TT] */
+    float4 *wsc = (float4 *)(gmax + 3 * TT);                     /* [NW][WR] */
+
+    const int tid = (int)threadIdx.x, lane = tid & 31, w = tid >> 5, c = lane & (L - 1), k = lane >> LC;
+    const int r0 = w * WR + 8 * k; /* the thread's rows r0 .. r0 + 7 of a tile, channels 8c .. 8c + 7 */
+    const int rank = (int)(blockIdx.x % (unsigned)a.nrank), g = (int)(blockIdx.x / (unsigned)a.nrank);
+    const int units = p.heads * p.nseq;
+    for (int i = tid; i < 3 * TT; i += NT)
+        gmax[i] = 0u;
+    for (int i = tid; i < D; i += NT)
+        cmax[i] = 0u;
+    __syncthreads();
+    if (g >= a.ngroup)
+        return;
+    unsigned *cnt = (unsigned *)((unsigned char *)p.work + (STATS ? qattn_qf_stats_bytes(p) : 0));
+    const int64_t nchunk = qattn_qf_nchunk(p);
+
+    /* the producer: the thread's 8 rows of the next tile into the ring, S - 1 tiles ahead */
+    qattn_qs_unit pu;
+    int pph = STATS ? 1 : 2, pt = 0, pt1 = 0;
+    const uint16_t *px = (const uint16_t *)0; /* the unit's row r0 of tile 0, the thread's channels */
+    auto pnext = [&]() { /* the next non-empty phase from (pu, pph) on */
+        while (pu.u < units) {
+            if (pt < pt1)
+                return;
+            if (pph == 1) {
+                pph = 2;
+            } else {
+                if (pu.u + a.ngroup >= units) {
+                    pu.u = units;
+                    return;
+                }
+                qattn_qs_unit_of(p, pu.u + a.ngroup, pu);
+                px = qattn_qf_seq_x(p, pu.b, pu.t0, pu.h) + (int64_t)r0 * p.x_stride_tok + c * 8;
+                pph = STATS ? 1 : 2;
+            }
+            qattn_qs_slice(a, rank, pph == 1 ? pu.nt1 : pu.nt2, pt, pt1);
+        }
+    };
+    qattn_qs_unit_of(p, g, pu);
+    px = qattn_qf_seq_x(p, pu.b, pu.t0, pu.h) + (int64_t)r0 * p.x_stride_tok + c * 8;
+    qattn_qs_slice(a, rank, pph == 1 ? pu.nt1 : pu.nt2, pt, pt1);
+    pnext();
+    int issued = 0, consumed = 0, nt2done = 0;
+    auto produce = [&]() {
+        if (pu.u < units) {
+            const int64_t left = pu.n - ((int64_t)pt * TT + r0);
+            const int nv = left < 0 ? 0 : left > 8 ? 8 : (int)left;
+            const uint16_t *x = px + (int64_t)pt * TT * p.x_stride_tok;
+            unsigned char *dst = ring + ((size_t)(issued % S) * TT + r0) * D * 2 + c * 16;
+            for (int j = 0; j < nv; j++)
+                qattn_port_cp16(dst + j * D * 2, x + j * p.x_stride_tok);
+            issued++;
+            pt++;
+            pnext();
+        }
+        qattn_port_cp_commit();
+    };
+    for (int i = 0; i < S - 1; i++) /* tiles 0 .. S - 2; each tile t read issues tile t + S - 1 first */
+        produce();
+
+    bool nonfin = false;
+    for (int u = g; u < units; u += a.ngroup) {
+        qattn_qs_unit un;
+        qattn_qs_unit_of(p, u, un);
+        const int64_t hb = (int64_t)un.h * p.nseq + un.b;
+        float mean[8], sc[8], lo[8], hi[8];
+        QATTN_UNROLL
+        for (int j = 0; j < 8; j++)
+            mean[j] = sc[j] = lo[j] = hi[j] = 0.0f;
+
+        if (STATS) { /* ---- phase 1 ---- */
+            double s[8];
+            float mn[8], mx[8];
+            unsigned m16[4] = {0u, 0u, 0u, 0u};
+            QATTN_UNROLL
+            for (int j = 0; j < 8; j++) {
+                s[j] = 0.0;
+                mn[j] = qattn_kfmt_u2f(QATTN_KFMT_INF);
+                mx[j] = -mn[j];
+            }
+            int t, t1;
+            qattn_qs_slice(a, rank, un.nt1, t, t1);
+            for (; t < t1; t++) {
+                produce();                 /* tile t + S - 1 goes out (into tile t - 1's stage) */
+                qattn_port_cp_wait(S - 1); /* then tile t's copies are done */
+                const uint4 *src = (const uint4 *)(ring + ((size_t)(consumed % S) * TT + r0) * D * 2 + c * 16);
+                const int64_t left = un.n - ((int64_t)t * TT + r0);
+                const int nv = left < 0 ? 0 : left > 8 ? 8 : (int)left;
+                QATTN_UNROLL
+                for (int r = 0; r < 8; r++) {
+                    if (r >= nv)
+                        continue;
+                    const uint4 v = src[r * D / 8];
+                    if (UNI && !SM) {
+                        m16[0] = qattn_port_vmaxu2(m16[0], v.x & 0x7fff7fffu);
+                        m16[1] = qattn_port_vmaxu2(m16[1], v.y & 0x7fff7fffu);
+                        m16[2] = qattn_port_vmaxu2(m16[2], v.z & 0x7fff7fffu);
+                        m16[3] = qattn_port_vmaxu2(m16[3], v.w & 0x7fff7fffu);
+                    } else {
+                        QATTN_UNROLL
+                        for (int j = 0; j < 8; j++) {
+                            const float f = qattn_qf_dec<IN>(v, j);
+                            if (SM)
+                                s[j] += (double)f;
+                            if (UNI) {
+                                mn[j] = fminf(mn[j], f);
+                                mx[j] = fmaxf(mx[j], f);
+                            }
+                        }
+                    }
+                }
+                consumed++;
+            }
+            /* the block's partials: over the lanes of a warp that hold the same channels, then over the warps */
+            QATTN_UNROLL
+            for (int o = L; o < 32; o <<= 1)
+                QATTN_UNROLL
+                for (int j = 0; j < 8; j++) {
+                    if (SM)
+                        s[j] += __shfl_xor(s[j], o);
+                    if (UNI && SM) {
+                        mn[j] = fminf(mn[j], __shfl_xor(mn[j], o));
+                        mx[j] = fmaxf(mx[j], __shfl_xor(mx[j], o));
+                    }
+                    if (UNI && !SM && j < 4)
+                        m16[j] = qattn_port_vmaxu2(m16[j], __shfl_xor(m16[j], o));
+                }
+            __syncthreads(); /* red shares the V^T stages: their last reads are done */
+            if (k == 0)
+                QATTN_UNROLL
+                for (int j = 0; j < 8; j++) {
+                    const int e = w * D + c * 8 + j;
+                    red[e] = SM ? s[j] : 0.0;
+                    if (UNI && SM) {
+                        redmn[e] = mn[j];
+                        redmx[e] = mx[j];
+                    } else if (UNI) { /* the largest magnitude of the channel: exact as a float */
+                        const unsigned hbits = j & 1 ? m16[j >> 1] >> 16 : m16[j >> 1] & 0xffffu;
+                        const float f = IN == QATTN_FMT_BF16 ? qattn_kfmt_u2f(hbits << 16)
+                                                             : qattn_port_f16_to_f32((unsigned short)hbits);
+                        redmn[e] = -f;
+                        redmx[e] = f;
+                    }
+                }
+            __syncthreads();
+            {
+                const int64_t all = (int64_t)p.heads * p.nseq * nchunk * D;
+                const int64_t o = (hb * nchunk + rank) * D;
+                double *wsum = (double *)p.work;
+                float *wmn = (float *)(wsum + all), *wmx = wmn + all;
+                for (int ch = tid; ch < D; ch += NT) {
+                    double sum = 0.0;
+                    float lo1 = qattn_kfmt_u2f(QATTN_KFMT_INF), hi1 = -lo1;
+                    for (int ww = 0; ww < NW; ww++) { /* warps in order */
+                        sum += red[ww * D + ch];
+                        if (UNI) {
+                            lo1 = fminf(lo1, redmn[ww * D + ch]);
+                            hi1 = fmaxf(hi1, redmx[ww * D + ch]);
+                        }
+                    }
+                    /* a NaN or Inf input makes the sum non-finite (smoothing) or the magnitude Inf / NaN */
+                    if (SM ? !(fabs(sum) <= 1.79769313486231570e308) : UNI && !(hi1 <= 3.40282347e38f))
+                        nonfin = true;
+                    wsum[o + ch] = sum;
+                    wmn[o + ch] = lo1;
+                    wmx[o + ch] = hi1;
+                }
+            }
+            __threadfence();
+            __syncthreads();
+            if (tid == 0) {
+                atomicAdd(&cnt[1 + 2 * u], 1u);
+                while (((volatile unsigned *)cnt)[1 + 2 * u] < (unsigned)a.nrank)
+                    qattn_port_pause();
+                __threadfence();
+            }
+            __syncthreads();
+            /* combine: the group's partials in rank order (qattn_qf_combine_body's arithmetic) */
+            {
+                const int64_t all = (int64_t)p.heads * p.nseq * nchunk * D;
+                const int64_t o = hb * nchunk * D;
+                const volatile double *wsum = (const volatile double *)p.work;
+                const volatile float *wmn = (const volatile float *)(wsum + all), *wmx = wmn + all;
+                for (int ch = tid; ch < D; ch += NT) {
+                    double sum = 0.0;
+                    float lo1 = qattn_kfmt_u2f(QATTN_KFMT_INF), hi1 = -lo1;
+                    for (int r1 = 0; r1 < a.nrank; r1 += QATTN_QS_FLUSH) {
+                        double ps[QATTN_QS_FLUSH];
+                        float pn[QATTN_QS_FLUSH], px1[QATTN_QS_FLUSH];
+                        QATTN_UNROLL
+                        for (int q = 0; q < QATTN_QS_FLUSH; q++) {
+                            const int64_t e = o + (int64_t)(r1 + q < a.nrank ? r1 + q : r1) * D + ch;
+                            ps[q] = SM ? wsum[e] : 0.0;
+                            pn[q] = UNI ? wmn[e] : 0.0f;
+                            px1[q] = UNI ? wmx[e] : 0.0f;
+                        }
+                        QATTN_UNROLL
+                        for (int q = 0; q < QATTN_QS_FLUSH; q++)
+                            if (r1 + q < a.nrank) {
+                                sum += ps[q];
+                                lo1 = pn[q] < lo1 ? pn[q] : lo1;
+                                hi1 = px1[q] > hi1 ? px1[q] : hi1;
+                            }
+                    }
+                    float m = 0.0f;
+                    if (SM) {
+                        m = un.n > 0 ? (float)(sum / (double)un.n) : 0.0f;
+                        cmean[ch] = m;
+                        if (rank == 0)
+                            p.mean[hb * D + ch] = m;
+                    }
+                    if (UNI) {
+                        const float up = hi1 - m, down = m - lo1;
+                        float am = up > down ? up : down;
+                        am = am > 0.0f ? am : 0.0f;
+                        if (am > 0.0f)
+                            atomicMax(&cmax[a.g.chshift >= 0 ? ch >> a.g.chshift : ch / p.group.ch],
+                                      qattn_kfmt_f2u(am));
+                    }
+                }
+            }
+            __syncthreads();
+            if (UNI)
+                for (int gi = tid; gi < p.nch; gi += NT) {
+                    const float sg = qattn_kfmt_scale_for(FMT, qattn_kfmt_u2f(cmax[gi]), p.group.e8m0);
+                    cscale[gi] = sg;
+                    cmax[gi] = 0u;
+                    if (rank == 0)
+                        p.scale[hb * p.nch + gi] = sg;
+                }
+            __syncthreads();
+            QATTN_UNROLL
+            for (int j = 0; j < 8; j++) {
+                const int ch = c * 8 + j;
+                if (SM)
+                    mean[j] = cmean[ch];
+                if (UNI) {
+                    sc[j] = cscale[a.g.chshift >= 0 ? ch >> a.g.chshift : ch / p.group.ch];
+                    qattn_qs_brk(sc[j], lo[j], hi[j]);
+                }
+            }
+        }
+
+        /* ---- phase 2: codes ---- */
+        int t, t1;
+        qattn_qs_slice(a, rank, un.nt2, t, t1);
+        for (; t < t1; t++) {
+            produce();
+            qattn_port_cp_wait(S - 1);
+            const uint4 *src = (const uint4 *)(ring + ((size_t)(consumed % S) * TT + r0) * D * 2 + c * 16);
+            const int64_t tb = (int64_t)t * TT, left = un.n - (tb + r0);
+            const int nv = left < 0 ? 0 : left > 8 ? 8 : (int)left;
+            uint4 raw[8];
+            QATTN_UNROLL
+            for (int r = 0; r < 8; r++)
+                raw[r] = r < nv ? src[r * D / 8] : uint4{0u, 0u, 0u, 0u};
+#define QATTN_QS_VAL(r, j) (SM ? qattn_qf_dec<IN>(raw[r], j) - mean[j] : qattn_qf_dec<IN>(raw[r], j))
+            if (!UNI) { /* token-local groups: rows' amax -> group amax (one barrier) -> each warp its rows' scales */
+                unsigned *gm = gmax + (nt2done % 3) * TT;
+                float am[8];
+                QATTN_UNROLL
+                for (int r = 0; r < 8; r++) {
+                    am[r] = 0.0f;
+                    if (SM) {
+                        QATTN_UNROLL
+                        for (int j = 0; j < 8; j++)
+                            am[r] = fmaxf(am[r], fabsf(QATTN_QS_VAL(r, j)));
+                    } else { /* the largest 16-bit magnitude, Inf / NaN included */
+                        unsigned m = qattn_port_vmaxu2(qattn_port_vmaxu2(raw[r].x & 0x7fff7fffu, raw[r].y & 0x7fff7fffu),
+                                                       qattn_port_vmaxu2(raw[r].z & 0x7fff7fffu, raw[r].w & 0x7fff7fffu));
+                        m = (m >> 16) > (m & 0xffffu) ? m >> 16 : m & 0xffffu;
+                        nonfin |= m >= (IN == QATTN_FMT_BF16 ? 0x7f80u : 0x7c00u);
+                        am[r] = IN == QATTN_FMT_BF16 ? qattn_kfmt_u2f(m << 16) : qattn_port_f16_to_f32((unsigned short)m);
+                    }
+                }
+                {
+                    const float rm = qattn_qs_rowmax<LC>(am, c);
+                    const int rr = qattn_qs_rowmax_row<LC>(c);
+                    if ((LC == 3 || !(c & 1)) && rr < nv && rm > 0.0f)
+                        atomicMax(&gm[a.g.grp[r0 + rr]], qattn_kfmt_f2u(rm));
+                }
+                __syncthreads();
+                /* gmax of two tiles back: read before this barrier, next written after the next one */
+                for (int i = tid; i < TT; i += NT)
+                    gmax[((nt2done + 2) % 3) * TT + i] = 0u;
+                if (lane < WR) {
+                    const int row = w * WR + lane, gi = a.g.grp[row];
+                    float4 e;
+                    e.x = qattn_kfmt_scale_for(FMT, qattn_kfmt_u2f(gm[gi]), p.group.e8m0);
+                    qattn_qs_brk(e.x, e.y, e.z);
+                    e.w = 0.0f;
+                    wsc[w * WR + lane] = e;
+                    const int64_t gg = (int64_t)t * a.g.gpt + gi;
+                    if ((a.first[row >> 5] >> (row & 31) & 1u) && gg < p.ntok)
+                        p.scale[hb * p.ntok + gg] = e.x;
+                }
+                qattn_port_syncwarp();
+            }
+            if (!TR) { /* the codes of the 8 rows without a branch; the rare rows whose brackets disagree
+                        * are written again afterwards from the exact quotients */
+                uint8_t *dst = (uint8_t *)p.codes + ((int64_t)un.h * p.tokens + un.toff + tb + r0) * p.row;
+                auto put = [&](int r, uint2 cw) {
+                    if (FMT == QATTN_FMT_INT4)
+                        qattn_port_st_stream((unsigned *)(dst + r * p.row + c * 4), cw.x);
+                    else
+                        qattn_port_st_stream((uint2 *)(dst + r * p.row + c * 8), cw);
+                };
+                unsigned dm = 0u;
+                QATTN_UNROLL
+                for (int r = 0; r < 8; r++) {
+                    float v[8], lo8[8], hi8[8];
+                    const float4 e = UNI ? float4{0.0f, 0.0f, 0.0f, 0.0f} : wsc[r0 + r];
+                    QATTN_UNROLL
+                    for (int j = 0; j < 8; j++) {
+                        v[j] = QATTN_QS_VAL(r, j);
+                        lo8[j] = UNI ? lo[j] : e.y;
+                        hi8[j] = UNI ? hi[j] : e.z;
+                    }
+                    unsigned d;
+                    const uint2 cw = qattn_qs_code8<FMT>(v, lo8, hi8, d);
+                    if (r < nv)
+                        put(r, cw);
+                    dm |= d && r < nv ? 1u << r : 0u;
+                }
+                if (dm)
+                    QATTN_UNROLL
+                    for (int r = 0; r < 8; r++)
+                        if (dm >> r & 1u) {
+                            float v[8], s8[8];
+                            const float se = UNI ? 0.0f : wsc[r0 + r].x;
+                            QATTN_UNROLL
+                            for (int j = 0; j < 8; j++) {
+                                v[j] = QATTN_QS_VAL(r, j);
+                                s8[j] = UNI ? sc[j] : se;
+                            }
+                            put(r, qattn_qs_code8_exact<FMT>(v, s8));
+                        }
+            } else { /* V^T (UNI, 8-bit codes): channel j's codes of the 8 rows, packed along tokens (lean's stage) */
+                uint2 *stage = (uint2 *)(tstage + (nt2done & 1) * D * TT);
+                const int slot = (r0 >> 3) ^ (c & (SL - 1));
+                /* zero past the sequence */
+                const unsigned keep0 = nv >= 4 ? 0xffffffffu : nv > 0 ? 0xffffffffu >> (32 - 8 * nv) : 0u;
+                const unsigned keep1 = nv >= 8 ? 0xffffffffu : nv > 4 ? 0xffffffffu >> (64 - 8 * nv) : 0u;
+                unsigned dm = 0u;
+                QATTN_UNROLL
+                for (int j = 0; j < 8; j++) {
+                    float v[8], lo8[8], hi8[8];
+                    QATTN_UNROLL
+                    for (int r = 0; r < 8; r++) {
+                        v[r] = QATTN_QS_VAL(r, j);
+                        lo8[r] = lo[j];
+                        hi8[r] = hi[j];
+                    }
+                    unsigned d;
+                    const uint2 cw = qattn_qs_code8<FMT>(v, lo8, hi8, d);
+                    stage[(c * 8 + j) * SL + slot] = uint2{cw.x & keep0, cw.y & keep1};
+                    dm |= d ? 1u << j : 0u;
+                }
+                if (dm) /* the rare channels whose brackets disagree, again from the exact quotients */
+                    QATTN_UNROLL
+                    for (int j = 0; j < 8; j++)
+                        if (dm >> j & 1u) {
+                            float v[8], s8[8];
+                            QATTN_UNROLL
+                            for (int r = 0; r < 8; r++) {
+                                v[r] = QATTN_QS_VAL(r, j);
+                                s8[r] = sc[j];
+                            }
+                            const uint2 cw = qattn_qs_code8_exact<FMT>(v, s8);
+                            stage[(c * 8 + j) * SL + slot] = uint2{cw.x & keep0, cw.y & keep1};
+                        }
+                __syncthreads();
+                /* 16-byte runs: slots 2m, 2m + 1 of channel ch are the 16-byte unit m ^ (f >> 1) (f = ch >> 3:
+                 * its c), halves swapped when f is odd */
+                uint8_t *dst = (uint8_t *)p.codes + hb * D * p.npad + tb;
+                const uint4 *st4 = (const uint4 *)stage;
+                for (int q = tid; q < D * SL / 2; q += NT) {
+                    const int ch = q / (SL / 2), m = q % (SL / 2), f = (ch >> 3) & (SL - 1);
+                    const uint4 cv = st4[ch * (SL / 2) + (m ^ (f >> 1))];
+                    qattn_port_st_stream((uint4 *)(dst + (int64_t)ch * p.npad + 16 * m),
+                                         f & 1 ? uint4{cv.z, cv.w, cv.x, cv.y} : cv);
+                }
+            }
+#undef QATTN_QS_VAL
+            nt2done++;
+            consumed++;
+        }
+    }
+    qattn_port_cp_wait(0);
+    if (nonfin && p.nonfinite)
+        atomicOr(p.nonfinite, 1);
+}
+
+/* the streamed kernel of p (qattn_qs_takes) */
+typedef void (*qattn_qs_fn)(qattn_kernels_quant_params, qattn_qs_args);
+struct qattn_qs_family {
+    typedef qattn_qs_fn fn;
+    enum { INT4 = QATTN_FMT_INT4 };
+    template <int IN, int FMT, int SM, int UNI, int TR, int LC>
+    static fn of()
+    {
+        return &qattn_qs_kernel<IN, FMT, SM, UNI, TR, LC>;
+    }
+};
+
+/* blocks of fn that fit on the device at once (multiprocessors x
+ * occupancy), remembered per kernel; 0 if the device cannot say */
+static int qattn_qs_capacity(qattn_qs_fn fn, int nt, size_t smem)
+{
+    static struct {
+        qattn_qs_fn fn;
+        int dev, cap;
+    } memo[16];
+    static int nmemo;
+    int dev = 0;
+    if (hipGetDevice(&dev) != hipSuccess)
+        return 0;
+    for (int i = 0; i < nmemo; i++)
+        if (memo[i].fn == fn && memo[i].dev == dev)
+            return memo[i].cap;
+    int nsm = 0, occ = 0, optin = 0;
+    if (hipDeviceGetAttribute(&optin, hipDeviceAttributeSharedMemPerBlockOptin, dev) != hipSuccess ||
+        hipDeviceGetAttribute(&nsm, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess || smem > (size_t)optin ||
+        hipFuncSetAttribute((const void *)fn, hipFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != hipSuccess ||
+        hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, fn, nt, smem) != hipSuccess) {
+        (void)hipGetLastError(); /* a refusal only means: not this kernel */
+        return 0;
+    }
+    const int cap = occ * nsm;
+    if (nmemo < 16) {
+        memo[nmemo].fn = fn;
+        memo[nmemo].dev = dev;
+        memo[nmemo].cap = cap;
+        nmemo++;
+    }
+    return cap;
+}
+
+/* whether the streamed kernel runs p (which qattn_qf_plan takes): the lean
+ * kernel's cases with int8 / int4 / e4m3 codes that have statistics (token-
+ * uniform groups or smoothing over the sequence: the three launches would
+ * read the input twice); without statistics the lean kernel is faster (H100,
+ * kernels/NOTES.md). QATTN_QUANT_STREAM=0 in the environment turns it off,
+ * =1 runs it for operands without statistics too. On success: the kernel,
+ * its grid, shared memory and arguments. */
+template <int IN>
+static int qattn_qs_plan(const qattn_kernels_quant_params &p, qattn_qs_fn *fn, int *grid, size_t *smem,
+                         qattn_qs_args *a)
+{
+    const char *env = getenv("QATTN_QUANT_STREAM");
+    if ((env && !strcmp(env, "0")) || !qattn_qf_lean_takes(p) ||
+        (p.fmt != QATTN_FMT_INT8 && p.fmt != QATTN_FMT_INT4 && p.fmt != QATTN_FMT_E4M3) || p.seqlen <= 0)
+        return 0;
+    const int uniform = qattn_qf_uniform(p.group);
+    const int transposed = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED;
+    const int stats = uniform || p.smooth == QATTN_KERNELS_SMOOTH_TOKENS;
+    if ((stats && !p.work) || (!stats && !(env && !strcmp(env, "1"))))
+        return 0;
+    const int64_t units = (int64_t)p.heads * p.nseq;
+    const int64_t span = transposed ? p.npad : p.seqlen;
+    const int64_t tspan = (span + QATTN_QS_TT - 1) / QATTN_QS_TT;
+    if (units > 0x7fffffff / 2 || tspan > 0x7fffffff)
+        return 0;
+    const qattn_qs_fn f = qattn_qf_ladder<qattn_qs_family, IN>(p);
+    const size_t sm = qattn_qs_smem(p.d, transposed, stats);
+    const int nt = 2 * p.d;
+    const int cap = qattn_qs_capacity(f, nt, sm);
+    if (cap <= 0)
+        return 0;
+    const char *tenv = getenv("QATTN_QUANT_STREAM_TPR"); /* tiles per slice (tests, tuning) */
+    const int64_t tpr = tenv && atoi(tenv) > 0 ? atoi(tenv) : QATTN_QS_TPR;
+    int64_t nrank = (tspan + tpr - 1) / tpr;
+    nrank = nrank < cap ? nrank : cap;
+    if (stats && nrank > qattn_qf_nchunk(p)) /* a partial per rank in p.work */
+        nrank = qattn_qf_nchunk(p);
+    nrank = nrank > 0 ? nrank : 1;
+    int64_t ngroup = cap / nrank;
+    ngroup = ngroup < units ? ngroup : units;
+    a->g = qattn_qf_lean_args_of(p);
+    memset(a->first, 0, sizeof a->first);
+    if (!uniform) /* the first row of each token group in a tile */
+        for (int r = 0; r < QATTN_QS_TT; r++) {
+            int seen = 0;
+            for (int q = 0; q < r && !seen; q++)
+                seen = a->g.grp[q] == a->g.grp[r];
+            if (!seen)
+                a->first[r >> 5] |= 1u << (r & 31);
+        }
+    a->nrank = (int)nrank;
+    a->ngroup = (int)ngroup;
+    a->tpr = (int)((tspan + nrank - 1) / nrank);
+    *fn = f;
+    *grid = (int)(nrank * ngroup);
+    *smem = sm;
+    return 1;
+}
+
+#endif
