@@ -184,7 +184,7 @@ inline hipError_t qattn_sim_launch(dim3 grid, dim3 block, size_t smem, const std
     }
     s.slots.assign((size_t)nslot, qattn_sim_slot());
     const unsigned long total = (unsigned long)grid.x * grid.y * grid.z;
-    unsigned long next = 0;
+    unsigned long next = 0, round = 0;
     for (;;) {
         int busy = 0;
         for (int k = 0; k < nslot; k++) {
@@ -218,11 +218,14 @@ inline hipError_t qattn_sim_launch(dim3 grid, dim3 block, size_t smem, const std
         }
         if (!busy)
             break;
+        /* slot k runs every (1 + k % 3)-th round: the blocks of a resident launch drift apart, as
+         * on a GPU, so a block that reads another's result without waiting for it reads too early */
         for (size_t f = 0; f < nf; f++)
-            if (s.alive[f]) {
+            if (s.alive[f] && round % (1 + f / (size_t)n % 3) == 0) {
                 s.cur = (int)f;
                 swapcontext(&s.sched, &s.ctx[f]);
             }
+        round++;
     }
     return hipSuccess;
 }

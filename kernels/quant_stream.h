@@ -41,10 +41,13 @@
  * 2^-24 relative); the codes are monotonic in their argument, so when the
  * codes of the two brackets agree (int8 / int4: fma(v, lo|hi, 1.5 * 2^23)
  * rounds v * lo|hi once to the integer; e4m3: fl(v * lo|hi) and the
- * saturating conversion) that is the code of fl(v / s) (quant/'s). Otherwise,
- * rarely, the 8 codes come from the exact quotients. Zero scale: lo = hi = 0
- * (codes 0); scales below 2^-126 (1 / s would overflow): lo = 0, hi = NaN
- * (always the exact path). */
+ * saturating conversion) that is the code of fl(v / s) (quant/'s). Otherwise
+ * (an exact tie of the code's rounding, e.g. with a power-of-two scale: one
+ * warp-row or warp-channel in five on the benchmark's V) the 8 codes come
+ * from the exact quotients, by one correction step (qattn_qs_code1) or,
+ * where that could underflow, the division. Zero scale: lo = hi = 0 (codes
+ * 0); scales below 2^-126 (1 / s would overflow): lo = 0, hi = NaN (always
+ * the exact path, by the division). */
 #ifndef QATTN_KERNELS_QUANT_STREAM_H
 #define QATTN_KERNELS_QUANT_STREAM_H
 
@@ -114,20 +117,35 @@ static __device__ __forceinline__ uint2 qattn_qs_code8(const float (&v)[8], cons
     }
     return w;
 }
-/* the code of the exact quotient v / s (out of line: rarely needed) */
+/* the code of the exact quotient v / s by the division (out of line: rarely needed) */
 template <int FMT>
-static __device__ __noinline__ unsigned qattn_qs_code1(float v, float s)
+static __device__ __noinline__ unsigned qattn_qs_code1_div(float v, float s)
 {
     return s > 0.0f ? qattn_qf_code(FMT, v / s) : 0u;
 }
-/* the 8 codes of qattn_qs_code8 from the exact quotients */
+/* the code of fl(v / s) from the bracket lo of 1 / s (qattn_qs_brk): with
+ * r = fl(1 / s) = lo + 4 ulp and q = fl(v r), e = v - q s is exact (one
+ * fma) and fl(q + e r) = fl(v / s) (Markstein's correction) while nothing
+ * underflows: s >= 2^-126 (lo > 0) and |v| >= 2^-100; else (and for v = 0,
+ * whose sign the correction loses) the division */
 template <int FMT>
-static __device__ __forceinline__ uint2 qattn_qs_code8_exact(const float (&v)[8], const float (&s)[8])
+static __device__ __forceinline__ unsigned qattn_qs_code1(float v, float s, float lo)
+{
+    if (lo > 0.0f && fabsf(v) >= 0x1p-100f) {
+        const float r = qattn_kfmt_u2f(qattn_kfmt_f2u(lo) + 4u), q = v * r;
+        return qattn_qf_code(FMT, qattn_port_fma(qattn_port_fma(-q, s, v), r, q));
+    }
+    return qattn_qs_code1_div<FMT>(v, s);
+}
+/* the 8 codes of qattn_qs_code8 from the exact quotients (scales s, brackets lo) */
+template <int FMT>
+static __device__ __forceinline__ uint2 qattn_qs_code8_exact(const float (&v)[8], const float (&s)[8],
+                                                            const float (&lo)[8])
 {
     uint2 w = {0u, 0u};
     QATTN_UNROLL
     for (int j = 0; j < 8; j++) {
-        const unsigned cj = qattn_qs_code1<FMT>(v[j], s[j]);
+        const unsigned cj = qattn_qs_code1<FMT>(v[j], s[j], lo[j]);
         if (FMT == QATTN_FMT_INT4)
             w.x |= cj << (4 * j);
         else if (j < 4)
@@ -281,8 +299,13 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
             const int nv = left < 0 ? 0 : left > 8 ? 8 : (int)left;
             const uint16_t *x = px + (int64_t)pt * TT * p.x_stride_tok;
             unsigned char *dst = ring + ((size_t)(issued % S) * TT + r0) * D * 2 + c * 16;
-            for (int j = 0; j < nv; j++)
-                qattn_port_cp16(dst + j * D * 2, x + j * p.x_stride_tok);
+            if (nv == 8) /* whole tiles: unrolled, no branches */
+                QATTN_UNROLL
+                for (int j = 0; j < 8; j++)
+                    qattn_port_cp16(dst + j * D * 2, x + j * p.x_stride_tok);
+            else
+                for (int j = 0; j < nv; j++)
+                    qattn_port_cp16(dst + j * D * 2, x + j * p.x_stride_tok);
             issued++;
             pt++;
             pnext();
@@ -560,14 +583,15 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                     QATTN_UNROLL
                     for (int r = 0; r < 8; r++)
                         if (dm >> r & 1u) {
-                            float v[8], s8[8];
-                            const float se = UNI ? 0.0f : wsc[r0 + r].x;
+                            float v[8], s8[8], lo8[8];
+                            const float4 e = UNI ? float4{0.0f, 0.0f, 0.0f, 0.0f} : wsc[r0 + r];
                             QATTN_UNROLL
                             for (int j = 0; j < 8; j++) {
                                 v[j] = QATTN_QS_VAL(r, j);
-                                s8[j] = UNI ? sc[j] : se;
+                                s8[j] = UNI ? sc[j] : e.x;
+                                lo8[j] = UNI ? lo[j] : e.y;
                             }
-                            put(r, qattn_qs_code8_exact<FMT>(v, s8));
+                            put(r, qattn_qs_code8_exact<FMT>(v, s8, lo8));
                         }
             } else { /* V^T (UNI, 8-bit codes): channel j's codes of the 8 rows, packed along tokens (lean's stage) */
                 uint2 *stage = (uint2 *)(tstage + (nt2done & 1) * D * TT);
@@ -594,13 +618,14 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                     QATTN_UNROLL
                     for (int j = 0; j < 8; j++)
                         if (dm >> j & 1u) {
-                            float v[8], s8[8];
+                            float v[8], s8[8], lo8[8];
                             QATTN_UNROLL
                             for (int r = 0; r < 8; r++) {
                                 v[r] = QATTN_QS_VAL(r, j);
                                 s8[r] = sc[j];
+                                lo8[r] = lo[j];
                             }
-                            const uint2 cw = qattn_qs_code8_exact<FMT>(v, s8);
+                            const uint2 cw = qattn_qs_code8_exact<FMT>(v, s8, lo8);
                             stage[(c * 8 + j) * SL + slot] = uint2{cw.x & keep0, cw.y & keep1};
                         }
                 __syncthreads();
