@@ -316,6 +316,7 @@ struct alignas(16) float4 {
 
 /* exact conversions that the GPU backends do in hardware (numerics.h here) */
 #define qattn_port_f16_to_f32(h) qattn_kfmt_fp16_decode(h)
+#define qattn_port_f16_to_f64(h) ((double)qattn_kfmt_fp16_decode(h))
 #define qattn_port_e4m3x2(lo, hi) \
     ((unsigned short)(qattn_kfmt_e4m3_encode(lo) | ((unsigned)qattn_kfmt_e4m3_encode(hi) << 8)))
 inline int qattn_port_rint(float x) { return (int)std::nearbyint(x); } /* round to nearest even */
@@ -522,6 +523,13 @@ static __device__ __forceinline__ float qattn_port_f16_to_f32(unsigned short h)
 {
     return __half2float(__ushort_as_half(h));
 }
+/* fp16 -> fp64 in one conversion (exact) */
+static __device__ __forceinline__ double qattn_port_f16_to_f64(unsigned short h)
+{
+    double d;
+    asm("cvt.f64.f16 %0, %1;" : "=d"(d) : "h"(h));
+    return d;
+}
 static __device__ __forceinline__ int qattn_port_rint(float x) { return __float2int_rn(x); }
 #define QATTN_UNROLL _Pragma("unroll")
 static __device__ __forceinline__ unsigned short qattn_port_e4m3x2(float lo, float hi)
@@ -568,6 +576,7 @@ static __device__ __forceinline__ unsigned qattn_port_byte_perm(unsigned x, unsi
 /* exact conversions (numerics.h; gfx942's fp8 conversions are OCP e4m3fn only
  * from gfx950 on, so no hardware path here) */
 #define qattn_port_f16_to_f32(h) qattn_kfmt_fp16_decode(h)
+#define qattn_port_f16_to_f64(h) ((double)qattn_kfmt_fp16_decode(h))
 #define qattn_port_e4m3x2(lo, hi) \
     ((unsigned short)(qattn_kfmt_e4m3_encode(lo) | ((unsigned)qattn_kfmt_e4m3_encode(hi) << 8)))
 static __device__ __forceinline__ int qattn_port_rint(float x) { return (int)__builtin_rintf(x); }

@@ -357,7 +357,10 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                         QATTN_UNROLL
                         for (int j = 0; j < 8; j++) {
                             const float f = qattn_qf_dec<IN>(v, j);
-                            if (SM)
+                            if (SM && !UNI && IN == QATTN_FMT_FP16) /* one conversion, not two */
+                                s[j] += qattn_port_f16_to_f64(
+                                    (unsigned short)((j < 2 ? v.x : j < 4 ? v.y : j < 6 ? v.z : v.w) >> (16 * (j & 1))));
+                            else if (SM)
                                 s[j] += (double)f;
                             if (UNI) {
                                 mn[j] = fminf(mn[j], f);
@@ -512,6 +515,8 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
             for (int r = 0; r < 8; r++)
                 raw[r] = r < nv ? src[r * D / 8] : uint4{0u, 0u, 0u, 0u};
 #define QATTN_QS_VAL(r, j) (SM ? qattn_qf_dec<IN>(raw[r], j) - mean[j] : qattn_qf_dec<IN>(raw[r], j))
+            float xv[8][8]; /* token-local groups, smoothed: the values, computed once for the row maxima */
+#define QATTN_QS_XV(r, j) (!UNI && SM ? xv[r][j] : QATTN_QS_VAL(r, j))
             if (!UNI) { /* token-local groups: rows' amax -> group amax (one barrier) -> each warp its rows' scales */
                 unsigned *gm = gmax + (nt2done % 3) * TT;
                 float am[8];
@@ -520,8 +525,10 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                     am[r] = 0.0f;
                     if (SM) {
                         QATTN_UNROLL
-                        for (int j = 0; j < 8; j++)
-                            am[r] = fmaxf(am[r], fabsf(QATTN_QS_VAL(r, j)));
+                        for (int j = 0; j < 8; j++) {
+                            xv[r][j] = QATTN_QS_VAL(r, j);
+                            am[r] = fmaxf(am[r], fabsf(xv[r][j]));
+                        }
                     } else { /* the largest 16-bit magnitude, Inf / NaN included */
                         unsigned m = qattn_port_vmaxu2(qattn_port_vmaxu2(raw[r].x & 0x7fff7fffu, raw[r].y & 0x7fff7fffu),
                                                        qattn_port_vmaxu2(raw[r].z & 0x7fff7fffu, raw[r].w & 0x7fff7fffu));
@@ -569,7 +576,7 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                     const float4 e = UNI ? float4{0.0f, 0.0f, 0.0f, 0.0f} : wsc[r0 + r];
                     QATTN_UNROLL
                     for (int j = 0; j < 8; j++) {
-                        v[j] = QATTN_QS_VAL(r, j);
+                        v[j] = QATTN_QS_XV(r, j);
                         lo8[j] = UNI ? lo[j] : e.y;
                         hi8[j] = UNI ? hi[j] : e.z;
                     }
@@ -587,7 +594,7 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                             const float4 e = UNI ? float4{0.0f, 0.0f, 0.0f, 0.0f} : wsc[r0 + r];
                             QATTN_UNROLL
                             for (int j = 0; j < 8; j++) {
-                                v[j] = QATTN_QS_VAL(r, j);
+                                v[j] = QATTN_QS_XV(r, j);
                                 s8[j] = UNI ? sc[j] : e.x;
                                 lo8[j] = UNI ? lo[j] : e.y;
                             }
@@ -641,6 +648,7 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                 }
             }
 #undef QATTN_QS_VAL
+#undef QATTN_QS_XV
             nt2done++;
             consumed++;
         }
