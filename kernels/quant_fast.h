@@ -151,6 +151,18 @@ static __device__ __forceinline__ unsigned qattn_qf_code(int fmt, float y)
     }
 }
 
+/* code cj of value j (of 8) into its place: byte j of w (8-bit formats; .x
+ * holds values 0..3, low byte first) or nibble j of w.x (int4) */
+static __device__ __forceinline__ void qattn_qf_put8(uint2 &w, int fmt, int j, unsigned cj)
+{
+    if (fmt == QATTN_FMT_INT4)
+        w.x |= cj << (4 * j);
+    else if (j < 4)
+        w.x |= cj << (8 * j);
+    else
+        w.y |= cj << (8 * (j - 4));
+}
+
 /* the codes of two values (smoothed) with their scales s and rcp
  * r = qattn_qf_rcp(fmt, s): c0 | c1 << 8 (8-bit formats), c0 | c1 << 4 (int4) */
 static __device__ __forceinline__ unsigned qattn_qf_code2(int fmt, float v0, float s0, float r0, float v1, float s1,
@@ -205,15 +217,8 @@ static __device__ __forceinline__ uint2 qattn_qf_code8(int fmt, const float (&v)
     if (near) { /* all 8 from the exact quotients (no per-value flags to keep) */
         w.x = w.y = 0u;
         QATTN_UNROLL
-        for (int j = 0; j < 8; j++) {
-            const unsigned cj = s[j] > 0.0f ? qattn_qf_code(fmt, v[j] / s[j]) : 0u;
-            if (fmt == QATTN_FMT_INT4)
-                w.x |= cj << (4 * j);
-            else if (j < 4)
-                w.x |= cj << (8 * j);
-            else
-                w.y |= cj << (8 * (j - 4));
-        }
+        for (int j = 0; j < 8; j++)
+            qattn_qf_put8(w, fmt, j, s[j] > 0.0f ? qattn_qf_code(fmt, v[j] / s[j]) : 0u);
     }
     return w;
 }

@@ -144,15 +144,8 @@ static __device__ __forceinline__ uint2 qattn_qs_code8_exact(const float (&v)[8]
 {
     uint2 w = {0u, 0u};
     QATTN_UNROLL
-    for (int j = 0; j < 8; j++) {
-        const unsigned cj = qattn_qs_code1<FMT>(v[j], s[j], lo[j]);
-        if (FMT == QATTN_FMT_INT4)
-            w.x |= cj << (4 * j);
-        else if (j < 4)
-            w.x |= cj << (8 * j);
-        else
-            w.y |= cj << (8 * (j - 4));
-    }
+    for (int j = 0; j < 8; j++)
+        qattn_qf_put8(w, FMT, j, qattn_qs_code1<FMT>(v[j], s[j], lo[j]));
     return w;
 }
 
