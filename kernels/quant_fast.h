@@ -720,6 +720,28 @@ typedef struct qattn_qf_lean_args {
     unsigned char grp[QATTN_QF_LTT]; /* token-local groups: group of tile row r, in the tile */
 } qattn_qf_lean_args;
 
+/* A staged tile of V^T codes to global memory: stage holds D channels x
+ * QATTN_QF_LTT tokens as 8-byte slots [D][SL] (SL = QATTN_QF_LTT / 8), the
+ * slot of tokens 8s .. 8s + 7 of channel ch at s ^ (c & (SL - 1)) (c = ch >> 3);
+ * so slots 2m, 2m + 1 of channel ch are the 16-byte unit m ^ (f >> 1)
+ * (f = c & (SL - 1)), halves swapped when f is odd. Channel ch goes to
+ * dst + ch * npad in 16-byte runs; ST_STREAM: with the streaming store hint. */
+template <int D, int NT, int ST_STREAM>
+static __device__ __forceinline__ void qattn_qf_vt_flush(const uint4 *stage, uint8_t *dst, int64_t npad, int tid)
+{
+    enum { SL = QATTN_QF_LTT / 8 };
+    for (int q = tid; q < D * SL / 2; q += NT) {
+        const int ch = q / (SL / 2), m = q % (SL / 2), f = (ch >> 3) & (SL - 1);
+        const uint4 v = stage[ch * (SL / 2) + (m ^ (f >> 1))];
+        uint4 *to = (uint4 *)(dst + (int64_t)ch * npad + 16 * m);
+        const uint4 w = f & 1 ? uint4{v.z, v.w, v.x, v.y} : v;
+        if (ST_STREAM)
+            qattn_port_st_stream(to, w);
+        else
+            *to = w;
+    }
+}
+
 template <int IN, int FMT, int SM, int UNI, int TR, int LC>
 __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps per scheduler */
     qattn_qf_lean_kernel(qattn_kernels_quant_params p, qattn_qf_lean_args la)
@@ -823,14 +845,7 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
             stage[(c * 8 + j) * SL + slot] = w;
         }
         __syncthreads();
-        /* 16-byte runs: slots 2m, 2m + 1 of channel ch are the 16-byte unit
-         * m ^ (f >> 1) (f = ch >> 3: its c), halves swapped when f is odd */
-        uint8_t *dst = (uint8_t *)p.codes + hb * D * p.npad + tb;
-        for (int q = tid; q < D * SL / 2; q += NT) {
-            const int ch = q / (SL / 2), m = q % (SL / 2), f = (ch >> 3) & (SL - 1);
-            const uint4 v = ls_stage[ch * (SL / 2) + (m ^ (f >> 1))];
-            *(uint4 *)(dst + (int64_t)ch * p.npad + 16 * m) = f & 1 ? uint4{v.z, v.w, v.x, v.y} : v;
-        }
+        qattn_qf_vt_flush<D, NT, 0>(ls_stage, (uint8_t *)p.codes + hb * D * p.npad + tb, p.npad, tid);
     }
 #undef QATTN_QF_LVAL
 }

@@ -55,6 +55,7 @@
 #define QATTN_QS_STAGES 2  /* tiles in the shared-memory ring */
 #define QATTN_QS_TPR 4     /* tiles per slice aimed for (QATTN_QUANT_STREAM_TPR=n in the environment: n) */
 #define QATTN_QS_FLUSH 8   /* partials read in flight per thread in the combine */
+static_assert(QATTN_QS_TT == QATTN_QF_LTT, "the streamed kernel uses the lean kernel's group tables and V^T stage");
 
 typedef struct qattn_qs_args {
     qattn_qf_lean_args g;             /* group tables and channel shift (qattn_qf_lean_args_of) */
@@ -629,16 +630,8 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                             stage[(c * 8 + j) * SL + slot] = uint2{cw.x & keep0, cw.y & keep1};
                         }
                 __syncthreads();
-                /* 16-byte runs: slots 2m, 2m + 1 of channel ch are the 16-byte unit m ^ (f >> 1) (f = ch >> 3:
-                 * its c), halves swapped when f is odd */
-                uint8_t *dst = (uint8_t *)p.codes + hb * D * p.npad + tb;
-                const uint4 *st4 = (const uint4 *)stage;
-                for (int q = tid; q < D * SL / 2; q += NT) {
-                    const int ch = q / (SL / 2), m = q % (SL / 2), f = (ch >> 3) & (SL - 1);
-                    const uint4 cv = st4[ch * (SL / 2) + (m ^ (f >> 1))];
-                    qattn_port_st_stream((uint4 *)(dst + (int64_t)ch * p.npad + 16 * m),
-                                         f & 1 ? uint4{cv.z, cv.w, cv.x, cv.y} : cv);
-                }
+                qattn_qf_vt_flush<D, NT, 1>((const uint4 *)stage, (uint8_t *)p.codes + hb * D * p.npad + tb, p.npad,
+                                            tid);
             }
 #undef QATTN_QS_VAL
 #undef QATTN_QS_XV
