@@ -16,7 +16,7 @@ apt-get and dpkg-deb.  Steps:
      (whitespace- and case-insensitive) across the whole corpus.
   4. Cut each document into chunks of at most CHUNK_BYTES at paragraph
      boundaries; every 50th chunk (global index % 50 == 17) is held out (2%).
-  5. Write data/work/corpus/train.txt and heldout.txt (chunks separated by a
+  5. Write data/scratch/corpus/train.txt and heldout.txt (chunks separated by a
      line holding only the ASCII record separator \\x1e) and
      data/corpus/MANIFEST.tsv (package, version, license, files, bytes) plus
      data/corpus/SHA256SUMS.
@@ -39,7 +39,7 @@ import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RAW = os.path.join(HERE, "corpus", "raw")
-OUTDIR = os.path.join(HERE, "work", "corpus")
+OUTDIR = os.path.join(HERE, "scratch", "corpus")
 MANIFEST = os.path.join(HERE, "corpus", "MANIFEST.tsv")
 SUMS = os.path.join(HERE, "corpus", "SHA256SUMS")
 CHUNK_BYTES = 20000

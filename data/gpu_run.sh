@@ -6,7 +6,7 @@
 #   bash data/gpu_run.sh qattn-qwen2-hd64      train + export that model (RUN_CHECK=1: check first)
 #   bash data/gpu_run.sh qattn-qwen2-hd128     likewise
 #
-# Needs .carry/train.txt.xz and .carry/heldout.txt.xz (xz -9 of data/work/corpus/*.txt,
+# Needs .carry/train.txt.xz and .carry/heldout.txt.xz (xz -9 of data/scratch/corpus/*.txt,
 # written by data/build_corpus.py) and, except in smoke mode, data/tokenizer.json.
 # Results go to $OUT (default /tmp/qattn-out); the .h5 comes back split in 15 MiB parts
 # (cat MODEL.h5.part* > MODEL.h5).  Run it as
