@@ -27,9 +27,9 @@
  * makes resident together (grid = multiprocessors x occupancy at most).
  *
  * Loads: every thread copies its own 8 rows x 8 channels of every tile into
- * its own place in a ring of QATTN_QS_STAGES tiles of shared memory with
+ * its own place in a ring of qattn_qs_stages(...) tiles of shared memory with
  * 16-byte asynchronous copies (qattn_port_cp16): before it reads tile i it
- * issues tile i + QATTN_QS_STAGES - 1, across the phases and units (the
+ * issues tile i + stages - 1, across the phases and units (the
  * statistics wait and combine run while the next tiles arrive); a thread
  * reads back only what it copied, so the ring needs no block barrier. The
  * codes are stored with the streaming hint (qattn_port_st_stream): they are
@@ -52,7 +52,6 @@
 #define QATTN_KERNELS_QUANT_STREAM_H
 
 #define QATTN_QS_TT 128    /* tokens per tile (= QATTN_QF_LTT: the lean kernel's group tables) */
-#define QATTN_QS_STAGES 2  /* tiles in the shared-memory ring */
 #define QATTN_QS_TPR 4     /* tiles per slice aimed for (QATTN_QUANT_STREAM_TPR=n in the environment: n) */
 #define QATTN_QS_FLUSH 8   /* partials read in flight per thread in the combine */
 static_assert(QATTN_QS_TT == QATTN_QF_LTT, "the streamed kernel uses the lean kernel's group tables and V^T stage");
@@ -178,22 +177,32 @@ static __device__ __forceinline__ float qattn_qs_rowmax(const float (&am)[8], in
     return a1;
 }
 
+/* Tiles in the shared-memory ring: 3 where two blocks (d = 128; four at
+ * d = 64) still fit on a multiprocessor with them, that is without the
+ * V^T stages (TR) and with one statistics row set (smoothing or min / max,
+ * not both); else 2. One tile in flight left phase 1 waiting on DRAM (H100
+ * profile: 7-11% of the stall samples at the wait; kernels/NOTES.md). */
+static __host__ __device__ constexpr int qattn_qs_stages(int tr, int sm, int uni)
+{
+    return tr || (sm && uni) ? 2 : 3;
+}
+
 /* Dynamic shared memory (all of it dynamic: the host simulation runs these
  * blocks side by side), in bytes from the start:
- *   ring   [STAGES][TT][d] 16-bit input rows
+ *   ring   [stages][TT][d] 16-bit input rows
  *   tstage TR: [2][d][TT] codes (V^T, double-buffered); the statistics rows
  *          share it (used at the end of phase 1 only, after a barrier)
- *   red    statistics rows [d / 16 warps][d]: double sums, float minima,
- *          float maxima (at tstage with TR)
+ *   red    statistics rows [d / 16 warps][d]: double sums (smoothing), float
+ *          minima and float maxima (uniform groups) (at tstage with TR)
  *   cmean, cscale [d] floats, cmax [d] amax bits (per channel / group)
  *   gmax   [3][TT] token-group amax bits (triple-buffered: one barrier per tile)
- *   wsc    [d / 16 warps][rows of a warp] float4: scale, lo, hi of each row's group */
-static __host__ __device__ __forceinline__ size_t qattn_qs_smem(int d, int tr, int stats)
+ *   wsc    [d / 16 warps][rows of a warp] float4: scale, lo, hi of each row's group
+ * sm: smoothing over the sequence; uni: token-uniform groups. */
+static __host__ __device__ __forceinline__ size_t qattn_qs_smem(int d, int tr, int sm, int uni)
 {
-    const size_t nw = (size_t)d / 16, ring = (size_t)QATTN_QS_STAGES * QATTN_QS_TT * d * 2;
-    const size_t ts = tr ? 2 * (size_t)d * QATTN_QS_TT : 0, red = stats ? nw * d * 16 : 0;
-    return ring + (ts > red ? ts : tr ? ts : red) + 3 * (size_t)d * 4 + 3 * (size_t)QATTN_QS_TT * 4 +
-           (size_t)QATTN_QS_TT * 16;
+    const size_t nw = (size_t)d / 16, ring = (size_t)qattn_qs_stages(tr, sm, uni) * QATTN_QS_TT * d * 2;
+    const size_t ts = tr ? 2 * (size_t)d * QATTN_QS_TT : 0, red = nw * d * ((sm ? 8 : 0) + (uni ? 8 : 0));
+    return ring + (ts > red ? ts : red) + 3 * (size_t)d * 4 + 3 * (size_t)QATTN_QS_TT * 4 + (size_t)QATTN_QS_TT * 16;
 }
 
 /* one unit (head, sequence) as the producer and the consumer see it */
@@ -234,14 +243,15 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
     enum {
         L = 1 << LC, RPI = 32 >> LC, NT = 16 << LC, NW = NT / 32, D = 8 << LC, TT = QATTN_QS_TT,
         WR = 8 * RPI, /* rows of a warp */
-        S = QATTN_QS_STAGES, SL = QATTN_QS_TT / 8, STATS = SM == QATTN_KERNELS_SMOOTH_TOKENS || UNI
+        SL = QATTN_QS_TT / 8, STATS = SM == QATTN_KERNELS_SMOOTH_TOKENS || UNI,
+        S = qattn_qs_stages(TR, SM == QATTN_KERNELS_SMOOTH_TOKENS, UNI)
     };
     QATTN_DYNAMIC_SHARED(uint4, qs_smem);
     unsigned char *ring = (unsigned char *)qs_smem;
     unsigned char *tstage = ring + (size_t)S * TT * D * 2;               /* TR: [2][D][TT] codes */
     double *red = (double *)tstage;                                      /* STATS: [NW][D] sums, minima, maxima */
-    float *redmn = (float *)(red + NW * D), *redmx = redmn + NW * D;
-    const size_t tsz = TR ? 2 * D * TT : 0, rsz = STATS ? NW * D * 16 : 0;
+    float *redmn = (float *)(red + (SM ? NW * D : 0)), *redmx = redmn + NW * D;
+    const size_t tsz = TR ? 2 * D * TT : 0, rsz = NW * D * ((SM ? 8 : 0) + (UNI ? 8 : 0));
     float *cmean = (float *)(tstage + (tsz > rsz ? tsz : rsz)), *cscale = cmean + D;
     unsigned *cmax = (unsigned *)(cscale + D), *gmax = cmax + D; /* gmax: [3][TT] */
     float4 *wsc = (float4 *)(gmax + 3 * TT);                     /* [NW][WR] */
@@ -261,7 +271,7 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
     const int64_t nchunk = qattn_qf_nchunk(p);
 
     /* the producer: the thread's 8 rows of the next tile into the ring, S - 1 tiles ahead */
-    qattn_qs_unit pu;
+    qattn_qs_unit pu = {};
     int pph = STATS ? 1 : 2, pt = 0, pt1 = 0;
     const uint16_t *px = (const uint16_t *)0; /* the unit's row r0 of tile 0, the thread's channels */
     auto pnext = [&]() { /* the next non-empty phase from (pu, pph) on */
@@ -310,6 +320,13 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
         produce();
 
     bool nonfin = false;
+    /* token-local groups, the same in every tile (registers, not indexed
+     * loads from the arguments in the tile loop): the group of the row whose
+     * maximum the lane ends with; lanes < WR: the group of the warp's row
+     * `lane` and whether that row is its group's first */
+    const int srow = w * WR + (lane < WR ? lane : 0);
+    const int gi_rm = UNI ? 0 : a.g.grp[r0 + qattn_qs_rowmax_row<LC>(c)], gi_row = UNI ? 0 : a.g.grp[srow];
+    const bool first_row = !UNI && (a.first[srow >> 5] >> (srow & 31) & 1u);
     for (int u = g; u < units; u += a.ngroup) {
         qattn_qs_unit un;
         qattn_qs_unit_of(p, u, un);
@@ -384,7 +401,8 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                 QATTN_UNROLL
                 for (int j = 0; j < 8; j++) {
                     const int e = w * D + c * 8 + j;
-                    red[e] = SM ? s[j] : 0.0;
+                    if (SM)
+                        red[e] = s[j];
                     if (UNI && SM) {
                         redmn[e] = mn[j];
                         redmx[e] = mx[j];
@@ -406,7 +424,8 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                     double sum = 0.0;
                     float lo1 = qattn_kfmt_u2f(QATTN_KFMT_INF), hi1 = -lo1;
                     for (int ww = 0; ww < NW; ww++) { /* warps in order */
-                        sum += red[ww * D + ch];
+                        if (SM)
+                            sum += red[ww * D + ch];
                         if (UNI) {
                             lo1 = fminf(lo1, redmn[ww * D + ch]);
                             hi1 = fmaxf(hi1, redmx[ww * D + ch]);
@@ -420,9 +439,11 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                     wmx[o + ch] = hi1;
                 }
             }
-            __threadfence();
+            /* the block's partials before its count: the barrier, then one
+             * thread's (cumulative) device-scope fence, as a grid barrier does */
             __syncthreads();
             if (tid == 0) {
+                __threadfence();
                 atomicAdd(&cnt[1 + 2 * u], 1u);
                 while (((volatile unsigned *)cnt)[1 + 2 * u] < (unsigned)a.nrank)
                     qattn_port_pause();
@@ -535,21 +556,20 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                     const float rm = qattn_qs_rowmax<LC>(am, c);
                     const int rr = qattn_qs_rowmax_row<LC>(c);
                     if ((LC == 3 || !(c & 1)) && rr < nv && rm > 0.0f)
-                        atomicMax(&gm[a.g.grp[r0 + rr]], qattn_kfmt_f2u(rm));
+                        atomicMax(&gm[gi_rm], qattn_kfmt_f2u(rm));
                 }
                 __syncthreads();
                 /* gmax of two tiles back: read before this barrier, next written after the next one */
                 for (int i = tid; i < TT; i += NT)
                     gmax[((nt2done + 2) % 3) * TT + i] = 0u;
                 if (lane < WR) {
-                    const int row = w * WR + lane, gi = a.g.grp[row];
                     float4 e;
-                    e.x = qattn_kfmt_scale_for(FMT, qattn_kfmt_u2f(gm[gi]), p.group.e8m0);
+                    e.x = qattn_kfmt_scale_for(FMT, qattn_kfmt_u2f(gm[gi_row]), p.group.e8m0);
                     qattn_qs_brk(e.x, e.y, e.z);
                     e.w = 0.0f;
                     wsc[w * WR + lane] = e;
-                    const int64_t gg = (int64_t)t * a.g.gpt + gi;
-                    if ((a.first[row >> 5] >> (row & 31) & 1u) && gg < p.ntok)
+                    const int64_t gg = (int64_t)t * a.g.gpt + gi_row;
+                    if (first_row && gg < p.ntok)
                         p.scale[hb * p.ntok + gg] = e.x;
                 }
                 qattn_port_syncwarp();
@@ -715,7 +735,7 @@ static int qattn_qs_plan(const qattn_kernels_quant_params &p, qattn_qs_fn *fn, i
     if (units > 0x7fffffff / 2 || tspan > 0x7fffffff)
         return 0;
     const qattn_qs_fn f = qattn_qf_ladder<qattn_qs_family, IN>(p);
-    const size_t sm = qattn_qs_smem(p.d, transposed, stats);
+    const size_t sm = qattn_qs_smem(p.d, transposed, p.smooth == QATTN_KERNELS_SMOOTH_TOKENS, uniform);
     const int nt = 2 * p.d;
     const int cap = qattn_qs_capacity(f, nt, sm);
     if (cap <= 0)
