@@ -198,11 +198,16 @@ static __host__ __device__ constexpr int qattn_qs_stages(int tr, int sm, int uni
  *   gmax   [3][TT] token-group amax bits (triple-buffered: one barrier per tile)
  *   wsc    [d / 16 warps][rows of a warp] float4: scale, lo, hi of each row's group
  * sm: smoothing over the sequence; uni: token-uniform groups. */
+static __host__ __device__ __forceinline__ size_t qattn_qs_smem_mid(int d, int tr, int sm, int uni)
+{ /* the bytes of tstage / red (they share one region) */
+    const size_t ts = tr ? 2 * (size_t)d * QATTN_QS_TT : 0, red = (size_t)d / 16 * d * ((sm ? 8 : 0) + (uni ? 8 : 0));
+    return ts > red ? ts : red;
+}
 static __host__ __device__ __forceinline__ size_t qattn_qs_smem(int d, int tr, int sm, int uni)
 {
-    const size_t nw = (size_t)d / 16, ring = (size_t)qattn_qs_stages(tr, sm, uni) * QATTN_QS_TT * d * 2;
-    const size_t ts = tr ? 2 * (size_t)d * QATTN_QS_TT : 0, red = nw * d * ((sm ? 8 : 0) + (uni ? 8 : 0));
-    return ring + (ts > red ? ts : red) + 3 * (size_t)d * 4 + 3 * (size_t)QATTN_QS_TT * 4 + (size_t)QATTN_QS_TT * 16;
+    const size_t ring = (size_t)qattn_qs_stages(tr, sm, uni) * QATTN_QS_TT * d * 2;
+    return ring + qattn_qs_smem_mid(d, tr, sm, uni) + 3 * (size_t)d * 4 + 3 * (size_t)QATTN_QS_TT * 4 +
+           (size_t)QATTN_QS_TT * 16;
 }
 
 /* one unit (head, sequence) as the producer and the consumer see it */
@@ -243,16 +248,15 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
     enum {
         L = 1 << LC, RPI = 32 >> LC, NT = 16 << LC, NW = NT / 32, D = 8 << LC, TT = QATTN_QS_TT,
         WR = 8 * RPI, /* rows of a warp */
-        SL = QATTN_QS_TT / 8, STATS = SM == QATTN_KERNELS_SMOOTH_TOKENS || UNI,
-        S = qattn_qs_stages(TR, SM == QATTN_KERNELS_SMOOTH_TOKENS, UNI)
+        SL = QATTN_QS_TT / 8, SMT = SM == QATTN_KERNELS_SMOOTH_TOKENS, STATS = SMT || UNI,
+        S = qattn_qs_stages(TR, SMT, UNI)
     };
     QATTN_DYNAMIC_SHARED(uint4, qs_smem);
     unsigned char *ring = (unsigned char *)qs_smem;
     unsigned char *tstage = ring + (size_t)S * TT * D * 2;               /* TR: [2][D][TT] codes */
     double *red = (double *)tstage;                                      /* STATS: [NW][D] sums, minima, maxima */
     float *redmn = (float *)(red + (SM ? NW * D : 0)), *redmx = redmn + NW * D;
-    const size_t tsz = TR ? 2 * D * TT : 0, rsz = NW * D * ((SM ? 8 : 0) + (UNI ? 8 : 0));
-    float *cmean = (float *)(tstage + (tsz > rsz ? tsz : rsz)), *cscale = cmean + D;
+    float *cmean = (float *)(tstage + qattn_qs_smem_mid(D, TR, SMT, UNI)), *cscale = cmean + D;
     unsigned *cmax = (unsigned *)(cscale + D), *gmax = cmax + D; /* gmax: [3][TT] */
     float4 *wsc = (float4 *)(gmax + 3 * TT);                     /* [NW][WR] */
 
