@@ -45,8 +45,10 @@
  * (an exact tie of the code's rounding, e.g. with a power-of-two scale: one
  * warp-row or warp-channel in five on the benchmark's V) the 8 codes come
  * from the exact quotients, by one correction step (qattn_qs_code1) or,
- * where that could underflow, the division. Zero scale: lo = hi = 0 (codes
- * 0); scales below 2^-126 (1 / s would overflow): lo = 0, hi = NaN (always
+ * where that could underflow, the division. Zero scale: lo = 0, hi = -0
+ * (int8 / int4: both code 0; e4m3: the products +-0 of the two brackets
+ * disagree, and the exact path writes code 0 for -0 too, as quant/ writes +0
+ * for a zero group); scales below 2^-126 (1 / s would overflow): lo = 0, hi = NaN (always
  * the exact path, by the division). */
 #ifndef QATTN_KERNELS_QUANT_STREAM_H
 #define QATTN_KERNELS_QUANT_STREAM_H
@@ -67,8 +69,9 @@ typedef struct qattn_qs_args {
 /* brackets of 1 / s (see the header comment) */
 static __device__ __forceinline__ void qattn_qs_brk(float s, float &lo, float &hi)
 {
-    if (!(s > 0.0f)) {
-        lo = hi = 0.0f;
+    if (!(s > 0.0f)) { /* int8 / int4: both codes 0; e4m3: +0 and -0 disagree (the exact path: +0, as quant/) */
+        lo = 0.0f;
+        hi = -0.0f;
     } else if (s < 0x1p-126f) {
         lo = 0.0f;
         hi = qattn_kfmt_u2f(QATTN_KFMT_QNAN);

@@ -110,7 +110,10 @@ static float make_value(size_t c, double offs)
  * channel 0; 2: e4m3 midpoints in [1, 2) with 448 every 50th token (channel
  * scales 1); 4: the same with 448 in channel 0 (token scales 1); 5: int8
  * (k + 0.5) * 0.4375 with 55.5625 in channel 0 (token scales 0.4375, whose
- * fp32 reciprocal moves some quotients off their ties) */
+ * fp32 reciprocal moves some quotients off their ties); 6: mode 2's values
+ * with signed zeros (+0 in even, -0 in odd channels) in every token t % 5 == 2
+ * and every channel c % 9 == 4, so that token and channel groups of zeros
+ * (scale 0) hold -0 (code 0, as quant/ writes +0 for a zero group) */
 static float tie_value(int mode, size_t t, size_t c)
 {
     float sign = (t + c) & 1 ? -1.0f : 1.0f;
@@ -120,6 +123,8 @@ static float tie_value(int mode, size_t t, size_t c)
         return c == 0 ? 55.5625f : sign * ((float)((c * 7 + t) % 127) + 0.5f) * 0.4375f;
     if (mode == 3)
         return c == 0 ? 7.0f : sign * ((float)((c + t) % 7) + 0.5f);
+    if (mode == 6 && (t % 5 == 2 || c % 9 == 4))
+        return c & 1 ? -0.0f : 0.0f;
     if ((mode == 2 && t % 50 == 0) || (mode == 4 && c == 0))
         return 448.0f;
     return sign * (1.0f + (float)(2 * ((t + c) % 8) + 1) / 16.0f);
@@ -363,6 +368,11 @@ int main(int argc, char **argv)
         {"int4", "thread:32/8/1", NO, 0, F16, 64, 1, 1, {64}, 0, 0, 0, 1, 0, 3},
         {"e4m3", "channel", NO, 0, F16, 64, 1, 1, {100}, 0, 0, 1, 1, 0, 2},
         {"e4m3", "token", NO, 0, B16, 64, 1, 1, {40}, 0, 0, 0, 1, 0, 4},
+        /* groups of signed zeros (scale 0) */
+        {"e4m3", "token", NO, 0, F16, 64, 1, 1, {40}, 0, 0, 0, 1, 0, 6},
+        {"e4m3", "channel", NO, 0, F16, 128, 1, 1, {100}, 0, 0, 1, 1, 0, 6},
+        {"e4m3", "channel", TOK, 0, B16, 64, 1, 1, {70}, 0, 0, 0, 1, 0, 6},
+        {"int8", "token", NO, 0, B16, 128, 1, 1, {40}, 0, 0, 0, 1, 0, 6},
         /* not fused (the portable kernels run): split Q/K groups, d % 16, tile too large, fp16 casts */
         {"int8", "token,ch:32", NO, 0, F16, 64, 2, 1, {40}, 0, 0, 0, 0, 0, 0},
         {"int8", "token", NO, 0, F16, 72, 2, 1, {40}, 0, 0, 0, 0, 0, 0},
