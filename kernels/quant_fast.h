@@ -223,6 +223,109 @@ static __device__ __forceinline__ uint2 qattn_qf_code8(int fmt, const float (&v)
     return w;
 }
 
+/* Codes without a division, second form (qattn_qs_code8: the streamed
+ * kernel, and the lean kernel's int8 / e4m3 codes; the first form,
+ * qattn_qf_code8, serves the other formats): with r = fl(1 / s) and the
+ * brackets lo, hi = r -+ 4 ulp (1 / s lies strictly inside, at more than
+ * 3 * 2^-24 relative), v lo and v hi enclose fl(v / s) (1 rounding, at most
+ * 2^-24 relative); the codes are monotonic in their argument, so when the
+ * codes of the two brackets agree (int8 / int4: fma(v, lo|hi, 1.5 * 2^23)
+ * rounds v * lo|hi once to the integer; e4m3: fl(v * lo|hi) and the
+ * saturating conversion) that is the code of fl(v / s) (quant/'s). Otherwise
+ * (an exact tie of the code's rounding, e.g. with a power-of-two scale: one
+ * warp-row or warp-channel in five on the benchmark's V) the 8 codes come
+ * from the exact quotients, by one correction step (qattn_qs_code1) or,
+ * where that could underflow, the division. Zero scale: lo = 0, hi = -0
+ * (int8 / int4: both code 0; e4m3: the products +-0 of the two brackets
+ * disagree, and the exact path writes code 0 for -0 too, as quant/ writes +0
+ * for a zero group); scales below 2^-126 (1 / s would overflow): lo = 0,
+ * hi = NaN (always the exact path, by the division). qattn_qs_brk: the
+ * brackets of 1 / s. */
+static __device__ __forceinline__ void qattn_qs_brk(float s, float &lo, float &hi)
+{
+    if (!(s > 0.0f)) { /* int8 / int4: both codes 0; e4m3: +0 and -0 disagree (the exact path: +0, as quant/) */
+        lo = 0.0f;
+        hi = -0.0f;
+    } else if (s < 0x1p-126f) {
+        lo = 0.0f;
+        hi = qattn_kfmt_u2f(QATTN_KFMT_QNAN);
+    } else {
+        const unsigned r = qattn_kfmt_f2u(1.0f / s);
+        lo = qattn_kfmt_u2f(r - 4u);
+        hi = qattn_kfmt_u2f(r + 4u);
+    }
+}
+
+/* the codes of 8 values v (smoothed) from the brackets lo, hi of their
+ * scales: bytes (.x: values 0..3, low byte first) or int4 nibbles (.x);
+ * diff != 0 when a bracket pair disagrees (then qattn_qs_code8_exact) */
+template <int FMT>
+static __device__ __forceinline__ uint2 qattn_qs_code8(const float (&v)[8], const float (&lo)[8], const float (&hi)[8],
+                                                      unsigned &diff)
+{
+    uint2 w = {0u, 0u};
+    diff = 0u;
+    if (FMT == QATTN_FMT_INT8 || FMT == QATTN_FMT_INT4) {
+        unsigned t[8];
+        QATTN_UNROLL
+        for (int j = 0; j < 8; j++) {
+            t[j] = qattn_kfmt_f2u(qattn_port_fma(v[j], lo[j], 12582912.0f));
+            diff |= t[j] ^ qattn_kfmt_f2u(qattn_port_fma(v[j], hi[j], 12582912.0f));
+        }
+        if (FMT == QATTN_FMT_INT8) {
+            w.x = qattn_port_byte_perm(qattn_port_byte_perm(t[0], t[1], 0x0040u), qattn_port_byte_perm(t[2], t[3], 0x0040u),
+                                       0x5410u);
+            w.y = qattn_port_byte_perm(qattn_port_byte_perm(t[4], t[5], 0x0040u), qattn_port_byte_perm(t[6], t[7], 0x0040u),
+                                       0x5410u);
+        } else {
+            QATTN_UNROLL
+            for (int j = 0; j < 8; j++)
+                w.x |= (t[j] & 0xfu) << (4 * j);
+        }
+    } else { /* e4m3 */
+        unsigned a[4];
+        QATTN_UNROLL
+        for (int j = 0; j < 4; j++) {
+            a[j] = qattn_port_e4m3x2(v[2 * j] * lo[2 * j], v[2 * j + 1] * lo[2 * j + 1]);
+            diff |= a[j] ^ qattn_port_e4m3x2(v[2 * j] * hi[2 * j], v[2 * j + 1] * hi[2 * j + 1]);
+        }
+        w.x = a[0] | a[1] << 16;
+        w.y = a[2] | a[3] << 16;
+    }
+    return w;
+}
+/* the code of the exact quotient v / s by the division (out of line: rarely needed) */
+template <int FMT>
+static __device__ __noinline__ unsigned qattn_qs_code1_div(float v, float s)
+{
+    return s > 0.0f ? qattn_qf_code(FMT, v / s) : 0u;
+}
+/* the code of fl(v / s) from the bracket lo of 1 / s (qattn_qs_brk): with
+ * r = fl(1 / s) = lo + 4 ulp and q = fl(v r), e = v - q s is exact (one
+ * fma) and fl(q + e r) = fl(v / s) (Markstein's correction) while nothing
+ * underflows: s >= 2^-126 (lo > 0) and |v| >= 2^-100; else (and for v = 0,
+ * whose sign the correction loses) the division */
+template <int FMT>
+static __device__ __forceinline__ unsigned qattn_qs_code1(float v, float s, float lo)
+{
+    if (lo > 0.0f && fabsf(v) >= 0x1p-100f) {
+        const float r = qattn_kfmt_u2f(qattn_kfmt_f2u(lo) + 4u), q = v * r;
+        return qattn_qf_code(FMT, qattn_port_fma(qattn_port_fma(-q, s, v), r, q));
+    }
+    return qattn_qs_code1_div<FMT>(v, s);
+}
+/* the 8 codes of qattn_qs_code8 from the exact quotients (scales s, brackets lo) */
+template <int FMT>
+static __device__ __forceinline__ uint2 qattn_qs_code8_exact(const float (&v)[8], const float (&s)[8],
+                                                            const float (&lo)[8])
+{
+    uint2 w = {0u, 0u};
+    QATTN_UNROLL
+    for (int j = 0; j < 8; j++)
+        qattn_qf_put8(w, FMT, j, qattn_qs_code1<FMT>(v[j], s[j], lo[j]));
+    return w;
+}
+
 /* qattn_kgroup_tok_index in 32-bit arithmetic (t < 2^31) */
 static __device__ __forceinline__ int qattn_qf_tok_index(const qattn_group &g, int t)
 {
@@ -239,15 +342,19 @@ static __device__ __forceinline__ int qattn_qf_tok_index(const qattn_group &g, i
 }
 
 /* token-local groups g0 + g, g < ngt, of head and sequence hb: scale and
- * rcp from the amax bits gmax[g] into shared memory, scales to p.scale */
+ * rcp (hi NULL) or the brackets rcp = lo, hi of 1 / s (qattn_qs_brk) from
+ * the amax bits gmax[g] into shared memory, scales to p.scale */
 static __device__ __forceinline__ void qattn_qf_group_scales(const qattn_kernels_quant_params &p, int fmt,
                                                              const unsigned *gmax, float *scale, float *rcp, int ngt,
-                                                             int64_t g0, int64_t hb, int nthr)
+                                                             int64_t g0, int64_t hb, int nthr, float *hi = NULL)
 {
     for (int g = (int)threadIdx.x; g < ngt; g += nthr) {
         const float s = qattn_kfmt_scale_for(fmt, qattn_kfmt_u2f(gmax[g]), p.group.e8m0);
         scale[g] = s;
-        rcp[g] = qattn_qf_rcp(fmt, s);
+        if (hi)
+            qattn_qs_brk(s, rcp[g], hi[g]);
+        else
+            rcp[g] = qattn_qf_rcp(fmt, s);
         if (g0 + g < p.ntok)
             p.scale[hb * p.ntok + g0 + g] = s;
     }
@@ -691,6 +798,34 @@ __global__ void __launch_bounds__(QATTN_QF_THREADS, NI == 1 && SM != QATTN_KERNE
     qattn_qf_encode_tile<IN, FMT, SM, UNI, NI, 0>(p, tt, tile, h, b, t0, n, toff, sh, (const uint16_t *)0, 0, 0);
 }
 
+/* Row maxima of the 8 rows a lane holds, over the L = 2^LC lanes of each
+ * row (lane bits 0 .. LC - 1): a reduce-scatter, 4 + 2 + 1 shuffles that
+ * halve the rows each step (and one more for L = 16), instead of 8 x LC.
+ * Lane c ends with the maximum of row qattn_qs_rowmax_row<LC>(c) (for
+ * L = 16, lanes c and c ^ 1 with the same row). */
+template <int LC>
+static __device__ __forceinline__ int qattn_qs_rowmax_row(int c)
+{
+    return ((c >> (LC - 1)) & 1) * 4 + ((c >> (LC - 2)) & 1) * 2 + ((c >> (LC - 3)) & 1);
+}
+template <int LC>
+static __device__ __forceinline__ float qattn_qs_rowmax(const float (&am)[8], int c)
+{
+    const bool b2 = (c >> (LC - 1)) & 1, b1 = (c >> (LC - 2)) & 1, b0 = (c >> (LC - 3)) & 1;
+    float a4[4], a2[2];
+    QATTN_UNROLL
+    for (int i = 0; i < 4; i++)
+        a4[i] = fmaxf(b2 ? am[4 + i] : am[i], __shfl_xor(b2 ? am[i] : am[4 + i], 1 << (LC - 1)));
+    QATTN_UNROLL
+    for (int i = 0; i < 2; i++)
+        a2[i] = fmaxf(b1 ? a4[2 + i] : a4[i], __shfl_xor(b1 ? a4[i] : a4[2 + i], 1 << (LC - 2)));
+    float a1 = fmaxf(b0 ? a2[1] : a2[0], __shfl_xor(b0 ? a2[0] : a2[1], 1 << (LC - 3)));
+    QATTN_UNROLL
+    for (int o = 1; o < (1 << (LC - 3)); o <<= 1)
+        a1 = fmaxf(a1, __shfl_xor(a1, o));
+    return a1;
+}
+
 /* ---- lean encode, d = 8 << LC (64 or 128), no Q block smoothing: grid
  * (tiles of QATTN_QF_LTT tokens, heads, nseq), 16 << LC threads (d / 16
  * warps). Lane (k, c) of a warp (k = lane >> LC, c = lane & (2^LC - 1))
@@ -746,8 +881,12 @@ template <int IN, int FMT, int SM, int UNI, int TR, int LC>
 __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps per scheduler */
     qattn_qf_lean_kernel(qattn_kernels_quant_params p, qattn_qf_lean_args la)
 {
-    enum { L = 1 << LC, RPI = 32 >> LC, NT = 16 << LC, D = 8 << LC, TT = QATTN_QF_LTT, SL = QATTN_QF_LTT / 8 };
-    __shared__ float ls_scale[TT], ls_rcp[TT];
+    enum {
+        L = 1 << LC, RPI = 32 >> LC, NT = 16 << LC, D = 8 << LC, TT = QATTN_QF_LTT, SL = QATTN_QF_LTT / 8,
+        BRK = FMT == QATTN_FMT_INT8 || FMT == QATTN_FMT_E4M3, /* codes by brackets (qattn_qs_code8) */
+        M16 = !UNI && !SM                                     /* row maxima of the 16-bit magnitudes */
+    };
+    __shared__ float ls_scale[TT], ls_rcp[TT], ls_hi[BRK ? TT : 1]; /* BRK: ls_rcp, ls_hi the brackets */
     __shared__ unsigned ls_gmax[TT];
     __shared__ uint4 ls_stage[TR ? D * SL / 2 : 1]; /* TR: [D][SL] 8-byte slots */
     const int tid = (int)threadIdx.x, lane = tid & 31, c = lane & (L - 1), k = lane >> LC;
@@ -766,20 +905,25 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
     QATTN_UNROLL
     for (int u = 0; u < 8; u++)
         raw[u] = u < nv ? *(const uint4 *)(x + u * p.x_stride_tok) : uint4{0u, 0u, 0u, 0u};
-    float mean[8], sc[8], rc[8];
+    /* per channel: mean, scale, and rcp (first form) or the brackets rc, hi (BRK) */
+    float mean[8], sc[8], rc[8], hi[8];
     QATTN_UNROLL
     for (int j = 0; j < 8; j++) {
         mean[j] = SM == QATTN_KERNELS_SMOOTH_TOKENS ? p.mean[hb * D + c * 8 + j] : 0.0f;
         const int cg = la.chshift >= 0 ? (c * 8 + j) >> la.chshift : (c * 8 + j) / p.group.ch;
         sc[j] = UNI ? p.scale[hb * p.nch + cg] : 0.0f;
-        rc[j] = UNI ? qattn_qf_rcp(fmt, sc[j]) : 0.0f;
+        rc[j] = hi[j] = 0.0f;
+        if (UNI && BRK)
+            qattn_qs_brk(sc[j], rc[j], hi[j]);
+        else if (UNI)
+            rc[j] = qattn_qf_rcp(fmt, sc[j]);
     }
     unsigned nonfin = 0u;
-    QATTN_UNROLL
-    for (int u = 0; u < 8; u++)
-        nonfin |= qattn_qf_nonfin<IN>(raw[u]);
-    if ((nonfin & 0x80008000u) && p.nonfinite)
-        atomicOr(p.nonfinite, 1);
+    if (!M16) { /* M16: from the row maxima below */
+        QATTN_UNROLL
+        for (int u = 0; u < 8; u++)
+            nonfin |= qattn_qf_nonfin<IN>(raw[u]) & 0x80008000u;
+    }
 #define QATTN_QF_LVAL(u, j) (SM ? qattn_qf_dec<IN>(raw[u], j) - mean[j] : qattn_qf_dec<IN>(raw[u], j))
 
     if (!UNI) { /* token-local groups: the tile starts on a group block (qattn_qf_lean_takes) */
@@ -788,62 +932,119 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
         for (int g = tid; g < ngt; g += NT)
             ls_gmax[g] = 0u;
         __syncthreads();
+        float am[8]; /* the lane's part of each row's amax */
         QATTN_UNROLL
         for (int u = 0; u < 8; u++) {
-            float am = 0.0f;
-            QATTN_UNROLL
-            for (int j = 0; j < 8; j++)
-                am = fmaxf(am, fabsf(QATTN_QF_LVAL(u, j))); /* NaN input: flagged above */
-            QATTN_UNROLL
-            for (int o = 1; o < L; o <<= 1)
-                am = fmaxf(am, __shfl_xor(am, o));
-            if (c == 0 && u < nv && am > 0.0f)
-                atomicMax(&ls_gmax[la.grp[r0 + u]], qattn_kfmt_f2u(am));
+            if (M16) { /* the largest 16-bit magnitude (exact as a float; Inf / NaN flagged) */
+                unsigned m = qattn_port_vmaxu2(qattn_port_vmaxu2(raw[u].x & 0x7fff7fffu, raw[u].y & 0x7fff7fffu),
+                                               qattn_port_vmaxu2(raw[u].z & 0x7fff7fffu, raw[u].w & 0x7fff7fffu));
+                m = (m >> 16) > (m & 0xffffu) ? m >> 16 : m & 0xffffu;
+                nonfin |= m >= (IN == QATTN_FMT_BF16 ? 0x7f80u : 0x7c00u);
+                am[u] = IN == QATTN_FMT_BF16 ? qattn_kfmt_u2f(m << 16) : qattn_port_f16_to_f32((unsigned short)m);
+            } else {
+                am[u] = 0.0f;
+                QATTN_UNROLL
+                for (int j = 0; j < 8; j++)
+                    am[u] = fmaxf(am[u], fabsf(QATTN_QF_LVAL(u, j))); /* NaN input: flagged above */
+            }
+        }
+        { /* row maxima over the row's lanes (reduce-scatter), one shared atomicMax per row */
+            const float rm = qattn_qs_rowmax<LC>(am, c);
+            const int rr = qattn_qs_rowmax_row<LC>(c);
+            if ((LC == 3 || !(c & 1)) && rr < nv && rm > 0.0f)
+                atomicMax(&ls_gmax[la.grp[r0 + rr]], qattn_kfmt_f2u(rm));
         }
         __syncthreads();
-        qattn_qf_group_scales(p, fmt, ls_gmax, ls_scale, ls_rcp, ngt, g0, hb, NT);
+        qattn_qf_group_scales(p, fmt, ls_gmax, ls_scale, ls_rcp, ngt, g0, hb, NT, BRK ? ls_hi : NULL);
         __syncthreads();
     }
+    if (nonfin && p.nonfinite)
+        atomicOr(p.nonfinite, 1);
 
     if (!TR) {
         uint8_t *dst = (uint8_t *)p.codes + ((int64_t)h * p.tokens + toff + tb + r0) * p.row;
+        unsigned dm = 0u; /* BRK: rows whose brackets disagree */
         QATTN_UNROLL
         for (int u = 0; u < 8; u++) {
             if (u >= nv)
                 continue;
-            float v[8], sg[8], rg[8];
+            float v[8], sg[8], rg[8], hg[8];
             const int gi = UNI ? 0 : la.grp[r0 + u];
             QATTN_UNROLL
             for (int j = 0; j < 8; j++) {
                 v[j] = QATTN_QF_LVAL(u, j);
                 sg[j] = UNI ? sc[j] : ls_scale[gi];
                 rg[j] = UNI ? rc[j] : ls_rcp[gi];
+                hg[j] = UNI ? hi[j] : BRK ? ls_hi[gi] : 0.0f;
             }
-            const uint2 w = qattn_qf_code8(fmt, v, sg, rg);
+            uint2 w;
+            if (BRK) {
+                unsigned dd;
+                w = qattn_qs_code8<FMT>(v, rg, hg, dd);
+                dm |= dd ? 1u << u : 0u;
+            } else {
+                w = qattn_qf_code8(fmt, v, sg, rg);
+            }
             if (fmt == QATTN_FMT_INT4)
                 *(unsigned *)(dst + u * p.row + c * 4) = w.x;
             else
                 *(uint2 *)(dst + u * p.row + c * 8) = w;
         }
+        if (BRK && dm) /* the rare rows whose brackets disagree, again from the exact quotients */
+            QATTN_UNROLL
+            for (int u = 0; u < 8; u++)
+                if (dm >> u & 1u) {
+                    float v[8], sg[8], rg[8];
+                    const int gi = UNI ? 0 : la.grp[r0 + u];
+                    QATTN_UNROLL
+                    for (int j = 0; j < 8; j++) {
+                        v[j] = QATTN_QF_LVAL(u, j);
+                        sg[j] = UNI ? sc[j] : ls_scale[gi];
+                        rg[j] = UNI ? rc[j] : ls_rcp[gi];
+                    }
+                    *(uint2 *)(dst + u * p.row + c * 8) = qattn_qs_code8_exact<FMT>(v, sg, rg);
+                }
     } else {
         uint2 *stage = (uint2 *)ls_stage;
         const int slot = (r0 >> 3) ^ (c & (SL - 1));
+        /* zero past the sequence */
+        const unsigned keep0 = nv >= 4 ? 0xffffffffu : nv > 0 ? 0xffffffffu >> (32 - 8 * nv) : 0u;
+        const unsigned keep1 = nv >= 8 ? 0xffffffffu : nv > 4 ? 0xffffffffu >> (64 - 8 * nv) : 0u;
+        unsigned dm = 0u; /* BRK: channels whose brackets disagree */
         QATTN_UNROLL
         for (int j = 0; j < 8; j++) {
-            float v[8], sj[8], rj[8];
+            float v[8], sj[8], rj[8], hj[8];
             QATTN_UNROLL
             for (int u = 0; u < 8; u++) {
                 v[u] = QATTN_QF_LVAL(u, j);
                 sj[u] = sc[j];
                 rj[u] = rc[j];
+                hj[u] = hi[j];
             }
-            uint2 w = qattn_qf_code8(fmt, v, sj, rj);
-            if (nv < 8) { /* zero past the sequence */
-                w.x = nv >= 4 ? w.x : nv > 0 ? w.x & (0xffffffffu >> (32 - 8 * nv)) : 0u;
-                w.y = nv >= 8 ? w.y : nv > 4 ? w.y & (0xffffffffu >> (64 - 8 * nv)) : 0u;
+            uint2 w;
+            if (BRK) {
+                unsigned dd;
+                w = qattn_qs_code8<FMT>(v, rj, hj, dd);
+                dm |= dd ? 1u << j : 0u;
+            } else {
+                w = qattn_qf_code8(fmt, v, sj, rj);
             }
-            stage[(c * 8 + j) * SL + slot] = w;
+            stage[(c * 8 + j) * SL + slot] = uint2{w.x & keep0, w.y & keep1};
         }
+        if (BRK && dm)
+            QATTN_UNROLL
+            for (int j = 0; j < 8; j++)
+                if (dm >> j & 1u) {
+                    float v[8], sj[8], rj[8];
+                    QATTN_UNROLL
+                    for (int u = 0; u < 8; u++) {
+                        v[u] = QATTN_QF_LVAL(u, j);
+                        sj[u] = sc[j];
+                        rj[u] = rc[j];
+                    }
+                    const uint2 w = qattn_qs_code8_exact<FMT>(v, sj, rj);
+                    stage[(c * 8 + j) * SL + slot] = uint2{w.x & keep0, w.y & keep1};
+                }
         __syncthreads();
         qattn_qf_vt_flush<D, NT, 0>(ls_stage, (uint8_t *)p.codes + hb * D * p.npad + tb, p.npad, tid);
     }

@@ -35,21 +35,8 @@
  * codes are stored with the streaming hint (qattn_port_st_stream): they are
  * not read again, and the slices waiting for their second read stay in L2.
  *
- * Codes without a division (qattn_qs_code8): with r = fl(1 / s) and the
- * brackets lo, hi = r -+ 4 ulp (1 / s lies strictly inside, at more than
- * 3 * 2^-24 relative), v lo and v hi enclose fl(v / s) (1 rounding, at most
- * 2^-24 relative); the codes are monotonic in their argument, so when the
- * codes of the two brackets agree (int8 / int4: fma(v, lo|hi, 1.5 * 2^23)
- * rounds v * lo|hi once to the integer; e4m3: fl(v * lo|hi) and the
- * saturating conversion) that is the code of fl(v / s) (quant/'s). Otherwise
- * (an exact tie of the code's rounding, e.g. with a power-of-two scale: one
- * warp-row or warp-channel in five on the benchmark's V) the 8 codes come
- * from the exact quotients, by one correction step (qattn_qs_code1) or,
- * where that could underflow, the division. Zero scale: lo = 0, hi = -0
- * (int8 / int4: both code 0; e4m3: the products +-0 of the two brackets
- * disagree, and the exact path writes code 0 for -0 too, as quant/ writes +0
- * for a zero group); scales below 2^-126 (1 / s would overflow): lo = 0, hi = NaN (always
- * the exact path, by the division). */
+ * Codes without a division: qattn_qs_code8 (quant_fast.h; the lean kernel
+ * takes them too). */
 #ifndef QATTN_KERNELS_QUANT_STREAM_H
 #define QATTN_KERNELS_QUANT_STREAM_H
 
@@ -65,120 +52,6 @@ typedef struct qattn_qs_args {
     int ngroup;                       /* groups */
     int tpr;                          /* tiles per slice */
 } qattn_qs_args;
-
-/* brackets of 1 / s (see the header comment) */
-static __device__ __forceinline__ void qattn_qs_brk(float s, float &lo, float &hi)
-{
-    if (!(s > 0.0f)) { /* int8 / int4: both codes 0; e4m3: +0 and -0 disagree (the exact path: +0, as quant/) */
-        lo = 0.0f;
-        hi = -0.0f;
-    } else if (s < 0x1p-126f) {
-        lo = 0.0f;
-        hi = qattn_kfmt_u2f(QATTN_KFMT_QNAN);
-    } else {
-        const unsigned r = qattn_kfmt_f2u(1.0f / s);
-        lo = qattn_kfmt_u2f(r - 4u);
-        hi = qattn_kfmt_u2f(r + 4u);
-    }
-}
-
-/* the codes of 8 values v (smoothed) from the brackets lo, hi of their
- * scales: bytes (.x: values 0..3, low byte first) or int4 nibbles (.x);
- * diff != 0 when a bracket pair disagrees (then qattn_qs_code8_exact) */
-template <int FMT>
-static __device__ __forceinline__ uint2 qattn_qs_code8(const float (&v)[8], const float (&lo)[8], const float (&hi)[8],
-                                                      unsigned &diff)
-{
-    uint2 w = {0u, 0u};
-    diff = 0u;
-    if (FMT == QATTN_FMT_INT8 || FMT == QATTN_FMT_INT4) {
-        unsigned t[8];
-        QATTN_UNROLL
-        for (int j = 0; j < 8; j++) {
-            t[j] = qattn_kfmt_f2u(qattn_port_fma(v[j], lo[j], 12582912.0f));
-            diff |= t[j] ^ qattn_kfmt_f2u(qattn_port_fma(v[j], hi[j], 12582912.0f));
-        }
-        if (FMT == QATTN_FMT_INT8) {
-            w.x = qattn_port_byte_perm(qattn_port_byte_perm(t[0], t[1], 0x0040u), qattn_port_byte_perm(t[2], t[3], 0x0040u),
-                                       0x5410u);
-            w.y = qattn_port_byte_perm(qattn_port_byte_perm(t[4], t[5], 0x0040u), qattn_port_byte_perm(t[6], t[7], 0x0040u),
-                                       0x5410u);
-        } else {
-            QATTN_UNROLL
-            for (int j = 0; j < 8; j++)
-                w.x |= (t[j] & 0xfu) << (4 * j);
-        }
-    } else { /* e4m3 */
-        unsigned a[4];
-        QATTN_UNROLL
-        for (int j = 0; j < 4; j++) {
-            a[j] = qattn_port_e4m3x2(v[2 * j] * lo[2 * j], v[2 * j + 1] * lo[2 * j + 1]);
-            diff |= a[j] ^ qattn_port_e4m3x2(v[2 * j] * hi[2 * j], v[2 * j + 1] * hi[2 * j + 1]);
-        }
-        w.x = a[0] | a[1] << 16;
-        w.y = a[2] | a[3] << 16;
-    }
-    return w;
-}
-/* the code of the exact quotient v / s by the division (out of line: rarely needed) */
-template <int FMT>
-static __device__ __noinline__ unsigned qattn_qs_code1_div(float v, float s)
-{
-    return s > 0.0f ? qattn_qf_code(FMT, v / s) : 0u;
-}
-/* the code of fl(v / s) from the bracket lo of 1 / s (qattn_qs_brk): with
- * r = fl(1 / s) = lo + 4 ulp and q = fl(v r), e = v - q s is exact (one
- * fma) and fl(q + e r) = fl(v / s) (Markstein's correction) while nothing
- * underflows: s >= 2^-126 (lo > 0) and |v| >= 2^-100; else (and for v = 0,
- * whose sign the correction loses) the division */
-template <int FMT>
-static __device__ __forceinline__ unsigned qattn_qs_code1(float v, float s, float lo)
-{
-    if (lo > 0.0f && fabsf(v) >= 0x1p-100f) {
-        const float r = qattn_kfmt_u2f(qattn_kfmt_f2u(lo) + 4u), q = v * r;
-        return qattn_qf_code(FMT, qattn_port_fma(qattn_port_fma(-q, s, v), r, q));
-    }
-    return qattn_qs_code1_div<FMT>(v, s);
-}
-/* the 8 codes of qattn_qs_code8 from the exact quotients (scales s, brackets lo) */
-template <int FMT>
-static __device__ __forceinline__ uint2 qattn_qs_code8_exact(const float (&v)[8], const float (&s)[8],
-                                                            const float (&lo)[8])
-{
-    uint2 w = {0u, 0u};
-    QATTN_UNROLL
-    for (int j = 0; j < 8; j++)
-        qattn_qf_put8(w, FMT, j, qattn_qs_code1<FMT>(v[j], s[j], lo[j]));
-    return w;
-}
-
-/* Row maxima of the 8 rows a lane holds, over the L = 2^LC lanes of each
- * row (lane bits 0 .. LC - 1): a reduce-scatter, 4 + 2 + 1 shuffles that
- * halve the rows each step (and one more for L = 16), instead of 8 x LC.
- * Lane c ends with the maximum of row qattn_qs_rowmax_row<LC>(c) (for
- * L = 16, lanes c and c ^ 1 with the same row). */
-template <int LC>
-static __device__ __forceinline__ int qattn_qs_rowmax_row(int c)
-{
-    return ((c >> (LC - 1)) & 1) * 4 + ((c >> (LC - 2)) & 1) * 2 + ((c >> (LC - 3)) & 1);
-}
-template <int LC>
-static __device__ __forceinline__ float qattn_qs_rowmax(const float (&am)[8], int c)
-{
-    const bool b2 = (c >> (LC - 1)) & 1, b1 = (c >> (LC - 2)) & 1, b0 = (c >> (LC - 3)) & 1;
-    float a4[4], a2[2];
-    QATTN_UNROLL
-    for (int i = 0; i < 4; i++)
-        a4[i] = fmaxf(b2 ? am[4 + i] : am[i], __shfl_xor(b2 ? am[i] : am[4 + i], 1 << (LC - 1)));
-    QATTN_UNROLL
-    for (int i = 0; i < 2; i++)
-        a2[i] = fmaxf(b1 ? a4[2 + i] : a4[i], __shfl_xor(b1 ? a4[i] : a4[2 + i], 1 << (LC - 2)));
-    float a1 = fmaxf(b0 ? a2[1] : a2[0], __shfl_xor(b0 ? a2[0] : a2[1], 1 << (LC - 3)));
-    QATTN_UNROLL
-    for (int o = 1; o < (1 << (LC - 3)); o <<= 1)
-        a1 = fmaxf(a1, __shfl_xor(a1, o));
-    return a1;
-}
 
 /* Tiles in the shared-memory ring: 3 where two blocks (d = 128; four at
  * d = 64) still fit on a multiprocessor with them, that is without the
