@@ -350,6 +350,9 @@ template <typename T>
 inline void qattn_port_st_stream(T *p, T v) { *p = v; }
 /* the threads of a 32-thread warp see each other's shared-memory writes (here: a block barrier; call it where the whole block does) */
 #define qattn_port_syncwarp() __syncthreads()
+/* a barrier of the n threads (whole warps) that name barrier id (1..15)
+ * (here: a block barrier; call it where every thread calls one) */
+#define qattn_port_bar_sync(id, n) __syncthreads()
 inline float qattn_port_fma(float a, float b, float c) { return std::fma(a, b, c); } /* one rounding */
 /* per 16-bit half, the unsigned maximum */
 inline unsigned qattn_port_vmaxu2(unsigned a, unsigned b)
@@ -545,6 +548,8 @@ static __device__ __forceinline__ void qattn_port_cp16(void *smem, const void *g
 }
 static __device__ __forceinline__ void qattn_port_cp_commit(void) { __pipeline_commit(); }
 static __device__ __forceinline__ void qattn_port_syncwarp(void) { __syncwarp(); }
+/* a barrier of the n threads (whole warps) that name barrier id (1..15; 0 is __syncthreads') */
+static __device__ __forceinline__ void qattn_port_bar_sync(int id, int n) { __barrier_sync_count((unsigned)id, (unsigned)n); }
 /* a store of data that is not read again soon: evict-first in L1 and L2 (st.global.cs) */
 template <typename T>
 static __device__ __forceinline__ void qattn_port_st_stream(T *p, T v) { __stcs(p, v); }
@@ -590,6 +595,8 @@ template <typename T>
 static __device__ __forceinline__ void qattn_port_st_stream(T *p, T v) { *p = v; }
 /* a 32-thread group is half a wave64: a block barrier (call it where the whole block does) */
 #define qattn_port_syncwarp() __syncthreads()
+/* no named barriers: a block barrier (call it where every thread calls one) */
+#define qattn_port_bar_sync(id, n) __syncthreads()
 #define qattn_port_cp_wait(n) ((void)0)
 static __device__ __forceinline__ float qattn_port_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 static __device__ __forceinline__ unsigned qattn_port_vmaxu2(unsigned a, unsigned b)

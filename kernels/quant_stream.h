@@ -53,37 +53,73 @@ typedef struct qattn_qs_args {
     int tpr;                          /* tiles per slice */
 } qattn_qs_args;
 
-/* Tiles in the shared-memory ring: 3 where two blocks (d = 128; four at
- * d = 64) still fit on a multiprocessor with them, that is without the
- * V^T stages (TR) and with one statistics row set (smoothing or min / max,
- * not both); else 2. One tile in flight left phase 1 waiting on DRAM (H100
- * profile: 7-11% of the stall samples at the wait; kernels/NOTES.md). */
-static __host__ __device__ constexpr int qattn_qs_stages(int tr, int sm, int uni)
-{
-    return tr || (sm && uni) ? 2 : 3;
-}
-
 /* Dynamic shared memory (all of it dynamic: the host simulation runs these
  * blocks side by side), in bytes from the start:
  *   ring   [stages][TT][d] 16-bit input rows
- *   tstage TR: [2][d][TT] codes (V^T, double-buffered); the statistics rows
- *          share it (used at the end of phase 1 only, after a barrier)
+ *   tstage TR: [d][TT] codes (V^T; each group of warps that covers 32
+ *          tokens writes and flushes its own columns between two barriers
+ *          of its own); the statistics rows share it (used at the end of
+ *          phase 1 only, between block barriers)
  *   red    statistics rows [d / 16 warps][d]: double sums (smoothing), float
  *          minima and float maxima (uniform groups) (at tstage with TR)
- *   cmean, cscale [d] floats, cmax [d] amax bits (per channel / group)
- *   gmax   [3][TT] token-group amax bits (triple-buffered: one barrier per tile)
- *   wsc    [d / 16 warps][rows of a warp] float4: scale, lo, hi of each row's group
- * sm: smoothing over the sequence; uni: token-uniform groups. */
-static __host__ __device__ __forceinline__ size_t qattn_qs_smem_mid(int d, int tr, int sm, int uni)
+ *   cmean  [d] floats (smoothing only)
+ *   cscale [d] floats, cmax [d] amax bits (per channel / group)
+ *   gmax   [3][TT] token-group amax bits (token-local groups only;
+ *          triple-buffered: one barrier per tile)
+ *   wsc    [d / 16 warps][rows of a warp] float4: scale, lo, hi of each row's
+ *          group (token-local groups only)
+ * sm: smoothing over the sequence; uni: token-uniform groups; s: ring
+ * stages. */
+#define QATTN_QS_SM_BYTES 233472 /* shared memory of an sm_90 multiprocessor (228 KB): the stage count */
+static __host__ __device__ constexpr size_t qattn_qs_smem_mid(int d, int tr, int sm, int uni)
 { /* the bytes of tstage / red (they share one region) */
-    const size_t ts = tr ? 2 * (size_t)d * QATTN_QS_TT : 0, red = (size_t)d / 16 * d * ((sm ? 8 : 0) + (uni ? 8 : 0));
-    return ts > red ? ts : red;
+    return (tr ? (size_t)d * QATTN_QS_TT : 0) > (size_t)d / 16 * d * ((sm ? 8 : 0) + (uni ? 8 : 0))
+               ? (tr ? (size_t)d * QATTN_QS_TT : 0)
+               : (size_t)d / 16 * d * ((sm ? 8 : 0) + (uni ? 8 : 0));
 }
-static __host__ __device__ __forceinline__ size_t qattn_qs_smem(int d, int tr, int sm, int uni)
+static __host__ __device__ constexpr size_t qattn_qs_smem_s(int s, int d, int tr, int sm, int uni)
 {
-    const size_t ring = (size_t)qattn_qs_stages(tr, sm, uni) * QATTN_QS_TT * d * 2;
-    return ring + qattn_qs_smem_mid(d, tr, sm, uni) + 3 * (size_t)d * 4 + 3 * (size_t)QATTN_QS_TT * 4 +
-           (size_t)QATTN_QS_TT * 16;
+    return (size_t)s * QATTN_QS_TT * d * 2 + qattn_qs_smem_mid(d, tr, sm, uni) + (size_t)d * 4 * (sm ? 3 : 2) +
+           (uni ? 0 : 3 * (size_t)QATTN_QS_TT * 4 + (size_t)QATTN_QS_TT * 16);
+}
+/* Tiles in the shared-memory ring: 3 where two blocks (d = 128; four at
+ * d = 64) still fit on an sm_90 multiprocessor with them (1 KB per block
+ * reserved), else 2: 3 for everything at d = 128 but smoothing with
+ * uniform groups (two statistics row sets), at d = 64 neither that nor V^T.
+ * One tile in flight left phase 1 waiting on DRAM (H100 profile: 7-15% of
+ * the stall samples at the wait; kernels/NOTES.md). */
+static __host__ __device__ constexpr int qattn_qs_stages(int d, int tr, int sm, int uni)
+{
+    return qattn_qs_smem_s(3, d, tr, sm, uni) + 1024 <= QATTN_QS_SM_BYTES / (d == 64 ? 4 : 2) ? 3 : 2;
+}
+static __host__ __device__ constexpr size_t qattn_qs_smem(int d, int tr, int sm, int uni)
+{
+    return qattn_qs_smem_s(qattn_qs_stages(d, tr, sm, uni), d, tr, sm, uni);
+}
+static_assert(qattn_qs_stages(128, 1, 0, 1) == 3 && qattn_qs_stages(128, 0, 1, 0) == 3 &&
+                  qattn_qs_stages(128, 0, 1, 1) == 2 && qattn_qs_stages(64, 1, 0, 1) == 2 &&
+                  qattn_qs_stages(64, 0, 1, 0) == 3,
+              "ring stages of the sage2 operands (kernels/NOTES.md)");
+
+/* Tokens 32 P .. 32 P + 31 of a staged V^T tile (qattn_qf_vt_flush's
+ * layout: channel ch's 8-byte slot of tokens 8s .. 8s + 7 at s ^ (c & 15),
+ * c = ch >> 3) to dst + ch * npad by the ntg threads of their warps (gt =
+ * 0 .. ntg - 1): per channel one 32-byte run (a sector) with the streaming
+ * hint. Item q: its low bits pick the channel's block of 16, the next bit
+ * the 16-byte unit, the rest the channel in the block; so the 8 lanes of a
+ * quarter warp read 8 different 16-byte bank groups at d = 128 (2-way at
+ * d = 64) and each warp store writes 16 whole sectors. */
+template <int D>
+static __device__ __forceinline__ void qattn_qs_vt_flush32(const uint4 *stage, uint8_t *dst, int64_t npad, int P,
+                                                           int gt, int ntg)
+{
+    enum { SL = QATTN_QS_TT / 8, CB = D / 16, LCB = D == 128 ? 3 : 2 };
+    static_assert(D == 64 || D == 128, "d = 64 or 128");
+    for (int q = gt; q < 2 * D; q += ntg) {
+        const int ch = (q & (CB - 1)) * 16 + (q >> (LCB + 1)), mm = 2 * P + ((q >> LCB) & 1), f = (ch >> 3) & (SL - 1);
+        const uint4 v = stage[ch * (SL / 2) + (mm ^ (f >> 1))];
+        qattn_port_st_stream((uint4 *)(dst + (int64_t)ch * npad + 16 * mm), f & 1 ? uint4{v.z, v.w, v.x, v.y} : v);
+    }
 }
 
 /* one unit (head, sequence) as the producer and the consumer see it */
@@ -125,22 +161,23 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
         L = 1 << LC, RPI = 32 >> LC, NT = 16 << LC, NW = NT / 32, D = 8 << LC, TT = QATTN_QS_TT,
         WR = 8 * RPI, /* rows of a warp */
         SL = QATTN_QS_TT / 8, SMT = SM == QATTN_KERNELS_SMOOTH_TOKENS, STATS = SMT || UNI,
-        S = qattn_qs_stages(TR, SMT, UNI)
+        S = qattn_qs_stages(D, TR, SMT, UNI),
+        WPG = 32 / WR /* V^T: warps of a 32-token group (its own stage columns and barrier) */
     };
     QATTN_DYNAMIC_SHARED(uint4, qs_smem);
     unsigned char *ring = (unsigned char *)qs_smem;
-    unsigned char *tstage = ring + (size_t)S * TT * D * 2;               /* TR: [2][D][TT] codes */
+    unsigned char *tstage = ring + (size_t)S * TT * D * 2;               /* TR: [D][TT] codes */
     double *red = (double *)tstage;                                      /* STATS: [NW][D] sums, minima, maxima */
     float *redmn = (float *)(red + (SM ? NW * D : 0)), *redmx = redmn + NW * D;
-    float *cmean = (float *)(tstage + qattn_qs_smem_mid(D, TR, SMT, UNI)), *cscale = cmean + D;
-    unsigned *cmax = (unsigned *)(cscale + D), *gmax = cmax + D; /* gmax: [3][TT] */
-    float4 *wsc = (float4 *)(gmax + 3 * TT);                     /* [NW][WR] */
+    float *cmean = (float *)(tstage + qattn_qs_smem_mid(D, TR, SMT, UNI)), *cscale = cmean + (SMT ? D : 0);
+    unsigned *cmax = (unsigned *)(cscale + D), *gmax = cmax + D; /* gmax: [3][TT] (token-local groups) */
+    float4 *wsc = (float4 *)(gmax + 3 * TT);                     /* [NW][WR] (token-local groups) */
 
     const int tid = (int)threadIdx.x, lane = tid & 31, w = tid >> 5, c = lane & (L - 1), k = lane >> LC;
     const int r0 = w * WR + 8 * k; /* the thread's rows r0 .. r0 + 7 of a tile, channels 8c .. 8c + 7 */
     const int rank = (int)(blockIdx.x % (unsigned)a.nrank), g = (int)(blockIdx.x / (unsigned)a.nrank);
     const int units = p.heads * p.nseq;
-    for (int i = tid; i < 3 * TT; i += NT)
+    for (int i = tid; i < (UNI ? 0 : 3 * TT); i += NT)
         gmax[i] = 0u;
     for (int i = tid; i < D; i += NT)
         cmax[i] = 0u;
@@ -495,8 +532,17 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                             put(r, qattn_qs_code8_exact<FMT>(v, s8, lo8));
                         }
             } else { /* V^T (UNI, 8-bit codes): channel j's codes of the 8 rows, packed along tokens (lean's stage) */
-                uint2 *stage = (uint2 *)(tstage + (nt2done & 1) * D * TT);
+                uint2 *stage = (uint2 *)tstage;
                 const int slot = (r0 >> 3) ^ (c & (SL - 1));
+                /* the warps of tokens 32 P .. 32 P + 31 write and flush their columns of the stage alone */
+                const int P = w / WPG;
+                auto gsync = [&]() {
+                    if (WPG == 1)
+                        qattn_port_syncwarp();
+                    else
+                        qattn_port_bar_sync(1 + P, 32 * WPG);
+                };
+                gsync(); /* the group's flush of the previous tile has read its columns */
                 /* zero past the sequence */
                 const unsigned keep0 = nv >= 4 ? 0xffffffffu : nv > 0 ? 0xffffffffu >> (32 - 8 * nv) : 0u;
                 const unsigned keep1 = nv >= 8 ? 0xffffffffu : nv > 4 ? 0xffffffffu >> (64 - 8 * nv) : 0u;
@@ -529,9 +575,9 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                             const uint2 cw = qattn_qs_code8_exact<FMT>(v, s8, lo8);
                             stage[(c * 8 + j) * SL + slot] = uint2{cw.x & keep0, cw.y & keep1};
                         }
-                __syncthreads();
-                qattn_qf_vt_flush<D, NT, 1>((const uint4 *)stage, (uint8_t *)p.codes + hb * D * p.npad + tb, p.npad,
-                                            tid);
+                gsync();
+                qattn_qs_vt_flush32<D>((const uint4 *)stage, (uint8_t *)p.codes + hb * D * p.npad + tb, p.npad, P,
+                                       tid - P * 32 * WPG, 32 * WPG);
             }
 #undef QATTN_QS_VAL
 #undef QATTN_QS_XV
