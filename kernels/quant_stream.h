@@ -62,8 +62,11 @@ typedef struct qattn_qs_args {
  *          phase 1 only, between block barriers)
  *   red    statistics rows [d / 16 warps][d]: double sums (smoothing), float
  *          minima and float maxima (uniform groups) (at tstage with TR)
+ *   cscale [d] floats, cmax [d] amax bits (per channel / group); with TR
+ *          in the tstage region after red (used from the count to the
+ *          start of phase 2 only: cmax zeroed for each unit, a block
+ *          barrier before the first stage write), else here
  *   cmean  [d] floats (smoothing only)
- *   cscale [d] floats, cmax [d] amax bits (per channel / group)
  *   gmax   [3][TT] token-group amax bits (token-local groups only;
  *          triple-buffered: one barrier per tile)
  *   wsc    [d / 16 warps][rows of a warp] float4: scale, lo, hi of each row's
@@ -71,21 +74,26 @@ typedef struct qattn_qs_args {
  * sm: smoothing over the sequence; uni: token-uniform groups; s: ring
  * stages. */
 #define QATTN_QS_SM_BYTES 233472 /* shared memory of an sm_90 multiprocessor (228 KB): the stage count */
+static __host__ __device__ constexpr size_t qattn_qs_smem_red(int d, int sm, int uni)
+{ /* the bytes of red */
+    return (size_t)d / 16 * d * ((sm ? 8 : 0) + (uni ? 8 : 0));
+}
 static __host__ __device__ constexpr size_t qattn_qs_smem_mid(int d, int tr, int sm, int uni)
-{ /* the bytes of tstage / red (they share one region) */
-    return (tr ? (size_t)d * QATTN_QS_TT : 0) > (size_t)d / 16 * d * ((sm ? 8 : 0) + (uni ? 8 : 0))
-               ? (tr ? (size_t)d * QATTN_QS_TT : 0)
-               : (size_t)d / 16 * d * ((sm ? 8 : 0) + (uni ? 8 : 0));
+{ /* the bytes of the region that tstage, red (and with TR cscale, cmax) share */
+    return !tr ? qattn_qs_smem_red(d, sm, uni)
+           : (size_t)d * QATTN_QS_TT > qattn_qs_smem_red(d, sm, uni) + (size_t)d * 8
+               ? (size_t)d * QATTN_QS_TT
+               : qattn_qs_smem_red(d, sm, uni) + (size_t)d * 8;
 }
 static __host__ __device__ constexpr size_t qattn_qs_smem_s(int s, int d, int tr, int sm, int uni)
 {
-    return (size_t)s * QATTN_QS_TT * d * 2 + qattn_qs_smem_mid(d, tr, sm, uni) + (size_t)d * 4 * (sm ? 3 : 2) +
-           (uni ? 0 : 3 * (size_t)QATTN_QS_TT * 4 + (size_t)QATTN_QS_TT * 16);
+    return (size_t)s * QATTN_QS_TT * d * 2 + qattn_qs_smem_mid(d, tr, sm, uni) + (size_t)d * 4 * (sm ? 1 : 0) +
+           (tr ? 0 : (size_t)d * 8) + (uni ? 0 : 3 * (size_t)QATTN_QS_TT * 4 + (size_t)QATTN_QS_TT * 16);
 }
 /* Tiles in the shared-memory ring: 3 where two blocks (d = 128; four at
  * d = 64) still fit on an sm_90 multiprocessor with them (1 KB per block
  * reserved), else 2: 3 for everything at d = 128 but smoothing with
- * uniform groups (two statistics row sets), at d = 64 neither that nor V^T.
+ * uniform groups (two statistics row sets); the same at d = 64.
  * One tile in flight left phase 1 waiting on DRAM (H100 profile: 7-15% of
  * the stall samples at the wait; kernels/NOTES.md). */
 static __host__ __device__ constexpr int qattn_qs_stages(int d, int tr, int sm, int uni)
@@ -97,7 +105,7 @@ static __host__ __device__ constexpr size_t qattn_qs_smem(int d, int tr, int sm,
     return qattn_qs_smem_s(qattn_qs_stages(d, tr, sm, uni), d, tr, sm, uni);
 }
 static_assert(qattn_qs_stages(128, 1, 0, 1) == 3 && qattn_qs_stages(128, 0, 1, 0) == 3 &&
-                  qattn_qs_stages(128, 0, 1, 1) == 2 && qattn_qs_stages(64, 1, 0, 1) == 2 &&
+                  qattn_qs_stages(128, 0, 1, 1) == 2 && qattn_qs_stages(64, 1, 0, 1) == 3 &&
                   qattn_qs_stages(64, 0, 1, 0) == 3,
               "ring stages of the sage2 operands (kernels/NOTES.md)");
 
@@ -169,8 +177,9 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
     unsigned char *tstage = ring + (size_t)S * TT * D * 2;               /* TR: [D][TT] codes */
     double *red = (double *)tstage;                                      /* STATS: [NW][D] sums, minima, maxima */
     float *redmn = (float *)(red + (SM ? NW * D : 0)), *redmx = redmn + NW * D;
-    float *cmean = (float *)(tstage + qattn_qs_smem_mid(D, TR, SMT, UNI)), *cscale = cmean + (SMT ? D : 0);
-    unsigned *cmax = (unsigned *)(cscale + D), *gmax = cmax + D; /* gmax: [3][TT] (token-local groups) */
+    float *cmean = (float *)(tstage + qattn_qs_smem_mid(D, TR, SMT, UNI));
+    float *cscale = TR ? (float *)(tstage + qattn_qs_smem_red(D, SMT, UNI)) : cmean + (SMT ? D : 0);
+    unsigned *cmax = (unsigned *)(cscale + D), *gmax = cmax + D; /* gmax: [3][TT] (token-local groups, not TR) */
     float4 *wsc = (float4 *)(gmax + 3 * TT);                     /* [NW][WR] (token-local groups) */
 
     const int tid = (int)threadIdx.x, lane = tid & 31, w = tid >> 5, c = lane & (L - 1), k = lane >> LC;
@@ -355,6 +364,9 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                     wmn[o + ch] = lo1;
                     wmx[o + ch] = hi1;
                 }
+                if (TR) /* cmax in the stage region, which phase 2 wrote */
+                    for (int i = tid; i < D; i += NT)
+                        cmax[i] = 0u;
             }
             /* the block's partials before its count: the barrier, then one
              * thread's (cumulative) device-scope fence, as a grid barrier does */
@@ -431,6 +443,8 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                     qattn_qs_brk(sc[j], lo[j], hi[j]);
                 }
             }
+            if (TR) /* every thread has read cscale before the stage, which holds it, is written */
+                __syncthreads();
         }
 
         /* ---- phase 2: codes ---- */
