@@ -835,11 +835,14 @@ static __device__ __forceinline__ float qattn_qs_rowmax(const float (&am)[8], in
  * integer division (the rows' groups and the channel groups come from the
  * host, qattn_qf_lean_args).
  * The same codes, scales, means and flags as qattn_qf_encode_tile:
- *   TR 0 (rows layout): token-local groups (UNI 0: a row's amax reduced by
- *        shuffles over its 2^LC lanes, one shared atomicMax per row) or
+ *   TR 0 (rows layout): token-local groups (UNI 0: the rows' amax, on
+ *        16-bit magnitudes when unsmoothed, reduced over their 2^LC lanes
+ *        by the reduce-scatter butterfly qattn_qs_rowmax, one shared
+ *        atomicMax per row) or
  *        token-uniform ones (UNI 1: a lane's 8 channel scales in
  *        registers); 8 codes of a row per lane in one 8-byte store (4 for
- *        int4);
+ *        int4); int8 / e4m3 codes by brackets (qattn_qs_code8), the other
+ *        formats by qattn_qf_code8;
  *   TR 1 (LAYOUT_TRANSPOSED, UNI 1, 8-bit codes): a channel's codes of the
  *        lane's 8 rows packed along tokens into 8 bytes (zero past the
  *        sequence), staged [d][QATTN_QF_LTT] in shared memory in 8-byte
@@ -875,6 +878,44 @@ static __device__ __forceinline__ void qattn_qf_vt_flush(const uint4 *stage, uin
         else
             *to = w;
     }
+}
+
+/* V^T: the channels j in dm (bit j) whose brackets disagreed, again from
+ * the exact quotients of their 8 rows (val(u, j): row u's smoothed value of
+ * channel j; sc, lo: the channels' scales and lower brackets) into channel
+ * c * 8 + j's slot of the stage, zero past the sequence (keep0, keep1) */
+template <int FMT, int SL, class VAL>
+static __device__ __forceinline__ void qattn_qf_vt_exact(uint2 *stage, int slot, int c, unsigned dm, unsigned keep0,
+                                                         unsigned keep1, const float (&sc)[8], const float (&lo)[8],
+                                                         VAL val)
+{
+    QATTN_UNROLL
+    for (int j = 0; j < 8; j++)
+        if (dm >> j & 1u) {
+            float v[8], s8[8], lo8[8];
+            QATTN_UNROLL
+            for (int u = 0; u < 8; u++) {
+                v[u] = val(u, j);
+                s8[u] = sc[j];
+                lo8[u] = lo[j];
+            }
+            const uint2 w = qattn_qs_code8_exact<FMT>(v, s8, lo8);
+            stage[(c * 8 + j) * SL + slot] = uint2{w.x & keep0, w.y & keep1};
+        }
+}
+
+/* the lean kernel's codes of 8 values: int8 / e4m3 by the brackets r, h of
+ * their scales (qattn_qs_code8; diff != 0: again by qattn_qs_code8_exact),
+ * the other formats (FMT 0: fmt) by the first form with scales s and rcps r
+ * (qattn_qf_code8, diff = 0) */
+template <int FMT>
+static __device__ __forceinline__ uint2 qattn_qf_lean_code8(int fmt, const float (&v)[8], const float (&s)[8],
+                                                           const float (&r)[8], const float (&h)[8], unsigned &diff)
+{
+    if (FMT == QATTN_FMT_INT8 || FMT == QATTN_FMT_E4M3)
+        return qattn_qs_code8<FMT>(v, r, h, diff);
+    diff = 0u;
+    return qattn_qf_code8(fmt, v, s, r);
 }
 
 template <int IN, int FMT, int SM, int UNI, int TR, int LC>
@@ -963,12 +1004,8 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
 
     if (!TR) {
         uint8_t *dst = (uint8_t *)p.codes + ((int64_t)h * p.tokens + toff + tb + r0) * p.row;
-        unsigned dm = 0u; /* BRK: rows whose brackets disagree */
-        QATTN_UNROLL
-        for (int u = 0; u < 8; u++) {
-            if (u >= nv)
-                continue;
-            float v[8], sg[8], rg[8], hg[8];
+        /* row u's values, scales, and rcps or brackets */
+        auto row8 = [&](int u, float (&v)[8], float (&sg)[8], float (&rg)[8], float (&hg)[8]) {
             const int gi = UNI ? 0 : la.grp[r0 + u];
             QATTN_UNROLL
             for (int j = 0; j < 8; j++) {
@@ -977,14 +1014,17 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
                 rg[j] = UNI ? rc[j] : ls_rcp[gi];
                 hg[j] = UNI ? hi[j] : BRK ? ls_hi[gi] : 0.0f;
             }
-            uint2 w;
-            if (BRK) {
-                unsigned dd;
-                w = qattn_qs_code8<FMT>(v, rg, hg, dd);
-                dm |= dd ? 1u << u : 0u;
-            } else {
-                w = qattn_qf_code8(fmt, v, sg, rg);
-            }
+        };
+        unsigned dm = 0u; /* BRK: rows whose brackets disagree */
+        QATTN_UNROLL
+        for (int u = 0; u < 8; u++) {
+            if (u >= nv)
+                continue;
+            float v[8], sg[8], rg[8], hg[8];
+            row8(u, v, sg, rg, hg);
+            unsigned dd;
+            const uint2 w = qattn_qf_lean_code8<FMT>(fmt, v, sg, rg, hg, dd);
+            dm |= dd ? 1u << u : 0u;
             if (fmt == QATTN_FMT_INT4)
                 *(unsigned *)(dst + u * p.row + c * 4) = w.x;
             else
@@ -994,14 +1034,8 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
             QATTN_UNROLL
             for (int u = 0; u < 8; u++)
                 if (dm >> u & 1u) {
-                    float v[8], sg[8], rg[8];
-                    const int gi = UNI ? 0 : la.grp[r0 + u];
-                    QATTN_UNROLL
-                    for (int j = 0; j < 8; j++) {
-                        v[j] = QATTN_QF_LVAL(u, j);
-                        sg[j] = UNI ? sc[j] : ls_scale[gi];
-                        rg[j] = UNI ? rc[j] : ls_rcp[gi];
-                    }
+                    float v[8], sg[8], rg[8], hg[8];
+                    row8(u, v, sg, rg, hg);
                     *(uint2 *)(dst + u * p.row + c * 8) = qattn_qs_code8_exact<FMT>(v, sg, rg);
                 }
     } else {
@@ -1021,30 +1055,14 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
                 rj[u] = rc[j];
                 hj[u] = hi[j];
             }
-            uint2 w;
-            if (BRK) {
-                unsigned dd;
-                w = qattn_qs_code8<FMT>(v, rj, hj, dd);
-                dm |= dd ? 1u << j : 0u;
-            } else {
-                w = qattn_qf_code8(fmt, v, sj, rj);
-            }
+            unsigned dd;
+            const uint2 w = qattn_qf_lean_code8<FMT>(fmt, v, sj, rj, hj, dd);
+            dm |= dd ? 1u << j : 0u;
             stage[(c * 8 + j) * SL + slot] = uint2{w.x & keep0, w.y & keep1};
         }
         if (BRK && dm)
-            QATTN_UNROLL
-            for (int j = 0; j < 8; j++)
-                if (dm >> j & 1u) {
-                    float v[8], sj[8], rj[8];
-                    QATTN_UNROLL
-                    for (int u = 0; u < 8; u++) {
-                        v[u] = QATTN_QF_LVAL(u, j);
-                        sj[u] = sc[j];
-                        rj[u] = rc[j];
-                    }
-                    const uint2 w = qattn_qs_code8_exact<FMT>(v, sj, rj);
-                    stage[(c * 8 + j) * SL + slot] = uint2{w.x & keep0, w.y & keep1};
-                }
+            qattn_qf_vt_exact<FMT, SL>(stage, slot, c, dm, keep0, keep1, sc, rc,
+                                       [&](int u, int j) { return QATTN_QF_LVAL(u, j); });
         __syncthreads();
         qattn_qf_vt_flush<D, NT, 0>(ls_stage, (uint8_t *)p.codes + hb * D * p.npad + tb, p.npad, tid);
     }

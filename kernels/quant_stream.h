@@ -576,19 +576,8 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                     dm |= d ? 1u << j : 0u;
                 }
                 if (dm) /* the rare channels whose brackets disagree, again from the exact quotients */
-                    QATTN_UNROLL
-                    for (int j = 0; j < 8; j++)
-                        if (dm >> j & 1u) {
-                            float v[8], s8[8], lo8[8];
-                            QATTN_UNROLL
-                            for (int r = 0; r < 8; r++) {
-                                v[r] = QATTN_QS_VAL(r, j);
-                                s8[r] = sc[j];
-                                lo8[r] = lo[j];
-                            }
-                            const uint2 cw = qattn_qs_code8_exact<FMT>(v, s8, lo8);
-                            stage[(c * 8 + j) * SL + slot] = uint2{cw.x & keep0, cw.y & keep1};
-                        }
+                    qattn_qf_vt_exact<FMT, SL>(stage, slot, c, dm, keep0, keep1, sc, lo,
+                                               [&](int r, int j) { return QATTN_QS_VAL(r, j); });
                 gsync();
                 qattn_qs_vt_flush32<D>((const uint4 *)stage, (uint8_t *)p.codes + hb * D * p.npad + tb, p.npad, P,
                                        tid - P * 32 * WPG, 32 * WPG);
