@@ -880,42 +880,64 @@ static __device__ __forceinline__ void qattn_qf_vt_flush(const uint4 *stage, uin
     }
 }
 
-/* V^T: the channels j in dm (bit j) whose brackets disagreed, again from
- * the exact quotients of their 8 rows (val(u, j): row u's smoothed value of
- * channel j; sc, lo: the channels' scales and lower brackets) into channel
- * c * 8 + j's slot of the stage, zero past the sequence (keep0, keep1) */
-template <int FMT, int SL, class VAL>
-static __device__ __forceinline__ void qattn_qf_vt_exact(uint2 *stage, int slot, int c, unsigned dm, unsigned keep0,
-                                                         unsigned keep1, const float (&sc)[8], const float (&lo)[8],
-                                                         VAL val)
-{
-    QATTN_UNROLL
-    for (int j = 0; j < 8; j++)
-        if (dm >> j & 1u) {
-            float v[8], s8[8], lo8[8];
-            QATTN_UNROLL
-            for (int u = 0; u < 8; u++) {
-                v[u] = val(u, j);
-                s8[u] = sc[j];
-                lo8[u] = lo[j];
-            }
-            const uint2 w = qattn_qs_code8_exact<FMT>(v, s8, lo8);
-            stage[(c * 8 + j) * SL + slot] = uint2{w.x & keep0, w.y & keep1};
-        }
-}
-
-/* the lean kernel's codes of 8 values: int8 / e4m3 by the brackets r, h of
- * their scales (qattn_qs_code8; diff != 0: again by qattn_qs_code8_exact),
- * the other formats (FMT 0: fmt) by the first form with scales s and rcps r
+/* the codes of 8 values: int8 / int4 / e4m3 by the brackets r, h of their
+ * scales (qattn_qs_code8; diff != 0: again by qattn_qs_code8_exact), the
+ * other formats (FMT 0: fmt) by the first form with scales s and rcps r
  * (qattn_qf_code8, diff = 0) */
 template <int FMT>
-static __device__ __forceinline__ uint2 qattn_qf_lean_code8(int fmt, const float (&v)[8], const float (&s)[8],
-                                                           const float (&r)[8], const float (&h)[8], unsigned &diff)
+static __device__ __forceinline__ uint2 qattn_qf_code8_of(int fmt, const float (&v)[8], const float (&s)[8],
+                                                         const float (&r)[8], const float (&h)[8], unsigned &diff)
 {
-    if (FMT == QATTN_FMT_INT8 || FMT == QATTN_FMT_E4M3)
+    if (FMT == QATTN_FMT_INT8 || FMT == QATTN_FMT_INT4 || FMT == QATTN_FMT_E4M3)
         return qattn_qs_code8<FMT>(v, r, h, diff);
     diff = 0u;
     return qattn_qf_code8(fmt, v, s, r);
+}
+
+/* V^T (the lean and the streamed kernel): a lane's codes of its 8 rows
+ * (tokens) in its 8 channels, channel c * 8 + j's packed along tokens into
+ * its 8-byte slot of the stage, zero past the sequence (nv rows inside), by
+ * qattn_qf_code8_of (per channel: scale sc, rcp or lower bracket r, upper
+ * bracket h); the rare channels whose brackets disagree again from the
+ * exact quotients. val(u, j): row u's smoothed value of channel j. */
+template <int FMT, int SL, class VAL>
+static __device__ __forceinline__ void qattn_qf_vt_codes(int fmt, uint2 *stage, int slot, int c, int nv,
+                                                         const float (&sc)[8], const float (&r)[8],
+                                                         const float (&h)[8], VAL val)
+{
+    enum { BRK = FMT == QATTN_FMT_INT8 || FMT == QATTN_FMT_INT4 || FMT == QATTN_FMT_E4M3 };
+    const unsigned keep0 = nv >= 4 ? 0xffffffffu : nv > 0 ? 0xffffffffu >> (32 - 8 * nv) : 0u;
+    const unsigned keep1 = nv >= 8 ? 0xffffffffu : nv > 4 ? 0xffffffffu >> (64 - 8 * nv) : 0u;
+    unsigned dm = 0u;
+    QATTN_UNROLL
+    for (int j = 0; j < 8; j++) {
+        float v[8], s8[8], r8[8], h8[8];
+        QATTN_UNROLL
+        for (int u = 0; u < 8; u++) {
+            v[u] = val(u, j);
+            s8[u] = sc[j];
+            r8[u] = r[j];
+            h8[u] = h[j];
+        }
+        unsigned dd;
+        const uint2 w = qattn_qf_code8_of<FMT>(fmt, v, s8, r8, h8, dd);
+        dm |= dd ? 1u << j : 0u;
+        stage[(c * 8 + j) * SL + slot] = uint2{w.x & keep0, w.y & keep1};
+    }
+    if (BRK && dm)
+        QATTN_UNROLL
+        for (int j = 0; j < 8; j++)
+            if (dm >> j & 1u) {
+                float v[8], s8[8], r8[8];
+                QATTN_UNROLL
+                for (int u = 0; u < 8; u++) {
+                    v[u] = val(u, j);
+                    s8[u] = sc[j];
+                    r8[u] = r[j];
+                }
+                const uint2 w = qattn_qs_code8_exact<FMT>(v, s8, r8);
+                stage[(c * 8 + j) * SL + slot] = uint2{w.x & keep0, w.y & keep1};
+            }
 }
 
 template <int IN, int FMT, int SM, int UNI, int TR, int LC>
@@ -1023,7 +1045,7 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
             float v[8], sg[8], rg[8], hg[8];
             row8(u, v, sg, rg, hg);
             unsigned dd;
-            const uint2 w = qattn_qf_lean_code8<FMT>(fmt, v, sg, rg, hg, dd);
+            const uint2 w = qattn_qf_code8_of<FMT>(fmt, v, sg, rg, hg, dd);
             dm |= dd ? 1u << u : 0u;
             if (fmt == QATTN_FMT_INT4)
                 *(unsigned *)(dst + u * p.row + c * 4) = w.x;
@@ -1039,30 +1061,8 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
                     *(uint2 *)(dst + u * p.row + c * 8) = qattn_qs_code8_exact<FMT>(v, sg, rg);
                 }
     } else {
-        uint2 *stage = (uint2 *)ls_stage;
-        const int slot = (r0 >> 3) ^ (c & (SL - 1));
-        /* zero past the sequence */
-        const unsigned keep0 = nv >= 4 ? 0xffffffffu : nv > 0 ? 0xffffffffu >> (32 - 8 * nv) : 0u;
-        const unsigned keep1 = nv >= 8 ? 0xffffffffu : nv > 4 ? 0xffffffffu >> (64 - 8 * nv) : 0u;
-        unsigned dm = 0u; /* BRK: channels whose brackets disagree */
-        QATTN_UNROLL
-        for (int j = 0; j < 8; j++) {
-            float v[8], sj[8], rj[8], hj[8];
-            QATTN_UNROLL
-            for (int u = 0; u < 8; u++) {
-                v[u] = QATTN_QF_LVAL(u, j);
-                sj[u] = sc[j];
-                rj[u] = rc[j];
-                hj[u] = hi[j];
-            }
-            unsigned dd;
-            const uint2 w = qattn_qf_lean_code8<FMT>(fmt, v, sj, rj, hj, dd);
-            dm |= dd ? 1u << j : 0u;
-            stage[(c * 8 + j) * SL + slot] = uint2{w.x & keep0, w.y & keep1};
-        }
-        if (BRK && dm)
-            qattn_qf_vt_exact<FMT, SL>(stage, slot, c, dm, keep0, keep1, sc, rc,
-                                       [&](int u, int j) { return QATTN_QF_LVAL(u, j); });
+        qattn_qf_vt_codes<FMT, SL>(fmt, (uint2 *)ls_stage, (r0 >> 3) ^ (c & (SL - 1)), c, nv, sc, rc, hi,
+                                   [&](int u, int j) { return QATTN_QF_LVAL(u, j); });
         __syncthreads();
         qattn_qf_vt_flush<D, NT, 0>(ls_stage, (uint8_t *)p.codes + hb * D * p.npad + tb, p.npad, tid);
     }

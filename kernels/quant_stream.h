@@ -547,7 +547,6 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                         }
             } else { /* V^T (UNI, 8-bit codes): channel j's codes of the 8 rows, packed along tokens (lean's stage) */
                 uint2 *stage = (uint2 *)tstage;
-                const int slot = (r0 >> 3) ^ (c & (SL - 1));
                 /* the warps of tokens 32 P .. 32 P + 31 write and flush their columns of the stage alone */
                 const int P = w / WPG;
                 auto gsync = [&]() {
@@ -557,27 +556,8 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                         qattn_port_bar_sync(1 + P, 32 * WPG);
                 };
                 gsync(); /* the group's flush of the previous tile has read its columns */
-                /* zero past the sequence */
-                const unsigned keep0 = nv >= 4 ? 0xffffffffu : nv > 0 ? 0xffffffffu >> (32 - 8 * nv) : 0u;
-                const unsigned keep1 = nv >= 8 ? 0xffffffffu : nv > 4 ? 0xffffffffu >> (64 - 8 * nv) : 0u;
-                unsigned dm = 0u;
-                QATTN_UNROLL
-                for (int j = 0; j < 8; j++) {
-                    float v[8], lo8[8], hi8[8];
-                    QATTN_UNROLL
-                    for (int r = 0; r < 8; r++) {
-                        v[r] = QATTN_QS_VAL(r, j);
-                        lo8[r] = lo[j];
-                        hi8[r] = hi[j];
-                    }
-                    unsigned d;
-                    const uint2 cw = qattn_qs_code8<FMT>(v, lo8, hi8, d);
-                    stage[(c * 8 + j) * SL + slot] = uint2{cw.x & keep0, cw.y & keep1};
-                    dm |= d ? 1u << j : 0u;
-                }
-                if (dm) /* the rare channels whose brackets disagree, again from the exact quotients */
-                    qattn_qf_vt_exact<FMT, SL>(stage, slot, c, dm, keep0, keep1, sc, lo,
-                                               [&](int r, int j) { return QATTN_QS_VAL(r, j); });
+                qattn_qf_vt_codes<FMT, SL>(FMT, stage, (r0 >> 3) ^ (c & (SL - 1)), c, nv, sc, lo, hi,
+                                           [&](int r, int j) { return QATTN_QS_VAL(r, j); });
                 gsync();
                 qattn_qs_vt_flush32<D>((const uint4 *)stage, (uint8_t *)p.codes + hb * D * p.npad + tb, p.npad, P,
                                        tid - P * 32 * WPG, 32 * WPG);
