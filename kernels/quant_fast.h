@@ -798,6 +798,19 @@ __global__ void __launch_bounds__(QATTN_QF_THREADS, NI == 1 && SM != QATTN_KERNE
     qattn_qf_encode_tile<IN, FMT, SM, UNI, NI, 0>(p, tt, tile, h, b, t0, n, toff, sh, (const uint16_t *)0, 0, 0);
 }
 
+/* the largest magnitude of 8 fp16 / bf16 values, from their 16-bit
+ * magnitudes (exact as a float, no decode of each value); nonfin |= an Inf
+ * or NaN among them */
+template <int IN>
+static __device__ __forceinline__ float qattn_qf_amax16(const uint4 &v, unsigned &nonfin)
+{
+    unsigned m = qattn_port_vmaxu2(qattn_port_vmaxu2(v.x & 0x7fff7fffu, v.y & 0x7fff7fffu),
+                                   qattn_port_vmaxu2(v.z & 0x7fff7fffu, v.w & 0x7fff7fffu));
+    m = (m >> 16) > (m & 0xffffu) ? m >> 16 : m & 0xffffu;
+    nonfin |= m >= (IN == QATTN_FMT_BF16 ? 0x7f80u : 0x7c00u);
+    return IN == QATTN_FMT_BF16 ? qattn_kfmt_u2f(m << 16) : qattn_port_f16_to_f32((unsigned short)m);
+}
+
 /* Row maxima of the 8 rows a lane holds, over the L = 2^LC lanes of each
  * row (lane bits 0 .. LC - 1): a reduce-scatter, 4 + 2 + 1 shuffles that
  * halve the rows each step (and one more for L = 16), instead of 8 x LC.
@@ -999,11 +1012,7 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
         QATTN_UNROLL
         for (int u = 0; u < 8; u++) {
             if (M16) { /* the largest 16-bit magnitude (exact as a float; Inf / NaN flagged) */
-                unsigned m = qattn_port_vmaxu2(qattn_port_vmaxu2(raw[u].x & 0x7fff7fffu, raw[u].y & 0x7fff7fffu),
-                                               qattn_port_vmaxu2(raw[u].z & 0x7fff7fffu, raw[u].w & 0x7fff7fffu));
-                m = (m >> 16) > (m & 0xffffu) ? m >> 16 : m & 0xffffu;
-                nonfin |= m >= (IN == QATTN_FMT_BF16 ? 0x7f80u : 0x7c00u);
-                am[u] = IN == QATTN_FMT_BF16 ? qattn_kfmt_u2f(m << 16) : qattn_port_f16_to_f32((unsigned short)m);
+                am[u] = qattn_qf_amax16<IN>(raw[u], nonfin);
             } else {
                 am[u] = 0.0f;
                 QATTN_UNROLL

@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
     for (int i = 0; i < S - 1; i++) /* tiles 0 .. S - 2; each tile t read issues tile t + S - 1 first */
         produce();
 
-    bool nonfin = false;
+    unsigned nonfin = 0u;
     /* token-local groups, the same in every tile (registers, not indexed
      * loads from the arguments in the tile loop): the group of the row whose
      * maximum the lane ends with; lanes < WR: the group of the warp's row
@@ -359,7 +359,7 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                     }
                     /* a NaN or Inf input makes the sum non-finite (smoothing) or the magnitude Inf / NaN */
                     if (SM ? !(fabs(sum) <= 1.79769313486231570e308) : UNI && !(hi1 <= 3.40282347e38f))
-                        nonfin = true;
+                        nonfin = 1u;
                     wsum[o + ch] = sum;
                     wmn[o + ch] = lo1;
                     wmx[o + ch] = hi1;
@@ -476,11 +476,7 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                             am[r] = fmaxf(am[r], fabsf(xv[r][j]));
                         }
                     } else { /* the largest 16-bit magnitude, Inf / NaN included */
-                        unsigned m = qattn_port_vmaxu2(qattn_port_vmaxu2(raw[r].x & 0x7fff7fffu, raw[r].y & 0x7fff7fffu),
-                                                       qattn_port_vmaxu2(raw[r].z & 0x7fff7fffu, raw[r].w & 0x7fff7fffu));
-                        m = (m >> 16) > (m & 0xffffu) ? m >> 16 : m & 0xffffu;
-                        nonfin |= m >= (IN == QATTN_FMT_BF16 ? 0x7f80u : 0x7c00u);
-                        am[r] = IN == QATTN_FMT_BF16 ? qattn_kfmt_u2f(m << 16) : qattn_port_f16_to_f32((unsigned short)m);
+                        am[r] = qattn_qf_amax16<IN>(raw[r], nonfin);
                     }
                 }
                 {
