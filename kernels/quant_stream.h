@@ -280,10 +280,7 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                 const uint4 *src = (const uint4 *)(ring + ((size_t)(consumed % S) * TT + r0) * D * 2 + c * 16);
                 const int64_t left = un.n - ((int64_t)t * TT + r0);
                 const int nv = left < 0 ? 0 : left > 8 ? 8 : (int)left;
-                QATTN_UNROLL
-                for (int r = 0; r < 8; r++) {
-                    if (r >= nv)
-                        continue;
+                auto row = [&](int r) {
                     const uint4 v = src[r * D / 8];
                     if (UNI && !SM) {
                         m16[0] = qattn_port_vmaxu2(m16[0], v.x & 0x7fff7fffu);
@@ -305,7 +302,14 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                             }
                         }
                     }
-                }
+                };
+                if (nv == 8) /* whole tiles: no branch between the rows (the conversions overlap) */
+                    QATTN_UNROLL
+                    for (int r = 0; r < 8; r++)
+                        row(r);
+                else
+                    for (int r = 0; r < nv; r++)
+                        row(r);
                 consumed++;
             }
             /* the block's partials: over the lanes of a warp that hold the same channels, then over the warps */
