@@ -130,6 +130,21 @@ static __device__ __forceinline__ void qattn_qs_vt_flush32(const uint4 *stage, u
     }
 }
 
+/* f(r) for the thread's rows r < nv (of 8): unrolled, with no branch
+ * between the rows, for whole tiles (nv = 8); a loop for the tail */
+template <typename F>
+static __device__ __forceinline__ void qattn_qs_rows(int nv, F f)
+{
+    if (nv == 8) {
+        QATTN_UNROLL
+        for (int r = 0; r < 8; r++)
+            f(r);
+    } else {
+        for (int r = 0; r < nv; r++)
+            f(r);
+    }
+}
+
 /* one unit (head, sequence) as the producer and the consumer see it */
 typedef struct qattn_qs_unit {
     int u, h, b;        /* unit u = h * nseq + b */
@@ -229,13 +244,7 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
             const int nv = left < 0 ? 0 : left > 8 ? 8 : (int)left;
             const uint16_t *x = px + (int64_t)pt * TT * p.x_stride_tok;
             unsigned char *dst = ring + ((size_t)(issued % S) * TT + r0) * D * 2 + c * 16;
-            if (nv == 8) /* whole tiles: unrolled, no branches */
-                QATTN_UNROLL
-                for (int j = 0; j < 8; j++)
-                    qattn_port_cp16(dst + j * D * 2, x + j * p.x_stride_tok);
-            else
-                for (int j = 0; j < nv; j++)
-                    qattn_port_cp16(dst + j * D * 2, x + j * p.x_stride_tok);
+            qattn_qs_rows(nv, [&](int j) { qattn_port_cp16(dst + j * D * 2, x + j * p.x_stride_tok); });
             issued++;
             pt++;
             pnext();
@@ -303,13 +312,7 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                         }
                     }
                 };
-                if (nv == 8) /* whole tiles: no branch between the rows (the conversions overlap) */
-                    QATTN_UNROLL
-                    for (int r = 0; r < 8; r++)
-                        row(r);
-                else
-                    for (int r = 0; r < nv; r++)
-                        row(r);
+                qattn_qs_rows(nv, row); /* whole tiles: the conversions of the 8 rows overlap */
                 consumed++;
             }
             /* the block's partials: over the lanes of a warp that hold the same channels, then over the warps */
