@@ -326,6 +326,28 @@ static __device__ __forceinline__ uint2 qattn_qs_code8_exact(const float (&v)[8]
     return w;
 }
 
+/* e4m3 codes without brackets (V^T): every value by the correction step.
+ * With r = fl(1 / s), q = fl(v r) and e = fl(q s - v) (exact by one fma),
+ * y = fl(q + e (-r)) is fl(v / s) while |v| >= 2^-100 (qattn_qs_code1).
+ * Below that, with s >= 2^-80, |v / s| < 2^-20: y keeps v's sign, and both
+ * codes are +-0. Zeros keep their sign because e is q s - v, not v - q s,
+ * and the sign goes on r: for v = -0, e = +0 and y = +0 (-r) + -0 = -0
+ * (g++ -O3 turned -fma(q, s, -v) r into fma(-q, s, v) r, which gives +0). qattn_qs_mk_ok(s) says whether a
+ * scale allows it: s in [2^-80, FLT_MAX]. A zero scale is excluded: quant/
+ * writes +0 for a zero group. The exact path then takes every value.
+ * Checked on the CPU (kernels/NOTES.md) for every fp16 and every bf16 v with
+ * |v| <= amax, s = fl(amax / 448), for every finite amax with s >= 2^-80:
+ * same codes as fl(v / s), and for fp16 the same y bit for bit. */
+static __device__ __forceinline__ bool qattn_qs_mk_ok(float s)
+{
+    return s >= 0x1p-80f && s <= 3.40282347e38f;
+}
+static __device__ __forceinline__ float qattn_qs_quot(float v, float s, float r)
+{
+    const float q = v * r;
+    return qattn_port_fma(qattn_port_fma(q, s, -v), -r, q); /* not -fma(q, s, -v) r: compilers fold that into fma(-q, s, v) */
+}
+
 /* qattn_kgroup_tok_index in 32-bit arithmetic (t < 2^31) */
 static __device__ __forceinline__ int qattn_qf_tok_index(const qattn_group &g, int t)
 {
@@ -912,7 +934,12 @@ static __device__ __forceinline__ uint2 qattn_qf_code8_of(int fmt, const float (
  * its 8-byte slot of the stage, zero past the sequence (nv rows inside), by
  * qattn_qf_code8_of (per channel: scale sc, rcp or lower bracket r, upper
  * bracket h); the rare channels whose brackets disagree again from the
- * exact quotients. val(u, j): row u's smoothed value of channel j. */
+ * exact quotients. e4m3: every value by the correction step
+ * (qattn_qs_quot), when all 8 scales allow it (qattn_qs_mk_ok), else every
+ * value by the exact path. On the benchmark's V and on the shipped
+ * activations, 21% and 13% of the warps' rows had a bracket pair that
+ * disagreed, which sent the whole warp through the exact path
+ * (kernels/NOTES.md). val(u, j): row u's smoothed value of channel j. */
 template <int FMT, int SL, class VAL>
 static __device__ __forceinline__ void qattn_qf_vt_codes(int fmt, uint2 *stage, int slot, int c, int nv,
                                                          const float (&sc)[8], const float (&r)[8],
@@ -921,36 +948,62 @@ static __device__ __forceinline__ void qattn_qf_vt_codes(int fmt, uint2 *stage, 
     enum { BRK = FMT == QATTN_FMT_INT8 || FMT == QATTN_FMT_INT4 || FMT == QATTN_FMT_E4M3 };
     const unsigned keep0 = nv >= 4 ? 0xffffffffu : nv > 0 ? 0xffffffffu >> (32 - 8 * nv) : 0u;
     const unsigned keep1 = nv >= 8 ? 0xffffffffu : nv > 4 ? 0xffffffffu >> (64 - 8 * nv) : 0u;
-    unsigned dm = 0u;
-    QATTN_UNROLL
-    for (int j = 0; j < 8; j++) {
-        float v[8], s8[8], r8[8], h8[8];
+    uint2 *sp = stage + c * 8 * SL + slot; /* channel c * 8 + j's slot: sp[j * SL] */
+    auto col = [&](int j, float (&v)[8], float (&s8)[8], float (&r8)[8]) { /* channel j: values, scale, r */
         QATTN_UNROLL
         for (int u = 0; u < 8; u++) {
             v[u] = val(u, j);
             s8[u] = sc[j];
             r8[u] = r[j];
-            h8[u] = h[j];
         }
+    };
+    auto put = [&](int j, uint2 w) { sp[j * SL] = uint2{w.x & keep0, w.y & keep1}; };
+    auto exact = [&](int j) {
+        float v[8], s8[8], r8[8];
+        col(j, v, s8, r8);
+        put(j, qattn_qs_code8_exact<FMT>(v, s8, r8));
+    };
+    if (FMT == QATTN_FMT_E4M3) { /* no brackets: every value by the correction step (qattn_qs_quot) */
+        bool mk = true;
+        QATTN_UNROLL
+        for (int j = 0; j < 8; j++)
+            mk = mk && qattn_qs_mk_ok(sc[j]);
+        if (mk) {
+            QATTN_UNROLL
+            for (int j = 0; j < 8; j++) {
+                float v[8], s8[8], r8[8];
+                col(j, v, s8, r8);
+                const float rr = qattn_kfmt_u2f(qattn_kfmt_f2u(r[j]) + 4u); /* fl(1 / s): the lower bracket + 4 ulp */
+                unsigned a[4];
+                QATTN_UNROLL
+                for (int u = 0; u < 4; u++)
+                    a[u] = qattn_port_e4m3x2(qattn_qs_quot(v[2 * u], sc[j], rr), qattn_qs_quot(v[2 * u + 1], sc[j], rr));
+                put(j, uint2{a[0] | a[1] << 16, a[2] | a[3] << 16});
+            }
+        } else { /* a scale out of range (zero, tiny, non-finite): every value by the exact path */
+            QATTN_UNROLL
+            for (int j = 0; j < 8; j++)
+                exact(j);
+        }
+        return;
+    }
+    unsigned dm = 0u;
+    QATTN_UNROLL
+    for (int j = 0; j < 8; j++) {
+        float v[8], s8[8], r8[8], h8[8];
+        col(j, v, s8, r8);
+        QATTN_UNROLL
+        for (int u = 0; u < 8; u++)
+            h8[u] = h[j];
         unsigned dd;
-        const uint2 w = qattn_qf_code8_of<FMT>(fmt, v, s8, r8, h8, dd);
+        put(j, qattn_qf_code8_of<FMT>(fmt, v, s8, r8, h8, dd));
         dm |= dd ? 1u << j : 0u;
-        stage[(c * 8 + j) * SL + slot] = uint2{w.x & keep0, w.y & keep1};
     }
     if (BRK && dm)
         QATTN_UNROLL
         for (int j = 0; j < 8; j++)
-            if (dm >> j & 1u) {
-                float v[8], s8[8], r8[8];
-                QATTN_UNROLL
-                for (int u = 0; u < 8; u++) {
-                    v[u] = val(u, j);
-                    s8[u] = sc[j];
-                    r8[u] = r[j];
-                }
-                const uint2 w = qattn_qs_code8_exact<FMT>(v, s8, r8);
-                stage[(c * 8 + j) * SL + slot] = uint2{w.x & keep0, w.y & keep1};
-            }
+            if (dm >> j & 1u)
+                exact(j);
 }
 
 template <int IN, int FMT, int SM, int UNI, int TR, int LC>
