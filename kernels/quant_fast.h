@@ -348,6 +348,15 @@ static __device__ __forceinline__ float qattn_qs_quot(float v, float s, float r)
     return qattn_port_fma(qattn_port_fma(q, s, -v), -r, q); /* not -fma(q, s, -v) r: compilers fold that into fma(-q, s, v) */
 }
 
+/* bytes of a code row in the [heads, tokens, row] layout as the lean and
+ * the streamed kernel store it (d, or d / 2 for int4): they take only p.row
+ * equal to it (the dispatcher's), so that the 8 rows of a lane are stored at
+ * immediate offsets from one address */
+static __host__ __device__ __forceinline__ constexpr int qattn_qf_row_bytes(int fmt, int d)
+{
+    return fmt == QATTN_FMT_INT4 ? d / 2 : d;
+}
+
 /* qattn_kgroup_tok_index in 32-bit arithmetic (t < 2^31) */
 static __device__ __forceinline__ int qattn_qf_tok_index(const qattn_group &g, int t)
 {
@@ -1087,7 +1096,8 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
         atomicOr(p.nonfinite, 1);
 
     if (!TR) {
-        uint8_t *dst = (uint8_t *)p.codes + ((int64_t)h * p.tokens + toff + tb + r0) * p.row;
+        const int rowb = qattn_qf_row_bytes(fmt, D); /* = p.row (qattn_qf_lean_takes) */
+        uint8_t *dst = (uint8_t *)p.codes + ((int64_t)h * p.tokens + toff + tb + r0) * rowb;
         /* row u's values, scales, and rcps or brackets */
         auto row8 = [&](int u, float (&v)[8], float (&sg)[8], float (&rg)[8], float (&hg)[8]) {
             const int gi = UNI ? 0 : la.grp[r0 + u];
@@ -1110,9 +1120,9 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
             const uint2 w = qattn_qf_code8_of<FMT>(fmt, v, sg, rg, hg, dd);
             dm |= dd ? 1u << u : 0u;
             if (fmt == QATTN_FMT_INT4)
-                *(unsigned *)(dst + u * p.row + c * 4) = w.x;
+                *(unsigned *)(dst + u * rowb + c * 4) = w.x;
             else
-                *(uint2 *)(dst + u * p.row + c * 8) = w;
+                *(uint2 *)(dst + u * rowb + c * 8) = w;
         }
         if (BRK && dm) /* the rare rows whose brackets disagree, again from the exact quotients */
             QATTN_UNROLL
@@ -1120,7 +1130,7 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
                 if (dm >> u & 1u) {
                     float v[8], sg[8], rg[8], hg[8];
                     row8(u, v, sg, rg, hg);
-                    *(uint2 *)(dst + u * p.row + c * 8) = qattn_qs_code8_exact<FMT>(v, sg, rg);
+                    *(uint2 *)(dst + u * rowb + c * 8) = qattn_qs_code8_exact<FMT>(v, sg, rg);
                 }
     } else {
         qattn_qf_vt_codes<FMT, SL>(fmt, (uint2 *)ls_stage, (r0 >> 3) ^ (c & (SL - 1)), c, nv, sc, rc, hi,
@@ -1417,7 +1427,8 @@ static int qattn_qf_plan(const qattn_kernels_quant_params &p, int *tt, size_t *s
 static int qattn_qf_lean_takes(const qattn_kernels_quant_params &p)
 {
     const char *env = getenv("QATTN_QUANT_LEAN");
-    if ((env && !strcmp(env, "0")) || (p.d != 64 && p.d != 128) || p.smooth == QATTN_KERNELS_SMOOTH_BLOCKS)
+    if ((env && !strcmp(env, "0")) || (p.d != 64 && p.d != 128) || p.smooth == QATTN_KERNELS_SMOOTH_BLOCKS ||
+        p.row != qattn_qf_row_bytes(p.fmt, p.d))
         return 0;
     const int uniform = qattn_qf_uniform(p.group);
     if (p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED || uniform)

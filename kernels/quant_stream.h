@@ -237,7 +237,7 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
     px = qattn_qf_seq_x(p, pu.b, pu.t0, pu.h) + (int64_t)r0 * p.x_stride_tok + c * 8;
     qattn_qs_slice(a, rank, pph == 1 ? pu.nt1 : pu.nt2, pt, pt1);
     pnext();
-    int issued = 0, consumed = 0, nt2done = 0;
+    int issued = 0, consumed = 0, gsel = 0; /* gsel: this tile's third of gmax (phase-2 tiles so far, mod 3) */
     auto produce = [&]() {
         if (pu.u < units) {
             const int64_t left = pu.n - ((int64_t)pt * TT + r0);
@@ -471,7 +471,7 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
             float xv[8][8]; /* token-local groups, smoothed: the values, computed once for the row maxima */
 #define QATTN_QS_XV(r, j) (!UNI && SM ? xv[r][j] : QATTN_QS_VAL(r, j))
             if (!UNI) { /* token-local groups: rows' amax -> group amax (one barrier) -> each warp its rows' scales */
-                unsigned *gm = gmax + (nt2done % 3) * TT;
+                unsigned *gm = gmax + gsel * TT;
                 float am[8];
                 QATTN_UNROLL
                 for (int r = 0; r < 8; r++) {
@@ -494,8 +494,14 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                 }
                 __syncthreads();
                 /* gmax of two tiles back: read before this barrier, next written after the next one */
-                for (int i = tid; i < TT; i += NT)
-                    gmax[((nt2done + 2) % 3) * TT + i] = 0u;
+                unsigned *gm2 = gmax + (gsel == 0 ? 2 : gsel - 1) * TT;
+                if (NT >= TT) {
+                    if (tid < TT)
+                        gm2[tid] = 0u;
+                } else {
+                    for (int i = tid; i < TT; i += NT)
+                        gm2[i] = 0u;
+                }
                 if (lane < WR) {
                     float4 e;
                     e.x = qattn_kfmt_scale_for(FMT, qattn_kfmt_u2f(gm[gi_row]), p.group.e8m0);
@@ -510,12 +516,13 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
             }
             if (!TR) { /* the codes of the 8 rows without a branch; the rare rows whose brackets disagree
                         * are written again afterwards from the exact quotients */
-                uint8_t *dst = (uint8_t *)p.codes + ((int64_t)un.h * p.tokens + un.toff + tb + r0) * p.row;
+                enum { ROWB = qattn_qf_row_bytes(FMT, D) }; /* = p.row (qattn_qf_lean_takes): immediate offsets */
+                uint8_t *dst = (uint8_t *)p.codes + ((int64_t)un.h * p.tokens + un.toff + tb + r0) * ROWB;
                 auto put = [&](int r, uint2 cw) {
                     if (FMT == QATTN_FMT_INT4)
-                        qattn_port_st_stream((unsigned *)(dst + r * p.row + c * 4), cw.x);
+                        qattn_port_st_stream((unsigned *)(dst + r * ROWB + c * 4), cw.x);
                     else
-                        qattn_port_st_stream((uint2 *)(dst + r * p.row + c * 8), cw);
+                        qattn_port_st_stream((uint2 *)(dst + r * ROWB + c * 8), cw);
                 };
                 unsigned dm = 0u;
                 QATTN_UNROLL
@@ -567,7 +574,7 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
             }
 #undef QATTN_QS_VAL
 #undef QATTN_QS_XV
-            nt2done++;
+            gsel = gsel == 2 ? 0 : gsel + 1;
             consumed++;
         }
     }
