@@ -130,6 +130,12 @@ static __device__ __forceinline__ void qattn_qs_vt_flush32(const uint4 *stage, u
     }
 }
 
+/* a compile-time flag as an argument (qattn_qs_kernel's tile2) */
+template <bool B>
+struct qattn_qs_bool {
+    static constexpr bool value = B;
+};
+
 /* f(r) for the thread's rows r < nv (of 8): unrolled, with no branch
  * between the rows, for whole tiles (nv = 8); a loop for the tail */
 template <typename F>
@@ -462,116 +468,125 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
             qattn_port_cp_wait(S - 1);
             const uint4 *src = (const uint4 *)(ring + ((size_t)(consumed % S) * TT + r0) * D * 2 + c * 16);
             const int64_t tb = (int64_t)t * TT, left = un.n - (tb + r0);
-            const int nv = left < 0 ? 0 : left > 8 ? 8 : (int)left;
-            uint4 raw[8];
-            QATTN_UNROLL
-            for (int r = 0; r < 8; r++)
-                raw[r] = r < nv ? src[r * D / 8] : uint4{0u, 0u, 0u, 0u};
+            const int nv_tile = left < 0 ? 0 : left > 8 ? 8 : (int)left;
+            /* the tile's work, compiled twice: for whole tiles (every thread 8 rows, no row tests) and for
+             * the others */
+            auto tile2 = [&](auto whole) {
+                const int nv = decltype(whole)::value ? 8 : nv_tile;
+                uint4 raw[8];
+                QATTN_UNROLL
+                for (int r = 0; r < 8; r++)
+                    raw[r] = r < nv ? src[r * D / 8] : uint4{0u, 0u, 0u, 0u};
 #define QATTN_QS_VAL(r, j) (SM ? qattn_qf_dec<IN>(raw[r], j) - mean[j] : qattn_qf_dec<IN>(raw[r], j))
-            float xv[8][8]; /* token-local groups, smoothed: the values, computed once for the row maxima */
+                float xv[8][8]; /* token-local groups, smoothed: the values, computed once for the row maxima */
 #define QATTN_QS_XV(r, j) (!UNI && SM ? xv[r][j] : QATTN_QS_VAL(r, j))
-            if (!UNI) { /* token-local groups: rows' amax -> group amax (one barrier) -> each warp its rows' scales */
-                unsigned *gm = gmax + gsel * TT;
-                float am[8];
-                QATTN_UNROLL
-                for (int r = 0; r < 8; r++) {
-                    am[r] = 0.0f;
-                    if (SM) {
-                        QATTN_UNROLL
-                        for (int j = 0; j < 8; j++) {
-                            xv[r][j] = QATTN_QS_VAL(r, j);
-                            am[r] = fmaxf(am[r], fabsf(xv[r][j]));
-                        }
-                    } else { /* the largest 16-bit magnitude, Inf / NaN included */
-                        am[r] = qattn_qf_amax16<IN>(raw[r], nonfin);
-                    }
-                }
-                {
-                    const float rm = qattn_qs_rowmax<LC>(am, c);
-                    const int rr = qattn_qs_rowmax_row<LC>(c);
-                    if ((LC == 3 || !(c & 1)) && rr < nv && rm > 0.0f)
-                        atomicMax(&gm[gi_rm], qattn_kfmt_f2u(rm));
-                }
-                __syncthreads();
-                /* gmax of two tiles back: read before this barrier, next written after the next one */
-                unsigned *gm2 = gmax + (gsel == 0 ? 2 : gsel - 1) * TT;
-                if (NT >= TT) {
-                    if (tid < TT)
-                        gm2[tid] = 0u;
-                } else {
-                    for (int i = tid; i < TT; i += NT)
-                        gm2[i] = 0u;
-                }
-                if (lane < WR) {
-                    float4 e;
-                    e.x = qattn_kfmt_scale_for(FMT, qattn_kfmt_u2f(gm[gi_row]), p.group.e8m0);
-                    qattn_qs_brk(e.x, e.y, e.z);
-                    e.w = 0.0f;
-                    wsc[w * WR + lane] = e;
-                    const int64_t gg = (int64_t)t * a.g.gpt + gi_row;
-                    if (first_row && gg < p.ntok)
-                        p.scale[hb * p.ntok + gg] = e.x;
-                }
-                qattn_port_syncwarp();
-            }
-            if (!TR) { /* the codes of the 8 rows without a branch; the rare rows whose brackets disagree
-                        * are written again afterwards from the exact quotients */
-                enum { ROWB = qattn_qf_row_bytes(FMT, D) }; /* = p.row (qattn_qf_lean_takes): immediate offsets */
-                uint8_t *dst = (uint8_t *)p.codes + ((int64_t)un.h * p.tokens + un.toff + tb + r0) * ROWB;
-                auto put = [&](int r, uint2 cw) {
-                    if (FMT == QATTN_FMT_INT4)
-                        qattn_port_st_stream((unsigned *)(dst + r * ROWB + c * 4), cw.x);
-                    else
-                        qattn_port_st_stream((uint2 *)(dst + r * ROWB + c * 8), cw);
-                };
-                unsigned dm = 0u;
-                QATTN_UNROLL
-                for (int r = 0; r < 8; r++) {
-                    float v[8], lo8[8], hi8[8];
-                    const float4 e = UNI ? float4{0.0f, 0.0f, 0.0f, 0.0f} : wsc[r0 + r];
+                if (!UNI) { /* token-local groups: rows' amax -> group amax (a barrier) -> each warp its rows' scales */
+                    unsigned *gm = gmax + gsel * TT;
+                    float am[8];
                     QATTN_UNROLL
-                    for (int j = 0; j < 8; j++) {
-                        v[j] = QATTN_QS_XV(r, j);
-                        lo8[j] = UNI ? lo[j] : e.y;
-                        hi8[j] = UNI ? hi[j] : e.z;
-                    }
-                    unsigned d;
-                    const uint2 cw = qattn_qs_code8<FMT>(v, lo8, hi8, d);
-                    if (r < nv)
-                        put(r, cw);
-                    dm |= d && r < nv ? 1u << r : 0u;
-                }
-                if (dm)
-                    QATTN_UNROLL
-                    for (int r = 0; r < 8; r++)
-                        if (dm >> r & 1u) {
-                            float v[8], s8[8], lo8[8];
-                            const float4 e = UNI ? float4{0.0f, 0.0f, 0.0f, 0.0f} : wsc[r0 + r];
+                    for (int r = 0; r < 8; r++) {
+                        am[r] = 0.0f;
+                        if (SM) {
                             QATTN_UNROLL
                             for (int j = 0; j < 8; j++) {
-                                v[j] = QATTN_QS_XV(r, j);
-                                s8[j] = UNI ? sc[j] : e.x;
-                                lo8[j] = UNI ? lo[j] : e.y;
+                                xv[r][j] = QATTN_QS_VAL(r, j);
+                                am[r] = fmaxf(am[r], fabsf(xv[r][j]));
                             }
-                            put(r, qattn_qs_code8_exact<FMT>(v, s8, lo8));
+                        } else { /* the largest 16-bit magnitude, Inf / NaN included */
+                            am[r] = qattn_qf_amax16<IN>(raw[r], nonfin);
                         }
-            } else { /* V^T (UNI, 8-bit codes): channel j's codes of the 8 rows, packed along tokens (lean's stage) */
-                uint2 *stage = (uint2 *)tstage;
-                /* the warps of tokens 32 P .. 32 P + 31 write and flush their columns of the stage alone */
-                const int P = w / WPG;
-                auto gsync = [&]() {
-                    if (WPG == 1)
-                        qattn_port_syncwarp();
-                    else
-                        qattn_port_bar_sync(1 + P, 32 * WPG);
-                };
-                gsync(); /* the group's flush of the previous tile has read its columns */
-                qattn_qf_vt_codes<FMT, SL>(FMT, stage, (r0 >> 3) ^ (c & (SL - 1)), c, nv, sc, lo, hi,
-                                           [&](int r, int j) { return QATTN_QS_VAL(r, j); });
-                gsync();
-                qattn_qs_vt_flush32<D>((const uint4 *)stage, (uint8_t *)p.codes + hb * D * p.npad + tb, p.npad, P,
-                                       tid - P * 32 * WPG, 32 * WPG);
-            }
+                    }
+                    {
+                        const float rm = qattn_qs_rowmax<LC>(am, c);
+                        const int rr = qattn_qs_rowmax_row<LC>(c);
+                        if ((LC == 3 || !(c & 1)) && rr < nv && rm > 0.0f)
+                            atomicMax(&gm[gi_rm], qattn_kfmt_f2u(rm));
+                    }
+                    __syncthreads();
+                    /* gmax of two tiles back: read before this barrier, next written after the next one */
+                    unsigned *gm2 = gmax + (gsel == 0 ? 2 : gsel - 1) * TT;
+                    if (NT >= TT) {
+                        if (tid < TT)
+                            gm2[tid] = 0u;
+                    } else {
+                        for (int i = tid; i < TT; i += NT)
+                            gm2[i] = 0u;
+                    }
+                    if (lane < WR) {
+                        float4 e;
+                        e.x = qattn_kfmt_scale_for(FMT, qattn_kfmt_u2f(gm[gi_row]), p.group.e8m0);
+                        qattn_qs_brk(e.x, e.y, e.z);
+                        e.w = 0.0f;
+                        wsc[w * WR + lane] = e;
+                        const int64_t gg = (int64_t)t * a.g.gpt + gi_row;
+                        if (first_row && gg < p.ntok)
+                            p.scale[hb * p.ntok + gg] = e.x;
+                    }
+                    qattn_port_syncwarp();
+                }
+                if (!TR) { /* the codes of the 8 rows without a branch; the rare rows whose brackets disagree
+                            * are written again afterwards from the exact quotients */
+                    enum { ROWB = qattn_qf_row_bytes(FMT, D) }; /* = p.row (qattn_qf_lean_takes): immediate offsets */
+                    uint8_t *dst = (uint8_t *)p.codes + ((int64_t)un.h * p.tokens + un.toff + tb + r0) * ROWB;
+                    auto put = [&](int r, uint2 cw) {
+                        if (FMT == QATTN_FMT_INT4)
+                            qattn_port_st_stream((unsigned *)(dst + r * ROWB + c * 4), cw.x);
+                        else
+                            qattn_port_st_stream((uint2 *)(dst + r * ROWB + c * 8), cw);
+                    };
+                    unsigned dm = 0u;
+                    QATTN_UNROLL
+                    for (int r = 0; r < 8; r++) {
+                        float v[8], lo8[8], hi8[8];
+                        const float4 e = UNI ? float4{0.0f, 0.0f, 0.0f, 0.0f} : wsc[r0 + r];
+                        QATTN_UNROLL
+                        for (int j = 0; j < 8; j++) {
+                            v[j] = QATTN_QS_XV(r, j);
+                            lo8[j] = UNI ? lo[j] : e.y;
+                            hi8[j] = UNI ? hi[j] : e.z;
+                        }
+                        unsigned d;
+                        const uint2 cw = qattn_qs_code8<FMT>(v, lo8, hi8, d);
+                        if (r < nv)
+                            put(r, cw);
+                        dm |= d && r < nv ? 1u << r : 0u;
+                    }
+                    if (dm)
+                        QATTN_UNROLL
+                        for (int r = 0; r < 8; r++)
+                            if (dm >> r & 1u) {
+                                float v[8], s8[8], lo8[8];
+                                const float4 e = UNI ? float4{0.0f, 0.0f, 0.0f, 0.0f} : wsc[r0 + r];
+                                QATTN_UNROLL
+                                for (int j = 0; j < 8; j++) {
+                                    v[j] = QATTN_QS_XV(r, j);
+                                    s8[j] = UNI ? sc[j] : e.x;
+                                    lo8[j] = UNI ? lo[j] : e.y;
+                                }
+                                put(r, qattn_qs_code8_exact<FMT>(v, s8, lo8));
+                            }
+                } else { /* V^T (UNI, 8-bit codes): channel j's codes of the 8 rows along tokens (lean's stage) */
+                    uint2 *stage = (uint2 *)tstage;
+                    /* the warps of tokens 32 P .. 32 P + 31 write and flush their columns of the stage alone */
+                    const int P = w / WPG;
+                    auto gsync = [&]() {
+                        if (WPG == 1)
+                            qattn_port_syncwarp();
+                        else
+                            qattn_port_bar_sync(1 + P, 32 * WPG);
+                    };
+                    gsync(); /* the group's flush of the previous tile has read its columns */
+                    qattn_qf_vt_codes<FMT, SL>(FMT, stage, (r0 >> 3) ^ (c & (SL - 1)), c, nv, sc, lo, hi,
+                                               [&](int r, int j) { return QATTN_QS_VAL(r, j); });
+                    gsync();
+                    qattn_qs_vt_flush32<D>((const uint4 *)stage, (uint8_t *)p.codes + hb * D * p.npad + tb, p.npad, P,
+                                           tid - P * 32 * WPG, 32 * WPG);
+                }
+            };
+            if (tb + TT <= un.n) /* the block's choice: the barriers and shuffles inside need every thread */
+                tile2(qattn_qs_bool<true>());
+            else
+                tile2(qattn_qs_bool<false>());
 #undef QATTN_QS_VAL
 #undef QATTN_QS_XV
             gsel = gsel == 2 ? 0 : gsel + 1;
