@@ -534,17 +534,22 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                         else
                             qattn_port_st_stream((uint2 *)(dst + r * ROWB + c * 8), cw);
                     };
-                    unsigned dm = 0u;
-                    QATTN_UNROLL
-                    for (int r = 0; r < 8; r++) {
-                        float v[8], lo8[8], hi8[8];
+                    /* row r's values, scales and brackets (per channel, or its group's from wsc) */
+                    auto row_in = [&](int r, float(&v)[8], float(&s8)[8], float(&lo8)[8], float(&hi8)[8]) {
                         const float4 e = UNI ? float4{0.0f, 0.0f, 0.0f, 0.0f} : wsc[r0 + r];
                         QATTN_UNROLL
                         for (int j = 0; j < 8; j++) {
                             v[j] = QATTN_QS_XV(r, j);
+                            s8[j] = UNI ? sc[j] : e.x;
                             lo8[j] = UNI ? lo[j] : e.y;
                             hi8[j] = UNI ? hi[j] : e.z;
                         }
+                    };
+                    unsigned dm = 0u;
+                    QATTN_UNROLL
+                    for (int r = 0; r < 8; r++) {
+                        float v[8], s8[8], lo8[8], hi8[8];
+                        row_in(r, v, s8, lo8, hi8);
                         unsigned d;
                         const uint2 cw = qattn_qs_code8<FMT>(v, lo8, hi8, d);
                         if (r < nv)
@@ -555,14 +560,8 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
                         QATTN_UNROLL
                         for (int r = 0; r < 8; r++)
                             if (dm >> r & 1u) {
-                                float v[8], s8[8], lo8[8];
-                                const float4 e = UNI ? float4{0.0f, 0.0f, 0.0f, 0.0f} : wsc[r0 + r];
-                                QATTN_UNROLL
-                                for (int j = 0; j < 8; j++) {
-                                    v[j] = QATTN_QS_XV(r, j);
-                                    s8[j] = UNI ? sc[j] : e.x;
-                                    lo8[j] = UNI ? lo[j] : e.y;
-                                }
+                                float v[8], s8[8], lo8[8], hi8[8];
+                                row_in(r, v, s8, lo8, hi8);
                                 put(r, qattn_qs_code8_exact<FMT>(v, s8, lo8));
                             }
                 } else { /* V^T (UNI, 8-bit codes): channel j's codes of the 8 rows along tokens (lean's stage) */
