@@ -12,6 +12,7 @@
 #ifndef QATTN_KERNELS_NUMERICS_H
 #define QATTN_KERNELS_NUMERICS_H
 
+#include <math.h> /* fmaf */
 #include <stdint.h>
 
 #include "qattn/attn.h"    /* qattn_mask */
@@ -262,6 +263,28 @@ QATTN_KFN float qattn_kfmt_scale_for(int f, float amax, int e8m0)
     if (e8m0)
         return qattn_kfmt_e8m0_decode(qattn_kfmt_e8m0_encode_ceil(s));
     return s > 0.0f ? s : 0x1p-149f; /* FLT_TRUE_MIN */
+}
+
+/* fl(v / s) without a division (the V^T e4m3 codes of the lean and the
+ * streamed kernel), by the correction step for every value: with
+ * r = fl(1 / s), q = fl(v r) and e = fl(q s - v) (exact by one fma),
+ * y = fl(q + e (-r)) is fl(v / s) while |v| >= 2^-100. Below that, with
+ * s >= 2^-80, |v / s| < 2^-20: y keeps v's sign and an 8-bit float code of
+ * y is that of fl(v / s) (+-0). Zeros keep their sign because e is q s - v,
+ * not v - q s, and the sign goes on r: for v = -0, e = +0 and
+ * y = +0 (-r) + -0 = -0 (g++ -O3 turned -fma(q, s, -v) r into a form that
+ * gives +0). qattn_kfmt_quot_ok(s): s in [2^-80, FLT_MAX], where this holds
+ * (a zero scale is out: quant/ writes +0 for a zero group).
+ * test_kernels_numerics checks the e4m3 codes against fl(v / s). */
+QATTN_KFN int qattn_kfmt_quot_ok(float s)
+{
+    return s >= 0x1p-80f && s <= 3.40282347e38f;
+}
+
+QATTN_KFN float qattn_kfmt_quot(float v, float s, float r)
+{
+    const float q = v * r;
+    return fmaf(fmaf(q, s, -v), -r, q);
 }
 
 /* ---- scale groups (group.c) ---- */

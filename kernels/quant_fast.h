@@ -326,28 +326,6 @@ static __device__ __forceinline__ uint2 qattn_qs_code8_exact(const float (&v)[8]
     return w;
 }
 
-/* e4m3 codes without brackets (V^T): every value by the correction step.
- * With r = fl(1 / s), q = fl(v r) and e = fl(q s - v) (exact by one fma),
- * y = fl(q + e (-r)) is fl(v / s) while |v| >= 2^-100 (qattn_qs_code1).
- * Below that, with s >= 2^-80, |v / s| < 2^-20: y keeps v's sign, and both
- * codes are +-0. Zeros keep their sign because e is q s - v, not v - q s,
- * and the sign goes on r: for v = -0, e = +0 and y = +0 (-r) + -0 = -0
- * (g++ -O3 turned -fma(q, s, -v) r into fma(-q, s, v) r, which gives +0). qattn_qs_mk_ok(s) says whether a
- * scale allows it: s in [2^-80, FLT_MAX]. A zero scale is excluded: quant/
- * writes +0 for a zero group. The exact path then takes every value.
- * Checked on the CPU (kernels/NOTES.md) for every fp16 and every bf16 v with
- * |v| <= amax, s = fl(amax / 448), for every finite amax with s >= 2^-80:
- * same codes as fl(v / s), and for fp16 the same y bit for bit. */
-static __device__ __forceinline__ bool qattn_qs_mk_ok(float s)
-{
-    return s >= 0x1p-80f && s <= 3.40282347e38f;
-}
-static __device__ __forceinline__ float qattn_qs_quot(float v, float s, float r)
-{
-    const float q = v * r;
-    return qattn_port_fma(qattn_port_fma(q, s, -v), -r, q); /* not -fma(q, s, -v) r: compilers fold that into fma(-q, s, v) */
-}
-
 /* bytes of a code row in the [heads, tokens, row] layout as the lean and
  * the streamed kernel store it (d, or d / 2 for int4): they take only p.row
  * equal to it (the dispatcher's), so that the 8 rows of a lane are stored at
@@ -944,7 +922,7 @@ static __device__ __forceinline__ uint2 qattn_qf_code8_of(int fmt, const float (
  * qattn_qf_code8_of (per channel: scale sc, rcp or lower bracket r, upper
  * bracket h); the rare channels whose brackets disagree again from the
  * exact quotients. e4m3: every value by the correction step
- * (qattn_qs_quot), when all 8 scales allow it (qattn_qs_mk_ok), else every
+ * (qattn_kfmt_quot), when all 8 scales allow it (qattn_kfmt_quot_ok), else every
  * value by the exact path. On the benchmark's V and on the shipped
  * activations, 21% and 13% of the warps' rows had a bracket pair that
  * disagreed, which sent the whole warp through the exact path
@@ -972,11 +950,11 @@ static __device__ __forceinline__ void qattn_qf_vt_codes(int fmt, uint2 *stage, 
         col(j, v, s8, r8);
         put(j, qattn_qs_code8_exact<FMT>(v, s8, r8));
     };
-    if (FMT == QATTN_FMT_E4M3) { /* no brackets: every value by the correction step (qattn_qs_quot) */
+    if (FMT == QATTN_FMT_E4M3) { /* no brackets: every value by the correction step (qattn_kfmt_quot) */
         bool mk = true;
         QATTN_UNROLL
         for (int j = 0; j < 8; j++)
-            mk = mk && qattn_qs_mk_ok(sc[j]);
+            mk = mk && qattn_kfmt_quot_ok(sc[j]) != 0;
         if (mk) {
             QATTN_UNROLL
             for (int j = 0; j < 8; j++) {
@@ -986,7 +964,8 @@ static __device__ __forceinline__ void qattn_qf_vt_codes(int fmt, uint2 *stage, 
                 unsigned a[4];
                 QATTN_UNROLL
                 for (int u = 0; u < 4; u++)
-                    a[u] = qattn_port_e4m3x2(qattn_qs_quot(v[2 * u], sc[j], rr), qattn_qs_quot(v[2 * u + 1], sc[j], rr));
+                    a[u] = qattn_port_e4m3x2(qattn_kfmt_quot(v[2 * u], sc[j], rr),
+                                             qattn_kfmt_quot(v[2 * u + 1], sc[j], rr));
                 put(j, uint2{a[0] | a[1] << 16, a[2] | a[3] << 16});
             }
         } else { /* a scale out of range (zero, tiny, non-finite): every value by the exact path */
