@@ -255,6 +255,11 @@ static __device__ __forceinline__ void qattn_qs_brk(float s, float &lo, float &h
         hi = qattn_kfmt_u2f(r + 4u);
     }
 }
+/* fl(1 / s) from the lower bracket lo > 0 of qattn_qs_brk */
+static __device__ __forceinline__ float qattn_qs_brk_rcp(float lo)
+{
+    return qattn_kfmt_u2f(qattn_kfmt_f2u(lo) + 4u);
+}
 
 /* the codes of 8 values v (smoothed) from the brackets lo, hi of their
  * scales: bytes (.x: values 0..3, low byte first) or int4 nibbles (.x);
@@ -309,7 +314,7 @@ template <int FMT>
 static __device__ __forceinline__ unsigned qattn_qs_code1(float v, float s, float lo)
 {
     if (lo > 0.0f && fabsf(v) >= 0x1p-100f) {
-        const float r = qattn_kfmt_u2f(qattn_kfmt_f2u(lo) + 4u), q = v * r;
+        const float r = qattn_qs_brk_rcp(lo), q = v * r;
         return qattn_qf_code(FMT, qattn_port_fma(qattn_port_fma(-q, s, v), r, q));
     }
     return qattn_qs_code1_div<FMT>(v, s);
@@ -960,7 +965,7 @@ static __device__ __forceinline__ void qattn_qf_vt_codes(int fmt, uint2 *stage, 
             for (int j = 0; j < 8; j++) {
                 float v[8], s8[8], r8[8];
                 col(j, v, s8, r8);
-                const float rr = qattn_kfmt_u2f(qattn_kfmt_f2u(r[j]) + 4u); /* fl(1 / s): the lower bracket + 4 ulp */
+                const float rr = qattn_qs_brk_rcp(r[j]); /* r: the lower bracket */
                 unsigned a[4];
                 QATTN_UNROLL
                 for (int u = 0; u < 4; u++)

@@ -130,9 +130,10 @@ static float tie_value(int mode, size_t t, size_t c)
         return c & 1 ? -0.0f : 0.0f;
     if ((mode == 2 && t % 50 == 0) || (mode == 4 && c == 0))
         return 448.0f;
+    const float mid = sign * (1.0f + (float)(2 * ((t + c) % 8) + 1) / 16.0f); /* an e4m3 midpoint in [1, 2) */
     if (mode == 7)
-        return t % 50 == 0 ? 196.0f : sign * (1.0f + (float)(2 * ((t + c) % 8) + 1) / 16.0f) * 0.4375f;
-    return sign * (1.0f + (float)(2 * ((t + c) % 8) + 1) / 16.0f);
+        return t % 50 == 0 ? 196.0f : mid * 0.4375f;
+    return mid;
 }
 
 /* one case through the instance `name` */
