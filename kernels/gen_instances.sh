@@ -121,6 +121,7 @@ for in in $fast_quant_dtypes; do
     } >"$out/${name}.hip"
     cmake_quant="${cmake_quant} ${name}.hip"
     decls="${decls}int ${fn}(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
+int ${fn}_kv(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v, void *stream, qattn_err *err);
 "
     entries="${entries}    {.name = \"${name}\",
      .family = QATTN_KERNELS_FAMILY_QUANT,
@@ -137,7 +138,8 @@ for in in $fast_quant_dtypes; do
                  (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
      .layouts = (1u << QATTN_KERNELS_LAYOUT_ROWS) | (1u << QATTN_KERNELS_LAYOUT_TRANSPOSED),
-     .launch_quant = ${fn}},
+     .launch_quant = ${fn},
+     .launch_quant_kv = ${fn}_kv},
 "
 done
 

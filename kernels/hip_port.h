@@ -403,6 +403,23 @@ inline hipError_t hipMemset(void *d, int v, size_t n)
 inline hipError_t hipMemsetAsync(void *d, int v, size_t n, hipStream_t) { return hipMemset(d, v, n); }
 inline hipError_t hipDeviceSynchronize() { return hipSuccess; }
 inline hipError_t hipStreamSynchronize(hipStream_t) { return hipSuccess; }
+/* streams and events: launches run in order, at once, so a second stream
+ * and the events that order it are tokens only */
+enum { hipStreamNonBlocking = 1, hipEventDisableTiming = 2 };
+inline hipError_t hipStreamCreateWithFlags(hipStream_t *s, unsigned)
+{
+    static char token;
+    *s = (hipStream_t)(void *)&token;
+    return hipSuccess;
+}
+inline hipError_t hipEventCreateWithFlags(hipEvent_t *e, unsigned)
+{
+    static qattn_sim_event token;
+    *e = &token;
+    return hipSuccess;
+}
+inline hipError_t hipEventRecord(hipEvent_t, hipStream_t) { return hipSuccess; }
+inline hipError_t hipStreamWaitEvent(hipStream_t, hipEvent_t, unsigned) { return hipSuccess; }
 inline hipError_t hipGetLastError()
 {
     hipError_t e = qattn_sim_state_get().last;
@@ -482,6 +499,11 @@ inline hipError_t hipDeviceGetAttribute(int *v, hipDeviceAttribute_t a, int)
 #define hipEventRecord cudaEventRecord
 #define hipEventSynchronize cudaEventSynchronize
 #define hipEventElapsedTime cudaEventElapsedTime
+#define hipStreamCreateWithFlags cudaStreamCreateWithFlags
+#define hipStreamNonBlocking cudaStreamNonBlocking
+#define hipEventCreateWithFlags cudaEventCreateWithFlags
+#define hipEventDisableTiming cudaEventDisableTiming
+#define hipStreamWaitEvent cudaStreamWaitEvent
 
 #define hipDeviceSynchronize cudaDeviceSynchronize
 #define hipGetDevice cudaGetDevice

@@ -211,7 +211,7 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
             (rc = qattn_kernels_dev_to(pl->cu_k, io->cu_seqlens_k, cub, err)))
             goto fail;
     }
-    if ((rc = plan_alloc(pl, (void **)&pl->nonfinite, sizeof(int), err)))
+    if ((rc = plan_alloc(pl, (void **)&pl->nonfinite, 3 * sizeof(int), err)))
         goto fail;
     {
         const qattn_operand *ops[3] = {&s->q, &s->k, &s->v};
@@ -242,7 +242,7 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
                 goto fail;
             if ((rc = qattn_kernels_quant_fill(&pl->qp[i], pb, ts[i]->data, ts[i]->stride_batch, ts[i]->stride_head,
                                                ts[i]->stride_tok, heads[i], seqlen[i], tokens[i], cu[i], ops[i],
-                                               smooth, mblock, codes, (float *)scale, (float *)mean, pl->nonfinite,
+                                               smooth, mblock, codes, (float *)scale, (float *)mean, pl->nonfinite + i,
                                                err)))
                 goto fail;
             if (vt && (rc = qattn_kernels_quant_set_layout(&pl->qp[i], QATTN_KERNELS_LAYOUT_TRANSPOSED, err)))
@@ -267,25 +267,30 @@ int qattn_kernels_plan_quantize(const qattn_kernels_plan *pl, void *stream, int 
 {
     static const char *names[3] = {"q", "k", "v"};
     hipStream_t st = (hipStream_t)stream;
+    qattn_kernels_quant_params p[3];
     for (int i = 0; i < 3; i++) {
-        if (!pl->quantize[i])
-            continue;
-        qattn_kernels_quant_params p = pl->qp[i];
-        if (check_finite)
-            QATTN_HOST_CHECK(hipMemsetAsync(pl->nonfinite, 0, sizeof(int), st), "clearing the NaN flag");
-        else
-            p.nonfinite = NULL;
-        int rc = pl->quant_sig->launch_quant(&p, stream, err);
-        if (rc)
-            return rc;
-        if (check_finite) {
-            int flag = 0;
-            QATTN_HOST_CHECK(hipStreamSynchronize(st), "quantization kernels");
-            QATTN_HOST_CHECK(hipMemcpy(&flag, pl->nonfinite, sizeof flag, hipMemcpyDeviceToHost),
-                             "reading the NaN flag");
-            if (flag)
+        p[i] = pl->qp[i];
+        if (!check_finite)
+            p[i].nonfinite = NULL;
+    }
+    if (check_finite)
+        QATTN_HOST_CHECK(hipMemsetAsync(pl->nonfinite, 0, 3 * sizeof(int), st), "clearing the NaN flags");
+    int rc = pl->quantize[0] ? pl->quant_sig->launch_quant(&p[0], stream, err) : QATTN_OK;
+    if (!rc && pl->quantize[1] && pl->quantize[2] && pl->quant_sig->launch_quant_kv) /* one launch where it can */
+        rc = pl->quant_sig->launch_quant_kv(&p[1], &p[2], stream, err);
+    else
+        for (int i = 1; i < 3 && !rc; i++)
+            if (pl->quantize[i])
+                rc = pl->quant_sig->launch_quant(&p[i], stream, err);
+    if (rc)
+        return rc;
+    if (check_finite) {
+        int flag[3] = {0, 0, 0};
+        QATTN_HOST_CHECK(hipStreamSynchronize(st), "quantization kernels");
+        QATTN_HOST_CHECK(hipMemcpy(flag, pl->nonfinite, sizeof flag, hipMemcpyDeviceToHost), "reading the NaN flags");
+        for (int i = 0; i < 3; i++)
+            if (pl->quantize[i] && flag[i])
                 return qattn_err_set(err, QATTN_ERR_NAN, "the %s input holds NaN or Inf", names[i]);
-        }
     }
     return QATTN_OK;
 }

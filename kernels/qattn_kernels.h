@@ -100,6 +100,10 @@ typedef struct qattn_kernels_sig {
     qattn_kernels_layout v_layout; /* attn: layout of the V codes it reads */
     unsigned layouts;     /* quant: bit set (1u << layout) of the code layouts it writes (0: rows) */
     int (*launch_quant)(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
+    /* quant: K (k) and V (v), in one launch where the instance can, else one
+     * after the other; NULL: launch_quant twice */
+    int (*launch_quant_kv)(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v, void *stream,
+                           qattn_err *err);
     int (*launch_attn)(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 } qattn_kernels_sig;
 
@@ -161,6 +165,9 @@ struct qattn_kernels_quant_params {
     float *scale;           /* [heads, nseq, ntok, nch]: amax while running, then the scales; NULL if unscaled */
     float *mean;            /* [heads, nseq, nmean, d] or NULL (no smoothing) */
     int *nonfinite;         /* [1] device: set to 1 when an input is NaN or Inf; may be NULL */
+    int share;              /* the fast path's persistent (streamed) kernel takes 1 / share of the
+                             * device's block slots (0, 1: all of them; launch_quant_kv sets 2 to run
+                             * K and V side by side) */
 };
 
 /* Fill p for quantizing one operand of pb: x (device, dtype pb->in, strides in
@@ -254,7 +261,7 @@ typedef struct qattn_kernels_plan {
     void *dev[16];                   /* device buffers owned by the plan */
     int ndev;
     int *cu_q, *cu_k;                /* [nseq + 1] device copies, or NULL */
-    int *nonfinite;                  /* [1] device */
+    int *nonfinite;                  /* [3] device: Q's, K's and V's NaN flags */
 } qattn_kernels_plan;
 
 int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const qattn_kernels_problem *pb,

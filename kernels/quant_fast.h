@@ -1547,10 +1547,98 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
     return QATTN_OK;
 }
 
+/* K and V side by side (launch_quant_kv): copies k2, v2 of k, v with
+ * share 2, each run by the streamed kernel on half of the device's block
+ * slots, when both are and their kernels fit as many blocks on a
+ * multiprocessor. Then every block holds at most 1 / occupancy of each
+ * resource, any mix of the two kernels' blocks packs, and both grids are
+ * resident together whichever starts first: no group waits for a block
+ * that cannot start (two persistent grids sized to the whole device could
+ * deadlock each other). QATTN_QUANT_KV=0 in the environment: one after the
+ * other. */
+template <int IN>
+static int qattn_quant_fast_kv_sides(const qattn_kernels_quant_params &k, const qattn_kernels_quant_params &v,
+                                     qattn_kernels_quant_params *k2, qattn_kernels_quant_params *v2)
+{
+    const char *env = getenv("QATTN_QUANT_KV");
+    if (env && !strcmp(env, "0"))
+        return 0;
+    *k2 = k;
+    *v2 = v;
+    k2->share = v2->share = 2;
+    int cap[2] = {0, 0};
+    qattn_kernels_quant_params *ps[2] = {k2, v2};
+    for (int i = 0; i < 2; i++) {
+        const qattn_kernels_quant_params &p = *ps[i];
+        int tt = 0, ni = 1, nck = 0, grid = 0;
+        size_t sm = 0, rsm = 0, ssm = 0;
+        qattn_qf_res_fn rf = (qattn_qf_res_fn)0;
+        qattn_qs_fn f = (qattn_qs_fn)0;
+        qattn_qs_args a;
+        if (!qattn_qf_plan(p, &tt, &sm, &ni) || p.heads <= 0 || p.nseq <= 0 || p.seqlen <= 0 || p.heads > 65535 ||
+            p.nseq > 65535 || qattn_qf_resident_plan<IN>(p, tt, ni, &nck, &rsm, &rf) ||
+            !qattn_qs_plan<IN>(p, &f, &grid, &ssm, &a))
+            return 0;
+        cap[i] = qattn_qs_capacity(f, 2 * p.d, ssm);
+    }
+    return cap[0] > 0 && cap[0] == cap[1];
+}
+
+/* a second stream and the fork and join events of the current device
+ * (made once); 0 if the device cannot give them */
+static int qattn_quant_side(hipStream_t *side, hipEvent_t *fork, hipEvent_t *join)
+{
+    static struct {
+        int made;
+        hipStream_t s;
+        hipEvent_t a, b;
+    } dev[16];
+    int d = 0;
+    if (hipGetDevice(&d) != hipSuccess || d < 0 || d >= 16)
+        return 0;
+    if (!dev[d].made) {
+        if (hipStreamCreateWithFlags(&dev[d].s, hipStreamNonBlocking) != hipSuccess ||
+            hipEventCreateWithFlags(&dev[d].a, hipEventDisableTiming) != hipSuccess ||
+            hipEventCreateWithFlags(&dev[d].b, hipEventDisableTiming) != hipSuccess) {
+            (void)hipGetLastError();
+            return 0;
+        }
+        dev[d].made = 1;
+    }
+    *side = dev[d].s;
+    *fork = dev[d].a;
+    *join = dev[d].b;
+    return 1;
+}
+
+/* K (k) and V (v): side by side on two streams where
+ * qattn_quant_fast_kv_sides takes them (the side stream forks from and
+ * joins the caller's stream by events), else one after the other */
+template <int IN>
+static int qattn_quant_fast_launch_kv(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v,
+                                      void *stream, qattn_err *err)
+{
+    hipStream_t st = (hipStream_t)stream, side;
+    hipEvent_t fork, join;
+    qattn_kernels_quant_params k2, v2;
+    if (qattn_quant_fast_kv_sides<IN>(*k, *v, &k2, &v2) && qattn_quant_side(&side, &fork, &join)) {
+        QATTN_QUANT_CHECK(hipEventRecord(fork, st), "quant K, V: fork event");
+        QATTN_QUANT_CHECK(hipStreamWaitEvent(side, fork, 0), "quant K, V: side stream wait");
+        int rc = qattn_quant_fast_launch<IN>(&k2, stream, err);
+        rc = rc ? rc : qattn_quant_fast_launch<IN>(&v2, (void *)side, err);
+        QATTN_QUANT_CHECK(hipEventRecord(join, side), "quant K, V: join event");
+        QATTN_QUANT_CHECK(hipStreamWaitEvent(st, join, 0), "quant K, V: stream wait");
+        return rc;
+    }
+    int rc = qattn_quant_fast_launch<IN>(k, stream, err);
+    return rc ? rc : qattn_quant_fast_launch<IN>(v, stream, err);
+}
+
 /* one instance: extern "C" launch function NAME for input dtype IN (fp16,
  * bf16), NAME_takes(p): 1 when the fused kernels run p (0: the portable
- * ones do), NAME_resident(p): 1 when the resident kernel does, and
- * NAME_lean(p): 1 when the lean encode kernel does, for the tests */
+ * ones do), NAME_resident(p): 1 when the resident kernel does,
+ * NAME_lean(p): 1 when the lean encode kernel does, NAME_kv(k, v, ...): K
+ * and V, side by side where NAME_kv_sides(k, v) says 1, for the tests */
 #define QATTN_QUANT_FAST_INSTANCE(IN, NAME)                                                           \
     extern "C" int NAME(const qattn_kernels_quant_params *p, void *stream, qattn_err *err)           \
     {                                                                                                 \
@@ -1578,6 +1666,16 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
         qattn_qs_args a;                                                                              \
         return p->in == IN && p->seqlen > 0 && qattn_qf_plan(*p, &tt, &smem, &ni) &&                \
                !NAME##_resident(p) && qattn_qs_plan<IN>(*p, &f, &grid, &ssm, &a);                     \
+    }                                                                                                 \
+    extern "C" int NAME##_kv(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v, \
+                             void *stream, qattn_err *err)                                           \
+    {                                                                                                 \
+        return qattn_quant_fast_launch_kv<IN>(k, v, stream, err);                                    \
+    }                                                                                                 \
+    extern "C" int NAME##_kv_sides(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v) \
+    {                                                                                                 \
+        qattn_kernels_quant_params k2, v2;                                                            \
+        return qattn_quant_fast_kv_sides<IN>(*k, *v, &k2, &v2);                                      \
     }                                                                                                 \
     extern "C" int NAME##_lean(const qattn_kernels_quant_params *p)                                  \
     {                                                                                                 \

@@ -670,7 +670,7 @@ static int qattn_qs_plan(const qattn_kernels_quant_params &p, qattn_qs_fn *fn, i
     const qattn_qs_fn f = qattn_qf_ladder<qattn_qs_family, IN>(p);
     const size_t sm = qattn_qs_smem(p.d, transposed, p.smooth == QATTN_KERNELS_SMOOTH_TOKENS, uniform);
     const int nt = 2 * p.d;
-    const int cap = qattn_qs_capacity(f, nt, sm);
+    const int cap = qattn_qs_capacity(f, nt, sm) / (p.share > 1 ? p.share : 1); /* p.share: launch_quant_kv */
     if (cap <= 0)
         return 0;
     const char *tenv = getenv("QATTN_QUANT_STREAM_TPR"); /* tiles per slice (tests, tuning) */

@@ -38,10 +38,15 @@ int qattn_kernels_launch_quant_fast_in_fp16_lean(const qattn_kernels_quant_param
 int qattn_kernels_launch_quant_fast_in_bf16_lean(const qattn_kernels_quant_params *p);
 int qattn_kernels_launch_quant_fast_in_fp16_stream(const qattn_kernels_quant_params *p);
 int qattn_kernels_launch_quant_fast_in_bf16_stream(const qattn_kernels_quant_params *p);
+int qattn_kernels_launch_quant_fast_in_fp16_kv_sides(const qattn_kernels_quant_params *k,
+                                                     const qattn_kernels_quant_params *v);
+int qattn_kernels_launch_quant_fast_in_bf16_kv_sides(const qattn_kernels_quant_params *k,
+                                                     const qattn_kernels_quant_params *v);
 
 static int n_resident; /* cases the resident kernel ran */
 static int n_lean;     /* cases the lean encode kernel ran */
 static int n_stream;   /* cases the streamed kernel ran */
+static int n_kv[2];    /* K and V pairs run one after the other, side by side */
 static int want_fast;  /* 1: the case must run the streamed kernel (operands with statistics, or
                         * QATTN_QUANT_STREAM=1), else the lean encode kernel (unless resident or
                         * QATTN_QUANT_LEAN=0) */
@@ -136,6 +141,185 @@ static float tie_value(int mode, size_t t, size_t c)
     return mid;
 }
 
+/* one operand of a case on the device: input, poisoned outputs, params */
+typedef struct qrun {
+    const qcase *qc;
+    qattn_operand op;
+    int cu[5], seqlen;
+    size_t T, d, H, bc, bs, bm;
+    int64_t npad;
+    float *x;     /* [H, T, d] the input's values */
+    uint16_t *x16; /* the input in the device layout */
+    void *dx, *dcodes, *dscale, *dmean, *dwork, *dflag, *dcu;
+    qattn_kernels_quant_params p;
+} qrun;
+
+static void qrun_free(qrun *r)
+{
+    free(r->x);
+    free(r->x16);
+    qattn_kernels_dev_free(r->dx);
+    qattn_kernels_dev_free(r->dcodes);
+    qattn_kernels_dev_free(r->dscale);
+    qattn_kernels_dev_free(r->dmean);
+    qattn_kernels_dev_free(r->dwork);
+    qattn_kernels_dev_free(r->dflag);
+    qattn_kernels_dev_free(r->dcu);
+    memset(r, 0, sizeof *r);
+}
+
+/* the case's input on the device, its outputs poisoned, its params; 0 on success */
+static int qrun_init(qrun *r, const qcase *qc)
+{
+    qattn_err err;
+    memset(r, 0, sizeof *r);
+    r->qc = qc;
+    if (qattn_fmt_parse(qc->fmt, &r->op.fmt) || qattn_group_parse(qc->group, &r->op.group, &err)) {
+        CHECK(0, "case %s@%s does not parse", qc->fmt, qc->group);
+        return 1;
+    }
+    for (int b = 0; b < qc->nseq; b++) {
+        r->cu[b + 1] = r->cu[b] + qc->lens[b];
+        r->seqlen = qc->lens[b] > r->seqlen ? qc->lens[b] : r->seqlen;
+    }
+    if (!qc->varlen)
+        for (int b = 0; b < qc->nseq; b++)
+            CHECK(qc->lens[b] == r->seqlen, "test setup: equal lengths");
+    const size_t T = (size_t)r->cu[qc->nseq], d = (size_t)qc->d, H = (size_t)qc->heads;
+    r->T = T;
+    r->d = d;
+    r->H = H;
+    qattn_kernels_problem pb;
+    memset(&pb, 0, sizeof pb);
+    pb.nseq = qc->nseq;
+    pb.hq = pb.hkv = qc->heads;
+    pb.d = qc->d;
+    pb.seqlen_q = pb.seqlen_k = r->seqlen;
+    pb.varlen = qc->varlen;
+    pb.in = qc->in;
+    /* host input: x [H, T, d] as the kernels read it, x16 in the device layout */
+    r->x = malloc(H * T * d * 4);
+    r->x16 = malloc(H * T * d * 2);
+    int64_t s_tok = qc->thd ? (int64_t)(H * d) : (int64_t)d, s_head = qc->thd ? (int64_t)d : (int64_t)(T * d);
+    int64_t s_batch = qc->varlen ? 0 : (int64_t)r->seqlen * s_tok;
+    for (size_t h = 0; h < H; h++)
+        for (size_t t = 0; t < T; t++)
+            for (size_t c = 0; c < d; c++) {
+                float f = qc->ties ? tie_value(qc->ties, t, c) : make_value(c, 1.5);
+                uint16_t e = qc->in == QATTN_FMT_BF16 ? qattn_kfmt_bf16_encode(f) : qattn_kfmt_fp16_encode(f);
+                r->x[(h * T + t) * d + c] =
+                    qc->in == QATTN_FMT_BF16 ? qattn_kfmt_bf16_decode(e) : qattn_kfmt_fp16_decode(e);
+                r->x16[(size_t)(t * (size_t)s_tok + h * (size_t)s_head) + c] = e;
+            }
+    qattn_kernels_quant_sizes(&r->op, qc->heads, qc->nseq, r->seqlen, (int64_t)T, qc->d, qc->smooth, qc->mblock,
+                              &r->bc, &r->bs, &r->bm);
+    r->npad = ((int64_t)r->seqlen + 127) / 128 * 128;
+    if (qc->transposed)
+        r->bc = H * (size_t)qc->nseq * d * (size_t)r->npad;
+    const size_t bm4 = r->bm ? r->bm : 4;
+    int rc = qattn_kernels_dev_alloc(&r->dx, H * T * d * 2, &err) ||
+             qattn_kernels_dev_alloc(&r->dcodes, r->bc, &err) || qattn_kernels_dev_alloc(&r->dscale, r->bs, &err) ||
+             qattn_kernels_dev_alloc(&r->dmean, bm4, &err) || qattn_kernels_dev_alloc(&r->dflag, 4, &err) ||
+             qattn_kernels_dev_alloc(&r->dcu, sizeof r->cu, &err) ||
+             qattn_kernels_dev_to(r->dx, r->x16, H * T * d * 2, &err) ||
+             qattn_kernels_dev_to(r->dcu, r->cu, sizeof r->cu, &err) ||
+             qattn_kernels_dev_fill(r->dcodes, 0xa5, r->bc, &err) ||
+             qattn_kernels_dev_fill(r->dscale, 0xa5, r->bs, &err) || qattn_kernels_dev_fill(r->dmean, 0xa5, bm4, &err) ||
+             qattn_kernels_dev_fill(r->dflag, 0, 4, &err);
+    CHECK(rc == 0, "device setup: %s", err.msg);
+    rc = rc || qattn_kernels_quant_fill(&r->p, &pb, r->dx, s_batch, s_head, s_tok, qc->heads, r->seqlen, (int64_t)T,
+                                        qc->varlen ? (const int *)r->dcu : NULL, &r->op, qc->smooth, qc->mblock,
+                                        r->dcodes, (float *)r->dscale, qc->smooth ? (float *)r->dmean : NULL,
+                                        (int *)r->dflag, &err);
+    if (!rc && qc->transposed)
+        rc = qattn_kernels_quant_set_layout(&r->p, QATTN_KERNELS_LAYOUT_TRANSPOSED, &err);
+    size_t ws = rc ? 0 : qattn_kernels_quant_work_size(&r->p);
+    if (!rc && ws) {
+        rc = qattn_kernels_dev_alloc(&r->dwork, ws, &err) || qattn_kernels_dev_fill(r->dwork, 0xa5, ws, &err);
+        r->p.work = r->dwork;
+    }
+    CHECK(rc == 0, "fill: %s", err.msg);
+    return rc;
+}
+
+/* the device's codes, scales and means of a run operand against quant/'s,
+ * bit for bit, and its NaN flag 0; tag: what ran it */
+static void qrun_check(const qrun *r, const char *name, const char *tag)
+{
+    qattn_err err;
+    const qcase *qc = r->qc;
+    const size_t T = r->T, d = r->d, H = r->H, bc = r->bc, bs = r->bs, bm = r->bm;
+    const int64_t npad = r->npad;
+    const qattn_kernels_quant_params p = r->p;
+    uint8_t *codes = malloc(bc);
+    float *sc = malloc(bs), *mn = malloc(bm ? bm : 4);
+    int flag = -1;
+    int rc = qattn_kernels_dev_from(codes, r->dcodes, bc, &err) || qattn_kernels_dev_from(sc, r->dscale, bs, &err) ||
+             qattn_kernels_dev_from(mn, r->dmean, bm ? bm : 4, &err) ||
+             qattn_kernels_dev_from(&flag, r->dflag, 4, &err);
+    CHECK(rc == 0 && flag == 0, "copy back / non-finite flag %d", flag);
+    size_t bad = 0, badsc = 0, badmean = 0, badpad = 0;
+    const size_t row = (size_t)p.row, ntok = (size_t)p.ntok, nch = (size_t)p.nch;
+    float *xs = malloc((size_t)r->seqlen * d * 4 + 4), *mref = malloc(((size_t)r->seqlen + 1) * d * 4);
+    for (size_t h = 0; h < H && !rc; h++)
+        for (int b = 0; b < qc->nseq; b++) {
+            const size_t n = (size_t)qc->lens[b], t0 = (size_t)r->cu[b], hb = h * (size_t)qc->nseq + (size_t)b;
+            memcpy(xs, r->x + (h * T + t0) * d, n * d * 4);
+            size_t nmref = 0;
+            if (qc->smooth == QATTN_KERNELS_SMOOTH_TOKENS) {
+                qattn_smooth_mean(xs, n, d, mref);
+                qattn_smooth_sub(xs, n, d, mref, xs);
+                nmref = 1;
+            } else if (qc->smooth == QATTN_KERNELS_SMOOTH_BLOCKS) {
+                qattn_smooth_blocks(xs, n, d, (size_t)qc->mblock, mref, xs);
+                nmref = (n + (size_t)qc->mblock - 1) / (size_t)qc->mblock;
+            }
+            for (size_t i = 0; i < (size_t)p.nmean * d; i++) {
+                float want = i < nmref * d ? mref[i] : 0.0f;
+                badmean += qattn_kfmt_f2u(mn[hb * (size_t)p.nmean * d + i]) != qattn_kfmt_f2u(want);
+            }
+            qattn_qtensor t;
+            if (qattn_qtensor_init(&t, r->op.fmt, &r->op.group, xs, n, d, &err)) {
+                CHECK(0, "qtensor: %s", err.msg);
+                continue;
+            }
+            for (size_t tk = 0; tk < n; tk++)
+                for (size_t c = 0; c < d; c++) {
+                    float val;
+                    if (qc->transposed)
+                        val = code_value(r->op.fmt, codes + (hb * d + c) * (size_t)npad, tk);
+                    else
+                        val = code_value(r->op.fmt, codes + (h * T + t0 + tk) * row, c);
+                    bad += qattn_kfmt_f2u(val) != qattn_kfmt_f2u(t.val[tk * d + c]);
+                }
+            if (qc->transposed)
+                for (size_t c = 0; c < d; c++)
+                    for (size_t j = n; j < (size_t)npad; j++)
+                        badpad += codes[(hb * d + c) * (size_t)npad + j] != 0;
+            const size_t ng = qattn_group_count(&r->op.group, n, d);
+            for (size_t g = 0; g < ntok * nch; g++) {
+                float want = g < ng ? t.scale[g] : 0.0f;
+                badsc += qattn_kfmt_f2u(sc[hb * ntok * nch + g]) != qattn_kfmt_f2u(want);
+            }
+            qattn_qtensor_free(&t);
+        }
+    CHECK(bad == 0 && badsc == 0 && badmean == 0 && badpad == 0,
+          "%s %s@%s smooth %d in %s d=%d heads %d nseq %d%s%s%s%s: %zu codes, %zu scales, %zu means, %zu padding "
+          "bytes differ",
+          name, qc->fmt, qc->group, qc->smooth, qattn_fmt_name(qc->in), qc->d, qc->heads, qc->nseq,
+          qc->varlen ? " varlen" : "", qc->thd ? " [T,H,d]" : "", qc->transposed ? " transposed" : "", tag, bad, badsc,
+          badmean, badpad);
+    if (!rc && bad == 0 && badsc == 0 && badmean == 0 && badpad == 0)
+        printf("ok %-22s %s@%-16s smooth %d %s d=%-3d N=%-5d nseq %d%s%s%s%s\n", name, qc->fmt, qc->group,
+               qc->smooth, qattn_fmt_name(qc->in), qc->d, r->seqlen, qc->nseq, qc->varlen ? " varlen" : "",
+               qc->thd ? " [T,H,d]" : "", qc->transposed ? " transposed" : "", tag);
+    free(xs);
+    free(mref);
+    free(codes);
+    free(sc);
+    free(mn);
+}
+
 /* one case through the instance `name` */
 static void run_case(const qcase *qc, const char *name)
 {
@@ -144,69 +328,9 @@ static void run_case(const qcase *qc, const char *name)
     CHECK(sig != NULL, "instance %s is not in the registry", name);
     if (!sig)
         return;
-    qattn_operand op;
-    memset(&op, 0, sizeof op);
-    if (qattn_fmt_parse(qc->fmt, &op.fmt) || qattn_group_parse(qc->group, &op.group, &err)) {
-        CHECK(0, "case %s@%s does not parse", qc->fmt, qc->group);
-        return;
-    }
-    int cu[5] = {0}, seqlen = 0;
-    for (int b = 0; b < qc->nseq; b++) {
-        cu[b + 1] = cu[b] + qc->lens[b];
-        seqlen = qc->lens[b] > seqlen ? qc->lens[b] : seqlen;
-    }
-    if (!qc->varlen)
-        for (int b = 0; b < qc->nseq; b++)
-            CHECK(qc->lens[b] == seqlen, "test setup: equal lengths");
-    const size_t T = (size_t)cu[qc->nseq], d = (size_t)qc->d, H = (size_t)qc->heads;
-    qattn_kernels_problem pb;
-    memset(&pb, 0, sizeof pb);
-    pb.nseq = qc->nseq;
-    pb.hq = pb.hkv = qc->heads;
-    pb.d = qc->d;
-    pb.seqlen_q = pb.seqlen_k = seqlen;
-    pb.varlen = qc->varlen;
-    pb.in = qc->in;
-    /* host input: x [H, T, d] as the kernels read it, x16 in the device layout */
-    float *x = malloc(H * T * d * 4);
-    uint16_t *x16 = malloc(H * T * d * 2);
-    int64_t s_tok = qc->thd ? (int64_t)(H * d) : (int64_t)d, s_head = qc->thd ? (int64_t)d : (int64_t)(T * d);
-    int64_t s_batch = qc->varlen ? 0 : (int64_t)seqlen * s_tok;
-    for (size_t h = 0; h < H; h++)
-        for (size_t t = 0; t < T; t++)
-            for (size_t c = 0; c < d; c++) {
-                float f = qc->ties ? tie_value(qc->ties, t, c) : make_value(c, 1.5);
-                uint16_t e = qc->in == QATTN_FMT_BF16 ? qattn_kfmt_bf16_encode(f) : qattn_kfmt_fp16_encode(f);
-                x[(h * T + t) * d + c] =
-                    qc->in == QATTN_FMT_BF16 ? qattn_kfmt_bf16_decode(e) : qattn_kfmt_fp16_decode(e);
-                x16[(size_t)(t * (size_t)s_tok + h * (size_t)s_head) + c] = e;
-            }
-    size_t bc, bs, bm;
-    qattn_kernels_quant_sizes(&op, qc->heads, qc->nseq, seqlen, (int64_t)T, qc->d, qc->smooth, qc->mblock, &bc, &bs,
-                              &bm);
-    const int64_t npad = ((int64_t)seqlen + 127) / 128 * 128;
-    if (qc->transposed)
-        bc = H * (size_t)qc->nseq * d * (size_t)npad;
-    void *dx = NULL, *dcodes = NULL, *dscale = NULL, *dmean = NULL, *dwork = NULL, *dflag = NULL, *dcu = NULL;
-    qattn_kernels_quant_params p;
-    int rc = qattn_kernels_dev_alloc(&dx, H * T * d * 2, &err) || qattn_kernels_dev_alloc(&dcodes, bc, &err) ||
-             qattn_kernels_dev_alloc(&dscale, bs, &err) || qattn_kernels_dev_alloc(&dmean, bm ? bm : 4, &err) ||
-             qattn_kernels_dev_alloc(&dflag, 4, &err) || qattn_kernels_dev_alloc(&dcu, sizeof cu, &err) ||
-             qattn_kernels_dev_to(dx, x16, H * T * d * 2, &err) || qattn_kernels_dev_to(dcu, cu, sizeof cu, &err) ||
-             qattn_kernels_dev_fill(dcodes, 0xa5, bc, &err) || qattn_kernels_dev_fill(dscale, 0xa5, bs, &err) ||
-             qattn_kernels_dev_fill(dmean, 0xa5, bm ? bm : 4, &err) || qattn_kernels_dev_fill(dflag, 0, 4, &err);
-    CHECK(rc == 0, "device setup: %s", err.msg);
-    rc = rc || qattn_kernels_quant_fill(&p, &pb, dx, s_batch, s_head, s_tok, qc->heads, seqlen, (int64_t)T,
-                                        qc->varlen ? (const int *)dcu : NULL, &op, qc->smooth, qc->mblock, dcodes,
-                                        (float *)dscale, qc->smooth ? (float *)dmean : NULL, (int *)dflag, &err);
-    if (!rc && qc->transposed)
-        rc = qattn_kernels_quant_set_layout(&p, QATTN_KERNELS_LAYOUT_TRANSPOSED, &err);
-    size_t ws = rc ? 0 : qattn_kernels_quant_work_size(&p);
-    if (!rc && ws) {
-        rc = qattn_kernels_dev_alloc(&dwork, ws, &err) || qattn_kernels_dev_fill(dwork, 0xa5, ws, &err);
-        p.work = dwork;
-    }
-    CHECK(rc == 0, "fill: %s", err.msg);
+    qrun r;
+    int rc = qrun_init(&r, qc);
+    qattn_kernels_quant_params p = r.p;
     if (!rc && strstr(name, "quant_fast_")) {
         int takes = qc->in == QATTN_FMT_BF16 ? qattn_kernels_launch_quant_fast_in_bf16_takes(&p)
                                              : qattn_kernels_launch_quant_fast_in_fp16_takes(&p);
@@ -249,82 +373,60 @@ static void run_case(const qcase *qc, const char *name)
     }
     rc = rc || sig->launch_quant(&p, NULL, &err) || qattn_kernels_dev_sync(&err);
     CHECK(rc == 0, "%s: %s", name, err.msg);
-    uint8_t *codes = malloc(bc);
-    float *sc = malloc(bs), *mn = malloc(bm ? bm : 4);
-    int flag = -1;
-    rc = rc || qattn_kernels_dev_from(codes, dcodes, bc, &err) || qattn_kernels_dev_from(sc, dscale, bs, &err) ||
-         qattn_kernels_dev_from(mn, dmean, bm ? bm : 4, &err) || qattn_kernels_dev_from(&flag, dflag, 4, &err);
-    CHECK(rc == 0 && flag == 0, "copy back / non-finite flag %d", flag);
-    size_t bad = 0, badsc = 0, badmean = 0, badpad = 0;
-    const size_t row = (size_t)p.row, ntok = (size_t)p.ntok, nch = (size_t)p.nch;
-    float *xs = malloc((size_t)seqlen * d * 4 + 4), *mref = malloc(((size_t)seqlen + 1) * d * 4);
-    for (size_t h = 0; h < H && !rc; h++)
-        for (int b = 0; b < qc->nseq; b++) {
-            const size_t n = (size_t)qc->lens[b], t0 = (size_t)cu[b], hb = h * (size_t)qc->nseq + (size_t)b;
-            memcpy(xs, x + (h * T + t0) * d, n * d * 4);
-            size_t nmref = 0;
-            if (qc->smooth == QATTN_KERNELS_SMOOTH_TOKENS) {
-                qattn_smooth_mean(xs, n, d, mref);
-                qattn_smooth_sub(xs, n, d, mref, xs);
-                nmref = 1;
-            } else if (qc->smooth == QATTN_KERNELS_SMOOTH_BLOCKS) {
-                qattn_smooth_blocks(xs, n, d, (size_t)qc->mblock, mref, xs);
-                nmref = (n + (size_t)qc->mblock - 1) / (size_t)qc->mblock;
-            }
-            for (size_t i = 0; i < (size_t)p.nmean * d; i++) {
-                float want = i < nmref * d ? mref[i] : 0.0f;
-                badmean += qattn_kfmt_f2u(mn[hb * (size_t)p.nmean * d + i]) != qattn_kfmt_f2u(want);
-            }
-            qattn_qtensor t;
-            if (qattn_qtensor_init(&t, op.fmt, &op.group, xs, n, d, &err)) {
-                CHECK(0, "qtensor: %s", err.msg);
-                continue;
-            }
-            for (size_t tk = 0; tk < n; tk++)
-                for (size_t c = 0; c < d; c++) {
-                    float val;
-                    if (qc->transposed)
-                        val = code_value(op.fmt, codes + (hb * d + c) * (size_t)npad, tk);
-                    else
-                        val = code_value(op.fmt, codes + (h * T + t0 + tk) * row, c);
-                    bad += qattn_kfmt_f2u(val) != qattn_kfmt_f2u(t.val[tk * d + c]);
-                }
-            if (qc->transposed)
-                for (size_t c = 0; c < d; c++)
-                    for (size_t j = n; j < (size_t)npad; j++)
-                        badpad += codes[(hb * d + c) * (size_t)npad + j] != 0;
-            const size_t ng = qattn_group_count(&op.group, n, d);
-            for (size_t g = 0; g < ntok * nch; g++) {
-                float want = g < ng ? t.scale[g] : 0.0f;
-                badsc += qattn_kfmt_f2u(sc[hb * ntok * nch + g]) != qattn_kfmt_f2u(want);
-            }
-            qattn_qtensor_free(&t);
-        }
-    CHECK(bad == 0 && badsc == 0 && badmean == 0 && badpad == 0,
-          "%s %s@%s smooth %d in %s d=%d heads %d nseq %d%s%s%s: %zu codes, %zu scales, %zu means, %zu padding "
-          "bytes differ",
-          name, qc->fmt, qc->group, qc->smooth, qattn_fmt_name(qc->in), qc->d, qc->heads, qc->nseq,
-          qc->varlen ? " varlen" : "", qc->thd ? " [T,H,d]" : "", qc->transposed ? " transposed" : "", bad, badsc,
-          badmean, badpad);
-    if (!rc && bad == 0 && badsc == 0 && badmean == 0 && badpad == 0)
-        printf("ok %-22s %s@%-16s smooth %d %s d=%-3d N=%-5d nseq %d%s%s%s%s\n", name, qc->fmt, qc->group,
-               qc->smooth, qattn_fmt_name(qc->in), qc->d, seqlen, qc->nseq, qc->varlen ? " varlen" : "",
-               qc->thd ? " [T,H,d]" : "", qc->transposed ? " transposed" : "",
-               resident ? " resident" : stream ? " stream" : "");
-    free(xs);
-    free(mref);
-    free(codes);
-    free(sc);
-    free(mn);
-    free(x);
-    free(x16);
-    qattn_kernels_dev_free(dx);
-    qattn_kernels_dev_free(dcodes);
-    qattn_kernels_dev_free(dscale);
-    qattn_kernels_dev_free(dmean);
-    qattn_kernels_dev_free(dwork);
-    qattn_kernels_dev_free(dflag);
-    qattn_kernels_dev_free(dcu);
+    if (!rc)
+        qrun_check(&r, name, resident ? " resident" : stream ? " stream" : "");
+    qrun_free(&r);
+}
+
+/* K (kc) and V (vc) of one problem through the instance's launch_quant_kv,
+ * each checked against quant/ as run_case does; sides: 1 when they must
+ * run side by side on two streams (NAME_kv_sides), 0 when one after the
+ * other, -1 either; inf 1 / 2: an Inf in K's / V's input, and then only
+ * that operand's NaN flag must be set */
+static void run_kv(const qcase *kc, const qcase *vc, int sides, int inf)
+{
+    static const char *hows[2] = {"one after the other", "side by side"};
+    qattn_err err;
+    const char *name = kc->in == QATTN_FMT_BF16 ? "quant_fast_in_bf16" : "quant_fast_in_fp16";
+    const qattn_kernels_sig *sig = find_sig(name);
+    CHECK(sig != NULL && sig->launch_quant_kv != NULL, "instance %s with launch_quant_kv", name);
+    if (!sig || !sig->launch_quant_kv)
+        return;
+    qrun rk, rv;
+    int rc = qrun_init(&rk, kc), how = 0;
+    rc = qrun_init(&rv, vc) || rc;
+    if (!rc) {
+        how = kc->in == QATTN_FMT_BF16 ? qattn_kernels_launch_quant_fast_in_bf16_kv_sides(&rk.p, &rv.p)
+                                       : qattn_kernels_launch_quant_fast_in_fp16_kv_sides(&rk.p, &rv.p);
+        how = how != 0;
+        CHECK(sides < 0 || how == sides, "%s K %s@%s, V %s@%s d=%d N=%d: %s, expected %s", name, kc->fmt, kc->group,
+              vc->fmt, vc->group, kc->d, rk.seqlen, hows[how], hows[sides > 0]);
+        n_kv[how]++;
+    }
+    if (!rc && inf) { /* an Inf in the middle of one operand's input */
+        qrun *r = inf == 1 ? &rk : &rv;
+        const uint16_t v = r->qc->in == QATTN_FMT_BF16 ? 0x7f80u : 0x7c00u;
+        rc = qattn_kernels_dev_to((uint16_t *)r->dx + r->H * r->T * r->d / 2 + 3, &v, 2, &err);
+    }
+    rc = rc || sig->launch_quant_kv(&rk.p, &rv.p, NULL, &err) || qattn_kernels_dev_sync(&err);
+    CHECK(rc == 0, "%s kv: %s", name, err.msg);
+    if (!rc && inf) {
+        int fk = -1, fv = -1;
+        rc = qattn_kernels_dev_from(&fk, rk.dflag, 4, &err) || qattn_kernels_dev_from(&fv, rv.dflag, 4, &err);
+        CHECK(rc == 0 && fk == (inf == 1) && fv == (inf == 2), "%s kv, Inf in %s: NaN flags K %d, V %d", name,
+              inf == 1 ? "K" : "V", fk, fv);
+        if (rc == 0 && fk == (inf == 1) && fv == (inf == 2))
+            printf("ok %-22s kv %s: Inf in %s flagged for %s only\n", name, hows[how], inf == 1 ? "K" : "V",
+                   inf == 1 ? "K" : "V");
+    } else if (!rc) {
+        char tag[64];
+        snprintf(tag, sizeof tag, " K of kv, %s", hows[how]);
+        qrun_check(&rk, name, tag);
+        snprintf(tag, sizeof tag, " V of kv, %s", hows[how]);
+        qrun_check(&rv, name, tag);
+    }
+    qrun_free(&rk);
+    qrun_free(&rv);
 }
 
 #ifdef QATTN_TEST_GPU
@@ -422,6 +524,45 @@ int main(int argc, char **argv)
             run_case(&cases[i], fast);
             unsetenv("QATTN_QUANT_RESIDENT");
         }
+    }
+    /* K and V by launch_quant_kv (sage2 K with int8 / int4 codes, V^T e4m3 per channel): side by side on
+     * two streams (the default) and one after the other (QATTN_QUANT_KV=0); equal and varlen sequences,
+     * [T, H, d] input, tails, one token, one tile per slice; an Inf in either operand; other V operands */
+    {
+        const qcase kv[][2] = {
+            {{"int8", "thread:128/8/2", TOK, 0, F16, 128, 2, 2, {300, 300}, 0, 0, 0, 1, 0, 0},
+             {"e4m3", "channel", NO, 0, F16, 128, 2, 2, {300, 300}, 0, 0, 1, 1, 0, 0}},
+            {{"int8", "thread:64/8/2", TOK, 0, B16, 64, 2, 3, {37, 600, 5}, 1, 0, 0, 1, 0, 0},
+             {"e4m3", "channel", NO, 0, B16, 64, 2, 3, {37, 600, 5}, 1, 1, 1, 1, 0, 0}},
+            {{"int4", "thread:32/8/1", TOK, 0, F16, 128, 1, 1, {130}, 0, 0, 0, 1, 0, 0},
+             {"e4m3", "channel", NO, 0, F16, 128, 1, 1, {130}, 0, 0, 1, 1, 0, 0}},
+            {{"int8", "thread:128/8/2", TOK, 0, F16, 64, 3, 1, {1}, 0, 0, 0, 1, 0, 0},
+             {"e4m3", "channel", NO, 0, F16, 64, 3, 1, {1}, 0, 0, 1, 1, 0, 0}},
+            {{"int8", "thread:128/8/2", TOK, 0, F16, 128, 4, 2, {4099, 4099}, 0, 0, 0, 1, 0, 0},
+             {"e4m3", "channel", NO, 0, F16, 128, 4, 2, {4099, 4099}, 0, 0, 1, 1, 0, 0}},
+            {{"int8", "thread:128/8/2", TOK, 0, B16, 128, 4, 3, {3000, 1029, 2050}, 1, 1, 0, 1, 0, 0},
+             {"e4m3", "channel", NO, 0, B16, 128, 4, 3, {3000, 1029, 2050}, 1, 0, 1, 1, 0, 0}},
+        };
+        for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
+            if (!big && kv[i][0].lens[0] + kv[i][0].lens[1] + kv[i][0].lens[2] > 2000)
+                continue;
+            run_kv(&kv[i][0], &kv[i][1], 1, 0);
+            setenv("QATTN_QUANT_STREAM_TPR", "1", 1);
+            run_kv(&kv[i][0], &kv[i][1], 1, 0);
+            unsetenv("QATTN_QUANT_STREAM_TPR");
+            setenv("QATTN_QUANT_KV", "0", 1);
+            run_kv(&kv[i][0], &kv[i][1], 0, 0);
+            unsetenv("QATTN_QUANT_KV");
+        }
+        run_kv(&kv[0][0], &kv[0][1], 1, 1);
+        run_kv(&kv[0][0], &kv[0][1], 1, 2);
+        const qcase vsm = {"e4m3", "channel", TOK, 0, F16, 128, 2, 2, {300, 300}, 0, 0, 1, 1, 0, 0};
+        const qcase vrows = {"e4m3", "channel", NO, 0, F16, 128, 2, 2, {300, 300}, 0, 0, 0, 1, 0, 0};
+        const qcase vtok = {"e4m3", "token", NO, 0, F16, 128, 2, 2, {300, 300}, 0, 0, 0, 1, 0, 0};
+        run_kv(&kv[0][0], &vsm, -1, 0);
+        run_kv(&kv[0][0], &vrows, -1, 0);
+        run_kv(&kv[0][0], &vtok, 0, 0); /* V by the lean kernel: not side by side */
+        CHECK(n_kv[1] >= 10, "K and V ran side by side %d times, expected at least 10", n_kv[1]);
     }
     /* the resident and lean kernels ran the cases they can take (a plan that refuses them everywhere fails this) */
     CHECK(n_resident >= 10, "the resident kernel ran %d cases, expected at least 10", n_resident);

@@ -13,7 +13,8 @@
  * codes, scales and means written once) and the traffic of the kernels (K and
  * V read twice and the partial statistics, unless the streamed or the
  * resident kernel runs: then the floor) over the time of all the
- * quantization kernels;
+ * quantization kernels (the row "kv": K and V by launch_quant_kv, side by
+ * side on two streams, their time under k, v 0);
  * the copy counts its bytes twice (read + write). Progress on stderr, the
  * numbers on stdout. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -140,17 +141,25 @@ static int bench(void)
     cudaEvent_t ev[4];
     for (int i = 0; i < 4; i++)
         CU(cudaEventCreate(&ev[i]));
-    const char *names[2] = {"quant_fast_in_fp16", "quant_portable_in_fp16"};
-    float tq[2][4][BENCH_RUNS];
-    for (int v = 0; v < 2; v++) {
-        const qattn_kernels_sig *sig = find_sig(names[v]);
+    /* variants: the fast instance per operand, the fast instance with K and V by launch_quant_kv (side by
+     * side), the portable instance */
+    const char *names[3] = {"quant_fast_in_fp16", "quant_fast_in_fp16 kv", "quant_portable_in_fp16"};
+    printf("K and V by launch_quant_kv: %s\n", qattn_kernels_launch_quant_fast_in_fp16_kv_sides(&qp[1], &qp[2])
+                                                    ? "side by side (two streams, half the device each)"
+                                                    : "one after the other");
+    float tq[3][4][BENCH_RUNS];
+    for (int v = 0; v < 3; v++) {
+        const qattn_kernels_sig *sig = find_sig(v == 2 ? "quant_portable_in_fp16" : "quant_fast_in_fp16");
         if (!sig)
             return 1;
         fprintf(stderr, "bench: %s\n", names[v]);
         for (int r = -BENCH_WARM; r < BENCH_RUNS; r++) {
             CU(cudaEventRecord(ev[0], 0));
             for (int i = 0; i < 3; i++) {
-                if (sig->launch_quant(&qp[i], NULL, &err)) {
+                int rc = v == 1 && i == 1 ? sig->launch_quant_kv(&qp[1], &qp[2], NULL, &err)
+                         : v == 1 && i == 2 ? 0
+                                            : sig->launch_quant(&qp[i], NULL, &err);
+                if (rc) {
                     fprintf(stderr, "bench: %s\n", err.msg);
                     return 1;
                 }
@@ -181,7 +190,7 @@ static int bench(void)
     printf("bytes per run: floor %.1f MB (fp16 Q, K, V read once; codes, scales, means written), kernel traffic %.1f MB\n",
            floor_bytes / 1e6, traffic / 1e6);
     printf("copy D2D %.1f MB: median %.4f ms = %.1f GB/s (read + write)\n", (double)in_bytes / 1e6, mc, copy_gbs);
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < 3; v++) {
         const float m = median(tq[v][0], BENCH_RUNS);
         printf("%-24s median %.4f ms (q %.4f, k %.4f, v %.4f): floor %.1f GB/s = %.3f of copy; traffic %.1f GB/s = "
                "%.3f of copy\n",

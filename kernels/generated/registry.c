@@ -26,7 +26,9 @@ int qattn_kernels_launch_quant_portable_in_fp16(const qattn_kernels_quant_params
 int qattn_kernels_launch_quant_portable_in_bf16(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_quant_portable_in_fp32(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_quant_fast_in_fp16(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
+int qattn_kernels_launch_quant_fast_in_fp16_kv(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v, void *stream, qattn_err *err);
 int qattn_kernels_launch_quant_fast_in_bf16(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
+int qattn_kernels_launch_quant_fast_in_bf16_kv(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v, void *stream, qattn_err *err);
 int qattn_kernels_launch_attn_fwd_portable_d64_qk_int8_pv_e4m3_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_attn_fwd_portable_d64_qk_int8_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_attn_fwd_portable_d64_qk_int8_pv_fp16_acc_fp16(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
@@ -138,7 +140,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
                  (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
      .layouts = (1u << QATTN_KERNELS_LAYOUT_ROWS) | (1u << QATTN_KERNELS_LAYOUT_TRANSPOSED),
-     .launch_quant = qattn_kernels_launch_quant_fast_in_fp16},
+     .launch_quant = qattn_kernels_launch_quant_fast_in_fp16,
+     .launch_quant_kv = qattn_kernels_launch_quant_fast_in_fp16_kv},
     {.name = "quant_fast_in_bf16",
      .family = QATTN_KERNELS_FAMILY_QUANT,
      .path = QATTN_KERNELS_PATH_PORTABLE,
@@ -154,7 +157,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
                  (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
      .layouts = (1u << QATTN_KERNELS_LAYOUT_ROWS) | (1u << QATTN_KERNELS_LAYOUT_TRANSPOSED),
-     .launch_quant = qattn_kernels_launch_quant_fast_in_bf16},
+     .launch_quant = qattn_kernels_launch_quant_fast_in_bf16,
+     .launch_quant_kv = qattn_kernels_launch_quant_fast_in_bf16_kv},
 #if QATTN_KERNELS_WITH_D64
     {.name = "attn_fwd_portable_d64_qk_int8_pv_e4m3_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
