@@ -1547,41 +1547,89 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
     return QATTN_OK;
 }
 
-/* K and V side by side (launch_quant_kv): copies k2, v2 of k, v with
- * share 2, each run by the streamed kernel on half of the device's block
- * slots, when both are and their kernels fit as many blocks on a
- * multiprocessor. Then every block holds at most 1 / occupancy of each
- * resource, any mix of the two kernels' blocks packs, and both grids are
- * resident together whichever starts first: no group waits for a block
- * that cannot start (two persistent grids sized to the whole device could
- * deadlock each other). QATTN_QUANT_KV=0 in the environment: one after the
+/* p, with share 2, run by the streamed kernel on half of its block slots
+ * (neither the resident kernel nor the portable ones): the kernel, its grid,
+ * shared memory, arguments and capacity (blocks on the device at once) */
+template <int IN>
+static int qattn_quant_fast_half(const qattn_kernels_quant_params &p, qattn_qs_fn *f, int *grid, size_t *smem,
+                                 qattn_qs_args *a, int *cap)
+{
+    int tt = 0, ni = 1, nck = 0;
+    size_t sm = 0, rsm = 0;
+    qattn_qf_res_fn rf = (qattn_qf_res_fn)0;
+    if (p.share != 2 || !qattn_qf_plan(p, &tt, &sm, &ni) || p.heads <= 0 || p.nseq <= 0 || p.seqlen <= 0 ||
+        p.heads > 65535 || p.nseq > 65535 || qattn_qf_resident_plan<IN>(p, tt, ni, &nck, &rsm, &rf) ||
+        !qattn_qs_plan<IN>(p, f, grid, smem, a))
+        return 0;
+    *cap = qattn_qs_capacity(*f, 2 * p.d, *smem);
+    return *cap > 0;
+}
+
+/* K (k) and V (v) at once, each streamed kernel on half of the device's
+ * block slots, in one of two ways:
+ *   one grid (qattn_quant_fast_kv_grid, the default where an instance of
+ *     qattn_qs_kv_kernel exists: K int8 / int4 with token-local groups
+ *     smoothed over the sequence, V e4m3 with token-uniform groups,
+ *     unsmoothed, transposed; the same input and d): blocks [0, nk) run
+ *     K's grid and the rest V's;
+ *   side by side (qattn_quant_fast_kv_sides, QATTN_QUANT_KV=streams in the
+ *     environment, for any two operands of the streamed kernel): K on the
+ *     caller's stream, V on a second one, forked and joined by events. On
+ *     the H100 1-1.4% faster than one after the other; on the H200 by turns
+ *     3% faster or 3% slower between processes (kernels/NOTES.md).
+ * Each needs both operands' kernels (and the one-grid kernel) to fit as
+ * many blocks on a multiprocessor: then every block holds at most
+ * 1 / occupancy of each resource, any mix of blocks packs, and both halves
+ * are resident together whichever starts first, so no group waits for a
+ * block that cannot start (two full-device persistent grids could
+ * deadlock each other). Otherwise, and with QATTN_QUANT_KV=0, one after the
  * other. */
 template <int IN>
 static int qattn_quant_fast_kv_sides(const qattn_kernels_quant_params &k, const qattn_kernels_quant_params &v,
                                      qattn_kernels_quant_params *k2, qattn_kernels_quant_params *v2)
 {
     const char *env = getenv("QATTN_QUANT_KV");
-    if (env && !strcmp(env, "0"))
+    if (!env || strcmp(env, "streams"))
         return 0;
     *k2 = k;
     *v2 = v;
     k2->share = v2->share = 2;
-    int cap[2] = {0, 0};
-    qattn_kernels_quant_params *ps[2] = {k2, v2};
-    for (int i = 0; i < 2; i++) {
-        const qattn_kernels_quant_params &p = *ps[i];
-        int tt = 0, ni = 1, nck = 0, grid = 0;
-        size_t sm = 0, rsm = 0, ssm = 0;
-        qattn_qf_res_fn rf = (qattn_qf_res_fn)0;
-        qattn_qs_fn f = (qattn_qs_fn)0;
-        qattn_qs_args a;
-        if (!qattn_qf_plan(p, &tt, &sm, &ni) || p.heads <= 0 || p.nseq <= 0 || p.seqlen <= 0 || p.heads > 65535 ||
-            p.nseq > 65535 || qattn_qf_resident_plan<IN>(p, tt, ni, &nck, &rsm, &rf) ||
-            !qattn_qs_plan<IN>(p, &f, &grid, &ssm, &a))
-            return 0;
-        cap[i] = qattn_qs_capacity(f, 2 * p.d, ssm);
-    }
-    return cap[0] > 0 && cap[0] == cap[1];
+    qattn_qs_fn f;
+    int grid, cap[2];
+    size_t sm;
+    qattn_qs_args a;
+    return qattn_quant_fast_half<IN>(*k2, &f, &grid, &sm, &a, &cap[0]) &&
+           qattn_quant_fast_half<IN>(*v2, &f, &grid, &sm, &a, &cap[1]) && cap[0] == cap[1];
+}
+template <int IN>
+static int qattn_quant_fast_kv_grid(const qattn_kernels_quant_params &k, const qattn_kernels_quant_params &v,
+                                    qattn_qs_kv_fn *fn, int *nk, int *grid, size_t *smem, qattn_qs_args *ak,
+                                    qattn_qs_args *av)
+{
+    const char *env = getenv("QATTN_QUANT_KV");
+    if (env || k.in != IN || v.in != IN || k.d != v.d ||
+        qattn_qf_uniform(k.group) || k.smooth != QATTN_KERNELS_SMOOTH_TOKENS ||
+        k.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED || v.fmt != QATTN_FMT_E4M3 || !qattn_qf_uniform(v.group) ||
+        v.smooth != QATTN_KERNELS_SMOOTH_NONE || v.layout != QATTN_KERNELS_LAYOUT_TRANSPOSED)
+        return 0;
+    const qattn_qs_kv_fn f = qattn_qs_kv_of<IN>(k);
+    qattn_kernels_quant_params k2 = k, v2 = v;
+    k2.share = v2.share = 2;
+    qattn_qs_fn fk, fv;
+    int gk, gv, ck, cv;
+    size_t sk, sv;
+    if (!f || !qattn_quant_fast_half<IN>(k2, &fk, &gk, &sk, ak, &ck) ||
+        !qattn_quant_fast_half<IN>(v2, &fv, &gv, &sv, av, &cv))
+        return 0;
+    const size_t sm = sk > sv ? sk : sv;
+    const int cap = qattn_qs_capacity(f, 2 * k.d, sm);
+    if (cap <= 0 || cap != ck || cap != cv || gk + gv > cap)
+        return 0;
+    *nk = gk;
+    *grid = gk + gv;
+    *fn = f;
+    *smem = sm;
+    return 1;
 }
 
 /* a second stream and the fork and join events of the current device
@@ -1611,16 +1659,44 @@ static int qattn_quant_side(hipStream_t *side, hipEvent_t *fork, hipEvent_t *joi
     return 1;
 }
 
-/* K (k) and V (v): side by side on two streams where
- * qattn_quant_fast_kv_sides takes them (the side stream forks from and
- * joins the caller's stream by events), else one after the other */
+/* how launch_quant_kv runs K (k) and V (v): 1 in one grid, 2 side by side,
+ * 0 one after the other (qattn_quant_fast_kv_sides) */
+template <int IN>
+static int qattn_quant_fast_kv_how(const qattn_kernels_quant_params &k, const qattn_kernels_quant_params &v)
+{
+    qattn_qs_kv_fn f;
+    int nk, grid;
+    size_t sm;
+    qattn_qs_args ak, av;
+    qattn_kernels_quant_params k2, v2;
+    return qattn_quant_fast_kv_grid<IN>(k, v, &f, &nk, &grid, &sm, &ak, &av) ? 1
+           : qattn_quant_fast_kv_sides<IN>(k, v, &k2, &v2)                   ? 2
+                                                                             : 0;
+}
+
+/* K (k) and V (v) as qattn_quant_fast_kv_how says */
 template <int IN>
 static int qattn_quant_fast_launch_kv(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v,
                                       void *stream, qattn_err *err)
 {
     hipStream_t st = (hipStream_t)stream, side;
     hipEvent_t fork, join;
+    qattn_qs_kv_fn f;
+    int nk = 0, grid = 0;
+    size_t sm = 0;
+    qattn_qs_args ak, av;
     qattn_kernels_quant_params k2, v2;
+    if (qattn_quant_fast_kv_grid<IN>(*k, *v, &f, &nk, &grid, &sm, &ak, &av)) {
+        const qattn_kernels_quant_params *ps[2] = {k, v};
+        for (int i = 0; i < 2; i++)
+            QATTN_QUANT_CHECK(hipMemsetAsync((unsigned char *)ps[i]->work + qattn_qf_stats_bytes(*ps[i]), 0,
+                                             (size_t)(1 + 2 * (int64_t)ps[i]->heads * ps[i]->nseq) * sizeof(unsigned),
+                                             st),
+                              "quant stream counters (K, V)");
+        qattn_port_launch_resident(f, dim3((unsigned)grid), dim3(2 * k->d), sm, st, *k, ak, *v, av, nk);
+        QATTN_QUANT_CHECK(hipGetLastError(), "quant stream kernel launch (K and V)");
+        return QATTN_OK;
+    }
     if (qattn_quant_fast_kv_sides<IN>(*k, *v, &k2, &v2) && qattn_quant_side(&side, &fork, &join)) {
         QATTN_QUANT_CHECK(hipEventRecord(fork, st), "quant K, V: fork event");
         QATTN_QUANT_CHECK(hipStreamWaitEvent(side, fork, 0), "quant K, V: side stream wait");
@@ -1638,7 +1714,7 @@ static int qattn_quant_fast_launch_kv(const qattn_kernels_quant_params *k, const
  * bf16), NAME_takes(p): 1 when the fused kernels run p (0: the portable
  * ones do), NAME_resident(p): 1 when the resident kernel does,
  * NAME_lean(p): 1 when the lean encode kernel does, NAME_kv(k, v, ...): K
- * and V, side by side where NAME_kv_sides(k, v) says 1, for the tests */
+ * and V as NAME_kv_how(k, v) says (qattn_quant_fast_kv_how), for the tests */
 #define QATTN_QUANT_FAST_INSTANCE(IN, NAME)                                                           \
     extern "C" int NAME(const qattn_kernels_quant_params *p, void *stream, qattn_err *err)           \
     {                                                                                                 \
@@ -1672,10 +1748,9 @@ static int qattn_quant_fast_launch_kv(const qattn_kernels_quant_params *k, const
     {                                                                                                 \
         return qattn_quant_fast_launch_kv<IN>(k, v, stream, err);                                    \
     }                                                                                                 \
-    extern "C" int NAME##_kv_sides(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v) \
+    extern "C" int NAME##_kv_how(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v) \
     {                                                                                                 \
-        qattn_kernels_quant_params k2, v2;                                                            \
-        return qattn_quant_fast_kv_sides<IN>(*k, *v, &k2, &v2);                                      \
+        return qattn_quant_fast_kv_how<IN>(*k, *v);                                                  \
     }                                                                                                 \
     extern "C" int NAME##_lean(const qattn_kernels_quant_params *p)                                  \
     {                                                                                                 \

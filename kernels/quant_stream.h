@@ -182,9 +182,10 @@ static __device__ __forceinline__ void qattn_qs_slice(const qattn_qs_args &a, in
     t = t < t1 ? t : t1;
 }
 
+/* the work of block `bid` of a grid of the streamed kernel for p */
 template <int IN, int FMT, int SM, int UNI, int TR, int LC>
-__global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (d = 128) or 4 (d = 64) blocks per SM */
-    qattn_qs_kernel(qattn_kernels_quant_params p, qattn_qs_args a)
+static __device__ __forceinline__ void qattn_qs_body(const qattn_kernels_quant_params &p, const qattn_qs_args &a,
+                                                     int bid)
 {
     enum {
         L = 1 << LC, RPI = 32 >> LC, NT = 16 << LC, NW = NT / 32, D = 8 << LC, TT = QATTN_QS_TT,
@@ -205,7 +206,7 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
 
     const int tid = (int)threadIdx.x, lane = tid & 31, w = tid >> 5, c = lane & (L - 1), k = lane >> LC;
     const int r0 = w * WR + 8 * k; /* the thread's rows r0 .. r0 + 7 of a tile, channels 8c .. 8c + 7 */
-    const int rank = (int)(blockIdx.x % (unsigned)a.nrank), g = (int)(blockIdx.x / (unsigned)a.nrank);
+    const int rank = (int)((unsigned)bid % (unsigned)a.nrank), g = (int)((unsigned)bid / (unsigned)a.nrank);
     const int units = p.heads * p.nseq;
     for (int i = tid; i < (UNI ? 0 : 3 * TT); i += NT)
         gmax[i] = 0u;
@@ -597,6 +598,28 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
         atomicOr(p.nonfinite, 1);
 }
 
+template <int IN, int FMT, int SM, int UNI, int TR, int LC>
+__global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (d = 128) or 4 (d = 64) blocks per SM */
+    qattn_qs_kernel(qattn_kernels_quant_params p, qattn_qs_args a)
+{
+    qattn_qs_body<IN, FMT, SM, UNI, TR, LC>(p, a, (int)blockIdx.x);
+}
+
+/* K and V in one grid: blocks [0, nk) run K's grid, the rest V's (each
+ * block one operand's for its life). Tried and slower on the H200: one
+ * operand per half of the multiprocessors, and alternating groups
+ * (kernels/NOTES.md). */
+template <int IN, int FMT, int LC>
+__global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2)
+    qattn_qs_kv_kernel(qattn_kernels_quant_params pk, qattn_qs_args ak, qattn_kernels_quant_params pv,
+                       qattn_qs_args av, int nk)
+{
+    if ((int)blockIdx.x < nk)
+        qattn_qs_body<IN, FMT, QATTN_KERNELS_SMOOTH_TOKENS, 0, 0, LC>(pk, ak, (int)blockIdx.x);
+    else
+        qattn_qs_body<IN, QATTN_FMT_E4M3, QATTN_KERNELS_SMOOTH_NONE, 1, 1, LC>(pv, av, (int)blockIdx.x - nk);
+}
+
 /* the streamed kernel of p (qattn_qs_takes) */
 typedef void (*qattn_qs_fn)(qattn_kernels_quant_params, qattn_qs_args);
 struct qattn_qs_family {
@@ -609,12 +632,29 @@ struct qattn_qs_family {
     }
 };
 
+/* K and V in one grid (qattn_qs_kv_kernel): the instance for K's format
+ * (int8, int4) and d, 0 where there is none */
+typedef void (*qattn_qs_kv_fn)(qattn_kernels_quant_params, qattn_qs_args, qattn_kernels_quant_params, qattn_qs_args,
+                               int);
+template <int IN>
+static qattn_qs_kv_fn qattn_qs_kv_of(const qattn_kernels_quant_params &k)
+{
+    if (k.d != 64 && k.d != 128)
+        return (qattn_qs_kv_fn)0;
+    if (k.fmt == QATTN_FMT_INT8)
+        return k.d == 64 ? &qattn_qs_kv_kernel<IN, QATTN_FMT_INT8, 3> : &qattn_qs_kv_kernel<IN, QATTN_FMT_INT8, 4>;
+    if (k.fmt == QATTN_FMT_INT4)
+        return k.d == 64 ? &qattn_qs_kv_kernel<IN, QATTN_FMT_INT4, 3> : &qattn_qs_kv_kernel<IN, QATTN_FMT_INT4, 4>;
+    return (qattn_qs_kv_fn)0;
+}
+
 /* blocks of fn that fit on the device at once (multiprocessors x
  * occupancy), remembered per kernel; 0 if the device cannot say */
-static int qattn_qs_capacity(qattn_qs_fn fn, int nt, size_t smem)
+template <class FN>
+static int qattn_qs_capacity(FN fn, int nt, size_t smem)
 {
     static struct {
-        qattn_qs_fn fn;
+        const void *fn;
         int dev, cap;
     } memo[16];
     static int nmemo;
@@ -622,7 +662,7 @@ static int qattn_qs_capacity(qattn_qs_fn fn, int nt, size_t smem)
     if (hipGetDevice(&dev) != hipSuccess)
         return 0;
     for (int i = 0; i < nmemo; i++)
-        if (memo[i].fn == fn && memo[i].dev == dev)
+        if (memo[i].fn == (const void *)fn && memo[i].dev == dev)
             return memo[i].cap;
     int nsm = 0, occ = 0, optin = 0;
     if (hipDeviceGetAttribute(&optin, hipDeviceAttributeSharedMemPerBlockOptin, dev) != hipSuccess ||
@@ -634,7 +674,7 @@ static int qattn_qs_capacity(qattn_qs_fn fn, int nt, size_t smem)
     }
     const int cap = occ * nsm;
     if (nmemo < 16) {
-        memo[nmemo].fn = fn;
+        memo[nmemo].fn = (const void *)fn;
         memo[nmemo].dev = dev;
         memo[nmemo].cap = cap;
         nmemo++;

@@ -38,15 +38,15 @@ int qattn_kernels_launch_quant_fast_in_fp16_lean(const qattn_kernels_quant_param
 int qattn_kernels_launch_quant_fast_in_bf16_lean(const qattn_kernels_quant_params *p);
 int qattn_kernels_launch_quant_fast_in_fp16_stream(const qattn_kernels_quant_params *p);
 int qattn_kernels_launch_quant_fast_in_bf16_stream(const qattn_kernels_quant_params *p);
-int qattn_kernels_launch_quant_fast_in_fp16_kv_sides(const qattn_kernels_quant_params *k,
-                                                     const qattn_kernels_quant_params *v);
-int qattn_kernels_launch_quant_fast_in_bf16_kv_sides(const qattn_kernels_quant_params *k,
-                                                     const qattn_kernels_quant_params *v);
+int qattn_kernels_launch_quant_fast_in_fp16_kv_how(const qattn_kernels_quant_params *k,
+                                                   const qattn_kernels_quant_params *v);
+int qattn_kernels_launch_quant_fast_in_bf16_kv_how(const qattn_kernels_quant_params *k,
+                                                   const qattn_kernels_quant_params *v);
 
 static int n_resident; /* cases the resident kernel ran */
 static int n_lean;     /* cases the lean encode kernel ran */
 static int n_stream;   /* cases the streamed kernel ran */
-static int n_kv[2];    /* K and V pairs run one after the other, side by side */
+static int n_kv[3];    /* K and V pairs run one after the other, in one grid, side by side */
 static int want_fast;  /* 1: the case must run the streamed kernel (operands with statistics, or
                         * QATTN_QUANT_STREAM=1), else the lean encode kernel (unless resident or
                         * QATTN_QUANT_LEAN=0) */
@@ -379,13 +379,13 @@ static void run_case(const qcase *qc, const char *name)
 }
 
 /* K (kc) and V (vc) of one problem through the instance's launch_quant_kv,
- * each checked against quant/ as run_case does; sides: 1 when they must
- * run side by side on two streams (NAME_kv_sides), 0 when one after the
- * other, -1 either; inf 1 / 2: an Inf in K's / V's input, and then only
+ * each checked against quant/ as run_case does; how: the way they must run
+ * (NAME_kv_how: 1 in one grid, 2 side by side on two streams, 0 one after
+ * the other; -1 any); inf 1 / 2: an Inf in K's / V's input, and then only
  * that operand's NaN flag must be set */
-static void run_kv(const qcase *kc, const qcase *vc, int sides, int inf)
+static void run_kv(const qcase *kc, const qcase *vc, int want, int inf)
 {
-    static const char *hows[2] = {"one after the other", "side by side"};
+    static const char *hows[3] = {"one after the other", "in one grid", "side by side"};
     qattn_err err;
     const char *name = kc->in == QATTN_FMT_BF16 ? "quant_fast_in_bf16" : "quant_fast_in_fp16";
     const qattn_kernels_sig *sig = find_sig(name);
@@ -396,11 +396,11 @@ static void run_kv(const qcase *kc, const qcase *vc, int sides, int inf)
     int rc = qrun_init(&rk, kc), how = 0;
     rc = qrun_init(&rv, vc) || rc;
     if (!rc) {
-        how = kc->in == QATTN_FMT_BF16 ? qattn_kernels_launch_quant_fast_in_bf16_kv_sides(&rk.p, &rv.p)
-                                       : qattn_kernels_launch_quant_fast_in_fp16_kv_sides(&rk.p, &rv.p);
-        how = how != 0;
-        CHECK(sides < 0 || how == sides, "%s K %s@%s, V %s@%s d=%d N=%d: %s, expected %s", name, kc->fmt, kc->group,
-              vc->fmt, vc->group, kc->d, rk.seqlen, hows[how], hows[sides > 0]);
+        how = kc->in == QATTN_FMT_BF16 ? qattn_kernels_launch_quant_fast_in_bf16_kv_how(&rk.p, &rv.p)
+                                       : qattn_kernels_launch_quant_fast_in_fp16_kv_how(&rk.p, &rv.p);
+        how = how >= 0 && how < 3 ? how : 0;
+        CHECK(want < 0 || how == want, "%s K %s@%s, V %s@%s d=%d N=%d: %s, expected %s", name, kc->fmt, kc->group,
+              vc->fmt, vc->group, kc->d, rk.seqlen, hows[how], hows[want < 0 ? 0 : want]);
         n_kv[how]++;
     }
     if (!rc && inf) { /* an Inf in the middle of one operand's input */
@@ -525,9 +525,10 @@ int main(int argc, char **argv)
             unsetenv("QATTN_QUANT_RESIDENT");
         }
     }
-    /* K and V by launch_quant_kv (sage2 K with int8 / int4 codes, V^T e4m3 per channel): side by side on
-     * two streams (the default) and one after the other (QATTN_QUANT_KV=0); equal and varlen sequences,
-     * [T, H, d] input, tails, one token, one tile per slice; an Inf in either operand; other V operands */
+    /* K and V by launch_quant_kv (sage2 K with int8 / int4 codes, V^T e4m3 per channel): in one grid (the
+     * default), side by side on two streams (QATTN_QUANT_KV=streams) and one after the other (=0); equal
+     * and varlen sequences, [T, H, d] input, tails, one token, one tile per slice; an Inf in either
+     * operand; V operands the one-grid kernel does not take */
     {
         const qcase kv[][2] = {
             {{"int8", "thread:128/8/2", TOK, 0, F16, 128, 2, 2, {300, 300}, 0, 0, 0, 1, 0, 0},
@@ -549,20 +550,31 @@ int main(int argc, char **argv)
             run_kv(&kv[i][0], &kv[i][1], 1, 0);
             setenv("QATTN_QUANT_STREAM_TPR", "1", 1);
             run_kv(&kv[i][0], &kv[i][1], 1, 0);
+            setenv("QATTN_QUANT_KV", "streams", 1);
+            run_kv(&kv[i][0], &kv[i][1], 2, 0);
             unsetenv("QATTN_QUANT_STREAM_TPR");
+            run_kv(&kv[i][0], &kv[i][1], 2, 0);
             setenv("QATTN_QUANT_KV", "0", 1);
             run_kv(&kv[i][0], &kv[i][1], 0, 0);
             unsetenv("QATTN_QUANT_KV");
         }
-        run_kv(&kv[0][0], &kv[0][1], 1, 1);
-        run_kv(&kv[0][0], &kv[0][1], 1, 2);
         const qcase vsm = {"e4m3", "channel", TOK, 0, F16, 128, 2, 2, {300, 300}, 0, 0, 1, 1, 0, 0};
         const qcase vrows = {"e4m3", "channel", NO, 0, F16, 128, 2, 2, {300, 300}, 0, 0, 0, 1, 0, 0};
         const qcase vtok = {"e4m3", "token", NO, 0, F16, 128, 2, 2, {300, 300}, 0, 0, 0, 1, 0, 0};
-        run_kv(&kv[0][0], &vsm, -1, 0);
-        run_kv(&kv[0][0], &vrows, -1, 0);
-        run_kv(&kv[0][0], &vtok, 0, 0); /* V by the lean kernel: not side by side */
-        CHECK(n_kv[1] >= 10, "K and V ran side by side %d times, expected at least 10", n_kv[1]);
+        for (int m = 0; m < 2; m++) { /* one grid, then side by side */
+            if (m)
+                setenv("QATTN_QUANT_KV", "streams", 1);
+            run_kv(&kv[0][0], &kv[0][1], 1 + m, 1);
+            run_kv(&kv[0][0], &kv[0][1], 1 + m, 2);
+            /* V pairs the one-grid kernel does not take: one after the other; side by side where both
+             * kernels fit alike */
+            run_kv(&kv[0][0], &vsm, m ? -1 : 0, 0);
+            run_kv(&kv[0][0], &vrows, m ? -1 : 0, 0);
+            run_kv(&kv[0][0], &vtok, 0, 0); /* V by the lean kernel: one after the other */
+        }
+        unsetenv("QATTN_QUANT_KV");
+        CHECK(n_kv[1] >= 9 && n_kv[2] >= 9, "K and V ran in one grid %d times, side by side %d times, expected at "
+              "least 9 each", n_kv[1], n_kv[2]);
     }
     /* the resident and lean kernels ran the cases they can take (a plan that refuses them everywhere fails this) */
     CHECK(n_resident >= 10, "the resident kernel ran %d cases, expected at least 10", n_resident);

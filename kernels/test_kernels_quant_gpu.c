@@ -13,8 +13,8 @@
  * codes, scales and means written once) and the traffic of the kernels (K and
  * V read twice and the partial statistics, unless the streamed or the
  * resident kernel runs: then the floor) over the time of all the
- * quantization kernels (the row "kv": K and V by launch_quant_kv, side by
- * side on two streams, their time under k, v 0);
+ * quantization kernels (the row "kv": K and V by launch_quant_kv, at once,
+ * their time under k, v 0);
  * the copy counts its bytes twice (read + write). Progress on stderr, the
  * numbers on stdout. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -141,12 +141,13 @@ static int bench(void)
     cudaEvent_t ev[4];
     for (int i = 0; i < 4; i++)
         CU(cudaEventCreate(&ev[i]));
-    /* variants: the fast instance per operand, the fast instance with K and V by launch_quant_kv (side by
-     * side), the portable instance */
+    /* variants: the fast instance per operand, the fast instance with K and V by launch_quant_kv (at
+     * once), the portable instance */
     const char *names[3] = {"quant_fast_in_fp16", "quant_fast_in_fp16 kv", "quant_portable_in_fp16"};
-    printf("K and V by launch_quant_kv: %s\n", qattn_kernels_launch_quant_fast_in_fp16_kv_sides(&qp[1], &qp[2])
-                                                    ? "side by side (two streams, half the device each)"
-                                                    : "one after the other");
+    const int kv_how = qattn_kernels_launch_quant_fast_in_fp16_kv_how(&qp[1], &qp[2]);
+    printf("K and V by launch_quant_kv: %s\n", kv_how == 1   ? "one grid (half the device each)"
+                                                : kv_how == 2 ? "side by side (two streams, half the device each)"
+                                                              : "one after the other");
     float tq[3][4][BENCH_RUNS];
     for (int v = 0; v < 3; v++) {
         const qattn_kernels_sig *sig = find_sig(v == 2 ? "quant_portable_in_fp16" : "quant_fast_in_fp16");
