@@ -36,7 +36,11 @@
  * not read again, and the slices waiting for their second read stay in L2.
  *
  * Codes without a division: qattn_qs_code8 (quant_fast.h; the lean kernel
- * takes them too). */
+ * takes them too).
+ *
+ * K and V can share one grid (qattn_qs_kv_kernel, launched by
+ * quant_fast.h's launch_quant_kv): K's grid on the first blocks, V's on the
+ * rest, each sized to half of the device's block slots (params share). */
 #ifndef QATTN_KERNELS_QUANT_STREAM_H
 #define QATTN_KERNELS_QUANT_STREAM_H
 
