@@ -100,8 +100,9 @@ typedef struct qattn_kernels_sig {
     qattn_kernels_layout v_layout; /* attn: layout of the V codes it reads */
     unsigned layouts;     /* quant: bit set (1u << layout) of the code layouts it writes (0: rows) */
     int (*launch_quant)(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
-    /* quant: K (k) and V (v), in one launch where the instance can, else one
-     * after the other; NULL: launch_quant twice */
+    /* quant: K (k) and V (v) at once where the instance can (one grid, or
+     * with QATTN_QUANT_KV=streams side by side), else one after the other;
+     * NULL: launch_quant twice */
     int (*launch_quant_kv)(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v, void *stream,
                            qattn_err *err);
     int (*launch_attn)(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
@@ -167,7 +168,7 @@ struct qattn_kernels_quant_params {
     int *nonfinite;         /* [1] device: set to 1 when an input is NaN or Inf; may be NULL */
     int share;              /* the fast path's persistent (streamed) kernel takes 1 / share of the
                              * device's block slots (0, 1: all of them; launch_quant_kv sets 2 to run
-                             * K and V side by side) */
+                             * K and V at once) */
 };
 
 /* Fill p for quantizing one operand of pb: x (device, dtype pb->in, strides in

@@ -1165,6 +1165,14 @@ static __host__ __device__ __forceinline__ size_t qattn_qf_stats_bytes(const qat
     return (size_t)p.heads * p.nseq * (size_t)qattn_qf_nchunk(p) * p.d * 16;
 }
 
+/* the 1 + 2 heads nseq counters after the statistics in p.work cleared on
+ * st, before a launch of the resident or the streamed kernel */
+static hipError_t qattn_qf_clear_counters(const qattn_kernels_quant_params &p, hipStream_t st)
+{
+    return hipMemsetAsync((unsigned char *)p.work + qattn_qf_stats_bytes(p), 0,
+                          (size_t)(1 + 2 * (int64_t)p.heads * p.nseq) * sizeof(unsigned), st);
+}
+
 template <int IN, int FMT, int SM, int UNI, int NI>
 __global__ void __launch_bounds__(QATTN_QF_THREADS, 2)
     qattn_qf_resident_kernel(qattn_kernels_quant_params p, int tt, int nck)
@@ -1499,9 +1507,7 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
     qattn_qf_res_fn rf = (qattn_qf_res_fn)0;
     if (qattn_qf_resident_plan<IN>(p, tt, ni, &nck, &rsm, &rf)) {
         const int64_t units = (int64_t)p.heads * p.nseq;
-        QATTN_QUANT_CHECK(hipMemsetAsync((unsigned char *)p.work + qattn_qf_stats_bytes(p), 0,
-                                         (size_t)(1 + 2 * units) * sizeof(unsigned), st),
-                          "quant resident counters");
+        QATTN_QUANT_CHECK(qattn_qf_clear_counters(p, st), "quant resident counters");
         qattn_port_launch_resident(rf, dim3((unsigned)(nck * units)), dim3(QATTN_QF_THREADS), rsm, st, p, tt, nck);
         QATTN_QUANT_CHECK(hipGetLastError(), "quant resident kernel launch");
         return QATTN_OK;
@@ -1512,9 +1518,7 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
     size_t ssm = 0;
     if (qattn_qs_plan<IN>(p, &sf, &sgrid, &ssm, &sa)) {
         if (qattn_qf_uniform(p.group) || p.smooth == QATTN_KERNELS_SMOOTH_TOKENS)
-            QATTN_QUANT_CHECK(hipMemsetAsync((unsigned char *)p.work + qattn_qf_stats_bytes(p), 0,
-                                             (size_t)(1 + 2 * (int64_t)p.heads * p.nseq) * sizeof(unsigned), st),
-                              "quant stream counters");
+            QATTN_QUANT_CHECK(qattn_qf_clear_counters(p, st), "quant stream counters");
         qattn_port_launch_resident(sf, dim3((unsigned)sgrid), dim3(2 * p.d), ssm, st, p, sa);
         QATTN_QUANT_CHECK(hipGetLastError(), "quant stream kernel launch");
         return QATTN_OK;
@@ -1687,12 +1691,8 @@ static int qattn_quant_fast_launch_kv(const qattn_kernels_quant_params *k, const
     qattn_qs_args ak, av;
     qattn_kernels_quant_params k2, v2;
     if (qattn_quant_fast_kv_grid<IN>(*k, *v, &f, &nk, &grid, &sm, &ak, &av)) {
-        const qattn_kernels_quant_params *ps[2] = {k, v};
-        for (int i = 0; i < 2; i++)
-            QATTN_QUANT_CHECK(hipMemsetAsync((unsigned char *)ps[i]->work + qattn_qf_stats_bytes(*ps[i]), 0,
-                                             (size_t)(1 + 2 * (int64_t)ps[i]->heads * ps[i]->nseq) * sizeof(unsigned),
-                                             st),
-                              "quant stream counters (K, V)");
+        QATTN_QUANT_CHECK(qattn_qf_clear_counters(*k, st), "quant stream counters (K)");
+        QATTN_QUANT_CHECK(qattn_qf_clear_counters(*v, st), "quant stream counters (V)");
         qattn_port_launch_resident(f, dim3((unsigned)grid), dim3(2 * k->d), sm, st, *k, ak, *v, av, nk);
         QATTN_QUANT_CHECK(hipGetLastError(), "quant stream kernel launch (K and V)");
         return QATTN_OK;

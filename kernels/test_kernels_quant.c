@@ -398,6 +398,7 @@ static void run_kv(const qcase *kc, const qcase *vc, int want, int inf)
     if (!rc) {
         how = kc->in == QATTN_FMT_BF16 ? qattn_kernels_launch_quant_fast_in_bf16_kv_how(&rk.p, &rv.p)
                                        : qattn_kernels_launch_quant_fast_in_fp16_kv_how(&rk.p, &rv.p);
+        CHECK(how >= 0 && how < 3, "%s kv: NAME_kv_how says %d", name, how);
         how = how >= 0 && how < 3 ? how : 0;
         CHECK(want < 0 || how == want, "%s K %s@%s, V %s@%s d=%d N=%d: %s, expected %s", name, kc->fmt, kc->group,
               vc->fmt, vc->group, kc->d, rk.seqlen, hows[how], hows[want < 0 ? 0 : want]);
