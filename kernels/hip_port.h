@@ -242,6 +242,16 @@ inline hipError_t qattn_sim_launch(dim3 grid, dim3 block, size_t smem, const std
 /* blocks that wait for other blocks of the same launch (see the slots) */
 #define qattn_port_launch_resident(kernel, grid, block, smem, stream, ...) \
     QATTN_SIM_LAUNCH(QATTN_SIM_SLOTS, kernel, grid, block, smem, stream, __VA_ARGS__)
+/* a launch that may start while the previous kernel in the stream
+ * finishes (programmatic dependent launch on sm_90; here a launch after
+ * it), and the same for blocks that wait for each other (the slots of
+ * qattn_port_launch_resident) */
+#define qattn_port_launch_overlap(kernel, grid, block, smem, stream, ...) \
+    QATTN_SIM_LAUNCH(1, kernel, grid, block, smem, stream, __VA_ARGS__)
+#define qattn_port_launch_resident_overlap(kernel, grid, block, smem, stream, ...) \
+    QATTN_SIM_LAUNCH(QATTN_SIM_SLOTS, kernel, grid, block, smem, stream, __VA_ARGS__)
+/* the next kernel, if launched by qattn_port_launch_overlap, may start */
+#define qattn_port_dependents_go() ((void)0)
 /* inside a spin loop on another block's flag: let the other fibers run */
 #define qattn_port_pause() qattn_sim_yield()
 #define __threadfence() ((void)0)
@@ -526,6 +536,55 @@ inline hipError_t hipDeviceGetAttribute(int *v, hipDeviceAttribute_t a, int)
 #define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 #define qattn_port_pause() __nanosleep(64)
 
+/* A launch that may start while the previous kernel in the stream finishes
+ * (programmatic dependent launch, compute capability 9.0 on; elsewhere a
+ * plain launch): for a kernel that reads nothing the previous one writes.
+ * Its blocks start once every block of the previous kernel has called
+ * qattn_port_dependents_go or exited. Work after it in the stream still
+ * waits for both. */
+static inline int qattn_port_overlap_ok(void)
+{
+    static int ok = -1;
+    if (ok < 0) {
+        int dev = 0, major = 0;
+        ok = cudaGetDevice(&dev) == cudaSuccess &&
+             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+        (void)cudaGetLastError();
+    }
+    return ok;
+}
+template <typename... KA, typename... AA>
+static inline cudaError_t qattn_port_overlap_launch(void (*kernel)(KA...), dim3 grid, dim3 block, size_t smem,
+                                                    cudaStream_t st, AA... args)
+{
+    if (!qattn_port_overlap_ok()) {
+        kernel<<<grid, block, smem, st>>>(args...);
+        return cudaGetLastError();
+    }
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+#define qattn_port_launch_overlap(kernel, grid, block, smem, stream, ...) \
+    (void)qattn_port_overlap_launch(kernel, dim3(grid), dim3(block), (size_t)(smem), (stream), __VA_ARGS__)
+#define qattn_port_launch_resident_overlap qattn_port_launch_overlap
+#ifdef __CUDACC__
+static __device__ __forceinline__ void qattn_port_dependents_go(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+#endif
+
 /* HIP's shuffles take no mask; on NVIDIA every lane of the warp takes part */
 #ifdef __CUDACC__
 template <typename T>
@@ -592,6 +651,10 @@ static __device__ __forceinline__ unsigned qattn_port_byte_perm(unsigned x, unsi
 
 #define QATTN_HIP_BACKEND "amd"
 #define qattn_port_launch_resident hipLaunchKernelGGL
+/* no programmatic dependent launch on this path: a plain launch */
+#define qattn_port_launch_overlap hipLaunchKernelGGL
+#define qattn_port_launch_resident_overlap hipLaunchKernelGGL
+#define qattn_port_dependents_go() ((void)0)
 #define qattn_port_pause() __builtin_amdgcn_s_sleep(1)
 #ifdef __AMDGCN_WAVEFRONT_SIZE
 #define QATTN_WARP_SIZE __AMDGCN_WAVEFRONT_SIZE

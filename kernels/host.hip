@@ -247,8 +247,13 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
                 goto fail;
             if (vt && (rc = qattn_kernels_quant_set_layout(&pl->qp[i], QATTN_KERNELS_LAYOUT_TRANSPOSED, err)))
                 goto fail;
-            if ((rc = plan_alloc(pl, &work, qattn_kernels_quant_work_size(&pl->qp[i]), err)))
+            const size_t wbytes = qattn_kernels_quant_work_size(&pl->qp[i]);
+            if ((rc = plan_alloc(pl, &work, wbytes, err)))
                 goto fail;
+            if (work) { /* the counters zero once: the streamed kernels leave them zero (no clearing launches) */
+                QATTN_HOST_CHECK(hipMemset(work, 0, wbytes), "clearing the quantization scratch");
+                pl->qp[i].counters_zero = 1;
+            }
             pl->qp[i].work = work;
         }
     }
@@ -275,13 +280,20 @@ int qattn_kernels_plan_quantize(const qattn_kernels_plan *pl, void *stream, int 
     }
     if (check_finite)
         QATTN_HOST_CHECK(hipMemsetAsync(pl->nonfinite, 0, 3 * sizeof(int), st), "clearing the NaN flags");
+    /* K and V read nothing that Q's kernel writes: their kernel may start while Q's ends
+     * (QATTN_QUANT_OVERLAP=0 in the environment: after it) */
+    const char *ov = getenv("QATTN_QUANT_OVERLAP");
+    const int overlap = pl->quantize[0] && !(ov && !strcmp(ov, "0"));
     int rc = pl->quantize[0] ? pl->quant_sig->launch_quant(&p[0], stream, err) : QATTN_OK;
-    if (!rc && pl->quantize[1] && pl->quantize[2] && pl->quant_sig->launch_quant_kv) /* one launch where it can */
+    if (!rc && pl->quantize[1] && pl->quantize[2] && pl->quant_sig->launch_quant_kv) { /* one launch where it can */
+        p[1].overlap = p[2].overlap = overlap;
         rc = pl->quant_sig->launch_quant_kv(&p[1], &p[2], stream, err);
-    else
+    } else
         for (int i = 1; i < 3 && !rc; i++)
-            if (pl->quantize[i])
+            if (pl->quantize[i]) {
+                p[i].overlap = i == 1 && overlap;
                 rc = pl->quant_sig->launch_quant(&p[i], stream, err);
+            }
     if (rc)
         return rc;
     if (check_finite) {

@@ -161,7 +161,8 @@ struct qattn_kernels_quant_params {
     void *work;             /* scratch of qattn_kernels_quant_work_size bytes for the fast path's
                              * per-channel statistics: [heads, nseq, nchunk, d] double sums, then
                              * float minima, then float maxima (nchunk = seqlen / CHUNK rounded up),
-                             * then 1 + 2 * heads * nseq unsigned counters (the resident kernel);
+                             * then 1 + 2 * heads * nseq unsigned counters (the resident and the
+                             * streamed kernels; the streamed ones leave them zero);
                              * NULL: the instances fall back to the portable kernels where needed */
     float *scale;           /* [heads, nseq, ntok, nch]: amax while running, then the scales; NULL if unscaled */
     float *mean;            /* [heads, nseq, nmean, d] or NULL (no smoothing) */
@@ -169,6 +170,10 @@ struct qattn_kernels_quant_params {
     int share;              /* the fast path's persistent (streamed) kernel takes 1 / share of the
                              * device's block slots (0, 1: all of them; launch_quant_kv sets 2 to run
                              * K and V at once) */
+    int counters_zero;      /* 1: the counters in work are zero before a launch (the plan zeroes work
+                             * once, and the streamed kernels leave them zero): no clearing before it */
+    int overlap;            /* 1: the kernel may start while the previous kernel in the stream ends
+                             * (programmatic dependent launch, sm_90): it reads nothing that one writes */
 };
 
 /* Fill p for quantizing one operand of pb: x (device, dtype pb->in, strides in

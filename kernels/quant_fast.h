@@ -1011,6 +1011,7 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
     __shared__ float ls_scale[TT], ls_rcp[TT], ls_hi[BRK ? TT : 1]; /* BRK: ls_rcp, ls_hi the brackets */
     __shared__ unsigned ls_gmax[TT];
     __shared__ uint4 ls_stage[TR ? D * SL / 2 : 1]; /* TR: [D][SL] 8-byte slots */
+    qattn_port_dependents_go(); /* a kernel launched to overlap this one may start its blocks */
     const int tid = (int)threadIdx.x, lane = tid & 31, c = lane & (L - 1), k = lane >> LC;
     const int r0 = (tid >> 5) * 8 * RPI + 8 * k;
     /* blocks in the reverse order of the stats kernel's: the first to run
@@ -1159,7 +1160,9 @@ static __host__ __device__ __forceinline__ size_t qattn_qf_res_smem(const qattn_
            (2 * A + (size_t)p.d + QATTN_QF_MAXTT + (size_t)p.d + 4) * 4;
 }
 /* bytes of the partial statistics at the start of p.work; the counters follow:
- * [0] ticket, [1 + 2u] blocks of unit u arrived, [2 + 2u] unit u combined */
+ * [0] ticket, [1 + 2u] blocks of unit u arrived, [2 + 2u] unit u combined
+ * (resident kernel) or blocks of unit u that left the wait (streamed
+ * kernel, which leaves both zero) */
 static __host__ __device__ __forceinline__ size_t qattn_qf_stats_bytes(const qattn_kernels_quant_params &p)
 {
     return (size_t)p.heads * p.nseq * (size_t)qattn_qf_nchunk(p) * p.d * 16;
@@ -1510,6 +1513,8 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
         QATTN_QUANT_CHECK(qattn_qf_clear_counters(p, st), "quant resident counters");
         qattn_port_launch_resident(rf, dim3((unsigned)(nck * units)), dim3(QATTN_QF_THREADS), rsm, st, p, tt, nck);
         QATTN_QUANT_CHECK(hipGetLastError(), "quant resident kernel launch");
+        if (p.counters_zero) /* this kernel does not leave them zero, and the caller counts on it */
+            QATTN_QUANT_CHECK(qattn_qf_clear_counters(p, st), "quant resident counters, after");
         return QATTN_OK;
     }
     qattn_qs_fn sf = (qattn_qs_fn)0;
@@ -1517,9 +1522,13 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
     int sgrid = 0;
     size_t ssm = 0;
     if (qattn_qs_plan<IN>(p, &sf, &sgrid, &ssm, &sa)) {
-        if (qattn_qf_uniform(p.group) || p.smooth == QATTN_KERNELS_SMOOTH_TOKENS)
+        const int clear = (qattn_qf_uniform(p.group) || p.smooth == QATTN_KERNELS_SMOOTH_TOKENS) && !p.counters_zero;
+        if (clear)
             QATTN_QUANT_CHECK(qattn_qf_clear_counters(p, st), "quant stream counters");
-        qattn_port_launch_resident(sf, dim3((unsigned)sgrid), dim3(2 * p.d), ssm, st, p, sa);
+        if (p.overlap && !clear) /* its blocks wait for blocks of their own group only, which all start */
+            qattn_port_launch_resident_overlap(sf, dim3((unsigned)sgrid), dim3(2 * p.d), ssm, st, p, sa);
+        else
+            qattn_port_launch_resident(sf, dim3((unsigned)sgrid), dim3(2 * p.d), ssm, st, p, sa);
         QATTN_QUANT_CHECK(hipGetLastError(), "quant stream kernel launch");
         return QATTN_OK;
     }
@@ -1538,9 +1547,11 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
     const int64_t span = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED ? p.npad : p.seqlen;
     if (qattn_qf_lean_takes(p)) {
         const qattn_qf_lean_fn lf = qattn_qf_ladder<qattn_qf_lean_family, IN>(p);
-        hipLaunchKernelGGL(lf, dim3((unsigned)((span + QATTN_QF_LTT - 1) / QATTN_QF_LTT), (unsigned)p.heads,
-                                (unsigned)p.nseq),
-                           dim3(2 * p.d), 0, st, p, qattn_qf_lean_args_of(p));
+        const dim3 lg((unsigned)((span + QATTN_QF_LTT - 1) / QATTN_QF_LTT), (unsigned)p.heads, (unsigned)p.nseq);
+        if (p.overlap)
+            qattn_port_launch_overlap(lf, lg, dim3(2 * p.d), 0, st, p, qattn_qf_lean_args_of(p));
+        else
+            hipLaunchKernelGGL(lf, lg, dim3(2 * p.d), 0, st, p, qattn_qf_lean_args_of(p));
         QATTN_QUANT_CHECK(hipGetLastError(), "quant lean encode kernel launch");
         return QATTN_OK;
     }
@@ -1691,9 +1702,14 @@ static int qattn_quant_fast_launch_kv(const qattn_kernels_quant_params *k, const
     qattn_qs_args ak, av;
     qattn_kernels_quant_params k2, v2;
     if (qattn_quant_fast_kv_grid<IN>(*k, *v, &f, &nk, &grid, &sm, &ak, &av)) {
-        QATTN_QUANT_CHECK(qattn_qf_clear_counters(*k, st), "quant stream counters (K)");
-        QATTN_QUANT_CHECK(qattn_qf_clear_counters(*v, st), "quant stream counters (V)");
-        qattn_port_launch_resident(f, dim3((unsigned)grid), dim3(2 * k->d), sm, st, *k, ak, *v, av, nk);
+        if (!k->counters_zero)
+            QATTN_QUANT_CHECK(qattn_qf_clear_counters(*k, st), "quant stream counters (K)");
+        if (!v->counters_zero)
+            QATTN_QUANT_CHECK(qattn_qf_clear_counters(*v, st), "quant stream counters (V)");
+        if (k->overlap && k->counters_zero && v->counters_zero)
+            qattn_port_launch_resident_overlap(f, dim3((unsigned)grid), dim3(2 * k->d), sm, st, *k, ak, *v, av, nk);
+        else
+            qattn_port_launch_resident(f, dim3((unsigned)grid), dim3(2 * k->d), sm, st, *k, ak, *v, av, nk);
         QATTN_QUANT_CHECK(hipGetLastError(), "quant stream kernel launch (K and V)");
         return QATTN_OK;
     }

@@ -16,9 +16,12 @@
  *           partials go to p.work (the same [heads, nseq, nchunk, d] layout
  *           as the statistics kernel, chunk = rank), then the block counts
  *           itself in (p.work counter 1 + 2 unit) and waits for the other
- *           nrank - 1 blocks of its group; every block combines the nrank
- *           partials in rank order (the combine kernel's arithmetic), rank 0
- *           writes the means and the uniform scales;
+ *           nrank - 1 blocks of its group, then counts itself out (counter
+ *           2 + 2 unit; the last block out sets both counters back to zero,
+ *           so a plan clears them once, not before every launch); every
+ *           block combines the nrank partials in rank order (the combine
+ *           kernel's arithmetic), rank 0 writes the means and the uniform
+ *           scales;
  *   phase 2: the slice's tiles again -> codes (and token-local scales).
  * The second read of a slice follows the first by one slice, so it hits L2:
  * about (blocks on the device) x (slice bytes) = 132 x 128 KB stay live at
@@ -40,7 +43,14 @@
  *
  * K and V can share one grid (qattn_qs_kv_kernel, launched by
  * quant_fast.h's launch_quant_kv): K's grid on the first blocks, V's on the
- * rest, each sized to half of the device's block slots (params share). */
+ * rest, each sized to half of the device's block slots (params share).
+ *
+ * Launched with params overlap (the plan: K and V after Q), the kernel may
+ * start while the previous kernel in the stream ends (qattn_port_launch_overlap):
+ * its first blocks take the slots that the previous kernel's last blocks
+ * leave, instead of waiting for all of them. That is safe because its
+ * blocks wait only for blocks of their own launch, all of which start once
+ * the previous kernel's blocks exit (they wait for nothing of this one). */
 #ifndef QATTN_KERNELS_QUANT_STREAM_H
 #define QATTN_KERNELS_QUANT_STREAM_H
 
@@ -389,12 +399,14 @@ static __device__ __forceinline__ void qattn_qs_body(const qattn_kernels_quant_p
             /* the block's partials before its count: the barrier, then one
              * thread's (cumulative) device-scope fence, as a grid barrier does */
             __syncthreads();
+            unsigned left_n = 0u; /* tid 0: blocks of the group that had left the wait before this one */
             if (tid == 0) {
                 __threadfence();
                 atomicAdd(&cnt[1 + 2 * u], 1u);
                 while (((volatile unsigned *)cnt)[1 + 2 * u] < (unsigned)a.nrank)
                     qattn_port_pause();
                 __threadfence();
+                left_n = atomicAdd(&cnt[2 + 2 * u], 1u); /* read after the combine (its latency hidden) */
             }
             __syncthreads();
             /* combine: the group's partials in rank order (qattn_qf_combine_body's arithmetic) */
@@ -440,6 +452,12 @@ static __device__ __forceinline__ void qattn_qs_body(const qattn_kernels_quant_p
                                       qattn_kfmt_f2u(am));
                     }
                 }
+            }
+            /* the last block to leave the wait leaves both counters of the
+             * unit zero for the next launch (the plan zeroes them once) */
+            if (tid == 0 && left_n == (unsigned)a.nrank - 1u) {
+                cnt[1 + 2 * u] = 0u;
+                cnt[2 + 2 * u] = 0u;
             }
             __syncthreads();
             if (UNI)
@@ -606,6 +624,7 @@ template <int IN, int FMT, int SM, int UNI, int TR, int LC>
 __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (d = 128) or 4 (d = 64) blocks per SM */
     qattn_qs_kernel(qattn_kernels_quant_params p, qattn_qs_args a)
 {
+    qattn_port_dependents_go(); /* a kernel launched to overlap this one may start its blocks */
     qattn_qs_body<IN, FMT, SM, UNI, TR, LC>(p, a, (int)blockIdx.x);
 }
 
@@ -618,6 +637,7 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2)
     qattn_qs_kv_kernel(qattn_kernels_quant_params pk, qattn_qs_args ak, qattn_kernels_quant_params pv,
                        qattn_qs_args av, int nk)
 {
+    qattn_port_dependents_go(); /* a kernel launched to overlap this one may start its blocks */
     if ((int)blockIdx.x < nk)
         qattn_qs_body<IN, FMT, QATTN_KERNELS_SMOOTH_TOKENS, 0, 0, LC>(pk, ak, (int)blockIdx.x);
     else

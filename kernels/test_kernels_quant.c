@@ -320,6 +320,37 @@ static void qrun_check(const qrun *r, const char *name, const char *tag)
     free(mn);
 }
 
+/* the counters at the end of r's scratch (1 + 2 heads nseq unsigned): the
+ * streamed kernels must leave them zero, so that a plan clears them once
+ * (params counters_zero); 1 if they are */
+static int counters_left_zero(const qrun *r, const char *name, const char *tag)
+{
+    qattn_err err;
+    const size_t ws = qattn_kernels_quant_work_size(&r->p), n = 1 + 2 * r->H * (size_t)r->qc->nseq;
+    if (!r->dwork || ws < n * 4)
+        return 1;
+    unsigned *cnt = malloc(n * 4);
+    size_t nz = 0;
+    int rc = qattn_kernels_dev_from(cnt, (const unsigned char *)r->dwork + ws - n * 4, n * 4, &err);
+    for (size_t i = 0; i < n && !rc; i++)
+        nz += cnt[i] != 0u;
+    free(cnt);
+    CHECK(rc == 0 && nz == 0, "%s %s@%s d=%d N=%d%s: %zu of %zu counters not zero after the launch", name,
+          r->qc->fmt, r->qc->group, r->qc->d, r->seqlen, tag, nz, n);
+    return rc == 0 && nz == 0;
+}
+
+/* r's outputs poisoned again (before a second launch); 0 on success */
+static int qrun_poison(qrun *r)
+{
+    qattn_err err;
+    int rc = qattn_kernels_dev_fill(r->dcodes, 0xa5, r->bc, &err) ||
+             qattn_kernels_dev_fill(r->dscale, 0xa5, r->bs, &err) ||
+             qattn_kernels_dev_fill(r->dmean, 0xa5, r->bm ? r->bm : 4, &err);
+    CHECK(rc == 0, "poisoning the outputs: %s", err.msg);
+    return rc;
+}
+
 /* one case through the instance `name` */
 static void run_case(const qcase *qc, const char *name)
 {
@@ -375,6 +406,24 @@ static void run_case(const qcase *qc, const char *name)
     CHECK(rc == 0, "%s: %s", name, err.msg);
     if (!rc)
         qrun_check(&r, name, resident ? " resident" : stream ? " stream" : "");
+    /* the streamed kernel leaves its counters zero, and runs again without clearing them; any kernel
+     * launched to overlap the previous one in the stream computes the same */
+    if (!rc && stream && counters_left_zero(&r, name, " stream")) {
+        p.counters_zero = 1;
+        p.overlap = 1;
+        rc = qrun_poison(&r) || sig->launch_quant(&p, NULL, &err) || qattn_kernels_dev_sync(&err);
+        CHECK(rc == 0, "%s, second launch: %s", name, err.msg);
+        if (!rc)
+            qrun_check(&r, name, " stream, again on the counters it left");
+        if (!rc)
+            counters_left_zero(&r, name, " stream, again");
+    } else if (!rc && !resident && strstr(name, "quant_fast_")) {
+        p.overlap = 1;
+        rc = qrun_poison(&r) || sig->launch_quant(&p, NULL, &err) || qattn_kernels_dev_sync(&err);
+        CHECK(rc == 0, "%s, overlapped launch: %s", name, err.msg);
+        if (!rc)
+            qrun_check(&r, name, " overlapped launch");
+    }
     qrun_free(&r);
 }
 
@@ -425,6 +474,24 @@ static void run_kv(const qcase *kc, const qcase *vc, int want, int inf)
         qrun_check(&rk, name, tag);
         snprintf(tag, sizeof tag, " V of kv, %s", hows[how]);
         qrun_check(&rv, name, tag);
+        /* in one grid or side by side, the streamed kernels leave their counters zero: again without
+         * clearing them, launched to overlap the previous kernel */
+        if ((how == 1 || how == 2) && counters_left_zero(&rk, name, " K of kv") &&
+            counters_left_zero(&rv, name, " V of kv")) {
+            rk.p.counters_zero = rv.p.counters_zero = 1;
+            rk.p.overlap = rv.p.overlap = 1;
+            rc = qrun_poison(&rk) || qrun_poison(&rv) || sig->launch_quant_kv(&rk.p, &rv.p, NULL, &err) ||
+                 qattn_kernels_dev_sync(&err);
+            CHECK(rc == 0, "%s kv, second launch: %s", name, err.msg);
+            if (!rc) {
+                snprintf(tag, sizeof tag, " K of kv, %s, again", hows[how]);
+                qrun_check(&rk, name, tag);
+                snprintf(tag, sizeof tag, " V of kv, %s, again", hows[how]);
+                qrun_check(&rv, name, tag);
+                counters_left_zero(&rk, name, " K of kv, again");
+                counters_left_zero(&rv, name, " V of kv, again");
+            }
+        }
     }
     qrun_free(&rk);
     qrun_free(&rv);

@@ -252,6 +252,19 @@ static void run_case(const tcase *tc)
     CHECK(rc == 0, "run %s: %s", tc->scheme, err.msg);
     if (rc)
         goto done;
+    { /* the plan again on its own buffers (the counters its first run left zero; K and V launched to
+       * overlap Q): the same output bits */
+        unsigned char *again = malloc(hq * tq * d * os);
+        rc = qattn_kernels_dev_fill(dout, 0xff, hq * tq * d * os, &err) ||
+             qattn_kernels_plan_quantize(&pl, NULL, 0, &err) || qattn_kernels_plan_attend(&pl, NULL, &err) ||
+             qattn_kernels_dev_sync(&err) || qattn_kernels_dev_from(again, dout, hq * tq * d * os, &err);
+        CHECK(rc == 0, "second run %s: %s", tc->scheme, err.msg);
+        CHECK(rc != 0 || memcmp(again, ok, hq * tq * d * os) == 0, "%s d=%d: the second run of the plan differs",
+              tc->scheme, tc->d);
+        free(again);
+        if (rc)
+            goto done;
+    }
     size_t diff = 0, first = (size_t)-1;
     double maxd = 0.0;
     for (size_t i = 0; i < hq * tq * d; i++) {
