@@ -527,7 +527,7 @@ size_t qattn_kernels_quant_work_size(const qattn_kernels_quant_params *p)
         return 0;
     size_t nchunk = ((size_t)p->seqlen + QATTN_KERNELS_QUANT_CHUNK - 1) / QATTN_KERNELS_QUANT_CHUNK;
     return (size_t)p->heads * (size_t)p->nseq * nchunk * (size_t)p->d * (sizeof(double) + 2 * sizeof(float)) +
-           (1 + 2 * (size_t)p->heads * (size_t)p->nseq) * sizeof(unsigned);
+           2 * (size_t)p->heads * (size_t)p->nseq * sizeof(unsigned);
 }
 
 int qattn_kernels_quant_set_layout(qattn_kernels_quant_params *p, qattn_kernels_layout layout, qattn_err *err)

@@ -68,7 +68,7 @@ run_sanitize() {
             attn_fwd_portable_d64_qk_int4_pv_fp16_acc_fp16 quant_fast_in_fp16 quant_portable_in_fp32; do
             san "$tool" "$inst" qattn gpu-check --quick --instance "$inst"
         done
-        # the mma.sync d=128 kernel too; the quantization kernels' own test (resident kernel included)
+        # the mma.sync d=128 kernel too; the quantization kernels' own test
         QATTN_MMA_SYNC=1 san "$tool" "attn_fwd_mma_d128 (QATTN_MMA_SYNC=1)" qattn gpu-check --quick --instance attn_fwd_mma_d128
         san "$tool" "test_kernels_quant_gpu --small" test_kernels_quant_gpu --small
     done
@@ -109,8 +109,6 @@ run_bench() {
     echo "-- the mma.sync kernel for d=128 (QATTN_MMA_SYNC=1), for comparison"
     QATTN_MMA_SYNC=1 qattn bench --schemes sage2-8b-sm90 --dims 128 --n 8192 --causal 0 || status=1
     test_kernels_quant_gpu --bench || status=1
-    echo "-- the resident quantization kernel (QATTN_QUANT_RESIDENT=1), for comparison"
-    QATTN_QUANT_RESIDENT=1 test_kernels_quant_gpu --bench || status=1
     summary+=("$(awk -F, 'NR > 1 && $4 == "sage2-8b-sm90" && $5 == 128 && $6 == 0 && $7 == 8192 && $12 != "" {
         printf "sage2-8b-sm90 d=128 N=8192 non-causal: kernel %.1f TOPS = %.2fx flash, e2e %.1f = %.2fx flash; quant %.2f of copy (bytes floor), %.2f (on the kernels traffic)",
                $10, $10 / $12, $11, $11 / $12, $17 / $18, $20 / $18 }' "$out/attn_fwd_bench.csv")")

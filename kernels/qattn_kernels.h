@@ -161,8 +161,8 @@ struct qattn_kernels_quant_params {
     void *work;             /* scratch of qattn_kernels_quant_work_size bytes for the fast path's
                              * per-channel statistics: [heads, nseq, nchunk, d] double sums, then
                              * float minima, then float maxima (nchunk = seqlen / CHUNK rounded up),
-                             * then 1 + 2 * heads * nseq unsigned counters (the resident and the
-                             * streamed kernels; the streamed ones leave them zero);
+                             * then 2 * heads * nseq unsigned counters (the streamed kernel, which
+                             * leaves them zero);
                              * NULL: the instances fall back to the portable kernels where needed */
     float *scale;           /* [heads, nseq, ntok, nch]: amax while running, then the scales; NULL if unscaled */
     float *mean;            /* [heads, nseq, nmean, d] or NULL (no smoothing) */
@@ -184,8 +184,7 @@ int qattn_kernels_quant_fill(qattn_kernels_quant_params *p, const qattn_kernels_
                              int64_t stride_batch, int64_t stride_head, int64_t stride_tok, int heads, int seqlen,
                              int64_t tokens, const int *cu_seqlens, const qattn_operand *op, int smooth, int mblock,
                              void *codes, float *scale, float *mean, int *nonfinite, qattn_err *err);
-/* tokens per partial-statistics chunk of the fast quant path (see work),
- * and per block of its resident kernel */
+/* tokens per partial-statistics chunk of the fast quant path (see work) */
 #define QATTN_KERNELS_QUANT_CHUNK 256
 /* bytes of the scratch p->work (0 when no kernel needs it) for a filled p */
 size_t qattn_kernels_quant_work_size(const qattn_kernels_quant_params *p);

@@ -29,10 +29,6 @@
  * of the double additions differs from the emulation's (token order) and the
  * fp32 mean may differ in its last bit.
  *
- * With QATTN_QUANT_RESIDENT=1, K and V (operands with statistics) run one
- * resident kernel instead, where it fits: each chunk read once into shared
- * memory (qattn_qf_resident_kernel below; slower on the H100, so opt-in).
- *
  * Anything else (fp32 input, unscaled formats, d not a multiple of 16, Q/K
  * groups split along channels, unaligned strides, Q block smoothing with
  * token-uniform groups, tiles that do not fit, no p.work where it is
@@ -405,27 +401,21 @@ static __host__ __device__ __forceinline__ size_t qattn_qf_stats_scratch(int d)
     return (size_t)(QATTN_QF_STAT_THREADS / (d / 8)) * (d / 8) * 9 * 16;
 }
 
-/* 16-byte unit `unit` of token row t: in global memory (x: the sequence's
- * first token of the head, stride: p.x_stride_tok), or in a resident chunk
- * (RES; x: the chunk in shared memory, t: row in the chunk, stride: d), where
- * unit u of row r sits at u ^ (r & swm): a quarter warp reading one unit of
- * 8 rows or 8 units of one row meets no bank conflict */
-template <int RES>
-static __device__ __forceinline__ uint4 qattn_qf_ld(const uint16_t *x, int64_t stride, int64_t t, int unit, int swm)
+/* 16-byte unit `unit` of token row t (x: the sequence's first token of the
+ * head, stride: p.x_stride_tok) */
+static __device__ __forceinline__ uint4 qattn_qf_ld(const uint16_t *x, int64_t stride, int64_t t, int unit)
 {
-    if (RES)
-        return ((const uint4 *)(x + t * stride))[unit ^ ((int)t & swm)];
     return *(const uint4 *)(x + t * stride + unit * 8);
 }
 
 /* ---- stats of one chunk, by threads 0 .. QATTN_QF_STAT_THREADS - 1 of nthr:
  * thread (r, cc) sums 8 channels over tokens r, r + R, ... of the chunk
- * (row t - tx of x, see qattn_qf_ld); shared scratch qf_ssum of R * d / 8 *
- * 9 * 16 bytes; the chunk's partials into p.work ---- */
-template <int IN, int SUMS, int MINMAX, int RES> /* SUMS: smoothing over the sequence; MINMAX: uniform groups */
+ * (row t of x, see qattn_qf_ld); shared scratch qf_ssum of R * d / 8 * 9 *
+ * 16 bytes; the chunk's partials into p.work ---- */
+template <int IN, int SUMS, int MINMAX> /* SUMS: smoothing over the sequence; MINMAX: uniform groups */
 static __device__ __forceinline__ void qattn_qf_stats_body(const qattn_kernels_quant_params &p, int chunk, int h, int b,
-                                                           int64_t n, const uint16_t *x, int64_t stride, int64_t tx,
-                                                           int swm, double *qf_ssum, int nthr)
+                                                           int64_t n, const uint16_t *x, int64_t stride,
+                                                           double *qf_ssum, int nthr)
 {
     const int cols = p.d / 8, R = QATTN_QF_STAT_THREADS / cols;
     const int tid = (int)threadIdx.x, r = tid / cols, cc = tid % cols;
@@ -447,7 +437,7 @@ static __device__ __forceinline__ void qattn_qf_stats_body(const qattn_kernels_q
             uint4 v[QATTN_QF_STAT_ILP];
             QATTN_UNROLL
             for (int u = 0; u < QATTN_QF_STAT_ILP; u++)
-                v[u] = qattn_qf_ld<RES>(x, stride, t + u * (int64_t)R - tx, cc, swm);
+                v[u] = qattn_qf_ld(x, stride, t + u * (int64_t)R, cc);
             QATTN_UNROLL
             for (int u = 0; u < QATTN_QF_STAT_ILP; u++)
                 QATTN_UNROLL
@@ -462,7 +452,7 @@ static __device__ __forceinline__ void qattn_qf_stats_body(const qattn_kernels_q
                 }
         }
         for (; t < c1; t += R) {
-            const uint4 v = qattn_qf_ld<RES>(x, stride, t - tx, cc, swm);
+            const uint4 v = qattn_qf_ld(x, stride, t, cc);
             QATTN_UNROLL
             for (int j = 0; j < 8; j++) {
                 const float f = qattn_qf_dec<IN>(v, j);
@@ -510,15 +500,13 @@ __global__ void __launch_bounds__(QATTN_QF_STAT_THREADS) qattn_qf_stats_kernel(q
     int64_t t0, n, toff;
     qattn_quant_seq(p, b, &t0, &n, &toff);
     const uint16_t *x = qattn_qf_seq_x(p, b, t0, h);
-    qattn_qf_stats_body<IN, SUMS, MINMAX, 0>(p, chunk, h, b, n, x, p.x_stride_tok, 0, 0, qf_ssum,
-                                             QATTN_QF_STAT_THREADS);
+    qattn_qf_stats_body<IN, SUMS, MINMAX>(p, chunk, h, b, n, x, p.x_stride_tok, qf_ssum, QATTN_QF_STAT_THREADS);
 }
 
 /* ---- combine of one (head, sequence), threads over channels: means and
  * token-uniform scales into p.mean and p.scale; qf_cmax: p.nch words of
- * shared memory. The partials are read through L2 (volatile): in the
- * resident kernel other blocks wrote them, and this multiprocessor's L1 may
- * hold an older copy of a line shared with a neighbouring sequence's ---- */
+ * shared memory. The partials are read through L2 (volatile): other blocks
+ * wrote them ---- */
 static __device__ __forceinline__ void qattn_qf_combine_body(const qattn_kernels_quant_params &p, int h, int b,
                                                              int64_t n, unsigned *qf_cmax, int nthr)
 {
@@ -597,8 +585,7 @@ typedef struct qattn_qf_shared {
 } qattn_qf_shared;
 
 /* the scales of token-uniform groups and the TOKENS means of (h, b) into
- * shared memory, read through L2 (volatile: in the resident kernel another
- * block wrote them) */
+ * shared memory, read through L2 (volatile: another block wrote them) */
 template <int SM, int UNI>
 static __device__ __forceinline__ void qattn_qf_encode_prep(const qattn_kernels_quant_params &p, int64_t hb, int fmt,
                                                             const qattn_qf_shared &sh, int nthr)
@@ -616,13 +603,11 @@ static __device__ __forceinline__ void qattn_qf_encode_prep(const qattn_kernels_
 }
 
 /* ---- encode one tile of tt tokens (tile `tile` of sequence b, head h) by
- * QATTN_QF_THREADS threads; input rows from global memory, or (RES) from a
- * resident chunk xr whose row 0 is token tx of the sequence (qattn_qf_ld) ---- */
-template <int IN, int FMT, int SM, int UNI, int NI, int RES>
+ * QATTN_QF_THREADS threads, input rows from global memory (qattn_qf_ld) ---- */
+template <int IN, int FMT, int SM, int UNI, int NI>
 static __device__ __forceinline__ void qattn_qf_encode_tile(const qattn_kernels_quant_params &p, int tt, int tile,
                                                             int h, int b, int64_t t0, int64_t n, int64_t toff,
-                                                            const qattn_qf_shared &sh, const uint16_t *xr, int64_t tx,
-                                                            int swm)
+                                                            const qattn_qf_shared &sh)
 {
     float *qf_scale = sh.scale, *qf_rcp = sh.rcp, *qf_mean = sh.mean;
     unsigned *qf_gmax = sh.gmax;
@@ -643,8 +628,8 @@ static __device__ __forceinline__ void qattn_qf_encode_tile(const qattn_kernels_
 
     /* item i: token tl, channels 16 * ch .. 16 * ch + 15; tokens run fastest
      * across lanes for the transposed store, channels otherwise */
-    const uint16_t *x = RES ? xr : qattn_qf_seq_x(p, b, t0, h);
-    const int64_t stride = RES ? d : p.x_stride_tok;
+    const uint16_t *x = qattn_qf_seq_x(p, b, t0, h);
+    const int64_t stride = p.x_stride_tok;
     uint4 raw[NI][2];
     int tl[NI], ch[NI], ok[NI], gi[NI];
     QATTN_UNROLL
@@ -655,13 +640,8 @@ static __device__ __forceinline__ void qattn_qf_encode_tile(const qattn_kernels_
         ok[k] = i < nitems && tb + tl[k] < n;
         gi[k] = uniform ? 0 : qattn_qf_tok_index(p.group, (int)tb + tl[k]) - (int)g0; /* group in the tile */
         if (ok[k]) {
-            /* RES, rows: lanes with ch & 4 read their second unit first, so
-             * that 8 lanes of one row meet 8 different banks */
-            const int sw = RES && !transposed ? (ch[k] >> 2) & 1 : 0;
-            const uint4 a = qattn_qf_ld<RES>(x, stride, tb + tl[k] - tx, 2 * ch[k] + sw, swm);
-            const uint4 c = qattn_qf_ld<RES>(x, stride, tb + tl[k] - tx, 2 * ch[k] + 1 - sw, swm);
-            raw[k][0] = sw ? c : a;
-            raw[k][1] = sw ? a : c;
+            raw[k][0] = qattn_qf_ld(x, stride, tb + tl[k], 2 * ch[k]);
+            raw[k][1] = qattn_qf_ld(x, stride, tb + tl[k], 2 * ch[k] + 1);
         } else {
             raw[k][0] = raw[k][1] = uint4{0u, 0u, 0u, 0u};
         }
@@ -809,7 +789,7 @@ __global__ void __launch_bounds__(QATTN_QF_THREADS, NI == 1 && SM != QATTN_KERNE
     int64_t t0, n, toff;
     qattn_quant_seq(p, b, &t0, &n, &toff);
     qattn_qf_encode_prep<SM, UNI>(p, (int64_t)h * p.nseq + b, FMT ? FMT : p.fmt, sh, QATTN_QF_THREADS);
-    qattn_qf_encode_tile<IN, FMT, SM, UNI, NI, 0>(p, tt, tile, h, b, t0, n, toff, sh, (const uint16_t *)0, 0, 0);
+    qattn_qf_encode_tile<IN, FMT, SM, UNI, NI>(p, tt, tile, h, b, t0, n, toff, sh);
 }
 
 /* the largest magnitude of 8 fp16 / bf16 values, from their 16-bit
@@ -1126,179 +1106,42 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
 #undef QATTN_QF_LVAL
 }
 
-/* ---- resident: one block of QATTN_QF_THREADS per chunk of
- * QATTN_KERNELS_QUANT_CHUNK tokens of a unit (head h, sequence b), grid
- * (units * nck): the block reads its chunk once into shared memory (rows
- * swizzled, qattn_qf_ld); only for operands with statistics (smoothing over
- * the sequence or token-uniform groups). It writes the chunk's partial statistics to p.work
- * and counts itself in; the last block of the unit to arrive combines them
- * (means, uniform scales) and raises the unit's flag, for which the others
- * wait. Then the block encodes the chunk's tiles from shared memory: K and
- * V are read from DRAM once instead of twice.
- *
- * Blocks take their chunk by ticket (p.work counters), in unit order, so
- * the tickets handed out are a prefix: every unit but the last of that
- * prefix has all its blocks running or done, and finishes. A block waits
- * only for the blocks of its own unit; this cannot deadlock when nck blocks
- * can be resident at once, which the host checks (twice that, for margin).
- *
- * Dynamic shared memory (qattn_qf_res_smem): the chunk [CHUNK][d] 16-bit,
- * scratch (stats rows, or the TRANSPOSED codes stage), then scale, rcp
- * [max(d, QATTN_QF_MAXTT)], mean [d], gmax [QATTN_QF_MAXTT], cmax [d],
- * misc [4] (the ticket, the last-to-arrive flag). All of it is dynamic:
- * the host simulation runs these blocks side by side. ---- */
-static __host__ __device__ __forceinline__ size_t qattn_qf_res_scratch(const qattn_kernels_quant_params &p, int tt)
-{
-    size_t a = qattn_qf_stats_scratch(p.d);
-    size_t b = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED ? (size_t)tt * p.d : 0;
-    return ((a > b ? a : b) + 15) / 16 * 16;
-}
-static __host__ __device__ __forceinline__ size_t qattn_qf_res_smem(const qattn_kernels_quant_params &p, int tt)
-{
-    const size_t A = p.d > QATTN_QF_MAXTT ? (size_t)p.d : (size_t)QATTN_QF_MAXTT;
-    return (size_t)QATTN_KERNELS_QUANT_CHUNK * p.d * 2 + qattn_qf_res_scratch(p, tt) +
-           (2 * A + (size_t)p.d + QATTN_QF_MAXTT + (size_t)p.d + 4) * 4;
-}
-/* bytes of the partial statistics at the start of p.work; the counters follow:
- * [0] ticket, [1 + 2u] blocks of unit u arrived, [2 + 2u] unit u combined
- * (resident kernel) or blocks of unit u that left the wait (streamed
- * kernel, which leaves both zero) */
+/* bytes of the partial statistics at the start of p.work; the counters of
+ * the streamed kernel follow: [2u] blocks of unit u arrived at its wait,
+ * [2u + 1] blocks that left it (the kernel leaves both zero) */
 static __host__ __device__ __forceinline__ size_t qattn_qf_stats_bytes(const qattn_kernels_quant_params &p)
 {
     return (size_t)p.heads * p.nseq * (size_t)qattn_qf_nchunk(p) * p.d * 16;
 }
 
-/* the 1 + 2 heads nseq counters after the statistics in p.work cleared on
- * st, before a launch of the resident or the streamed kernel */
+/* the 2 heads nseq counters after the statistics in p.work cleared on st,
+ * before a launch of the streamed kernel */
 static hipError_t qattn_qf_clear_counters(const qattn_kernels_quant_params &p, hipStream_t st)
 {
     return hipMemsetAsync((unsigned char *)p.work + qattn_qf_stats_bytes(p), 0,
-                          (size_t)(1 + 2 * (int64_t)p.heads * p.nseq) * sizeof(unsigned), st);
+                          (size_t)(2 * (int64_t)p.heads * p.nseq) * sizeof(unsigned), st);
 }
 
-template <int IN, int FMT, int SM, int UNI, int NI>
-__global__ void __launch_bounds__(QATTN_QF_THREADS, 2)
-    qattn_qf_resident_kernel(qattn_kernels_quant_params p, int tt, int nck)
-{
-    QATTN_DYNAMIC_SHARED(uint4, qf_res4);
-    unsigned char *base = (unsigned char *)qf_res4;
-    const int d = p.d, tid = (int)threadIdx.x, ct = QATTN_KERNELS_QUANT_CHUNK;
-    uint16_t *chunkbuf = (uint16_t *)base;
-    unsigned char *dyn = base + (size_t)ct * d * 2;
-    const int A = d > QATTN_QF_MAXTT ? d : QATTN_QF_MAXTT;
-    float *scale = (float *)(dyn + qattn_qf_res_scratch(p, tt)), *rcp = scale + A, *mean = rcp + A;
-    unsigned *gmax = (unsigned *)(mean + d), *cmax = gmax + QATTN_QF_MAXTT;
-    int *misc = (int *)(cmax + d);
-    const qattn_qf_shared sh = {scale, rcp, mean, gmax, dyn};
-    unsigned *cnt = (unsigned *)((unsigned char *)p.work + qattn_qf_stats_bytes(p));
-    if (tid == 0)
-        misc[0] = (int)atomicAdd(&cnt[0], 1u);
-    __syncthreads();
-    const int ticket = misc[0];
-    const int unit = ticket / nck, chunk = ticket - unit * nck;
-    const int h = unit / p.nseq, b = unit - h * p.nseq;
-    const int64_t hb = (int64_t)h * p.nseq + b;
-    int64_t t0, n, toff;
-    qattn_quant_seq(p, b, &t0, &n, &toff);
-    const int64_t c0 = (int64_t)chunk * ct;
-    const int64_t c1 = c0 + ct < n ? c0 + ct : n;
-    int lc = 0; /* d / 8 = 2^lc units of 16 bytes per row (qattn_qf_resident_plan) */
-    while ((8 << lc) < d)
-        lc++;
-    const int cols = 1 << lc, swm = (cols < 8 ? cols : 8) - 1;
-
-    /* the chunk, eight 16-byte loads in flight per thread */
-    const uint16_t *x = qattn_qf_seq_x(p, b, t0, h);
-    const int nu = c1 > c0 ? (int)(c1 - c0) << lc : 0;
-    for (int i0 = 0; i0 < nu; i0 += 8 * QATTN_QF_THREADS) {
-        uint4 v[8];
-        QATTN_UNROLL
-        for (int u = 0; u < 8; u++) {
-            const int i = i0 + u * QATTN_QF_THREADS + tid;
-            if (i < nu)
-                v[u] = *(const uint4 *)(x + (c0 + (i >> lc)) * p.x_stride_tok + (i & (cols - 1)) * 8);
-        }
-        QATTN_UNROLL
-        for (int u = 0; u < 8; u++) {
-            const int i = i0 + u * QATTN_QF_THREADS + tid, r = i >> lc;
-            if (i < nu)
-                ((uint4 *)(chunkbuf + (size_t)r * d))[(i & (cols - 1)) ^ (r & swm)] = v[u];
-        }
-    }
-    __syncthreads();
-
-    if (chunk < qattn_qf_nchunk(p)) /* TRANSPOSED: chunks of padding past seqlen have none */
-        qattn_qf_stats_body<IN, SM == QATTN_KERNELS_SMOOTH_TOKENS, UNI, 1>(p, chunk, h, b, n, chunkbuf, d, c0, swm,
-                                                                          (double *)dyn, QATTN_QF_THREADS);
-    __threadfence();
-    __syncthreads();
-    if (tid == 0)
-        misc[1] = atomicAdd(&cnt[1 + 2 * unit], 1u) == (unsigned)nck - 1u;
-    __syncthreads();
-    if (misc[1]) { /* the last to arrive: every partial is written */
-        __threadfence();
-        qattn_qf_combine_body(p, h, b, n, cmax, QATTN_QF_THREADS);
-        __threadfence();
-        __syncthreads();
-        if (tid == 0)
-            atomicExch(&cnt[2 + 2 * unit], 1u);
-    } else {
-        if (tid == 0) {
-            while (((volatile unsigned *)cnt)[2 + 2 * unit] == 0u)
-                qattn_port_pause();
-            __threadfence();
-        }
-        __syncthreads();
-    }
-    qattn_qf_encode_prep<SM, UNI>(p, hb, FMT ? FMT : p.fmt, sh, QATTN_QF_THREADS);
-    const int64_t span = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED ? p.npad : p.seqlen;
-    const int64_t e1 = c0 + ct < span ? c0 + ct : span;
-    for (int64_t tb = c0; tb < e1; tb += tt)
-        qattn_qf_encode_tile<IN, FMT, SM, UNI, NI, 1>(p, tt, (int)(tb / tt), h, b, t0, n, toff, sh, chunkbuf, c0, swm);
-}
-
-/* the encode and resident kernels for p: int8 and e4m3 compiled for their
- * format, the others (int4, e5m2) with the format read at run time; no
- * resident kernel for Q block smoothing */
+/* the encode kernel for p: int8 and e4m3 compiled for their format, the
+ * others (int4, e5m2) with the format read at run time */
 typedef void (*qattn_qf_encode_fn)(qattn_kernels_quant_params, int);
-typedef void (*qattn_qf_res_fn)(qattn_kernels_quant_params, int, int);
-typedef struct qattn_qf_fns {
-    qattn_qf_encode_fn enc;
-    qattn_qf_res_fn res;
-} qattn_qf_fns;
-template <int IN, int FMT, int SM, int UNI, int NI, int STATS>
-struct qattn_qf_res_of { /* operands with statistics only: the others read their input once anyway */
-    static qattn_qf_res_fn get() { return &qattn_qf_resident_kernel<IN, FMT, SM, UNI, NI>; }
-};
-template <int IN, int FMT, int SM, int UNI, int NI>
-struct qattn_qf_res_of<IN, FMT, SM, UNI, NI, 0> {
-    static qattn_qf_res_fn get() { return (qattn_qf_res_fn)0; }
-};
-template <int IN, int FMT, int SM, int UNI, int NI>
-static qattn_qf_fns qattn_qf_fns_of()
-{
-    qattn_qf_fns f = {&qattn_qf_encode_kernel<IN, FMT, SM, UNI, NI>,
-                      qattn_qf_res_of<IN, FMT, SM, UNI, NI, UNI || SM == QATTN_KERNELS_SMOOTH_TOKENS>::get()};
-    return f;
-}
 template <int IN, int FMT, int SM, int NI>
-static qattn_qf_fns qattn_qf_pick_uni(const qattn_kernels_quant_params &p)
+static qattn_qf_encode_fn qattn_qf_pick_uni(const qattn_kernels_quant_params &p)
 {
-    return qattn_qf_uniform(p.group) ? qattn_qf_fns_of<IN, FMT, SM, 1, NI>() : qattn_qf_fns_of<IN, FMT, SM, 0, NI>();
+    return qattn_qf_uniform(p.group) ? &qattn_qf_encode_kernel<IN, FMT, SM, 1, NI>
+                                     : &qattn_qf_encode_kernel<IN, FMT, SM, 0, NI>;
 }
 template <int IN, int FMT, int NI>
-static qattn_qf_fns qattn_qf_pick_smooth(const qattn_kernels_quant_params &p)
+static qattn_qf_encode_fn qattn_qf_pick_smooth(const qattn_kernels_quant_params &p)
 {
     if (p.smooth == QATTN_KERNELS_SMOOTH_TOKENS)
         return qattn_qf_pick_uni<IN, FMT, QATTN_KERNELS_SMOOTH_TOKENS, NI>(p);
-    if (p.smooth == QATTN_KERNELS_SMOOTH_BLOCKS) { /* token-local groups only (qattn_qf_plan) */
-        qattn_qf_fns f = {&qattn_qf_encode_kernel<IN, FMT, QATTN_KERNELS_SMOOTH_BLOCKS, 0, NI>, (qattn_qf_res_fn)0};
-        return f;
-    }
+    if (p.smooth == QATTN_KERNELS_SMOOTH_BLOCKS) /* token-local groups only (qattn_qf_plan) */
+        return &qattn_qf_encode_kernel<IN, FMT, QATTN_KERNELS_SMOOTH_BLOCKS, 0, NI>;
     return qattn_qf_pick_uni<IN, FMT, QATTN_KERNELS_SMOOTH_NONE, NI>(p);
 }
 template <int IN, int NI>
-static qattn_qf_fns qattn_qf_pick_fmt(const qattn_kernels_quant_params &p)
+static qattn_qf_encode_fn qattn_qf_pick_fmt(const qattn_kernels_quant_params &p)
 {
     if (p.fmt == QATTN_FMT_INT8)
         return qattn_qf_pick_smooth<IN, QATTN_FMT_INT8, NI>(p);
@@ -1450,45 +1293,6 @@ static qattn_qf_lean_args qattn_qf_lean_args_of(const qattn_kernels_quant_params
     return a;
 }
 
-/* whether the resident kernel runs p (encode tile tt, ni items per thread):
- * 1 with its chunks per unit, shared memory and kernel, else 0 (the three
- * launches run). Opt-in, with QATTN_QUANT_RESIDENT=1 in the environment: on
- * the H100 it is slower than the three launches (kernels/NOTES.md,
- * "Resident quantization"). */
-template <int IN>
-static int qattn_qf_resident_plan(const qattn_kernels_quant_params &p, int tt, int ni, int *nck, size_t *smem,
-                                  qattn_qf_res_fn *fn)
-{
-    const char *env = getenv("QATTN_QUANT_RESIDENT");
-    if (!env || strcmp(env, "1"))
-        return 0;
-    const int cols = p.d / 8;
-    if (p.smooth == QATTN_KERNELS_SMOOTH_BLOCKS || p.d > 256 || (cols & (cols - 1)) || QATTN_KERNELS_QUANT_CHUNK % tt)
-        return 0;
-    if (!qattn_qf_uniform(p.group) && p.smooth != QATTN_KERNELS_SMOOTH_TOKENS) /* no statistics: one read already */
-        return 0;
-    const int64_t span = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED ? p.npad : p.seqlen;
-    const int64_t k = (span + QATTN_KERNELS_QUANT_CHUNK - 1) / QATTN_KERNELS_QUANT_CHUNK;
-    if (k < 1 || k * p.heads * p.nseq > 0x7fffffff)
-        return 0;
-    const size_t sm = qattn_qf_res_smem(p, tt);
-    const qattn_qf_res_fn f = ni == 1 ? qattn_qf_pick_fmt<IN, 1>(p).res : qattn_qf_pick_fmt<IN, 2>(p).res;
-    int dev = 0, optin = 0, nsm = 0, occ = 0;
-    if (!f || hipGetDevice(&dev) != hipSuccess ||
-        hipDeviceGetAttribute(&optin, hipDeviceAttributeSharedMemPerBlockOptin, dev) != hipSuccess ||
-        hipDeviceGetAttribute(&nsm, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess || sm > (size_t)optin ||
-        hipFuncSetAttribute((const void *)f, hipFuncAttributeMaxDynamicSharedMemorySize, (int)sm) != hipSuccess ||
-        hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, f, QATTN_QF_THREADS, sm) != hipSuccess ||
-        (int64_t)occ * nsm < 2 * k) {
-        (void)hipGetLastError(); /* a refusal here only means: the three launches */
-        return 0;
-    }
-    *nck = (int)k;
-    *smem = sm;
-    *fn = f;
-    return 1;
-}
-
 #include "quant_stream.h"
 
 template <int IN>
@@ -1505,18 +1309,6 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
                              p.nseq, p.d, p.seqlen);
     if (p.seqlen == 0)
         return QATTN_OK;
-    int nck = 0;
-    size_t rsm = 0;
-    qattn_qf_res_fn rf = (qattn_qf_res_fn)0;
-    if (qattn_qf_resident_plan<IN>(p, tt, ni, &nck, &rsm, &rf)) {
-        const int64_t units = (int64_t)p.heads * p.nseq;
-        QATTN_QUANT_CHECK(qattn_qf_clear_counters(p, st), "quant resident counters");
-        qattn_port_launch_resident(rf, dim3((unsigned)(nck * units)), dim3(QATTN_QF_THREADS), rsm, st, p, tt, nck);
-        QATTN_QUANT_CHECK(hipGetLastError(), "quant resident kernel launch");
-        if (p.counters_zero) /* this kernel does not leave them zero, and the caller counts on it */
-            QATTN_QUANT_CHECK(qattn_qf_clear_counters(p, st), "quant resident counters, after");
-        return QATTN_OK;
-    }
     qattn_qs_fn sf = (qattn_qs_fn)0;
     qattn_qs_args sa;
     int sgrid = 0;
@@ -1555,7 +1347,7 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
         QATTN_QUANT_CHECK(hipGetLastError(), "quant lean encode kernel launch");
         return QATTN_OK;
     }
-    const qattn_qf_encode_fn ke = ni == 1 ? qattn_qf_pick_fmt<IN, 1>(p).enc : qattn_qf_pick_fmt<IN, 2>(p).enc;
+    const qattn_qf_encode_fn ke = ni == 1 ? qattn_qf_pick_fmt<IN, 1>(p) : qattn_qf_pick_fmt<IN, 2>(p);
     hipLaunchKernelGGL(ke, dim3((unsigned)((span + tt - 1) / tt), (unsigned)p.heads, (unsigned)p.nseq),
                        dim3(QATTN_QF_THREADS), smem, st, p, tt);
     QATTN_QUANT_CHECK(hipGetLastError(), "quant encode kernel launch");
@@ -1563,18 +1355,16 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
 }
 
 /* p, with share 2, run by the streamed kernel on half of its block slots
- * (neither the resident kernel nor the portable ones): the kernel, its grid,
- * shared memory, arguments and capacity (blocks on the device at once) */
+ * (not the portable kernels): the kernel, its grid, shared memory,
+ * arguments and capacity (blocks on the device at once) */
 template <int IN>
 static int qattn_quant_fast_half(const qattn_kernels_quant_params &p, qattn_qs_fn *f, int *grid, size_t *smem,
                                  qattn_qs_args *a, int *cap)
 {
-    int tt = 0, ni = 1, nck = 0;
-    size_t sm = 0, rsm = 0;
-    qattn_qf_res_fn rf = (qattn_qf_res_fn)0;
+    int tt = 0, ni = 1;
+    size_t sm = 0;
     if (p.share != 2 || !qattn_qf_plan(p, &tt, &sm, &ni) || p.heads <= 0 || p.nseq <= 0 || p.seqlen <= 0 ||
-        p.heads > 65535 || p.nseq > 65535 || qattn_qf_resident_plan<IN>(p, tt, ni, &nck, &rsm, &rf) ||
-        !qattn_qs_plan<IN>(p, f, grid, smem, a))
+        p.heads > 65535 || p.nseq > 65535 || !qattn_qs_plan<IN>(p, f, grid, smem, a))
         return 0;
     *cap = qattn_qs_capacity(*f, 2 * p.d, *smem);
     return *cap > 0;
@@ -1728,8 +1518,7 @@ static int qattn_quant_fast_launch_kv(const qattn_kernels_quant_params *k, const
 
 /* one instance: extern "C" launch function NAME for input dtype IN (fp16,
  * bf16), NAME_takes(p): 1 when the fused kernels run p (0: the portable
- * ones do), NAME_resident(p): 1 when the resident kernel does,
- * NAME_lean(p): 1 when the lean encode kernel does, NAME_kv(k, v, ...): K
+ * ones do), NAME_stream(p): 1 when the streamed kernel does, NAME_lean(p): 1 when the lean encode kernel does, NAME_kv(k, v, ...): K
  * and V as NAME_kv_how(k, v) says (qattn_quant_fast_kv_how), for the tests */
 #define QATTN_QUANT_FAST_INSTANCE(IN, NAME)                                                           \
     extern "C" int NAME(const qattn_kernels_quant_params *p, void *stream, qattn_err *err)           \
@@ -1742,14 +1531,6 @@ static int qattn_quant_fast_launch_kv(const qattn_kernels_quant_params *k, const
         size_t smem;                                                                                  \
         return p->in == IN && qattn_qf_plan(*p, &tt, &smem, &ni);                                     \
     }                                                                                                 \
-    extern "C" int NAME##_resident(const qattn_kernels_quant_params *p)                              \
-    {                                                                                                 \
-        int tt, ni, nck;                                                                              \
-        size_t smem, rsm;                                                                             \
-        qattn_qf_res_fn f;                                                                            \
-        return p->in == IN && p->seqlen > 0 && qattn_qf_plan(*p, &tt, &smem, &ni) &&                \
-               qattn_qf_resident_plan<IN>(*p, tt, ni, &nck, &rsm, &f);                               \
-    }                                                                                                 \
     extern "C" int NAME##_stream(const qattn_kernels_quant_params *p)                                \
     {                                                                                                 \
         int tt, ni, grid;                                                                             \
@@ -1757,7 +1538,7 @@ static int qattn_quant_fast_launch_kv(const qattn_kernels_quant_params *k, const
         qattn_qs_fn f;                                                                                \
         qattn_qs_args a;                                                                              \
         return p->in == IN && p->seqlen > 0 && qattn_qf_plan(*p, &tt, &smem, &ni) &&                \
-               !NAME##_resident(p) && qattn_qs_plan<IN>(*p, &f, &grid, &ssm, &a);                     \
+               qattn_qs_plan<IN>(*p, &f, &grid, &ssm, &a);                                            \
     }                                                                                                 \
     extern "C" int NAME##_kv(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v, \
                              void *stream, qattn_err *err)                                           \
@@ -1773,7 +1554,7 @@ static int qattn_quant_fast_launch_kv(const qattn_kernels_quant_params *k, const
         int tt, ni;                                                                                   \
         size_t smem;                                                                                  \
         return p->in == IN && p->seqlen > 0 && qattn_qf_plan(*p, &tt, &smem, &ni) &&                \
-               qattn_qf_lean_takes(*p) && !NAME##_resident(p) && !NAME##_stream(p);                   \
+               qattn_qf_lean_takes(*p) && !NAME##_stream(p);                                          \
     }
 
 #endif

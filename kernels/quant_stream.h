@@ -15,9 +15,9 @@
  *           16-bit magnitude: the channel amax exactly); the block's
  *           partials go to p.work (the same [heads, nseq, nchunk, d] layout
  *           as the statistics kernel, chunk = rank), then the block counts
- *           itself in (p.work counter 1 + 2 unit) and waits for the other
+ *           itself in (p.work counter 2 unit) and waits for the other
  *           nrank - 1 blocks of its group, then counts itself out (counter
- *           2 + 2 unit; the last block out sets both counters back to zero,
+ *           2 unit + 1; the last block out sets both counters back to zero,
  *           so a plan clears them once, not before every launch); every
  *           block combines the nrank partials in rank order (the combine
  *           kernel's arithmetic), rank 0 writes the means and the uniform
@@ -402,11 +402,11 @@ static __device__ __forceinline__ void qattn_qs_body(const qattn_kernels_quant_p
             unsigned left_n = 0u; /* tid 0: blocks of the group that had left the wait before this one */
             if (tid == 0) {
                 __threadfence();
-                atomicAdd(&cnt[1 + 2 * u], 1u);
-                while (((volatile unsigned *)cnt)[1 + 2 * u] < (unsigned)a.nrank)
+                atomicAdd(&cnt[2 * u], 1u);
+                while (((volatile unsigned *)cnt)[2 * u] < (unsigned)a.nrank)
                     qattn_port_pause();
                 __threadfence();
-                left_n = atomicAdd(&cnt[2 + 2 * u], 1u); /* read after the combine (its latency hidden) */
+                left_n = atomicAdd(&cnt[2 * u + 1], 1u); /* read after the combine (its latency hidden) */
             }
             __syncthreads();
             /* combine: the group's partials in rank order (qattn_qf_combine_body's arithmetic) */
@@ -456,8 +456,8 @@ static __device__ __forceinline__ void qattn_qs_body(const qattn_kernels_quant_p
             /* the last block to leave the wait leaves both counters of the
              * unit zero for the next launch (the plan zeroes them once) */
             if (tid == 0 && left_n == (unsigned)a.nrank - 1u) {
-                cnt[1 + 2 * u] = 0u;
-                cnt[2 + 2 * u] = 0u;
+                cnt[2 * u] = 0u;
+                cnt[2 * u + 1] = 0u;
             }
             __syncthreads();
             if (UNI)

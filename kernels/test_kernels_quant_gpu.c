@@ -11,8 +11,8 @@
  * after 3 warm-up runs), against cudaMemcpyAsync device-to-device of the
  * input bytes in the same run. GB/s: the floor bytes (inputs read once,
  * codes, scales and means written once) and the traffic of the kernels (K and
- * V read twice and the partial statistics, unless the streamed or the
- * resident kernel runs: then the floor) over the time of all the
+ * V read twice and the partial statistics, unless the streamed kernel
+ * runs: then the floor) over the time of all the
  * quantization kernels (the row "kv": K and V by launch_quant_kv, at once,
  * their time under k, v 0);
  * the copy counts its bytes twice (read + write). Progress on stderr, the
@@ -123,19 +123,16 @@ static int bench(void)
         }
         qp[i].work = work;
         int takes = qattn_kernels_launch_quant_fast_in_fp16_takes(&qp[i]);
-        int resident = qattn_kernels_launch_quant_fast_in_fp16_resident(&qp[i]);
         int stream = qattn_kernels_launch_quant_fast_in_fp16_stream(&qp[i]);
         printf("operand %c: %s@%s%s: fused kernels %s%s\n", "qkv"[i], qattn_fmt_name(ops[i]->fmt),
                i == 0 ? "thread:16/8/1" : i == 1 ? "thread:128/8/2 smooth=k" : "channel", i == 2 ? " transposed" : "",
                takes ? "taken" : "NOT taken",
-               resident ? " (resident kernel: input read once)"
-               : stream ? " (streamed kernel: input read from DRAM once)"
-                        : "");
+               stream ? " (streamed kernel: input read from DRAM once)" : "");
         if (!takes)
             return 1;
         floor_bytes += (double)in_bytes + (double)bc + (double)bs + (double)bm;
         traffic += (double)in_bytes + (double)bc + (double)bs + (double)bm;
-        if (ws && !resident && !stream) /* the statistics pass reads the input again, writes and reads the partials */
+        if (ws && !stream) /* the statistics pass reads the input again, writes and reads the partials */
             traffic += (double)in_bytes + 2.0 * (double)ws;
     }
     cudaEvent_t ev[4];

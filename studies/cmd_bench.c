@@ -19,8 +19,7 @@
  * take), its input read again and the partial statistics (p.work) written
  * and read back; the streamed kernel reads each input from DRAM once (its
  * second read of a slice is meant to hit L2, its partials are a few KB per
- * head): the floor. Empty for other quantization instances and for the
- * opt-in resident kernel (QATTN_QUANT_RESIDENT=1, one read).
+ * head): the floor. Empty for other quantization instances.
  *
  * The torch columns are left empty here: kernels/bench_torch.py, run in the
  * same device call, times torch SDPA (flash and cuDNN backends) on the same
@@ -284,9 +283,7 @@ int qattn_cmd_bench(int argc, char **argv)
                         fprintf(f, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%.3f,%.3f,,,%.4f,%.4f,", dev, date, asig->name,
                                 names[si], d, causals[ci], n, B, heads, flops / (mk * 1e-3) * 1e-12,
                                 flops / (me * 1e-3) * 1e-12, mk, me);
-                        const char *res = getenv("QATTN_QUANT_RESIDENT");
-                        const int fast = pl.quant_sig && !strncmp(pl.quant_sig->name, "quant_fast_", 11) &&
-                                         !(res && !strcmp(res, "1"));
+                        const int fast = pl.quant_sig && !strncmp(pl.quant_sig->name, "quant_fast_", 11);
                         double traffic = floor_bytes;
                         for (int i = 0; i < 3; i++) {
                             const size_t ws = pl.quantize[i] ? qattn_kernels_quant_work_size(&pl.qp[i]) : 0;
