@@ -453,15 +453,10 @@ static size_t stored_size(qattn_fmt f)
     return f == QATTN_FMT_FP16 || f == QATTN_FMT_BF16 ? 2 : f == QATTN_FMT_FP32 ? 4 : 1;
 }
 
-static int64_t stored_row(qattn_fmt f, int d)
-{
-    return f == QATTN_FMT_INT4 ? (d + 1) / 2 : d;
-}
-
 void qattn_kernels_quant_sizes(const qattn_operand *op, int heads, int nseq, int seqlen, int64_t tokens, int d,
                                int smooth, int mblock, size_t *codes, size_t *scale, size_t *mean)
 {
-    *codes = (size_t)heads * (size_t)tokens * (size_t)stored_row(op->fmt, d) * stored_size(op->fmt);
+    *codes = (size_t)heads * (size_t)tokens * (size_t)QATTN_KERNELS_ROW(op->fmt, d) * stored_size(op->fmt);
     *scale = qattn_fmt_is_scaled(op->fmt) ? (size_t)heads * (size_t)nseq *
                                                 qattn_group_ntok(&op->group, (size_t)seqlen) *
                                                 qattn_group_nch(&op->group, (size_t)d) * sizeof(float)
@@ -513,7 +508,7 @@ int qattn_kernels_quant_fill(qattn_kernels_quant_params *p, const qattn_kernels_
     p->mblock = smooth == QATTN_KERNELS_SMOOTH_BLOCKS ? mblock : 0;
     p->nmean = smooth == QATTN_KERNELS_SMOOTH_BLOCKS ? (seqlen + mblock - 1) / mblock : smooth ? 1 : 0;
     p->codes = codes;
-    p->row = stored_row(op->fmt, pb->d);
+    p->row = QATTN_KERNELS_ROW(op->fmt, pb->d);
     p->scale = scaled ? scale : NULL;
     p->mean = smooth ? mean : NULL;
     p->nonfinite = nonfinite;

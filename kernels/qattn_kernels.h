@@ -142,6 +142,12 @@ enum {
     QATTN_KERNELS_SMOOTH_BLOCKS = 2  /* minus the mean over blocks of mblock tokens (Q) */
 };
 
+/* elements of one stored row of d values in format f (the codes of
+ * qattn_kernels_quant_params, [heads, tokens, row]): two int4 codes per
+ * byte, an odd d padding the last; one element each otherwise. A macro, so
+ * that kernels can take it as a constant expression. */
+#define QATTN_KERNELS_ROW(f, d) ((f) == QATTN_FMT_INT4 ? ((d) + 1) / 2 : (d))
+
 struct qattn_kernels_quant_params {
     const void *x;          /* input, dtype in; element (b, h, t, c) as for user tensors */
     qattn_fmt in;           /* fp16, bf16, fp32 */
@@ -154,7 +160,7 @@ struct qattn_kernels_quant_params {
     int ntok, nch;          /* token groups per sequence (of seqlen tokens), channel groups */
     int smooth, mblock, nmean; /* QATTN_KERNELS_SMOOTH_*, block (BLOCKS), mean rows per sequence */
     void *codes;            /* [heads, T, row] int8_t / uint8_t (int4: pairs, e4m3, e5m2) / uint16_t / float */
-    int64_t row;            /* elements per token: d, or (d + 1) / 2 for int4 */
+    int64_t row;            /* elements per token: QATTN_KERNELS_ROW(fmt, d) */
     qattn_kernels_layout layout; /* how codes are written (TRANSPOSED: V for mma P.V; 8-bit formats);
                                   * set by qattn_kernels_quant_set_layout */
     int64_t npad;           /* TRANSPOSED: columns per (head, sequence), a multiple of 128 */

@@ -327,14 +327,6 @@ static __device__ __forceinline__ uint2 qattn_qs_code8_exact(const float (&v)[8]
     return w;
 }
 
-/* bytes of a code row in the [heads, tokens, row] layout as the lean and
- * the streamed kernel store it (d, or d / 2 for int4): they take only p.row
- * equal to it (the dispatcher's), so that the 8 rows of a lane are stored at
- * immediate offsets from one address */
-static __host__ __device__ __forceinline__ constexpr int qattn_qf_row_bytes(int fmt, int d)
-{
-    return fmt == QATTN_FMT_INT4 ? d / 2 : d;
-}
 
 /* qattn_kgroup_tok_index in 32-bit arithmetic (t < 2^31) */
 static __device__ __forceinline__ int qattn_qf_tok_index(const qattn_group &g, int t)
@@ -1061,7 +1053,7 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
         atomicOr(p.nonfinite, 1);
 
     if (!TR) {
-        const int rowb = qattn_qf_row_bytes(fmt, D); /* = p.row (qattn_qf_lean_takes) */
+        const int rowb = QATTN_KERNELS_ROW(fmt, D); /* = p.row (qattn_qf_lean_takes): bytes of a code row */
         uint8_t *dst = (uint8_t *)p.codes + ((int64_t)h * p.tokens + toff + tb + r0) * rowb;
         /* row u's values, scales, and rcps or brackets */
         auto row8 = [&](int u, float (&v)[8], float (&sg)[8], float (&rg)[8], float (&hg)[8]) {
@@ -1266,7 +1258,7 @@ static int qattn_qf_lean_takes(const qattn_kernels_quant_params &p)
 {
     const char *env = getenv("QATTN_QUANT_LEAN");
     if ((env && !strcmp(env, "0")) || (p.d != 64 && p.d != 128) || p.smooth == QATTN_KERNELS_SMOOTH_BLOCKS ||
-        p.row != qattn_qf_row_bytes(p.fmt, p.d))
+        p.row != QATTN_KERNELS_ROW(p.fmt, p.d)) /* the 8 rows of a lane at immediate offsets (p.row a constant) */
         return 0;
     const int uniform = qattn_qf_uniform(p.group);
     if (p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED || uniform)

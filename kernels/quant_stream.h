@@ -549,7 +549,7 @@ static __device__ __forceinline__ void qattn_qs_body(const qattn_kernels_quant_p
                 }
                 if (!TR) { /* the codes of the 8 rows without a branch; the rare rows whose brackets disagree
                             * are written again afterwards from the exact quotients */
-                    enum { ROWB = qattn_qf_row_bytes(FMT, D) }; /* = p.row (qattn_qf_lean_takes): immediate offsets */
+                    enum { ROWB = QATTN_KERNELS_ROW(FMT, D) }; /* = p.row (qattn_qf_lean_takes): immediate offsets */
                     uint8_t *dst = (uint8_t *)p.codes + ((int64_t)un.h * p.tokens + un.toff + tb + r0) * ROWB;
                     auto put = [&](int r, uint2 cw) {
                         if (FMT == QATTN_FMT_INT4)
