@@ -242,13 +242,13 @@ inline hipError_t qattn_sim_launch(dim3 grid, dim3 block, size_t smem, const std
 /* blocks that wait for other blocks of the same launch (see the slots) */
 #define qattn_port_launch_resident(kernel, grid, block, smem, stream, ...) \
     QATTN_SIM_LAUNCH(QATTN_SIM_SLOTS, kernel, grid, block, smem, stream, __VA_ARGS__)
-/* a launch that may start while the previous kernel in the stream
- * finishes (programmatic dependent launch on sm_90; here a launch after
- * it), and the same for blocks that wait for each other (the slots of
- * qattn_port_launch_resident) */
-#define qattn_port_launch_overlap(kernel, grid, block, smem, stream, ...) \
+/* a launch that, when ov is nonzero, may start while the previous kernel
+ * in the stream finishes (programmatic dependent launch on sm_90; here a
+ * launch after it either way), and the same for blocks that wait for each
+ * other (the slots of qattn_port_launch_resident) */
+#define qattn_port_launch_overlap(ov, kernel, grid, block, smem, stream, ...) \
     QATTN_SIM_LAUNCH(1, kernel, grid, block, smem, stream, __VA_ARGS__)
-#define qattn_port_launch_resident_overlap(kernel, grid, block, smem, stream, ...) \
+#define qattn_port_launch_resident_overlap(ov, kernel, grid, block, smem, stream, ...) \
     QATTN_SIM_LAUNCH(QATTN_SIM_SLOTS, kernel, grid, block, smem, stream, __VA_ARGS__)
 /* the next kernel, if launched by qattn_port_launch_overlap, may start */
 #define qattn_port_dependents_go() ((void)0)
@@ -536,9 +536,10 @@ inline hipError_t hipDeviceGetAttribute(int *v, hipDeviceAttribute_t a, int)
 #define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 #define qattn_port_pause() __nanosleep(64)
 
-/* A launch that may start while the previous kernel in the stream finishes
- * (programmatic dependent launch, compute capability 9.0 on; elsewhere a
- * plain launch): for a kernel that reads nothing the previous one writes.
+/* A launch that, when ov is nonzero, may start while the previous kernel in
+ * the stream finishes (programmatic dependent launch, compute capability 9.0
+ * on; otherwise a plain launch): for a kernel that reads nothing the
+ * previous one writes.
  * Its blocks start once every block of the previous kernel has called
  * qattn_port_dependents_go or exited. Work after it in the stream still
  * waits for both. */
@@ -554,10 +555,10 @@ static inline int qattn_port_overlap_ok(void)
     return ok;
 }
 template <typename... KA, typename... AA>
-static inline cudaError_t qattn_port_overlap_launch(void (*kernel)(KA...), dim3 grid, dim3 block, size_t smem,
-                                                    cudaStream_t st, AA... args)
+static inline cudaError_t qattn_port_overlap_launch(int ov, void (*kernel)(KA...), dim3 grid, dim3 block,
+                                                    size_t smem, cudaStream_t st, AA... args)
 {
-    if (!qattn_port_overlap_ok()) {
+    if (!ov || !qattn_port_overlap_ok()) {
         kernel<<<grid, block, smem, st>>>(args...);
         return cudaGetLastError();
     }
@@ -573,8 +574,8 @@ static inline cudaError_t qattn_port_overlap_launch(void (*kernel)(KA...), dim3 
     cfg.numAttrs = 1;
     return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
-#define qattn_port_launch_overlap(kernel, grid, block, smem, stream, ...) \
-    (void)qattn_port_overlap_launch(kernel, dim3(grid), dim3(block), (size_t)(smem), (stream), __VA_ARGS__)
+#define qattn_port_launch_overlap(ov, kernel, grid, block, smem, stream, ...) \
+    (void)qattn_port_overlap_launch((ov), kernel, dim3(grid), dim3(block), (size_t)(smem), (stream), __VA_ARGS__)
 #define qattn_port_launch_resident_overlap qattn_port_launch_overlap
 #ifdef __CUDACC__
 static __device__ __forceinline__ void qattn_port_dependents_go(void)
@@ -652,8 +653,8 @@ static __device__ __forceinline__ unsigned qattn_port_byte_perm(unsigned x, unsi
 #define QATTN_HIP_BACKEND "amd"
 #define qattn_port_launch_resident hipLaunchKernelGGL
 /* no programmatic dependent launch on this path: a plain launch */
-#define qattn_port_launch_overlap hipLaunchKernelGGL
-#define qattn_port_launch_resident_overlap hipLaunchKernelGGL
+#define qattn_port_launch_overlap(ov, ...) hipLaunchKernelGGL(__VA_ARGS__)
+#define qattn_port_launch_resident_overlap(ov, ...) hipLaunchKernelGGL(__VA_ARGS__)
 #define qattn_port_dependents_go() ((void)0)
 #define qattn_port_pause() __builtin_amdgcn_s_sleep(1)
 #ifdef __AMDGCN_WAVEFRONT_SIZE

@@ -1107,9 +1107,12 @@ static __host__ __device__ __forceinline__ size_t qattn_qf_stats_bytes(const qat
 }
 
 /* the 2 heads nseq counters after the statistics in p.work cleared on st,
- * before a launch of the streamed kernel */
+ * before a launch of the streamed kernel, unless p.counters_zero says they
+ * are zero already */
 static hipError_t qattn_qf_clear_counters(const qattn_kernels_quant_params &p, hipStream_t st)
 {
+    if (p.counters_zero)
+        return hipSuccess;
     return hipMemsetAsync((unsigned char *)p.work + qattn_qf_stats_bytes(p), 0,
                           (size_t)(2 * (int64_t)p.heads * p.nseq) * sizeof(unsigned), st);
 }
@@ -1306,13 +1309,13 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
     int sgrid = 0;
     size_t ssm = 0;
     if (qattn_qs_plan<IN>(p, &sf, &sgrid, &ssm, &sa)) {
-        const int clear = (qattn_qf_uniform(p.group) || p.smooth == QATTN_KERNELS_SMOOTH_TOKENS) && !p.counters_zero;
-        if (clear)
+        const int stats = qattn_qf_uniform(p.group) || p.smooth == QATTN_KERNELS_SMOOTH_TOKENS;
+        if (stats)
             QATTN_QUANT_CHECK(qattn_qf_clear_counters(p, st), "quant stream counters");
-        if (p.overlap && !clear) /* its blocks wait for blocks of their own group only, which all start */
-            qattn_port_launch_resident_overlap(sf, dim3((unsigned)sgrid), dim3(2 * p.d), ssm, st, p, sa);
-        else
-            qattn_port_launch_resident(sf, dim3((unsigned)sgrid), dim3(2 * p.d), ssm, st, p, sa);
+        /* overlapped only right after the previous kernel (no clearing between); its blocks wait for
+         * blocks of their own group only, which all start */
+        qattn_port_launch_resident_overlap(p.overlap && (!stats || p.counters_zero), sf, dim3((unsigned)sgrid),
+                                           dim3(2 * p.d), ssm, st, p, sa);
         QATTN_QUANT_CHECK(hipGetLastError(), "quant stream kernel launch");
         return QATTN_OK;
     }
@@ -1332,10 +1335,7 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
     if (qattn_qf_lean_takes(p)) {
         const qattn_qf_lean_fn lf = qattn_qf_ladder<qattn_qf_lean_family, IN>(p);
         const dim3 lg((unsigned)((span + QATTN_QF_LTT - 1) / QATTN_QF_LTT), (unsigned)p.heads, (unsigned)p.nseq);
-        if (p.overlap)
-            qattn_port_launch_overlap(lf, lg, dim3(2 * p.d), 0, st, p, qattn_qf_lean_args_of(p));
-        else
-            hipLaunchKernelGGL(lf, lg, dim3(2 * p.d), 0, st, p, qattn_qf_lean_args_of(p));
+        qattn_port_launch_overlap(p.overlap, lf, lg, dim3(2 * p.d), 0, st, p, qattn_qf_lean_args_of(p));
         QATTN_QUANT_CHECK(hipGetLastError(), "quant lean encode kernel launch");
         return QATTN_OK;
     }
@@ -1484,14 +1484,10 @@ static int qattn_quant_fast_launch_kv(const qattn_kernels_quant_params *k, const
     qattn_qs_args ak, av;
     qattn_kernels_quant_params k2, v2;
     if (qattn_quant_fast_kv_grid<IN>(*k, *v, &f, &nk, &grid, &sm, &ak, &av)) {
-        if (!k->counters_zero)
-            QATTN_QUANT_CHECK(qattn_qf_clear_counters(*k, st), "quant stream counters (K)");
-        if (!v->counters_zero)
-            QATTN_QUANT_CHECK(qattn_qf_clear_counters(*v, st), "quant stream counters (V)");
-        if (k->overlap && k->counters_zero && v->counters_zero)
-            qattn_port_launch_resident_overlap(f, dim3((unsigned)grid), dim3(2 * k->d), sm, st, *k, ak, *v, av, nk);
-        else
-            qattn_port_launch_resident(f, dim3((unsigned)grid), dim3(2 * k->d), sm, st, *k, ak, *v, av, nk);
+        QATTN_QUANT_CHECK(qattn_qf_clear_counters(*k, st), "quant stream counters (K)");
+        QATTN_QUANT_CHECK(qattn_qf_clear_counters(*v, st), "quant stream counters (V)");
+        qattn_port_launch_resident_overlap(k->overlap && k->counters_zero && v->counters_zero, f, dim3((unsigned)grid),
+                                           dim3(2 * k->d), sm, st, *k, ak, *v, av, nk);
         QATTN_QUANT_CHECK(hipGetLastError(), "quant stream kernel launch (K and V)");
         return QATTN_OK;
     }
@@ -1510,8 +1506,9 @@ static int qattn_quant_fast_launch_kv(const qattn_kernels_quant_params *k, const
 
 /* one instance: extern "C" launch function NAME for input dtype IN (fp16,
  * bf16), NAME_takes(p): 1 when the fused kernels run p (0: the portable
- * ones do), NAME_stream(p): 1 when the streamed kernel does, NAME_lean(p): 1 when the lean encode kernel does, NAME_kv(k, v, ...): K
- * and V as NAME_kv_how(k, v) says (qattn_quant_fast_kv_how), for the tests */
+ * ones do), NAME_stream(p): 1 when the streamed kernel does, NAME_lean(p):
+ * 1 when the lean encode kernel does, NAME_kv(k, v, ...): K and V as
+ * NAME_kv_how(k, v) says (qattn_quant_fast_kv_how), for the tests */
 #define QATTN_QUANT_FAST_INSTANCE(IN, NAME)                                                           \
     extern "C" int NAME(const qattn_kernels_quant_params *p, void *stream, qattn_err *err)           \
     {                                                                                                 \

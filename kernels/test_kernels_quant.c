@@ -164,6 +164,17 @@ static void qrun_free(qrun *r)
     memset(r, 0, sizeof *r);
 }
 
+/* r's outputs poisoned (before a launch); 0 on success */
+static int qrun_poison(qrun *r)
+{
+    qattn_err err;
+    int rc = qattn_kernels_dev_fill(r->dcodes, 0xa5, r->bc, &err) ||
+             qattn_kernels_dev_fill(r->dscale, 0xa5, r->bs, &err) ||
+             qattn_kernels_dev_fill(r->dmean, 0xa5, r->bm ? r->bm : 4, &err);
+    CHECK(rc == 0, "poisoning the outputs: %s", err.msg);
+    return rc;
+}
+
 /* the case's input on the device, its outputs poisoned, its params; 0 on success */
 static int qrun_init(qrun *r, const qcase *qc)
 {
@@ -218,11 +229,9 @@ static int qrun_init(qrun *r, const qcase *qc)
              qattn_kernels_dev_alloc(&r->dmean, bm4, &err) || qattn_kernels_dev_alloc(&r->dflag, 4, &err) ||
              qattn_kernels_dev_alloc(&r->dcu, sizeof r->cu, &err) ||
              qattn_kernels_dev_to(r->dx, r->x16, H * T * d * 2, &err) ||
-             qattn_kernels_dev_to(r->dcu, r->cu, sizeof r->cu, &err) ||
-             qattn_kernels_dev_fill(r->dcodes, 0xa5, r->bc, &err) ||
-             qattn_kernels_dev_fill(r->dscale, 0xa5, r->bs, &err) || qattn_kernels_dev_fill(r->dmean, 0xa5, bm4, &err) ||
-             qattn_kernels_dev_fill(r->dflag, 0, 4, &err);
+             qattn_kernels_dev_to(r->dcu, r->cu, sizeof r->cu, &err) || qattn_kernels_dev_fill(r->dflag, 0, 4, &err);
     CHECK(rc == 0, "device setup: %s", err.msg);
+    rc = rc || qrun_poison(r);
     rc = rc || qattn_kernels_quant_fill(&r->p, &pb, r->dx, s_batch, s_head, s_tok, qc->heads, r->seqlen, (int64_t)T,
                                         qc->varlen ? (const int *)r->dcu : NULL, &r->op, qc->smooth, qc->mblock,
                                         r->dcodes, (float *)r->dscale, qc->smooth ? (float *)r->dmean : NULL,
@@ -334,17 +343,6 @@ static int counters_left_zero(const qrun *r, const char *name, const char *tag)
     CHECK(rc == 0 && nz == 0, "%s %s@%s d=%d N=%d%s: %zu of %zu counters not zero after the launch", name,
           r->qc->fmt, r->qc->group, r->qc->d, r->seqlen, tag, nz, n);
     return rc == 0 && nz == 0;
-}
-
-/* r's outputs poisoned again (before a second launch); 0 on success */
-static int qrun_poison(qrun *r)
-{
-    qattn_err err;
-    int rc = qattn_kernels_dev_fill(r->dcodes, 0xa5, r->bc, &err) ||
-             qattn_kernels_dev_fill(r->dscale, 0xa5, r->bs, &err) ||
-             qattn_kernels_dev_fill(r->dmean, 0xa5, r->bm ? r->bm : 4, &err);
-    CHECK(rc == 0, "poisoning the outputs: %s", err.msg);
-    return rc;
 }
 
 /* one case through the instance `name` */
