@@ -545,14 +545,21 @@ inline hipError_t hipDeviceGetAttribute(int *v, hipDeviceAttribute_t a, int)
  * waits for both. */
 static inline int qattn_port_overlap_ok(void)
 {
-    static int ok = -1;
-    if (ok < 0) {
-        int dev = 0, major = 0;
-        ok = cudaGetDevice(&dev) == cudaSuccess &&
-             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+    /* remembered per device: a host may mix compute capabilities */
+    static unsigned char ok[64], asked[64];
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) {
         (void)cudaGetLastError();
+        return 0;
     }
-    return ok;
+    if (dev >= 64)
+        return 0; /* beyond the table: plain launches, never wrong */
+    if (!asked[dev]) {
+        ok[dev] = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+        (void)cudaGetLastError();
+        asked[dev] = 1;
+    }
+    return ok[dev];
 }
 template <typename... KA, typename... AA>
 static inline cudaError_t qattn_port_overlap_launch(int ov, void (*kernel)(KA...), dim3 grid, dim3 block,
