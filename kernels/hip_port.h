@@ -545,8 +545,9 @@ inline hipError_t hipDeviceGetAttribute(int *v, hipDeviceAttribute_t a, int)
  * waits for both. */
 static inline int qattn_port_overlap_ok(void)
 {
-    /* remembered per device: a host may mix compute capabilities */
-    static unsigned char ok[64], asked[64];
+    /* remembered per device (a host may mix compute capabilities): 0 not
+     * asked yet, 1 no, 2 yes */
+    static unsigned char memo[64];
     int dev = 0, major = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) {
         (void)cudaGetLastError();
@@ -554,12 +555,13 @@ static inline int qattn_port_overlap_ok(void)
     }
     if (dev >= 64)
         return 0; /* beyond the table: plain launches, never wrong */
-    if (!asked[dev]) {
-        ok[dev] = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+    if (!memo[dev]) {
+        const int yes =
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+        memo[dev] = yes ? 2 : 1;
         (void)cudaGetLastError();
-        asked[dev] = 1;
     }
-    return ok[dev];
+    return memo[dev] == 2;
 }
 template <typename... KA, typename... AA>
 static inline cudaError_t qattn_port_overlap_launch(int ov, void (*kernel)(KA...), dim3 grid, dim3 block,

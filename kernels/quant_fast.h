@@ -327,7 +327,6 @@ static __device__ __forceinline__ uint2 qattn_qs_code8_exact(const float (&v)[8]
     return w;
 }
 
-
 /* qattn_kgroup_tok_index in 32-bit arithmetic (t < 2^31) */
 static __device__ __forceinline__ int qattn_qf_tok_index(const qattn_group &g, int t)
 {
