@@ -51,7 +51,8 @@
 #include "attn_fwd_portable.h" /* QATTN_EXP2, qattn_attn_put_out, QATTN_ATTN_CHECK */
 #include "hip_port.h"
 #include "mfma_amd.h"
-#include "numerics.h"
+#include "attn_common.h"
+#include "qattn/numerics.h"
 #include "qattn_kernels.h"
 
 #define QATTN_MFMA_KB 64   /* keys per block (= the scheme's kblock) */
@@ -131,10 +132,10 @@ __global__ void __launch_bounds__(64 * QATTN_MFMA_WAVES) qattn_attn_fwd_mfma_ker
     int lo = 0, hi = 0;
     if (row < sq) {
         int64_t lo64 = 0, hi64 = 0;
-        qattn_kmask_range(p.mask, row, sq, sk, &lo64, &hi64);
+        qattn_num_mask_range(p.mask, row, sq, sk, &lo64, &hi64);
         lo = (int)lo64, hi = (int)hi64;
     }
-    const float qs = row < sq ? (qsc ? qsc[qattn_kgroup_tok_index(p.q_group, row)] : 1.0f) : 0.0f;
+    const float qs = row < sq ? (qsc ? qsc[qattn_num_group_tok_index(p.q_group, row)] : 1.0f) : 0.0f;
     if (g == 0)
         sRange[2 * (16 * wave + r)] = lo, sRange[2 * (16 * wave + r) + 1] = hi;
     __syncthreads();
@@ -192,7 +193,7 @@ __global__ void __launch_bounds__(64 * QATTN_MFMA_WAVES) qattn_attn_fwd_mfma_ker
         }
         if (tid < KB) {
             const int j = j0 + tid;
-            sKs[tid] = j < sk ? (ksc ? ksc[qattn_kgroup_tok_index(p.k_group, j)] : 1.0f) : 0.0f;
+            sKs[tid] = j < sk ? (ksc ? ksc[qattn_num_group_tok_index(p.k_group, j)] : 1.0f) : 0.0f;
         }
         __syncthreads();
 

@@ -54,7 +54,8 @@
 
 #include "hip_port.h"
 #include "mma_nvidia.h"
-#include "numerics.h"
+#include "attn_common.h"
+#include "qattn/numerics.h"
 #include "qattn_kernels.h"
 
 #define QATTN_MMA_KB 128     /* keys per block (= the scheme's kblock) */
@@ -96,11 +97,11 @@ static __device__ __forceinline__ void qattn_mma_row_ranges(qattn_mask mask, int
 {
     int64_t lo = 0, hi = 0;
     if (rA < sq)
-        qattn_kmask_range(mask, rA, sq, sk, &lo, &hi);
+        qattn_num_mask_range(mask, rA, sq, sk, &lo, &hi);
     *loA = (int)lo, *hiA = (int)hi;
     lo = hi = 0;
     if (rB < sq)
-        qattn_kmask_range(mask, rB, sq, sk, &lo, &hi);
+        qattn_num_mask_range(mask, rB, sq, sk, &lo, &hi);
     *loB = (int)lo, *hiB = (int)hi;
 }
 
@@ -258,8 +259,8 @@ __global__ void __launch_bounds__(32 * NW, 8 / NW) qattn_attn_fwd_mma_kernel(qat
     int loA, hiA, loB, hiB;
     qattn_mma_row_ranges(p.mask, rA, rB, sq, sk, &loA, &hiA, &loB, &hiB);
     const float *qsc = p.q_scale + ((int64_t)h * p.nseq + b) * p.q_ntok;
-    const float qsA = rA < sq ? qsc[qattn_kgroup_tok_index(p.q_group, rA)] : 0.0f;
-    const float qsB = rB < sq ? qsc[qattn_kgroup_tok_index(p.q_group, rB)] : 0.0f;
+    const float qsA = rA < sq ? qsc[qattn_num_group_tok_index(p.q_group, rA)] : 0.0f;
+    const float qsB = rB < sq ? qsc[qattn_num_group_tok_index(p.q_group, rB)] : 0.0f;
 
     /* ---- key blocks the tile touches ---- */
     __shared__ int s_range[2];

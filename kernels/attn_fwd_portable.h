@@ -32,7 +32,8 @@
 #define QATTN_KERNELS_ATTN_FWD_PORTABLE_H
 
 #include "hip_port.h"
-#include "numerics.h"
+#include "attn_common.h"
+#include "qattn/numerics.h"
 #include "qattn_kernels.h"
 
 #define QATTN_ATTN_BM 16      /* query rows per block */
@@ -68,22 +69,22 @@ static __device__ __forceinline__ float qattn_attn_ld(const void *x, int64_t row
         return (float)((int)(nib ^ 8u) - 8);
     }
     if (F == QATTN_FMT_E4M3)
-        return qattn_kfmt_e4m3_decode(((const uint8_t *)x)[row + c]);
+        return qattn_num_e4m3_decode(((const uint8_t *)x)[row + c]);
     if (F == QATTN_FMT_E5M2)
-        return qattn_kfmt_e5m2_decode(((const uint8_t *)x)[row + c]);
+        return qattn_num_e5m2_decode(((const uint8_t *)x)[row + c]);
     if (F == QATTN_FMT_FP16)
-        return qattn_kfmt_fp16_decode(((const uint16_t *)x)[row + c]);
+        return qattn_num_fp16_decode(((const uint16_t *)x)[row + c]);
     if (F == QATTN_FMT_BF16)
-        return qattn_kfmt_bf16_decode(((const uint16_t *)x)[row + c]);
+        return qattn_num_bf16_decode(((const uint16_t *)x)[row + c]);
     return ((const float *)x)[row + c];
 }
 
 static __device__ __forceinline__ float qattn_attn_ld_rt(int f, const void *x, int64_t row, int c)
 {
     if (f == QATTN_FMT_FP16)
-        return qattn_kfmt_fp16_decode(((const uint16_t *)x)[row + c]);
+        return qattn_num_fp16_decode(((const uint16_t *)x)[row + c]);
     if (f == QATTN_FMT_BF16)
-        return qattn_kfmt_bf16_decode(((const uint16_t *)x)[row + c]);
+        return qattn_num_bf16_decode(((const uint16_t *)x)[row + c]);
     return ((const float *)x)[row + c];
 }
 
@@ -105,10 +106,10 @@ struct qattn_attn_dot<QATTN_FMT_INT4> {
 template <int ACC>
 static __device__ __forceinline__ float qattn_attn_acc_round(float x)
 {
-    if (ACC == QATTN_ACC_FP22)
-        return qattn_kfmt_cut22(x);
+    if (ACC == QATTN_ACC_FP22) /* x is a sum */
+        return qattn_num_cut22_sum(x);
     if (ACC == QATTN_ACC_FP16)
-        return qattn_kfmt_round16(x);
+        return qattn_num_round16(x);
     return x;
 }
 
@@ -130,9 +131,9 @@ static __device__ __forceinline__ void qattn_attn_put_out(const qattn_kernels_at
             x = x + vmean[c];
     }
     if (p.out == QATTN_FMT_FP16)
-        ((uint16_t *)p.o)[at] = qattn_kfmt_fp16_encode(x);
+        ((uint16_t *)p.o)[at] = qattn_num_fp16_encode(x);
     else if (p.out == QATTN_FMT_BF16)
-        ((uint16_t *)p.o)[at] = qattn_kfmt_bf16_encode(x);
+        ((uint16_t *)p.o)[at] = qattn_num_bf16_encode(x);
     else
         ((float *)p.o)[at] = x;
 }
@@ -199,7 +200,7 @@ __global__ void __launch_bounds__(QATTN_ATTN_THREADS) qattn_attn_fwd_portable_ke
         const int r = tid, i = i0 + r;
         int64_t lo = 0, hi = 0;
         if (i < sq)
-            qattn_kmask_range(p.mask, i, sq, sk, &lo, &hi);
+            qattn_num_mask_range(p.mask, i, sq, sk, &lo, &hi);
         sLo[r] = (int)lo;
         sHi[r] = (int)hi;
         if (lo < hi) {
@@ -212,7 +213,7 @@ __global__ void __launch_bounds__(QATTN_ATTN_THREADS) qattn_attn_fwd_portable_ke
         sM[r] = -INFINITY;
         sL[r] = 0.0f;
         sAl[r] = 1.0f;
-        sQs[r] = i < sq && qsc ? qsc[qattn_kgroup_tok_index(p.q_group, i)] : 1.0f;
+        sQs[r] = i < sq && qsc ? qsc[qattn_num_group_tok_index(p.q_group, i)] : 1.0f;
     }
     __syncthreads();
     int J0 = 0x7fffffff, J1 = 0; /* key blocks any row of this block touches */
@@ -250,7 +251,7 @@ __global__ void __launch_bounds__(QATTN_ATTN_THREADS) qattn_attn_fwd_portable_ke
                     sKsm[jj * D + c] = y;
             }
             if (tid < KT)
-                sKs[tid] = tid < nt && ksc ? ksc[qattn_kgroup_tok_index(p.k_group, j0 + jt + tid)] : 1.0f;
+                sKs[tid] = tid < nt && ksc ? ksc[qattn_num_group_tok_index(p.k_group, j0 + jt + tid)] : 1.0f;
             __syncthreads();
             for (int e = tid; e < BM * KT; e += NT) {
                 const int r = e / KT, jj = e % KT, j = j0 + jt + jj;
@@ -293,7 +294,7 @@ __global__ void __launch_bounds__(QATTN_ATTN_THREADS) qattn_attn_fwd_portable_ke
                 continue;
             const float pj = QATTN_EXP2(sS[r * SP + j] - sM[r]);
             sS[r * SP + j] = pj;
-            sP[r * SP + j] = qattn_kfmt_round(PV, pj * p.pmul);
+            sP[r * SP + j] = qattn_num_round(PV, pj * p.pmul);
         }
         __syncthreads();
         /* ---- row sum in key order ---- */
@@ -312,7 +313,7 @@ __global__ void __launch_bounds__(QATTN_ATTN_THREADS) qattn_attn_fwd_portable_ke
                 for (int k = 0; k < NC; k++) {
                     if (two)
                         ob[k] = ob[k] * al;
-                    acc[k] = ACC == QATTN_ACC_FP16 ? qattn_kfmt_round16(acc[k] * al) : acc[k] * al;
+                    acc[k] = ACC == QATTN_ACC_FP16 ? qattn_num_round16(acc[k] * al) : acc[k] * al;
                 }
         }
         for (int jt = 0; jt < n; jt += KT) {

@@ -45,7 +45,8 @@
 
 #include "hip_port.h"
 #include "mma_nvidia.h"
-#include "numerics.h"
+#include "attn_common.h"
+#include "qattn/numerics.h"
 #include "qattn_kernels.h"
 
 #define QATTN_WGMMA_KB 128
@@ -269,8 +270,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     qattn_setmaxnreg_inc<240>();
     const float *ksc = p.k_scale + ((int64_t)hk * p.nseq + b) * p.k_ntok;
     const float *qsc = p.q_scale + ((int64_t)h * p.nseq + b) * p.q_ntok;
-    const float qsA = rA < sq ? qsc[qattn_kgroup_tok_index(p.q_group, rA)] : 0.0f;
-    const float qsB = rB < sq ? qsc[qattn_kgroup_tok_index(p.q_group, rB)] : 0.0f;
+    const float qsA = rA < sq ? qsc[qattn_num_group_tok_index(p.q_group, rA)] : 0.0f;
+    const float qsB = rB < sq ? qsc[qattn_num_group_tok_index(p.q_group, rB)] : 0.0f;
 
     float o[NO][4];
 #pragma unroll

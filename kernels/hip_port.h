@@ -324,11 +324,11 @@ struct alignas(16) float4 {
     float x, y, z, w;
 };
 
-/* exact conversions that the GPU backends do in hardware (numerics.h here) */
-#define qattn_port_f16_to_f32(h) qattn_kfmt_fp16_decode(h)
-#define qattn_port_f16_to_f64(h) ((double)qattn_kfmt_fp16_decode(h))
+/* exact conversions that the GPU backends do in hardware (qattn/numerics.h here) */
+#define qattn_port_f16_to_f32(h) qattn_num_fp16_decode(h)
+#define qattn_port_f16_to_f64(h) ((double)qattn_num_fp16_decode(h))
 #define qattn_port_e4m3x2(lo, hi) \
-    ((unsigned short)(qattn_kfmt_e4m3_encode(lo) | ((unsigned)qattn_kfmt_e4m3_encode(hi) << 8)))
+    ((unsigned short)(qattn_num_e4m3_encode(lo) | ((unsigned)qattn_num_e4m3_encode(hi) << 8)))
 inline int qattn_port_rint(float x) { return (int)std::nearbyint(x); } /* round to nearest even */
 /* asynchronous 16-byte copies global -> shared (cp.async on NVIDIA): a
  * thread's copies since its last commit form a group; here a copy lands only
@@ -609,7 +609,7 @@ static __device__ __forceinline__ T __shfl(T v, int src_lane, int width = 32)
 }
 #endif
 
-/* Exact conversions in hardware, bit-identical to numerics.h for every
+/* Exact conversions in hardware, bit-identical to qattn/numerics.h for every
  * finite input (fp16 -> fp32; round to nearest even integer; fp32 pair ->
  * e4m3 pair, RNE, saturating to +-448, NaN -> 0x7f; .x in the low byte). */
 #ifdef __CUDACC__
@@ -673,12 +673,12 @@ static __device__ __forceinline__ unsigned qattn_port_byte_perm(unsigned x, unsi
 #endif
 #define QATTN_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 
-/* exact conversions (numerics.h; gfx942's fp8 conversions are OCP e4m3fn only
+/* exact conversions (qattn/numerics.h; gfx942's fp8 conversions are OCP e4m3fn only
  * from gfx950 on, so no hardware path here) */
-#define qattn_port_f16_to_f32(h) qattn_kfmt_fp16_decode(h)
-#define qattn_port_f16_to_f64(h) ((double)qattn_kfmt_fp16_decode(h))
+#define qattn_port_f16_to_f32(h) qattn_num_fp16_decode(h)
+#define qattn_port_f16_to_f64(h) ((double)qattn_num_fp16_decode(h))
 #define qattn_port_e4m3x2(lo, hi) \
-    ((unsigned short)(qattn_kfmt_e4m3_encode(lo) | ((unsigned)qattn_kfmt_e4m3_encode(hi) << 8)))
+    ((unsigned short)(qattn_num_e4m3_encode(lo) | ((unsigned)qattn_num_e4m3_encode(hi) << 8)))
 static __device__ __forceinline__ int qattn_port_rint(float x) { return (int)__builtin_rintf(x); }
 /* no asynchronous copies to LDS on this path: plain 16-byte copies */
 static __device__ __forceinline__ void qattn_port_cp16(void *smem, const void *g)

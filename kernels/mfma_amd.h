@@ -18,7 +18,7 @@
  *       two v_mfma_i32_16x16x16i8, the low then the high 4 bytes of every
  *       lane (each a K = 16 product over half of the k; the sums are exact).
  *   qattn_mfma_16x16x32_e4m3  D (fp32) += A B / qattn_mfma_e4m3_unit(), e4m3
- *       codes (OCP, bias 7, as numerics.h). Products are exact; the order of
+ *       codes (OCP, bias 7, as qattn/numerics.h). Products are exact; the order of
  *       the fp32 adds is the hardware's.
  *       gfx942: v_mfma_f32_16x16x32_fp8_fp8 reads its bytes as e4m3fnuz
  *       (bias 8: every OCP value halves, so every product is a quarter:
@@ -39,7 +39,7 @@
 #include <stdint.h>
 
 #include "hip_port.h"
-#include "numerics.h"
+#include "qattn/numerics.h"
 
 #if defined(QATTN_HIP_SIM)
 #define QATTN_MFMA_GFX94 0
@@ -138,8 +138,8 @@ inline void qattn_sim_mfma(int kind, void *d, uint64_t a, uint64_t b)
                     av = qattn_sim_e4m3fnuz((unsigned)(x[2 * la] >> (8 * e)) & 0xffu);
                     bv = qattn_sim_e4m3fnuz((unsigned)(x[2 * lb + 1] >> (8 * e)) & 0xffu);
                 } else {
-                    av = qattn_kfmt_fp16_decode((uint16_t)(x[2 * la] >> (16 * e)));
-                    bv = qattn_kfmt_fp16_decode((uint16_t)(x[2 * lb + 1] >> (16 * e)));
+                    av = qattn_num_fp16_decode((uint16_t)(x[2 * la] >> (16 * e)));
+                    bv = qattn_num_fp16_decode((uint16_t)(x[2 * lb + 1] >> (16 * e)));
                 }
                 acc = acc + av * bv; /* the product is exact */
             }

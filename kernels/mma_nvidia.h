@@ -129,8 +129,8 @@ static __device__ __forceinline__ uint32_t qattn_cvt_e4m3x2_f32(float lo, float 
 }
 
 /* two floats to bf16 / fp16 (lo in the low half), rounded to nearest even,
- * overflow to the largest finite value: numerics.h's qattn_kfmt_bf16_encode
- * / qattn_kfmt_fp16_encode for finite inputs (NaN gives the canonical NaN
+ * overflow to the largest finite value: qattn/numerics.h's qattn_num_bf16_encode
+ * / qattn_num_fp16_encode for finite inputs (NaN gives the canonical NaN
  * 0x7fff / 0x7fff where those give 0x7fc0 / 0x7e00; the kernels never write
  * one: non-finite inputs are rejected before) */
 static __device__ __forceinline__ uint32_t qattn_cvt_bf16x2_f32(float lo, float hi)

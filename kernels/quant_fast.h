@@ -56,7 +56,7 @@ static __device__ __forceinline__ float qattn_qf_dec(const uint4 &v, int j)
 {
     const unsigned w = j < 2 ? v.x : j < 4 ? v.y : j < 6 ? v.z : v.w;
     if (IN == QATTN_FMT_BF16)
-        return qattn_kfmt_u2f(j & 1 ? w & 0xffff0000u : w << 16);
+        return qattn_num_u2f(j & 1 ? w & 0xffff0000u : w << 16);
     return qattn_port_f16_to_f32((unsigned short)(j & 1 ? w >> 16 : w & 0xffffu));
 }
 
@@ -72,7 +72,7 @@ static __device__ __forceinline__ unsigned qattn_qf_nonfin(const uint4 &v)
 }
 
 /* rounded to nearest even and clamped to [-qmax, qmax], NaN -> 0: the
- * integer encoder of numerics.h (qattn_kfmt_rne_int_clamp) */
+ * integer encoder of qattn/numerics.h (qattn_num_rne_int_clamp) */
 static __device__ __forceinline__ int qattn_qf_int(float y, float qmax)
 {
     if (y != y)
@@ -98,7 +98,7 @@ static __device__ __forceinline__ float qattn_qf_rcp(int fmt, float s)
     if (!(s > 0.0f))
         return 0.0f;
     if (s < 0x1p-126f)
-        return fmt == QATTN_FMT_E4M3 ? 0.0f : qattn_kfmt_u2f(QATTN_KFMT_QNAN);
+        return fmt == QATTN_FMT_E4M3 ? 0.0f : qattn_num_u2f(QATTN_NUM_QNAN);
     return 1.0f / s;
 }
 
@@ -111,7 +111,7 @@ static __device__ __forceinline__ unsigned qattn_qf_int_bits(float y, bool &near
 {
     const float t = y + 12582912.0f;
     near |= !(fabsf(y - (t - 12582912.0f)) < 0.49996948f);
-    return qattn_kfmt_f2u(t);
+    return qattn_num_f2u(t);
 }
 /* int8 / int4 code bits of v (low 8 / 4 bits): RNE(clamp(fl(v / s))) */
 static __device__ __forceinline__ unsigned qattn_qf_int_rcp(float v, float s, float r, float qmax)
@@ -127,7 +127,7 @@ static __device__ __forceinline__ unsigned qattn_qf_int_rcp(float v, float s, fl
  * from r = 0) */
 static __device__ __forceinline__ bool qattn_qf_e4m3_near(float y)
 {
-    return fabsf(y) < 0x1p-6f || (qattn_kfmt_f2u(y) & 0xFFFFFu) - 0x7FFFCu <= 8u;
+    return fabsf(y) < 0x1p-6f || (qattn_num_f2u(y) & 0xFFFFFu) - 0x7FFFCu <= 8u;
 }
 /* a value with the e4m3 code of fl(v / s) */
 static __device__ __forceinline__ float qattn_qf_div_e4m3(float v, float s, float r)
@@ -143,7 +143,7 @@ static __device__ __forceinline__ unsigned qattn_qf_code(int fmt, float y)
     case QATTN_FMT_INT8: return (unsigned)qattn_qf_int(y, 127.0f) & 0xffu;
     case QATTN_FMT_INT4: return (unsigned)qattn_qf_int(y, 7.0f) & 0xfu;
     case QATTN_FMT_E4M3: return qattn_port_e4m3x2(y, 0.0f) & 0xffu;
-    default: return qattn_kfmt_e5m2_encode(y);
+    default: return qattn_num_e5m2_encode(y);
     }
 }
 
@@ -244,17 +244,17 @@ static __device__ __forceinline__ void qattn_qs_brk(float s, float &lo, float &h
         hi = -0.0f;
     } else if (s < 0x1p-126f) {
         lo = 0.0f;
-        hi = qattn_kfmt_u2f(QATTN_KFMT_QNAN);
+        hi = qattn_num_u2f(QATTN_NUM_QNAN);
     } else {
-        const unsigned r = qattn_kfmt_f2u(1.0f / s);
-        lo = qattn_kfmt_u2f(r - 4u);
-        hi = qattn_kfmt_u2f(r + 4u);
+        const unsigned r = qattn_num_f2u(1.0f / s);
+        lo = qattn_num_u2f(r - 4u);
+        hi = qattn_num_u2f(r + 4u);
     }
 }
 /* fl(1 / s) from the lower bracket lo > 0 of qattn_qs_brk */
 static __device__ __forceinline__ float qattn_qs_brk_rcp(float lo)
 {
-    return qattn_kfmt_u2f(qattn_kfmt_f2u(lo) + 4u);
+    return qattn_num_u2f(qattn_num_f2u(lo) + 4u);
 }
 
 /* the codes of 8 values v (smoothed) from the brackets lo, hi of their
@@ -270,8 +270,8 @@ static __device__ __forceinline__ uint2 qattn_qs_code8(const float (&v)[8], cons
         unsigned t[8];
         QATTN_UNROLL
         for (int j = 0; j < 8; j++) {
-            t[j] = qattn_kfmt_f2u(qattn_port_fma(v[j], lo[j], 12582912.0f));
-            diff |= t[j] ^ qattn_kfmt_f2u(qattn_port_fma(v[j], hi[j], 12582912.0f));
+            t[j] = qattn_num_f2u(qattn_port_fma(v[j], lo[j], 12582912.0f));
+            diff |= t[j] ^ qattn_num_f2u(qattn_port_fma(v[j], hi[j], 12582912.0f));
         }
         if (FMT == QATTN_FMT_INT8) {
             w.x = qattn_port_byte_perm(qattn_port_byte_perm(t[0], t[1], 0x0040u), qattn_port_byte_perm(t[2], t[3], 0x0040u),
@@ -327,7 +327,7 @@ static __device__ __forceinline__ uint2 qattn_qs_code8_exact(const float (&v)[8]
     return w;
 }
 
-/* qattn_kgroup_tok_index in 32-bit arithmetic (t < 2^31) */
+/* qattn_num_group_tok_index in 32-bit arithmetic (t < 2^31) */
 static __device__ __forceinline__ int qattn_qf_tok_index(const qattn_group &g, int t)
 {
     switch (g.tok) {
@@ -350,7 +350,7 @@ static __device__ __forceinline__ void qattn_qf_group_scales(const qattn_kernels
                                                              int64_t g0, int64_t hb, int nthr, float *hi = NULL)
 {
     for (int g = (int)threadIdx.x; g < ngt; g += nthr) {
-        const float s = qattn_kfmt_scale_for(fmt, qattn_kfmt_u2f(gmax[g]), p.group.e8m0);
+        const float s = qattn_num_scale_for(fmt, qattn_num_u2f(gmax[g]), p.group.e8m0);
         scale[g] = s;
         if (hi)
             qattn_qs_brk(s, rcp[g], hi[g]);
@@ -419,8 +419,8 @@ static __device__ __forceinline__ void qattn_qf_stats_body(const qattn_kernels_q
     QATTN_UNROLL
     for (int j = 0; j < 8; j++) {
         s[j] = 0.0;
-        mn[j] = qattn_kfmt_u2f(QATTN_KFMT_INF);
-        mx[j] = -qattn_kfmt_u2f(QATTN_KFMT_INF);
+        mn[j] = qattn_num_u2f(QATTN_NUM_INF);
+        mx[j] = -qattn_num_u2f(QATTN_NUM_INF);
     }
     if (r < R) {
         int64_t t = c0 + r;
@@ -470,7 +470,7 @@ static __device__ __forceinline__ void qattn_qf_stats_body(const qattn_kernels_q
     float *wmn = (float *)(wsum + all), *wmx = wmn + all;
     for (int c = tid; c < p.d; c += nthr) {
         double a = 0.0;
-        float lo = qattn_kfmt_u2f(QATTN_KFMT_INF), hi = -lo;
+        float lo = qattn_num_u2f(QATTN_NUM_INF), hi = -lo;
         for (int k = 0; k < R; k++) { /* rows in order */
             const size_t e = (size_t)k * P + (c >> 3) * 9 + (c & 7);
             a += qf_ssum[e];
@@ -513,7 +513,7 @@ static __device__ __forceinline__ void qattn_qf_combine_body(const qattn_kernels
     const volatile float *wmn = (const volatile float *)(wsum + all), *wmx = wmn + all;
     for (int c = tid; c < p.d; c += nthr) {
         double a = 0.0;
-        float lo = qattn_kfmt_u2f(QATTN_KFMT_INF), hi = -lo;
+        float lo = qattn_num_u2f(QATTN_NUM_INF), hi = -lo;
         const int sums = p.smooth == QATTN_KERNELS_SMOOTH_TOKENS;
         for (int64_t k0 = 0; k0 < nchunk; k0 += 4) { /* four chunks' loads in flight, added in order */
             double ps[4];
@@ -543,14 +543,14 @@ static __device__ __forceinline__ void qattn_qf_combine_body(const qattn_kernels
             float am = up > down ? up : down;
             am = am > 0.0f ? am : 0.0f; /* also n == 0 (inf - inf is not reached: lo/hi are +-inf only then) */
             if (am > 0.0f)
-                atomicMax(&qf_cmax[qattn_kgroup_ch_index(p.group, c)], qattn_kfmt_f2u(am));
+                atomicMax(&qf_cmax[qattn_num_group_ch_index(p.group, c)], qattn_num_f2u(am));
         }
     }
     __syncthreads();
     if (uniform)
         for (int g = tid; g < p.nch; g += nthr)
             p.scale[((int64_t)h * p.nseq + b) * p.nch + g] =
-                qattn_kfmt_scale_for(p.fmt, qattn_kfmt_u2f(qf_cmax[g]), p.group.e8m0);
+                qattn_num_scale_for(p.fmt, qattn_num_u2f(qf_cmax[g]), p.group.e8m0);
 }
 
 template <int IN>
@@ -584,7 +584,7 @@ static __device__ __forceinline__ void qattn_qf_encode_prep(const qattn_kernels_
     const int tid = (int)threadIdx.x;
     if (UNI)
         for (int c = tid; c < p.d; c += nthr) {
-            const float sc = ((const volatile float *)p.scale)[hb * p.nch + qattn_kgroup_ch_index(p.group, c)];
+            const float sc = ((const volatile float *)p.scale)[hb * p.nch + qattn_num_group_ch_index(p.group, c)];
             sh.scale[(c & 15) * (p.d / 16) + (c >> 4)] = sc; /* [16][d / 16]: see qattn_qf_shared */
             sh.rcp[(c & 15) * (p.d / 16) + (c >> 4)] = qattn_qf_rcp(fmt, sc);
         }
@@ -611,8 +611,8 @@ static __device__ __forceinline__ void qattn_qf_encode_tile(const qattn_kernels_
     const int64_t tb = (int64_t)tile * tt; /* first token of the tile, in the sequence */
     const int64_t hb = (int64_t)h * p.nseq + b;
     /* token-local groups of this tile: [g0, g0 + ngt) (tb is a multiple of the group's block) */
-    const int64_t g0 = uniform ? 0 : qattn_kgroup_tok_index(p.group, tb);
-    const int ngt = uniform ? 0 : (int)(qattn_kgroup_tok_index(p.group, tb + tt - 1) - g0 + 1);
+    const int64_t g0 = uniform ? 0 : qattn_num_group_tok_index(p.group, tb);
+    const int ngt = uniform ? 0 : (int)(qattn_num_group_tok_index(p.group, tb + tt - 1) - g0 + 1);
     if (!uniform)
         for (int g = tid; g < ngt; g += QATTN_QF_THREADS)
             qf_gmax[g] = 0u;
@@ -656,7 +656,7 @@ static __device__ __forceinline__ void qattn_qf_encode_tile(const qattn_kernels_
             double acc = 0.0;
             for (int64_t t = r0; t < r1; t++) {
                 const uint16_t hv = rt[(size_t)(t - tb) * d + c];
-                acc += (double)(IN == QATTN_FMT_BF16 ? qattn_kfmt_u2f((uint32_t)hv << 16) : qattn_port_f16_to_f32(hv));
+                acc += (double)(IN == QATTN_FMT_BF16 ? qattn_num_u2f((uint32_t)hv << 16) : qattn_port_f16_to_f32(hv));
             }
             const float m = r1 > r0 ? (float)(acc / (double)(r1 - r0)) : 0.0f;
             bmean[u] = m;
@@ -697,7 +697,7 @@ static __device__ __forceinline__ void qattn_qf_encode_tile(const qattn_kernels_
             am = fmaxf(am, fabsf(vj)); /* NaN input: flagged below */
         }
         if (!uniform && ok[k] && am > 0.0f)
-            atomicMax(&qf_gmax[gi[k]], qattn_kfmt_f2u(am));
+            atomicMax(&qf_gmax[gi[k]], qattn_num_f2u(am));
     }
     if (bad && p.nonfinite)
         atomicOr(p.nonfinite, 1);
@@ -793,7 +793,7 @@ static __device__ __forceinline__ float qattn_qf_amax16(const uint4 &v, unsigned
                                    qattn_port_vmaxu2(v.z & 0x7fff7fffu, v.w & 0x7fff7fffu));
     m = (m >> 16) > (m & 0xffffu) ? m >> 16 : m & 0xffffu;
     nonfin |= m >= (IN == QATTN_FMT_BF16 ? 0x7f80u : 0x7c00u);
-    return IN == QATTN_FMT_BF16 ? qattn_kfmt_u2f(m << 16) : qattn_port_f16_to_f32((unsigned short)m);
+    return IN == QATTN_FMT_BF16 ? qattn_num_u2f(m << 16) : qattn_port_f16_to_f32((unsigned short)m);
 }
 
 /* Row maxima of the 8 rows a lane holds, over the L = 2^LC lanes of each
@@ -898,7 +898,7 @@ static __device__ __forceinline__ uint2 qattn_qf_code8_of(int fmt, const float (
  * qattn_qf_code8_of (per channel: scale sc, rcp or lower bracket r, upper
  * bracket h); the rare channels whose brackets disagree again from the
  * exact quotients. e4m3: every value by the correction step
- * (qattn_kfmt_quot), when all 8 scales allow it (qattn_kfmt_quot_ok), else every
+ * (qattn_num_quot), when all 8 scales allow it (qattn_num_quot_ok), else every
  * value by the exact path. On the benchmark's V and on the shipped
  * activations, 21% and 13% of the warps' rows had a bracket pair that
  * disagreed, which sent the whole warp through the exact path
@@ -926,11 +926,11 @@ static __device__ __forceinline__ void qattn_qf_vt_codes(int fmt, uint2 *stage, 
         col(j, v, s8, r8);
         put(j, qattn_qs_code8_exact<FMT>(v, s8, r8));
     };
-    if (FMT == QATTN_FMT_E4M3) { /* no brackets: every value by the correction step (qattn_kfmt_quot) */
+    if (FMT == QATTN_FMT_E4M3) { /* no brackets: every value by the correction step (qattn_num_quot) */
         bool mk = true;
         QATTN_UNROLL
         for (int j = 0; j < 8; j++)
-            mk = mk && qattn_kfmt_quot_ok(sc[j]) != 0;
+            mk = mk && qattn_num_quot_ok(sc[j]) != 0;
         if (mk) {
             QATTN_UNROLL
             for (int j = 0; j < 8; j++) {
@@ -940,8 +940,8 @@ static __device__ __forceinline__ void qattn_qf_vt_codes(int fmt, uint2 *stage, 
                 unsigned a[4];
                 QATTN_UNROLL
                 for (int u = 0; u < 4; u++)
-                    a[u] = qattn_port_e4m3x2(qattn_kfmt_quot(v[2 * u], sc[j], rr),
-                                             qattn_kfmt_quot(v[2 * u + 1], sc[j], rr));
+                    a[u] = qattn_port_e4m3x2(qattn_num_quot(v[2 * u], sc[j], rr),
+                                             qattn_num_quot(v[2 * u + 1], sc[j], rr));
                 put(j, uint2{a[0] | a[1] << 16, a[2] | a[3] << 16});
             }
         } else { /* a scale out of range (zero, tiny, non-finite): every value by the exact path */
@@ -1042,7 +1042,7 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
             const float rm = qattn_qs_rowmax<LC>(am, c);
             const int rr = qattn_qs_rowmax_row<LC>(c);
             if ((LC == 3 || !(c & 1)) && rr < nv && rm > 0.0f)
-                atomicMax(&ls_gmax[la.grp[r0 + rr]], qattn_kfmt_f2u(rm));
+                atomicMax(&ls_gmax[la.grp[r0 + rr]], qattn_num_f2u(rm));
         }
         __syncthreads();
         qattn_qf_group_scales(p, fmt, ls_gmax, ls_scale, ls_rcp, ngt, g0, hb, NT, BRK ? ls_hi : NULL);
@@ -1206,7 +1206,7 @@ static int qattn_qf_plan(const qattn_kernels_quant_params &p, int *tt, size_t *s
 {
     const int uniform = qattn_qf_uniform(p.group);
     const int transposed = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED;
-    if (!qattn_kfmt_is_scaled(p.fmt) || !p.scale || p.d % 16 || p.d > QATTN_QF_MAXD)
+    if (!qattn_num_is_scaled(p.fmt) || !p.scale || p.d % 16 || p.d > QATTN_QF_MAXD)
         return 0;
     if ((p.in != QATTN_FMT_FP16 && p.in != QATTN_FMT_BF16) || ((uintptr_t)p.x & 15) || ((uintptr_t)p.codes & 15) ||
         (p.x_stride_tok | p.x_stride_head | p.x_stride_batch) & 7)
@@ -1266,7 +1266,7 @@ static int qattn_qf_lean_takes(const qattn_kernels_quant_params &p)
     if (p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED || uniform)
         return uniform;
     const int period = qattn_qf_period(p.group); /* token-local here: token, block, warp, thread */
-    return period > 0 && QATTN_QF_LTT % period == 0 && qattn_kgroup_tok_index(p.group, QATTN_QF_LTT - 1) < QATTN_QF_LTT;
+    return period > 0 && QATTN_QF_LTT % period == 0 && qattn_num_group_tok_index(p.group, QATTN_QF_LTT - 1) < QATTN_QF_LTT;
 }
 
 /* the lean kernel's arguments for p (qattn_qf_lean_takes(p)) */
@@ -1275,10 +1275,10 @@ static qattn_qf_lean_args qattn_qf_lean_args_of(const qattn_kernels_quant_params
     qattn_qf_lean_args a;
     memset(&a, 0, sizeof a);
     if (!qattn_qf_uniform(p.group)) {
-        a.gpt = (int)qattn_kgroup_tok_index(p.group, QATTN_QF_LTT);
-        a.ngt = (int)qattn_kgroup_tok_index(p.group, QATTN_QF_LTT - 1) + 1;
+        a.gpt = (int)qattn_num_group_tok_index(p.group, QATTN_QF_LTT);
+        a.ngt = (int)qattn_num_group_tok_index(p.group, QATTN_QF_LTT - 1) + 1;
         for (int r = 0; r < QATTN_QF_LTT; r++)
-            a.grp[r] = (unsigned char)qattn_kgroup_tok_index(p.group, r);
+            a.grp[r] = (unsigned char)qattn_num_group_tok_index(p.group, r);
     }
     a.chshift = p.group.ch <= 0 ? 31 : -1;
     for (int k = 0; k < 31 && a.chshift < 0; k++)

@@ -8,7 +8,7 @@
  *      rounded to fp32 (one thread per channel walks the tokens in order);
  *   2. amax: max |x - mean| per scale group (order-free, so atomics are exact);
  *   3. codes: x - mean divided by the group scale amax / qmax, rounded to
- *      nearest even and saturated by the ported encoders (numerics.h);
+ *      nearest even and saturated by the shared encoders (qattn/numerics.h);
  *   4. scales: amax replaced in place by amax / qmax (e8m0: rounded up).
  * Four launches, stream-ordered (a fifth clears LAYOUT_TRANSPOSED codes:
  * [heads, nseq, d, npad], zero past each sequence). The fast path
@@ -18,7 +18,7 @@
 #define QATTN_KERNELS_QUANT_PORTABLE_H
 
 #include "hip_port.h"
-#include "numerics.h"
+#include "qattn/numerics.h"
 #include "qattn_kernels.h"
 
 #define QATTN_QUANT_THREADS 256
@@ -30,9 +30,9 @@ static __device__ __forceinline__ float qattn_quant_load(const qattn_kernels_qua
 {
     int64_t e = base + t * p.x_stride_tok + c;
     if (IN == QATTN_FMT_FP16)
-        return qattn_kfmt_fp16_decode(((const uint16_t *)p.x)[e]);
+        return qattn_num_fp16_decode(((const uint16_t *)p.x)[e]);
     if (IN == QATTN_FMT_BF16)
-        return qattn_kfmt_bf16_decode(((const uint16_t *)p.x)[e]);
+        return qattn_num_bf16_decode(((const uint16_t *)p.x)[e]);
     return ((const float *)p.x)[e];
 }
 
@@ -112,8 +112,8 @@ __global__ void __launch_bounds__(QATTN_QUANT_THREADS) qattn_quant_amax_kernel(q
     }
     if (amax > 0.0f) {
         /* non-negative floats order like their bits */
-        int64_t g = (((int64_t)h * p.nseq + b) * p.ntok + qattn_kgroup_tok_index(p.group, t)) * p.nch + cg;
-        atomicMax((unsigned *)p.scale + g, qattn_kfmt_f2u(amax));
+        int64_t g = (((int64_t)h * p.nseq + b) * p.ntok + qattn_num_group_tok_index(p.group, t)) * p.nch + cg;
+        atomicMax((unsigned *)p.scale + g, qattn_num_f2u(amax));
     }
 }
 
@@ -124,17 +124,17 @@ static __device__ __forceinline__ int qattn_quant_code(const qattn_kernels_quant
                                                        const float *mean, const float *sg, int64_t t, int c)
 {
     const float x = qattn_quant_smoothed<IN>(p, base, mean, t, c);
-    if (p.nonfinite && (qattn_kfmt_f2u(qattn_quant_load<IN>(p, base, t, c)) & QATTN_KFMT_INF) == QATTN_KFMT_INF)
+    if (p.nonfinite && (qattn_num_f2u(qattn_quant_load<IN>(p, base, t, c)) & QATTN_NUM_INF) == QATTN_NUM_INF)
         atomicOr(p.nonfinite, 1);
-    const float s = qattn_kfmt_scale_for(p.fmt, sg[qattn_kgroup_ch_index(p.group, c)], p.group.e8m0);
+    const float s = qattn_num_scale_for(p.fmt, sg[qattn_num_group_ch_index(p.group, c)], p.group.e8m0);
     if (!(s > 0.0f))
         return 0;
     const float y = x / s;
     switch (p.fmt) {
-    case QATTN_FMT_INT8: return qattn_kfmt_rne_int_clamp(y, 127.0f);
-    case QATTN_FMT_INT4: return qattn_kfmt_rne_int_clamp(y, 7.0f);
-    case QATTN_FMT_E4M3: return qattn_kfmt_e4m3_encode(y);
-    default: return qattn_kfmt_e5m2_encode(y);
+    case QATTN_FMT_INT8: return qattn_num_rne_int_clamp(y, 127.0f);
+    case QATTN_FMT_INT4: return qattn_num_rne_int_clamp(y, 7.0f);
+    case QATTN_FMT_E4M3: return qattn_num_e4m3_encode(y);
+    default: return qattn_num_e5m2_encode(y);
     }
 }
 
@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(QATTN_QUANT_THREADS) qattn_quant_encode_kernel
                             : ((int64_t)h * p.tokens + toff + t) * p.row + e;
     if (p.scale) {
         const float *sg =
-            p.scale + (((int64_t)h * p.nseq + b) * p.ntok + qattn_kgroup_tok_index(p.group, t)) * p.nch;
+            p.scale + (((int64_t)h * p.nseq + b) * p.ntok + qattn_num_group_tok_index(p.group, t)) * p.nch;
         if (p.fmt == QATTN_FMT_INT4) {
             const unsigned lo = (unsigned)qattn_quant_code<IN>(p, base, mean, sg, t, 2 * e);
             const unsigned hi = 2 * e + 1 < p.d ? (unsigned)qattn_quant_code<IN>(p, base, mean, sg, t, 2 * e + 1) : 0u;
@@ -169,11 +169,11 @@ __global__ void __launch_bounds__(QATTN_QUANT_THREADS) qattn_quant_encode_kernel
         return;
     }
     const float x = qattn_quant_smoothed<IN>(p, base, mean, t, e);
-    if (p.nonfinite && (qattn_kfmt_f2u(qattn_quant_load<IN>(p, base, t, e)) & QATTN_KFMT_INF) == QATTN_KFMT_INF)
+    if (p.nonfinite && (qattn_num_f2u(qattn_quant_load<IN>(p, base, t, e)) & QATTN_NUM_INF) == QATTN_NUM_INF)
         atomicOr(p.nonfinite, 1);
     switch (p.fmt) {
-    case QATTN_FMT_FP16: ((uint16_t *)p.codes)[out] = qattn_kfmt_fp16_encode(x); break;
-    case QATTN_FMT_BF16: ((uint16_t *)p.codes)[out] = qattn_kfmt_bf16_encode(x); break;
+    case QATTN_FMT_FP16: ((uint16_t *)p.codes)[out] = qattn_num_fp16_encode(x); break;
+    case QATTN_FMT_BF16: ((uint16_t *)p.codes)[out] = qattn_num_bf16_encode(x); break;
     default: ((float *)p.codes)[out] = x; break;
     }
 }
@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(QATTN_QUANT_THREADS) qattn_quant_scale_kernel(
 {
     const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (g < ngroups)
-        p.scale[g] = qattn_kfmt_scale_for(p.fmt, p.scale[g], p.group.e8m0);
+        p.scale[g] = qattn_num_scale_for(p.fmt, p.scale[g], p.group.e8m0);
 }
 
 #define QATTN_QUANT_CHECK(call, what)                                                                           \

@@ -299,7 +299,7 @@ static __device__ __forceinline__ void qattn_qs_body(const qattn_kernels_quant_p
             QATTN_UNROLL
             for (int j = 0; j < 8; j++) {
                 s[j] = 0.0;
-                mn[j] = qattn_kfmt_u2f(QATTN_KFMT_INF);
+                mn[j] = qattn_num_u2f(QATTN_NUM_INF);
                 mx[j] = -mn[j];
             }
             int t, t1;
@@ -362,7 +362,7 @@ static __device__ __forceinline__ void qattn_qs_body(const qattn_kernels_quant_p
                         redmx[e] = mx[j];
                     } else if (UNI) { /* the largest magnitude of the channel: exact as a float */
                         const unsigned hbits = j & 1 ? m16[j >> 1] >> 16 : m16[j >> 1] & 0xffffu;
-                        const float f = IN == QATTN_FMT_BF16 ? qattn_kfmt_u2f(hbits << 16)
+                        const float f = IN == QATTN_FMT_BF16 ? qattn_num_u2f(hbits << 16)
                                                              : qattn_port_f16_to_f32((unsigned short)hbits);
                         redmn[e] = -f;
                         redmx[e] = f;
@@ -376,7 +376,7 @@ static __device__ __forceinline__ void qattn_qs_body(const qattn_kernels_quant_p
                 float *wmn = (float *)(wsum + all), *wmx = wmn + all;
                 for (int ch = tid; ch < D; ch += NT) {
                     double sum = 0.0;
-                    float lo1 = qattn_kfmt_u2f(QATTN_KFMT_INF), hi1 = -lo1;
+                    float lo1 = qattn_num_u2f(QATTN_NUM_INF), hi1 = -lo1;
                     for (int ww = 0; ww < NW; ww++) { /* warps in order */
                         if (SM)
                             sum += red[ww * D + ch];
@@ -417,7 +417,7 @@ static __device__ __forceinline__ void qattn_qs_body(const qattn_kernels_quant_p
                 const volatile float *wmn = (const volatile float *)(wsum + all), *wmx = wmn + all;
                 for (int ch = tid; ch < D; ch += NT) {
                     double sum = 0.0;
-                    float lo1 = qattn_kfmt_u2f(QATTN_KFMT_INF), hi1 = -lo1;
+                    float lo1 = qattn_num_u2f(QATTN_NUM_INF), hi1 = -lo1;
                     for (int r1 = 0; r1 < a.nrank; r1 += QATTN_QS_FLUSH) {
                         double ps[QATTN_QS_FLUSH];
                         float pn[QATTN_QS_FLUSH], px1[QATTN_QS_FLUSH];
@@ -449,7 +449,7 @@ static __device__ __forceinline__ void qattn_qs_body(const qattn_kernels_quant_p
                         am = am > 0.0f ? am : 0.0f;
                         if (am > 0.0f)
                             atomicMax(&cmax[a.g.chshift >= 0 ? ch >> a.g.chshift : ch / p.group.ch],
-                                      qattn_kfmt_f2u(am));
+                                      qattn_num_f2u(am));
                     }
                 }
             }
@@ -462,7 +462,7 @@ static __device__ __forceinline__ void qattn_qs_body(const qattn_kernels_quant_p
             __syncthreads();
             if (UNI)
                 for (int gi = tid; gi < p.nch; gi += NT) {
-                    const float sg = qattn_kfmt_scale_for(FMT, qattn_kfmt_u2f(cmax[gi]), p.group.e8m0);
+                    const float sg = qattn_num_scale_for(FMT, qattn_num_u2f(cmax[gi]), p.group.e8m0);
                     cscale[gi] = sg;
                     cmax[gi] = 0u;
                     if (rank == 0)
@@ -523,7 +523,7 @@ static __device__ __forceinline__ void qattn_qs_body(const qattn_kernels_quant_p
                         const float rm = qattn_qs_rowmax<LC>(am, c);
                         const int rr = qattn_qs_rowmax_row<LC>(c);
                         if ((LC == 3 || !(c & 1)) && rr < nv && rm > 0.0f)
-                            atomicMax(&gm[gi_rm], qattn_kfmt_f2u(rm));
+                            atomicMax(&gm[gi_rm], qattn_num_f2u(rm));
                     }
                     __syncthreads();
                     /* gmax of two tiles back: read before this barrier, next written after the next one */
@@ -537,7 +537,7 @@ static __device__ __forceinline__ void qattn_qs_body(const qattn_kernels_quant_p
                     }
                     if (lane < WR) {
                         float4 e;
-                        e.x = qattn_kfmt_scale_for(FMT, qattn_kfmt_u2f(gm[gi_row]), p.group.e8m0);
+                        e.x = qattn_num_scale_for(FMT, qattn_num_u2f(gm[gi_row]), p.group.e8m0);
                         qattn_qs_brk(e.x, e.y, e.z);
                         e.w = 0.0f;
                         wsc[w * WR + lane] = e;

@@ -107,7 +107,7 @@ static void known_answers(const char *target)
             A[i][k] = k == i ? 0x38 : k == 16 + i ? 0x40 : 0x00;
     for (int k = 0; k < 32; k++)
         for (int j = 0; j < 16; j++)
-            B[k][j] = qattn_kfmt_e4m3_encode((float)(k % 8 - j % 4));
+            B[k][j] = qattn_num_e4m3_encode((float)(k % 8 - j % 4));
     run(1, 1, A, B, NULL, Df);
     bad = 0;
     for (int i = 0; i < 16; i++)
@@ -168,7 +168,7 @@ static void random_products(const char *target)
             for (int j = 0; j < 16; j++) {
                 double e = 0.0, mag = 0.0;
                 for (int k = 0; k < 32; k++) {
-                    const double pr = (double)qattn_kfmt_e4m3_decode(A[i][k]) * (double)qattn_kfmt_e4m3_decode(B[k][j]);
+                    const double pr = (double)qattn_num_e4m3_decode(A[i][k]) * (double)qattn_num_e4m3_decode(B[k][j]);
                     e += pr;
                     mag += fabs(pr);
                 }
@@ -189,8 +189,8 @@ int main(void)
     for (unsigned c = 0; c < 256; c++) {
         if ((c & 0x7f) == 0x7f)
             continue; /* NaN */
-        bad += qattn_kfmt_f2u(qattn_kfmt_fp16_decode((uint16_t)qattn_mfma_e4m3_f16(c))) !=
-               qattn_kfmt_f2u(qattn_kfmt_e4m3_decode((uint8_t)c));
+        bad += qattn_num_f2u(qattn_num_fp16_decode((uint16_t)qattn_mfma_e4m3_f16(c))) !=
+               qattn_num_f2u(qattn_num_e4m3_decode((uint8_t)c));
     }
     CHECK(bad == 0, "e4m3 -> f16: %d of 254 codes wrong", bad);
     bad = 0;

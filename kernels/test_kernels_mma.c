@@ -36,7 +36,7 @@
 #include <time.h>
 
 #include "../tests/check.h"
-#include "numerics.h"
+#include "qattn/numerics.h"
 #include "qattn_kernels.h"
 
 static uint64_t rs = 12345;
@@ -60,7 +60,7 @@ static void make_input(float *x, size_t n, size_t d, double offs)
     for (size_t i = 0; i < n; i++) {
         size_t c = i % d;
         double v = gauss() * (0.5 + (double)(c % 7) * 0.2) + offs * (double)((int)((c * 37) % 11) - 5);
-        x[i] = qattn_kfmt_fp16_decode(qattn_kfmt_fp16_encode((float)v));
+        x[i] = qattn_num_fp16_decode(qattn_num_fp16_encode((float)v));
     }
 }
 
@@ -208,7 +208,7 @@ static void run_case(const tcase *tc)
             uint8_t *dst = vt + ((size_t)h * nseq + b) * (size_t)d * (size_t)npad;
             for (size_t j = 0; j < n; j++)
                 for (int c = 0; c < d; c++)
-                    dst[(size_t)c * npad + j] = qattn_kfmt_e4m3_encode(t.val[j * d + c]);
+                    dst[(size_t)c * npad + j] = qattn_num_e4m3_encode(t.val[j * d + c]);
             memcpy(vsc + ((size_t)h * nseq + b) * v_nch, t.scale, v_nch * 4);
             qattn_qtensor_free(&t);
         }
@@ -279,7 +279,7 @@ static void run_case(const tcase *tc)
         double maxo = 0.0, maxe = 0.0, dot = 0.0, ng = 0.0, nem = 0.0, dge = 0.0, nr = 0.0, dre = 0.0, dlse = 0.0;
         size_t nbits = 0, nonfinite = 0;
         for (size_t i = 0; i < ne; i++) {
-            const double x = qattn_kfmt_bf16_decode(og[i]), e = oe[i], r = orf[i];
+            const double x = qattn_num_bf16_decode(og[i]), e = oe[i], r = orf[i];
             if (!isfinite(x))
                 nonfinite++;
             maxo = fabs(e) > maxo ? fabs(e) : maxo;
@@ -340,9 +340,9 @@ static void run_plan_case(int d, int hq, int hkv, int n, const char *mask)
     make_input(k, nk, (size_t)d, 1.5);
     make_input(v, nk, (size_t)d, 0.7);
     for (size_t i = 0; i < nq; i++)
-        q16[i] = qattn_kfmt_fp16_encode(q[i]);
+        q16[i] = qattn_num_fp16_encode(q[i]);
     for (size_t i = 0; i < nk; i++)
-        k16[i] = qattn_kfmt_fp16_encode(k[i]), v16[i] = qattn_kfmt_fp16_encode(v[i]);
+        k16[i] = qattn_num_fp16_encode(k[i]), v16[i] = qattn_num_fp16_encode(v[i]);
     qattn_mha a;
     memset(&a, 0, sizeof a);
     a.q = q, a.k = k, a.v = v;
@@ -375,7 +375,7 @@ static void run_plan_case(int d, int hq, int hkv, int n, const char *mask)
     if (rc == 0) {
         double maxo = 0.0, maxe = 0.0, dot = 0.0, ng = 0.0, ne = 0.0, dlse_max = 0.0;
         for (size_t i = 0; i < nq; i++) {
-            const double x = qattn_kfmt_bf16_decode(og[i]), e = oe[i];
+            const double x = qattn_num_bf16_decode(og[i]), e = oe[i];
             maxo = fabs(e) > maxo ? fabs(e) : maxo;
             maxe = fabs(x - e) > maxe || x != x ? fabs(x - e) : maxe;
             dot += x * e, ng += x * x, ne += e * e;

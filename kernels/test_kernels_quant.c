@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "../tests/check.h"
-#include "numerics.h"
+#include "qattn/numerics.h"
 #include "qattn_kernels.h"
 
 int qattn_kernels_launch_quant_fast_in_fp16_takes(const qattn_kernels_quant_params *p);
@@ -90,8 +90,8 @@ static float code_value(qattn_fmt f, const uint8_t *row, size_t c)
     if (f == QATTN_FMT_INT8)
         return (float)(int8_t)row[c];
     if (f == QATTN_FMT_E4M3)
-        return qattn_kfmt_e4m3_decode(row[c]);
-    return qattn_kfmt_e5m2_decode(row[c]);
+        return qattn_num_e4m3_decode(row[c]);
+    return qattn_num_e5m2_decode(row[c]);
 }
 
 /* random values with per-channel offsets and an outlier channel, never 0 */
@@ -213,9 +213,9 @@ static int qrun_init(qrun *r, const qcase *qc)
         for (size_t t = 0; t < T; t++)
             for (size_t c = 0; c < d; c++) {
                 float f = qc->ties ? tie_value(qc->ties, t, c) : make_value(c, 1.5);
-                uint16_t e = qc->in == QATTN_FMT_BF16 ? qattn_kfmt_bf16_encode(f) : qattn_kfmt_fp16_encode(f);
+                uint16_t e = qc->in == QATTN_FMT_BF16 ? qattn_num_bf16_encode(f) : qattn_num_fp16_encode(f);
                 r->x[(h * T + t) * d + c] =
-                    qc->in == QATTN_FMT_BF16 ? qattn_kfmt_bf16_decode(e) : qattn_kfmt_fp16_decode(e);
+                    qc->in == QATTN_FMT_BF16 ? qattn_num_bf16_decode(e) : qattn_num_fp16_decode(e);
                 r->x16[(size_t)(t * (size_t)s_tok + h * (size_t)s_head) + c] = e;
             }
     qattn_kernels_quant_sizes(&r->op, qc->heads, qc->nseq, r->seqlen, (int64_t)T, qc->d, qc->smooth, qc->mblock,
@@ -281,7 +281,7 @@ static void qrun_check(const qrun *r, const char *name, const char *tag)
             }
             for (size_t i = 0; i < (size_t)p.nmean * d; i++) {
                 float want = i < nmref * d ? mref[i] : 0.0f;
-                badmean += qattn_kfmt_f2u(mn[hb * (size_t)p.nmean * d + i]) != qattn_kfmt_f2u(want);
+                badmean += qattn_num_f2u(mn[hb * (size_t)p.nmean * d + i]) != qattn_num_f2u(want);
             }
             qattn_qtensor t;
             if (qattn_qtensor_init(&t, r->op.fmt, &r->op.group, xs, n, d, &err)) {
@@ -295,7 +295,7 @@ static void qrun_check(const qrun *r, const char *name, const char *tag)
                         val = code_value(r->op.fmt, codes + (hb * d + c) * (size_t)npad, tk);
                     else
                         val = code_value(r->op.fmt, codes + (h * T + t0 + tk) * row, c);
-                    bad += qattn_kfmt_f2u(val) != qattn_kfmt_f2u(t.val[tk * d + c]);
+                    bad += qattn_num_f2u(val) != qattn_num_f2u(t.val[tk * d + c]);
                 }
             if (qc->transposed)
                 for (size_t c = 0; c < d; c++)
@@ -304,7 +304,7 @@ static void qrun_check(const qrun *r, const char *name, const char *tag)
             const size_t ng = qattn_group_count(&r->op.group, n, d);
             for (size_t g = 0; g < ntok * nch; g++) {
                 float want = g < ng ? t.scale[g] : 0.0f;
-                badsc += qattn_kfmt_f2u(sc[hb * ntok * nch + g]) != qattn_kfmt_f2u(want);
+                badsc += qattn_num_f2u(sc[hb * ntok * nch + g]) != qattn_num_f2u(want);
             }
             qattn_qtensor_free(&t);
         }

@@ -68,7 +68,7 @@ static int bench(void)
             z ^= z >> 7;
             z ^= z << 17;
             float v = ((float)(z >> 40) * 0x1p-24f - 0.5f) * 6.0f + (float)((e % D) % 11) * (i == 1 ? 0.8f : 0.1f);
-            host[e] = qattn_kfmt_fp16_encode(v == 0.0f ? 0.5f : v);
+            host[e] = qattn_num_fp16_encode(v == 0.0f ? 0.5f : v);
         }
         if (qattn_kernels_dev_alloc(&dx[i], in_bytes, &err) || qattn_kernels_dev_to(dx[i], host, in_bytes, &err)) {
             fprintf(stderr, "bench: %s\n", err.msg);

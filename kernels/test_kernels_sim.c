@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "../tests/check.h"
-#include "numerics.h"
+#include "qattn/numerics.h"
 #include "qattn_kernels.h"
 
 static uint64_t rs = 777;
@@ -54,9 +54,9 @@ static void make_input(float *x, uint16_t *h16, size_t h, size_t t, size_t d, qa
             v *= 8.0; /* an outlier channel */
         float f = (float)v;
         if (in == QATTN_FMT_FP16)
-            h16[i] = qattn_kfmt_fp16_encode(f), x[i] = qattn_kfmt_fp16_decode(h16[i]);
+            h16[i] = qattn_num_fp16_encode(f), x[i] = qattn_num_fp16_decode(h16[i]);
         else if (in == QATTN_FMT_BF16)
-            h16[i] = qattn_kfmt_bf16_encode(f), x[i] = qattn_kfmt_bf16_decode(h16[i]);
+            h16[i] = qattn_num_bf16_encode(f), x[i] = qattn_num_bf16_decode(h16[i]);
         else
             x[i] = f;
     }
@@ -65,9 +65,9 @@ static void make_input(float *x, uint16_t *h16, size_t h, size_t t, size_t d, qa
 static float out_value(const void *o, size_t i, qattn_fmt f)
 {
     if (f == QATTN_FMT_FP16)
-        return qattn_kfmt_fp16_decode(((const uint16_t *)o)[i]);
+        return qattn_num_fp16_decode(((const uint16_t *)o)[i]);
     if (f == QATTN_FMT_BF16)
-        return qattn_kfmt_bf16_decode(((const uint16_t *)o)[i]);
+        return qattn_num_bf16_decode(((const uint16_t *)o)[i]);
     return ((const float *)o)[i];
 }
 
@@ -117,14 +117,14 @@ static void check_quant(const qattn_kernels_quant_params *qp, const float *x, co
             } else if (qp->fmt == QATTN_FMT_INT8) {
                 val = (float)(int8_t)codes[at];
             } else if (qp->fmt == QATTN_FMT_E4M3) {
-                val = qattn_kfmt_e4m3_decode(codes[at]);
+                val = qattn_num_e4m3_decode(codes[at]);
             } else {
-                val = qattn_kfmt_e5m2_decode(codes[at]);
+                val = qattn_num_e5m2_decode(codes[at]);
             }
-            bad += qattn_kfmt_f2u(val) != qattn_kfmt_f2u(t.val[i]);
+            bad += qattn_num_f2u(val) != qattn_num_f2u(t.val[i]);
         }
         for (size_t g = 0; g < ng && !rc; g++)
-            badsc += qattn_kfmt_f2u(sc[g]) != qattn_kfmt_f2u(t.scale[g]);
+            badsc += qattn_num_f2u(sc[g]) != qattn_num_f2u(t.scale[g]);
         qattn_qtensor_free(&t);
     }
     CHECK(bad == 0 && badsc == 0, "%s (%s): %zu codes and %zu scales differ from qattn_qtensor_init", what,
@@ -269,7 +269,7 @@ static void run_case(const tcase *tc)
     double maxd = 0.0;
     for (size_t i = 0; i < hq * tq * d; i++) {
         float x = out_value(ok, i, s.out);
-        if (qattn_kfmt_f2u(x) != qattn_kfmt_f2u(oe[i])) {
+        if (qattn_num_f2u(x) != qattn_num_f2u(oe[i])) {
             if (first == (size_t)-1)
                 first = i;
             diff++;
@@ -281,7 +281,7 @@ static void run_case(const tcase *tc)
     double maxl = 0.0;
     if (tc->lse)
         for (size_t i = 0; i < hq * tq; i++)
-            if (qattn_kfmt_f2u(lse_k[i]) != qattn_kfmt_f2u(lse_e[i])) {
+            if (qattn_num_f2u(lse_k[i]) != qattn_num_f2u(lse_e[i])) {
                 ldiff++;
                 double e = fabs((double)lse_k[i] - (double)lse_e[i]);
                 maxl = e > maxl || e != e ? e : maxl;

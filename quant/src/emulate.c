@@ -27,6 +27,7 @@
 
 #include "blas.h"
 #include "qattn/attn.h"
+#include "qattn/numerics.h"
 #include "segments.h"
 
 #ifndef M_LOG2E
@@ -37,31 +38,6 @@
 #endif
 
 #define EMU_TILE 64
-
-static inline float cut22(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u &= 0xFFFFFC00u;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
-/* fp16 rounding of a float: a fast bit path for the normal fp16 range, the
- * reference encoder elsewhere. */
-static inline float round16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    uint32_t e = (u >> 23) & 0xFF;
-    if (e >= 113 && e <= 141) { /* 2^-14 <= |x| < 2^15: stays normal */
-        u += 0x0FFFu + ((u >> 13) & 1u);
-        u &= 0xFFFFE000u;
-        memcpy(&x, &u, 4);
-        return x;
-    }
-    return qattn_fp16_decode(qattn_fp16_encode(x));
-}
 
 /* 2^x for the softmax, branch-free so the loop vectorizes, and independent
  * of the C library's exp2f: x = n + f with f in [-1/2, 1/2], 2^f by its
@@ -147,20 +123,20 @@ static inline qattn_vf vround32(qattn_vf x) { return x; }
 
 static inline qattn_vf vcut22(qattn_vf x)
 {
-    return (qattn_vf)((qattn_vu)x & 0xFFFFFC00u);
+    qattn_vu u = (qattn_vu)x;
+    return (qattn_vf)QATTN_NUM_CUT22_SUM_BITS(u);
 }
 
 static inline qattn_vf vround16(qattn_vf x)
 {
     qattn_vu u = (qattn_vu)x, e = (u >> 23) & 0xFFu;
-    qattn_vu r = (u + 0x0FFFu + ((u >> 13) & 1u)) & 0xFFFFE000u;
+    qattn_vf y = (qattn_vf)QATTN_NUM_ROUND16_NORMAL_BITS(u);
     /* lanes outside the normal fp16 range (other than zero) take the
-     * reference encoder */
+     * encoder */
     qattn_vu slow = ((e < 113u) & (e != 0u)) | (e > 141u);
-    qattn_vf y = (qattn_vf)r;
     for (int i = 0; i < PV_CB; i++)
         if (slow[i])
-            y[i] = qattn_fp16_decode(qattn_fp16_encode(x[i]));
+            y[i] = qattn_num_fp16_decode(qattn_num_fp16_encode(x[i]));
     return y;
 }
 
@@ -217,8 +193,8 @@ static inline qattn_vf vround16(qattn_vf x)
     }
 
 PV_BLOCK_FN(pv32, round32, vround32)
-PV_BLOCK_FN(pv22, cut22, vcut22)
-PV_BLOCK_FN(pv16, round16, vround16)
+PV_BLOCK_FN(pv22, qattn_num_cut22_sum, vcut22)
+PV_BLOCK_FN(pv16, qattn_num_round16, vround16)
 
 typedef void (*pv_fn)(float *, float *, const float *, size_t, const float *, size_t, size_t, size_t);
 typedef void (*pv_tail_fn)(float *, float *, const float *, size_t, const float *, size_t, size_t, size_t, size_t);
@@ -253,11 +229,11 @@ static void vec_add(qattn_acc acc, float *o, const float *x, size_t d)
         break;
     case QATTN_ACC_FP22:
         for (size_t c = 0; c < d; c++)
-            o[c] = cut22(o[c] + x[c]);
+            o[c] = qattn_num_cut22_sum(o[c] + x[c]);
         break;
     case QATTN_ACC_FP16:
         for (size_t c = 0; c < d; c++)
-            o[c] = round16(o[c] + x[c]);
+            o[c] = qattn_num_round16(o[c] + x[c]);
         break;
     }
 }
@@ -270,7 +246,7 @@ static void vec_scale(qattn_acc acc, float *o, float alpha, size_t d)
         return;
     if (acc == QATTN_ACC_FP16)
         for (size_t c = 0; c < d; c++)
-            o[c] = round16(o[c] * alpha);
+            o[c] = qattn_num_round16(o[c] * alpha);
     else
         for (size_t c = 0; c < d; c++)
             o[c] = o[c] * alpha;

@@ -1,4 +1,5 @@
-/* Scale groups: parser, printer and the (token, channel) -> group map. */
+/* Scale groups: parser, printer and the (token, channel) -> group map (the
+ * map is qattn/numerics.h's, shared with the GPU kernels). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <limits.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 
 #include "qattn/group.h"
+#include "qattn/numerics.h"
 
 /* Parse a positive decimal integer occupying exactly [s, end). */
 static int parse_pos(const char *s, const char *end, int *out)
@@ -143,26 +145,12 @@ char *qattn_group_format(const qattn_group *g, char *buf, size_t len)
 
 size_t qattn_group_ntok(const qattn_group *g, size_t n)
 {
-    switch (g->tok) {
-    case QATTN_TOK_TENSOR:
-    case QATTN_TOK_CHANNEL:
-        return 1;
-    case QATTN_TOK_TOKEN:
-        return n;
-    case QATTN_TOK_BLOCK:
-    case QATTN_TOK_WARP:
-        return (n + (size_t)g->b - 1) / (size_t)g->b;
-    case QATTN_TOK_THREAD:
-        return (n + (size_t)g->b - 1) / (size_t)g->b * (size_t)(g->s / g->w);
-    }
-    return 1;
+    return (size_t)qattn_num_group_ntok(*g, (int64_t)n);
 }
 
 size_t qattn_group_nch(const qattn_group *g, size_t d)
 {
-    if (g->ch <= 0)
-        return 1;
-    return (d + (size_t)g->ch - 1) / (size_t)g->ch;
+    return (size_t)qattn_num_group_nch(*g, (int)d);
 }
 
 size_t qattn_group_count(const qattn_group *g, size_t n, size_t d)
@@ -172,26 +160,12 @@ size_t qattn_group_count(const qattn_group *g, size_t n, size_t d)
 
 size_t qattn_group_tok_index(const qattn_group *g, size_t t)
 {
-    switch (g->tok) {
-    case QATTN_TOK_TENSOR:
-    case QATTN_TOK_CHANNEL:
-        return 0;
-    case QATTN_TOK_TOKEN:
-        return t;
-    case QATTN_TOK_BLOCK:
-    case QATTN_TOK_WARP:
-        return t / (size_t)g->b;
-    case QATTN_TOK_THREAD: {
-        size_t blk = t / (size_t)g->b, in = t % (size_t)g->b;
-        return blk * (size_t)(g->s / g->w) + (in % (size_t)g->s) / (size_t)g->w;
-    }
-    }
-    return 0;
+    return (size_t)qattn_num_group_tok_index(*g, (int64_t)t);
 }
 
 size_t qattn_group_ch_index(const qattn_group *g, size_t c)
 {
-    return g->ch > 0 ? c / (size_t)g->ch : 0;
+    return (size_t)qattn_num_group_ch_index(*g, (int)c);
 }
 
 size_t qattn_group_index(const qattn_group *g, size_t n, size_t d, size_t t, size_t c)

@@ -1,9 +1,11 @@
-/* Attention masks. */
+/* Attention masks: parser, printer; the key ranges are qattn/numerics.h's
+ * (shared with the GPU kernels). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "qattn/attn.h"
+#include "qattn/numerics.h"
 
 static int parse_long_nonneg(const char *s, const char *end, long *out)
 {
@@ -56,28 +58,8 @@ char *qattn_mask_format(const qattn_mask *m, char *buf, size_t len)
 
 void qattn_mask_range(const qattn_mask *m, size_t i, size_t sq, size_t sk, size_t *lo, size_t *hi)
 {
-    long long a = 0, b = (long long)sk; /* [a, b) */
-    long long ii = (long long)i, shift = (long long)sk - (long long)sq;
-    switch (m->kind) {
-    case QATTN_MASK_NONE:
-        break;
-    case QATTN_MASK_CAUSAL:
-        b = ii + 1;
-        break;
-    case QATTN_MASK_CAUSAL_BR:
-        b = ii + shift + 1;
-        break;
-    case QATTN_MASK_WINDOW:
-        a = ii + shift - m->left;
-        b = ii + shift + m->right + 1;
-        break;
-    }
-    if (a < 0)
-        a = 0;
-    if (b > (long long)sk)
-        b = (long long)sk;
-    if (b < a)
-        b = a;
+    int64_t a, b;
+    qattn_num_mask_range(*m, (int64_t)i, (int64_t)sq, (int64_t)sk, &a, &b);
     *lo = (size_t)a;
     *hi = (size_t)b;
 }

@@ -1,0 +1,134 @@
+/* qattn/numerics.h beyond the formats test: the fp16 rounding's bit form
+ * against the encoder and fp22's Inf / NaN rule (every fp16 code and its
+ * midpoints, random bit patterns; the vector form emulate.c uses), and the
+ * correction-step quotients of the kernels' V^T codes. The encoders, the
+ * group map and the mask ranges are tested through their public wrappers in
+ * test_formats, test_group and test_attn. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "qattn/numerics.h"
+
+static uint64_t rs = 0x2545F4914F6CDD1Dull;
+static uint32_t rnd32(void)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return (uint32_t)(rs >> 16);
+}
+
+static float u2f(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static uint32_t f2u(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+
+/* qattn_num_round16's bit form in the normal fp16 range against the encoder,
+ * and fp22's sum form (scalar, and on a GCC vector as emulate.c uses it)
+ * against qattn_num_cut22 on sums with x, for one float x */
+typedef uint32_t vu4 __attribute__((vector_size(16)));
+
+/* same bits, or both NaN */
+static int same(float a, float b)
+{
+    return f2u(a) == f2u(b) || (a != a && b != b);
+}
+
+static void check_float(float x)
+{
+    const float r = qattn_num_fp16_decode(qattn_num_fp16_encode(x)), y = qattn_num_round16(x);
+    CHECK(f2u(y) == f2u(r) || (x != x && y != y), "round16 %a: %a, encoder %a", (double)x, (double)y, (double)r);
+    volatile float other = u2f(rnd32()); /* any bits: signalling NaNs, Inf, subnormals */
+    const float sums[4] = {x + other, x * 0.5f + 1.0f, x - x, x * other};
+    vu4 u = {f2u(sums[0]), f2u(sums[1]), f2u(sums[2]), f2u(sums[3])};
+    vu4 c = QATTN_NUM_CUT22_SUM_BITS(u);
+    for (int i = 0; i < 4; i++) {
+        const float want = qattn_num_cut22(sums[i]);
+        CHECK(same(u2f(c[i]), want) && same(qattn_num_cut22_sum(sums[i]), want),
+              "cut22 of a sum, lane %d of %a: %08x, %08x", i, (double)x, (unsigned)c[i], (unsigned)f2u(want));
+    }
+}
+
+/* fp22's Inf / NaN rule and its truncation, by hand */
+static void check_cut22(void)
+{
+    CHECK(f2u(qattn_num_cut22(u2f(0x4049ffffu))) == 0x4049fc00u, "cut22 clears the low 10 bits");
+    CHECK(f2u(qattn_num_cut22(u2f(0xc049ffffu))) == 0xc049fc00u, "cut22 truncates toward zero");
+    CHECK(f2u(qattn_num_cut22(u2f(0x7f800000u))) == 0x7f800000u, "cut22(+Inf)");
+    CHECK(f2u(qattn_num_cut22(u2f(0xff800000u))) == 0xff800000u, "cut22(-Inf)");
+    /* a NaN whose payload lies in the cleared bits stays that NaN (clearing
+     * them would make it Inf) */
+    CHECK(f2u(qattn_num_cut22(u2f(0x7f800001u))) == 0x7f800001u, "cut22(NaN 0x7f800001)");
+    CHECK(f2u(qattn_num_cut22(u2f(0xffc003ffu))) == 0xffc003ffu, "cut22(NaN 0xffc003ff)");
+    CHECK(f2u(qattn_num_cut22(u2f(0x7f7fffffu))) == 0x7f7ffc00u, "cut22(FLT_MAX)");
+    CHECK(f2u(qattn_num_cut22(u2f(0x000003ffu))) == 0u, "cut22 of a small subnormal");
+    CHECK(f2u(qattn_num_cut22(u2f(0x80000000u))) == 0x80000000u, "cut22(-0)");
+}
+
+/* the correction step's quotients (qattn_num_quot): the e4m3 code of y is
+ * that of fl(v / s), for every finite fp16 (bf16) v with |v| <= amax and
+ * s = fl(amax / 448), amax every 37th positive finite fp16 (bf16) value with
+ * s >= 2^-80 (qattn_num_quot_ok); for fp16 also y = fl(v / s) bit for bit.
+ * QATTN_TEST_ALL=1 in the environment: every amax (about 1e9 pairs per
+ * format, 10 s each; none differed on 2026-11-25). */
+static void check_quotients(int bf16)
+{
+    const char *all = getenv("QATTN_TEST_ALL");
+    const unsigned step = all && !strcmp(all, "1") ? 1u : 37u;
+    long long pairs = 0, badcode = 0, bady = 0;
+    for (unsigned a = 1; a < (bf16 ? 0x7f80u : 0x7c00u); a += step) { /* positive finite */
+        const float amax = bf16 ? qattn_num_bf16_decode((uint16_t)a) : qattn_num_fp16_decode((uint16_t)a);
+        const float s = qattn_num_scale_for(QATTN_FMT_E4M3, amax, 0), r = 1.0f / s;
+        if (!qattn_num_quot_ok(s))
+            continue;
+        for (unsigned h = 0; h < 0x10000u; h++) {
+            const float v = bf16 ? qattn_num_bf16_decode((uint16_t)h) : qattn_num_fp16_decode((uint16_t)h);
+            if (!(fabsf(v) <= amax))
+                continue;
+            const float y = qattn_num_quot(v, s, r), z = v / s;
+            pairs++;
+            if (qattn_num_e4m3_encode(y) != qattn_num_e4m3_encode(z)) {
+                if (badcode++ < 5)
+                    fprintf(stderr, "quot %s v %a s %a: y %a, v / s %a\n", bf16 ? "bf16" : "fp16", (double)v,
+                            (double)s, (double)y, (double)z);
+            }
+            bady += f2u(y) != f2u(z);
+        }
+    }
+    printf("quotients %s: %lld pairs, %lld e4m3 codes differ, %lld y differ from fl(v / s)\n", bf16 ? "bf16" : "fp16",
+           pairs, badcode, bady);
+    CHECK(pairs > 1000000 && badcode == 0, "quotients %s: %lld of %lld codes differ", bf16 ? "bf16" : "fp16", badcode,
+          pairs);
+    if (!bf16)
+        CHECK(bady == 0, "quotients fp16: %lld of %lld y differ from fl(v / s)", bady, pairs);
+}
+
+int main(void)
+{
+    check_cut22();
+    check_quotients(0);
+    check_quotients(1);
+    for (unsigned c = 0; c < 65536; c++) {
+        const uint32_t u = f2u(qattn_num_fp16_decode((uint16_t)c));
+        check_float(u2f(u));
+        check_float(u2f(u + 0x1000u)); /* the fp16 midpoint */
+        check_float(u2f(u + 0x0fffu));
+        check_float(u2f(u + 0x1001u));
+        check_float(u2f(u | 0x3ffu)); /* fp22's cut bits all set */
+        check_float(u2f(0x7f800000u | (u & 0x3ffu))); /* signalling NaNs with low payloads */
+    }
+    for (int i = 0; i < 2000000; i++)
+        check_float(u2f(rnd32()));
+    return check_done();
+}
