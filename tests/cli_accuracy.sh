@@ -22,23 +22,10 @@
 #
 # usage: bash tests/cli_accuracy.sh /path/to/qattn SCRATCHDIR
 set -u
-if [[ $# -ne 2 ]]; then
-    echo "usage: bash $0 /path/to/qattn SCRATCHDIR" >&2
-    exit 2
-fi
-Q=$1
-S=$2
-export LC_ALL=C
-rm -rf "$S"
-mkdir -p "$S/log" "$S/m" || exit 1
-OUT=$S/log/stdout.txt
-ERR=$S/log/stderr.txt
+source "$(dirname "$0")/lib.sh"
+lib_init "$@"
+mkdir -p "$S/m" || exit 1
 M=$S/m # malformed files and what builds them
-
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 
 for tool in h5import h5copy; do
     if ! command -v "$tool" >/dev/null; then
@@ -48,75 +35,12 @@ for tool in h5import h5copy; do
     fi
 done
 
-# no temporary files (.NAME.tmp.PID) anywhere in the scratch directory
-no_temps() { ! find "$S" -name '*.tmp.*' | grep -q .; }
-
-# expect_ok NAME CMD...: exit 0, nothing on stderr
-expect_ok() {
-    local name=$1
-    shift
-    "$@" >"$OUT" 2>"$ERR"
-    local rc=$?
-    if [[ $rc -ne 0 ]]; then
-        bad "$name: exit $rc: $(head -c 300 "$ERR")"
-    elif [[ -s $ERR ]]; then
-        bad "$name: unexpected stderr: $(head -c 300 "$ERR")"
-    elif ! no_temps; then
-        bad "$name: left a temporary file"
-    else
-        ok "$name"
-    fi
-}
-
-# expect_err NAME WORD OUTDIR CMD...: exit 2, one stderr line with WORD, no
-# temporary file, and OUTDIR (if not empty) either absent or, if it is one of
-# the directories made below for the purpose, still empty
-expect_err() {
-    local name=$1 word=$2 out=$3
-    shift 3
-    "$@" >"$OUT" 2>"$ERR"
-    local rc=$? lines
-    lines=$(wc -l <"$ERR")
-    if [[ $rc -ne 2 ]]; then
-        bad "$name: exit $rc, expected 2 ($(head -c 300 "$ERR"))"
-    elif [[ $lines -ne 1 ]]; then
-        bad "$name: $lines lines on stderr, expected 1: $(head -c 300 "$ERR")"
-    elif ! grep -qF -- "$word" "$ERR"; then
-        bad "$name: stderr lacks '$word': $(cat "$ERR")"
-    elif [[ -n $out && $out != "$EMPTY" && -e $out ]]; then
-        bad "$name: created $out"
-    elif [[ -n $(ls -A "$EMPTY") ]]; then
-        bad "$name: wrote into the existing directory: $(ls -A "$EMPTY")"
-    elif ! no_temps; then
-        bad "$name: left a temporary file"
-    else
-        ok "$name"
-    fi
-}
-
-# check NAME CONDITION-COMMAND...
-check() {
-    local name=$1
-    shift
-    if "$@"; then ok "$name"; else bad "$name"; fi
-}
-
-# a CSV without its quotes, commas inside quoted fields ("scheme" labels may
-# hold them) turned into ';', so that awk -F, can split it
-unquote() {
-    awk '{ out = ""; inq = 0
-           for (i = 1; i <= length($0); i++) {
-               c = substr($0, i, 1)
-               if (c == "\"") { inq = !inq; continue }
-               out = out (c == "," && inq ? ";" : c)
-           }
-           print out }' "$1"
-}
 # rows (no header) of a CSV
 rows() { tail -n +2 "$1"; }
 
 EMPTY=$S/empty-dir # an existing, empty --out directory: must stay empty
 mkdir -p "$EMPTY"
+KEEP_EMPTY=$EMPTY
 
 # ---- the good path ----
 F=$S/a.h5
@@ -430,5 +354,4 @@ extra=$(ls -A "$S" | grep -v -x -e log -e m -e a.h5 -e wide.h5 -e plain.txt -e e
     -e t1 -e t2 -e sel -e nested -e causal -e nomask -e base -e good -e keep -e killed-term -e killed-int)
 check "scratch directory holds only the expected files" test -z "$extra"
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+lib_finish

@@ -5,71 +5,8 @@
 #
 # usage: bash tests/cli_h5.sh /path/to/qattn SCRATCHDIR
 set -u
-if [[ $# -ne 2 ]]; then
-    echo "usage: bash $0 /path/to/qattn SCRATCHDIR" >&2
-    exit 2
-fi
-Q=$1
-S=$2
-rm -rf "$S"
-mkdir -p "$S/log" || exit 1
-OUT=$S/log/stdout.txt
-ERR=$S/log/stderr.txt
-
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-
-# no temporary files (.NAME.tmp.PID) anywhere in the scratch directory
-no_temps() { ! find "$S" -name '*.tmp.*' | grep -q .; }
-
-# expect_ok NAME CMD...: exit 0, nothing on stderr
-expect_ok() {
-    local name=$1
-    shift
-    "$@" >"$OUT" 2>"$ERR"
-    local rc=$?
-    if [[ $rc -ne 0 ]]; then
-        bad "$name: exit $rc: $(head -c 300 "$ERR")"
-    elif [[ -s $ERR ]]; then
-        bad "$name: unexpected stderr: $(head -c 300 "$ERR")"
-    elif ! no_temps; then
-        bad "$name: left a temporary file"
-    else
-        ok "$name"
-    fi
-}
-
-# expect_err NAME WORD OUTFILE CMD...: exit 2, one stderr line with WORD,
-# OUTFILE (if not empty) absent, no temporary file
-expect_err() {
-    local name=$1 word=$2 out=$3
-    shift 3
-    "$@" >"$OUT" 2>"$ERR"
-    local rc=$? lines
-    lines=$(wc -l <"$ERR")
-    if [[ $rc -ne 2 ]]; then
-        bad "$name: exit $rc, expected 2 ($(head -c 300 "$ERR"))"
-    elif [[ $lines -ne 1 ]]; then
-        bad "$name: $lines lines on stderr, expected 1: $(head -c 300 "$ERR")"
-    elif ! grep -qF -- "$word" "$ERR"; then
-        bad "$name: stderr lacks '$word': $(cat "$ERR")"
-    elif [[ -n $out && -e $out ]]; then
-        bad "$name: left $out behind"
-    elif ! no_temps; then
-        bad "$name: left a temporary file"
-    else
-        ok "$name"
-    fi
-}
-
-# check NAME CONDITION-COMMAND...
-check() {
-    local name=$1
-    shift
-    if "$@"; then ok "$name"; else bad "$name"; fi
-}
+source "$(dirname "$0")/lib.sh"
+lib_init "$@"
 
 SMALL=(--layers 2 --heads 4 --kv-heads 2 --tokens 96 --dim 32)
 
@@ -196,5 +133,4 @@ extra=$(ls -A "$S" | grep -v -x -e log -e a.h5 -e a2.h5 -e b.h5 -e k0.h5 -e k8.h
     -e full.h5 -e trunc.h5 -e text.h5 -e empty.h5)
 check "scratch directory holds only the expected files" test -z "$extra"
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+lib_finish

@@ -21,80 +21,11 @@
 #
 # usage: bash tests/cli_studies.sh /path/to/qattn SCRATCHDIR
 set -u
-if [[ $# -ne 2 ]]; then
-    echo "usage: bash $0 /path/to/qattn SCRATCHDIR" >&2
-    exit 2
-fi
-Q=$1
-S=$2
-export LC_ALL=C
-rm -rf "$S"
-mkdir -p "$S/log" "$S/list" "$S/keep" || exit 1
-OUT=$S/log/stdout.txt
-ERR=$S/log/stderr.txt
+source "$(dirname "$0")/lib.sh"
+lib_init "$@"
+mkdir -p "$S/list" "$S/keep" || exit 1
 R=$S/results # the studies' output tree, as results/ in scripts/reproduce
 
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-
-# check NAME CONDITION-COMMAND...
-check() {
-    local name=$1
-    shift
-    if "$@"; then ok "$name"; else bad "$name"; fi
-}
-
-no_temps() { ! find "$S" -name '*.tmp.*' | grep -q .; }
-
-# run_ok NAME CMD...: exit 0, no temporary file left (the studies report
-# progress on stderr, so stderr is not checked here)
-run_ok() {
-    local name=$1
-    shift
-    "$@" >"$OUT" 2>"$ERR"
-    local rc=$?
-    if [[ $rc -ne 0 ]]; then
-        bad "$name: exit $rc: $(head -c 400 "$ERR")"
-        return 1
-    elif ! no_temps; then
-        bad "$name: left a temporary file"
-        return 1
-    fi
-    ok "$name"
-}
-
-# expect_err NAME WORD PATH CMD...: exit 2, stderr names WORD, PATH (if not
-# empty) does not exist afterwards, no temporary file
-expect_err() {
-    local name=$1 word=$2 path=$3
-    shift 3
-    "$@" >"$OUT" 2>"$ERR"
-    local rc=$?
-    if [[ $rc -ne 2 ]]; then
-        bad "$name: exit $rc, expected 2 ($(head -c 300 "$ERR"))"
-    elif ! grep -qF -- "$word" "$ERR"; then
-        bad "$name: stderr lacks '$word': $(head -c 300 "$ERR")"
-    elif [[ -n $path && -e $path ]]; then
-        bad "$name: wrote $path"
-    elif ! no_temps; then
-        bad "$name: left a temporary file"
-    else
-        ok "$name"
-    fi
-}
-
-# a CSV without its quotes, commas inside quoted fields turned into ';'
-unquote() {
-    awk '{ out = ""; inq = 0
-           for (i = 1; i <= length($0); i++) {
-               c = substr($0, i, 1)
-               if (c == "\"") { inq = !inq; continue }
-               out = out (c == "," && inq ? ";" : c)
-           }
-           print out }' "$1"
-}
 nrows() { tail -n +2 "$1" | wc -l | tr -d ' '; }
 header_is() { [[ $(head -n 1 "$1") == "$2" ]]; }
 
@@ -608,5 +539,4 @@ expect_err "custom: a label already in the grid" "already in the grid" "$S/bad-c
 expect_err "custom: unknown scheme" "nosuch" "$S/bad-custom" "$Q" smoothing --data "$A" --out "$S/bad-custom" \
     --schemes nosuch
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+lib_finish
