@@ -2,11 +2,137 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "commands.h"
+
+int qattn_cli_int(const char *cmd, const char *what, const char *s, long long min, long long max,
+                  long long *out)
+{
+    /* digits only (a sign for negative ranges): strtoll alone would take
+     * leading blanks and a '+' */
+    const char *p = s[0] == '-' && min < 0 ? s + 1 : s;
+    char *end = NULL;
+    errno = 0;
+    long long v = p[0] >= '0' && p[0] <= '9' ? strtoll(s, &end, 10) : 0;
+    if (end && !*end && !errno && v >= min && v <= max) {
+        *out = v;
+        return 0;
+    }
+    if (min == 1)
+        fprintf(stderr, "qattn %s: %s must be a positive integer up to %lld, got '%s'\n", cmd, what, max, s);
+    else if (min == 0)
+        fprintf(stderr, "qattn %s: %s must be a non-negative integer up to %lld, got '%s'\n", cmd, what, max, s);
+    else
+        fprintf(stderr, "qattn %s: %s must be an integer from %lld to %lld, got '%s'\n", cmd, what, min, max, s);
+    return QATTN_EXIT_INPUT;
+}
+
+static int parse_u64(const char *cmd, const char *what, const char *s, unsigned long long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = s[0] >= '0' && s[0] <= '9' ? strtoull(s, &end, 10) : 0;
+    if (end && !*end && !errno) {
+        *out = v;
+        return 0;
+    }
+    fprintf(stderr, "qattn %s: %s must be a non-negative integer below 2^64, got '%s'\n", cmd, what, s);
+    return QATTN_EXIT_INPUT;
+}
+
+/* stores value s of option o; 0 or QATTN_EXIT_INPUT after the message */
+static int store(const char *cmd, const qattn_opt *o, const char *s)
+{
+    char what[96];
+    snprintf(what, sizeof what, "--%s", o->name);
+    switch (o->kind) {
+    case QATTN_OPT_FLAG: *(int *)o->dst = 1; return 0;
+    case QATTN_OPT_STR: *(const char **)o->dst = s; return 0;
+    case QATTN_OPT_LIST:
+        if (*o->count >= (size_t)o->max) {
+            fprintf(stderr, "qattn %s: at most %lld %s options\n", cmd, o->max, what);
+            return QATTN_EXIT_INPUT;
+        }
+        ((const char **)o->dst)[(*o->count)++] = s;
+        return 0;
+    case QATTN_OPT_INT: return qattn_cli_int(cmd, what, s, o->min, o->max, (long long *)o->dst);
+    case QATTN_OPT_U64: return parse_u64(cmd, what, s, (unsigned long long *)o->dst);
+    }
+    return QATTN_EXIT_INPUT;
+}
+
+#define QATTN_CLI_MAX_OPTS 32
+
+int qattn_cli_parse(int argc, char **argv, const qattn_opt *opts, int *first_arg)
+{
+    const char *cmd = argv[0];
+    struct option lo[QATTN_CLI_MAX_OPTS + 2];
+    size_t n = 0;
+    for (; opts[n].name; n++) {
+        if (n == QATTN_CLI_MAX_OPTS) {
+            fprintf(stderr, "qattn %s: internal: more than %d options\n", cmd, QATTN_CLI_MAX_OPTS);
+            return QATTN_EXIT_FAIL;
+        }
+        /* values from 256 on: clear of 'h' and of getopt's '?' and ':' */
+        lo[n] = (struct option){opts[n].name, opts[n].kind == QATTN_OPT_FLAG ? no_argument : required_argument,
+                                NULL, 256 + (int)n};
+    }
+    lo[n] = (struct option){"help", no_argument, NULL, 'h'};
+    lo[n + 1] = (struct option){NULL, 0, NULL, 0};
+    opterr = 0;
+    optind = 1;
+    int c;
+    /* the leading ':' tells a missing value from an unknown option */
+    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+        if (c == 'h')
+            return QATTN_CLI_HELP;
+        if (c == ':') {
+            fprintf(stderr, "qattn %s: missing value for '%s' (qattn %s --help)\n", cmd, argv[optind - 1], cmd);
+            return QATTN_EXIT_INPUT;
+        }
+        if (c < 256) {
+            fprintf(stderr, "qattn %s: unknown option '%s' (qattn %s --help)\n", cmd, argv[optind - 1], cmd);
+            return QATTN_EXIT_INPUT;
+        }
+        int rc = store(cmd, &opts[c - 256], optarg);
+        if (rc)
+            return rc;
+    }
+    if (first_arg) {
+        *first_arg = optind;
+    } else if (optind < argc) {
+        fprintf(stderr, "qattn %s: unexpected argument '%s' (qattn %s --help)\n", cmd, argv[optind], cmd);
+        return QATTN_EXIT_INPUT;
+    }
+    return 0;
+}
+
+void qattn_cli_run_opts_usage(FILE *f)
+{
+    fprintf(f, "  --layers SEL      layers: all (default), 3, 0,2 or 4-7\n"
+               "  --heads SEL       query heads, same syntax\n"
+               "  --mask M          none, causal, causal-br, window:L,R (default: the file's causal attribute)\n"
+               "  --threads N       worker threads (default: all cores)\n"
+               "  --boot N          bootstrap resamples for the intervals (default 2000)\n"
+               "  --seed S          bootstrap seed (default 1)\n");
+}
+
+void qattn_cli_csv_quote(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
 
 #define QATTN_TMP_MAX 16
 static char tmp_paths[QATTN_TMP_MAX][1100];

@@ -1,9 +1,70 @@
-/* Helpers shared by the subcommands: atomic output files and cleanup of
- * temporary files when the program is interrupted. */
+/* Helpers shared by the subcommands: option parsing, CSV quoting, atomic
+ * output files and cleanup of temporary files when the program is
+ * interrupted. */
 #ifndef QATTN_CLI_H
 #define QATTN_CLI_H
 
+#include <stddef.h>
 #include <stdio.h>
+
+/* What a long option takes and where its value goes. */
+typedef enum qattn_opt_kind {
+    QATTN_OPT_FLAG, /* no value; dst: int *, set to 1 */
+    QATTN_OPT_STR,  /* dst: const char **, the last value given */
+    QATTN_OPT_LIST, /* repeatable; dst: const char *[max], count: size_t * */
+    QATTN_OPT_INT,  /* dst: long long *, an integer in [min, max] */
+    QATTN_OPT_U64,  /* dst: unsigned long long *, any decimal 64-bit value */
+} qattn_opt_kind;
+
+typedef struct qattn_opt {
+    const char *name;   /* the long name without "--"; NULL ends a table */
+    qattn_opt_kind kind;
+    void *dst;          /* see qattn_opt_kind */
+    size_t *count;      /* LIST: values stored so far */
+    long long min, max; /* INT: the range; LIST: max is dst's capacity */
+} qattn_opt;
+
+#define QATTN_CLI_HELP (-1)
+
+/* Parses the options of command argv[0] (argv[1..argc-1]) against opts (a
+ * table ended by a NULL name); --help and -h are built in. Returns 0 to run
+ * the command, QATTN_CLI_HELP when help was asked for (print the usage on
+ * stdout, exit 0), or QATTN_EXIT_INPUT after one line on stderr ("qattn
+ * CMD: ..."): an unknown option, a missing or bad value, too many values
+ * of a list, or a positional argument when first_arg is NULL; else
+ * *first_arg is the index of the first positional argument (getopt
+ * permutes them to the end). */
+int qattn_cli_parse(int argc, char **argv, const qattn_opt *opts, int *first_arg);
+
+/* One integer value of `what` (an option name, e.g. "--threads") of
+ * command cmd in [min, max]: 0, or QATTN_EXIT_INPUT after a one-line
+ * message naming what, the range and the value. */
+int qattn_cli_int(const char *cmd, const char *what, const char *s, long long min, long long max,
+                  long long *out);
+
+/* The options qattn accuracy and the studies share: which layers and
+ * heads, the mask, worker threads and the bootstrap. */
+typedef struct qattn_run_opts {
+    const char *layers, *heads; /* selections (select.h), default "all" */
+    const char *mask;           /* NULL: the file's causal attribute */
+    long long threads;          /* 0: all cores */
+    long long boot, seed;       /* bootstrap resamples and seed */
+} qattn_run_opts;
+
+#define QATTN_RUN_OPTS_INIT {"all", "all", NULL, 0, 2000, 1}
+/* the option table entries of r (a qattn_run_opts *) */
+#define QATTN_RUN_OPTS(r)                                             \
+    {"layers", QATTN_OPT_STR, &(r)->layers, NULL, 0, 0},              \
+    {"heads", QATTN_OPT_STR, &(r)->heads, NULL, 0, 0},                \
+    {"mask", QATTN_OPT_STR, &(r)->mask, NULL, 0, 0},                  \
+    {"threads", QATTN_OPT_INT, &(r)->threads, NULL, 1, 100000000},    \
+    {"boot", QATTN_OPT_INT, &(r)->boot, NULL, 0, 100000000},          \
+    {"seed", QATTN_OPT_INT, &(r)->seed, NULL, 0, 100000000}
+/* their lines of --help */
+void qattn_cli_run_opts_usage(FILE *f);
+
+/* s as one CSV field: in double quotes, a quote inside doubled */
+void qattn_cli_csv_quote(FILE *f, const char *s);
 
 /* Remember a temporary path: it is unlinked if SIGINT/SIGTERM/SIGHUP arrive
  * before qattn_cli_tmp_forget(path). At most 16 at a time. */

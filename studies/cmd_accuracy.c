@@ -2,7 +2,6 @@
  * attention on the file's own values. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -27,30 +26,14 @@ static void usage(FILE *f)
             "  --data F.h5       activation file (qattn-activations/1)\n"
             "  --schemes LIST    comma-separated preset names and/or scheme strings\n"
             "                    (e.g. 'sage2-8b,fp16,q=int8@token k=int8@token smooth=k')\n"
-            "  --out DIR         output directory (created if missing)\n"
-            "  --layers SEL      layers: all (default), 3, 0,2 or 4-7\n"
-            "  --heads SEL       query heads, same syntax\n"
-            "  --mask M          none, causal, causal-br, window:L,R (default: the file's causal attribute)\n"
-            "  --threads N       worker threads (default: all cores)\n"
-            "  --boot N          bootstrap resamples for the intervals (default 2000)\n"
-            "  --seed S          bootstrap seed (default 1)\n");
+            "  --out DIR         output directory (created if missing)\n");
+    qattn_cli_run_opts_usage(f);
 }
 
 typedef struct acc_row {
     size_t layer, head, scheme;
     qattn_metrics m;
 } acc_row;
-
-static void csv_quoted(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
 
 static int write_accuracy(const char *path, const acc_row *rows, size_t nrows, const qattn_scheme_list *sl,
                           size_t hq, size_t hkv)
@@ -62,10 +45,10 @@ static int write_accuracy(const char *path, const acc_row *rows, size_t nrows, c
     for (size_t i = 0; i < nrows; i++) {
         const acc_row *r = &rows[i];
         fprintf(o.f, "%zu,%zu,", r->layer, r->head);
-        csv_quoted(o.f, sl->items[r->scheme].label);
+        qattn_cli_csv_quote(o.f, sl->items[r->scheme].label);
         fprintf(o.f, ",%.10g,%.10g,%.10g,%.10g,%.10g,%zu,", r->m.cos, r->m.rel_l1, r->m.rmse, r->m.max_abs,
                 r->m.row_cos_min, r->head / (hq / hkv));
-        csv_quoted(o.f, sl->items[r->scheme].spec);
+        qattn_cli_csv_quote(o.f, sl->items[r->scheme].spec);
         fputc('\n', o.f);
     }
     if (qattn_out_commit(&o)) {
@@ -115,7 +98,7 @@ static int write_summary(const char *path, const acc_row *rows, size_t nrows, co
                     x[n++] = metric_of(&rows[i].m, k);
             qattn_stats st;
             qattn_err err;
-            csv_quoted(o.f, sl->items[s].label);
+            qattn_cli_csv_quote(o.f, sl->items[s].label);
             if (qattn_stats_compute(x, n, nboot, seed, &st, &err)) {
                 /* a NaN metric (a scheme that produced NaN) is reported, not hidden */
                 fprintf(o.f, ",%s,%zu,nan,nan,nan,nan,nan,nan,nan,nan,", metric_names[k], n);
@@ -124,7 +107,7 @@ static int write_summary(const char *path, const acc_row *rows, size_t nrows, co
                         st.mean, higher_is_better(k) ? st.min : st.max, st.ci_lo, st.ci_hi, st.sd, st.q05, st.q50,
                         st.q95);
             }
-            csv_quoted(o.f, sl->items[s].spec);
+            qattn_cli_csv_quote(o.f, sl->items[s].spec);
             fputc('\n', o.f);
         }
     }
@@ -139,56 +122,17 @@ static int write_summary(const char *path, const acc_row *rows, size_t nrows, co
 
 int qattn_cmd_accuracy(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"data", required_argument, 0, 'd'},    {"schemes", required_argument, 0, 's'},
-        {"out", required_argument, 0, 'o'},     {"layers", required_argument, 0, 'L'},
-        {"heads", required_argument, 0, 'H'},   {"mask", required_argument, 0, 'm'},
-        {"threads", required_argument, 0, 't'}, {"boot", required_argument, 0, 'b'},
-        {"seed", required_argument, 0, 'S'},    {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    const char *data = NULL, *schemes = NULL, *outdir = NULL, *layers = "all", *heads = "all", *maskspec = NULL;
-    long threads = 0, nboot = 2000, seed = 1;
-    int c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        char *end = NULL;
-        switch (c) {
-        case 'd': data = optarg; break;
-        case 's': schemes = optarg; break;
-        case 'o': outdir = optarg; break;
-        case 'L': layers = optarg; break;
-        case 'H': heads = optarg; break;
-        case 'm': maskspec = optarg; break;
-        case 't':
-        case 'b':
-        case 'S': {
-            long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < (c == 't' ? 1 : 0) || v > 100000000) {
-                fprintf(stderr, "qattn accuracy: --%s needs a %s integer, not '%s'\n",
-                        c == 't' ? "threads" : c == 'b' ? "boot" : "seed", c == 't' ? "positive" : "non-negative",
-                        optarg);
-                return QATTN_EXIT_INPUT;
-            }
-            if (c == 't')
-                threads = v;
-            else if (c == 'b')
-                nboot = v;
-            else
-                seed = v;
-            break;
-        }
-        case 'h': usage(stdout); return QATTN_EXIT_OK;
-        default:
-            fprintf(stderr, "qattn accuracy: unknown option or missing value '%s' (qattn accuracy --help)\n",
-                    argv[optind - 1]);
-            return QATTN_EXIT_INPUT;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "qattn accuracy: unexpected argument '%s'\n", argv[optind]);
-        return QATTN_EXIT_INPUT;
-    }
+    const char *data = NULL, *schemes = NULL, *outdir = NULL;
+    qattn_run_opts ro = QATTN_RUN_OPTS_INIT;
+    const qattn_opt opts[] = {
+        {"data", QATTN_OPT_STR, &data, NULL, 0, 0},
+        {"schemes", QATTN_OPT_STR, &schemes, NULL, 0, 0},
+        {"out", QATTN_OPT_STR, &outdir, NULL, 0, 0},
+        QATTN_RUN_OPTS(&ro),
+        {NULL, 0, NULL, NULL, 0, 0}};
+    int prc = qattn_cli_parse(argc, argv, opts, NULL);
+    if (prc)
+        return prc == QATTN_CLI_HELP ? (usage(stdout), QATTN_EXIT_OK) : prc;
     if (!data || !schemes || !outdir) {
         fprintf(stderr, "qattn accuracy: --data, --schemes and --out are required (qattn accuracy --help)\n");
         return QATTN_EXIT_INPUT;
@@ -214,7 +158,7 @@ int qattn_cmd_accuracy(int argc, char **argv)
     fopen_ok = 1;
     const qattn_act_meta *mt = &f.meta;
     qattn_mask mask;
-    if (qattn_mask_parse(maskspec ? maskspec : (mt->causal ? "causal" : "none"), &mask, &err)) {
+    if (qattn_mask_parse(ro.mask ? ro.mask : (mt->causal ? "causal" : "none"), &mask, &err)) {
         fprintf(stderr, "qattn accuracy: %s\n", err.msg);
         goto out;
     }
@@ -225,11 +169,11 @@ int qattn_cmd_accuracy(int argc, char **argv)
         rc = QATTN_EXIT_FAIL;
         goto out;
     }
-    if (qattn_select_parse(layers, mt->nlayers, lsel, &nl, &err)) {
+    if (qattn_select_parse(ro.layers, mt->nlayers, lsel, &nl, &err)) {
         fprintf(stderr, "qattn accuracy: --layers: %s\n", err.msg);
         goto out;
     }
-    if (qattn_select_parse(heads, mt->hq, hsel, &nh, &err)) {
+    if (qattn_select_parse(ro.heads, mt->hq, hsel, &nh, &err)) {
         fprintf(stderr, "qattn accuracy: --heads: %s\n", err.msg);
         goto out;
     }
@@ -257,8 +201,8 @@ int qattn_cmd_accuracy(int argc, char **argv)
             goto out;
         }
     }
-    if (threads > 0)
-        omp_set_num_threads((int)threads);
+    if (ro.threads > 0)
+        omp_set_num_threads((int)ro.threads);
     double scale = mt->has_softmax_scale ? mt->softmax_scale : 1.0 / sqrt((double)d);
     size_t nrows = nl * nh * sl.n;
     rows = calloc(nrows ? nrows : 1, sizeof *rows);
@@ -335,7 +279,7 @@ int qattn_cmd_accuracy(int argc, char **argv)
     }
     char path[1100], msg[1200];
     snprintf(path, sizeof path, "%s/summary.csv", outdir);
-    if (write_summary(path, rows, nrows, &sl, (size_t)nboot, (unsigned long)seed, msg, sizeof msg)) {
+    if (write_summary(path, rows, nrows, &sl, (size_t)ro.boot, (unsigned long)ro.seed, msg, sizeof msg)) {
         fprintf(stderr, "qattn accuracy: %s\n", msg);
         rc = QATTN_EXIT_FAIL;
         goto out;

@@ -36,7 +36,6 @@
  * least two models are always defined, as "n/a" where there is no data. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1860,34 +1859,14 @@ static void ctx_free(ctx *c)
 
 int qattn_cmd_paper_tables(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"results", required_argument, NULL, 'r'},
-        {"out", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *results = "results", *outdir = "paper/generated";
-    int ch;
-    opterr = 0;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'r': results = optarg; break;
-        case 'o': outdir = optarg; break;
-        case 'h': usage(stdout); return QATTN_EXIT_OK;
-        case ':':
-            fprintf(stderr, "qattn paper-tables: option '%s' needs a value\n", argv[optind - 1]);
-            return QATTN_EXIT_INPUT;
-        default:
-            fprintf(stderr, "qattn paper-tables: unknown option '%s' (qattn paper-tables --help)\n",
-                    argv[optind - 1]);
-            return QATTN_EXIT_INPUT;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "qattn paper-tables: unexpected argument '%s'\n", argv[optind]);
-        return QATTN_EXIT_INPUT;
-    }
+    const qattn_opt opts[] = {
+        {"results", QATTN_OPT_STR, &results, NULL, 0, 0},
+        {"out", QATTN_OPT_STR, &outdir, NULL, 0, 0},
+        {NULL, 0, NULL, NULL, 0, 0}};
+    int prc = qattn_cli_parse(argc, argv, opts, NULL);
+    if (prc)
+        return prc == QATTN_CLI_HELP ? (usage(stdout), QATTN_EXIT_OK) : prc;
     struct stat st;
     if (stat(results, &st) != 0 || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "qattn paper-tables: %s: not a directory\n", results);

@@ -3,7 +3,6 @@
 #include "study.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -101,15 +100,16 @@ static int have_row(const study_run *r, size_t model, size_t layer, size_t head,
     return 0;
 }
 
-static void csv_quoted(FILE *f, const char *s)
+/* the factor values of a cell added with --schemes: 'custom' in every factor
+ * column (a static buffer, copied by qattn_study_add) */
+static const char *custom_factors(const qattn_study *st)
 {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
+    static char factors[160];
+    snprintf(factors, sizeof factors, "custom");
+    for (const char *p = st->factor_header; *p; p++)
+        if (*p == ',')
+            strncat(factors, ",custom", sizeof factors - strlen(factors) - 1);
+    return factors;
 }
 
 static int row_cmp(const void *a, const void *b)
@@ -157,11 +157,7 @@ static int load_previous(study_run *r, const char *path, qattn_err *err)
             qattn_scheme sch;
             qattn_err e2;
             if (!qattn_scheme_parse(spec, &sch, &e2)) {
-                char factors[160] = "custom";
-                for (const char *p = r->st->factor_header; *p; p++)
-                    if (*p == ',')
-                        strncat(factors, ",custom", sizeof factors - strlen(factors) - 1);
-                qattn_study_add(r->st, label, factors, spec, 0);
+                qattn_study_add(r->st, label, custom_factors(r->st), spec, 0);
                 if (strcmp(r->st->cells[c].spec, spec))
                     c = r->st->ncells; /* stored spec not in normal form: recompute the cell */
             }
@@ -214,10 +210,10 @@ static int write_cells(const study_run *r, const char *dir)
         const study_row *w = &r->rows[i];
         const qattn_cell *c = &r->st->cells[w->cell];
         fprintf(o.f, "%s,%zu,%zu,", r->models[w->model], w->layer, w->head);
-        csv_quoted(o.f, c->label);
+        qattn_cli_csv_quote(o.f, c->label);
         fprintf(o.f, ",%s," CELL_FMT "," CELL_FMT "," CELL_FMT "," CELL_FMT "," CELL_FMT ",", c->factors, w->m.cos,
                 w->m.rel_l1, w->m.rmse, w->m.max_abs, w->m.row_cos_min);
-        csv_quoted(o.f, c->spec);
+        qattn_cli_csv_quote(o.f, c->spec);
         fputc('\n', o.f);
     }
     if (qattn_out_commit(&o)) {
@@ -295,7 +291,7 @@ static int write_summaries(const study_run *r, const char *dir, size_t nboot, un
                 ll[nl] = mean_of(l1 + i, j - i);
                 lr[nl] = mean_of(rm + i, j - i);
                 fprintf(ol.f, "%s,%zu,", r->models[mi], ly[i]);
-                csv_quoted(ol.f, c->label);
+                qattn_cli_csv_quote(ol.f, c->label);
                 fprintf(ol.f, ",%s,%.10g,%.10g,%.10g\n", c->factors, lc[nl], ll[nl], lr[nl]);
                 if (lc[nl] < lc[worst])
                     worst = nl;
@@ -304,7 +300,7 @@ static int write_summaries(const study_run *r, const char *dir, size_t nboot, un
                 i = j;
             }
             fprintf(o.f, "%s,", r->models[mi]);
-            csv_quoted(o.f, c->label);
+            qattn_cli_csv_quote(o.f, c->label);
             fprintf(o.f, ",%s,%zu", c->factors, n);
             fmt_stat(o.f, cs, n, nboot, seed);
             fprintf(o.f, ",%.10g,%.10g,%zu", worst_head, lc[worst], ly[worst]);
@@ -312,7 +308,7 @@ static int write_summaries(const study_run *r, const char *dir, size_t nboot, un
             fprintf(o.f, ",%.10g", ll[worst]);
             fmt_stat(o.f, rm, n, nboot, seed);
             fputc(',', o.f);
-            csv_quoted(o.f, c->spec);
+            qattn_cli_csv_quote(o.f, c->spec);
             fputc('\n', o.f);
         }
     }
@@ -343,104 +339,58 @@ static void usage(const qattn_study *st, FILE *f)
             "and DIR/layers.csv (studies/CSV.md). Resumable: cells already in DIR/cells.csv with\n"
             "the same label and spec are kept, unless --force.\n\n"
             "  --data F.h5       activation file (repeatable)\n"
-            "  --out DIR         output directory\n"
-            "  --layers SEL      layers: all (default), 3, 0,2 or 4-7\n"
-            "  --heads SEL       query heads, same syntax\n"
-            "  --mask M          none, causal, causal-br, window:L,R (default: each file's causal attribute)\n"
-            "  --threads N       worker threads (default: all cores)\n"
-            "  --boot N          bootstrap resamples (default 2000)\n"
-            "  --seed S          bootstrap seed (default 1)\n"
+            "  --out DIR         output directory\n",
+            st->name, st->about);
+    qattn_cli_run_opts_usage(f);
+    fprintf(f,
             "  --force           recompute every cell\n"
             "  --schemes LIST    add your own schemes to the grid (preset names and/or scheme\n"
             "                    strings, comma-separated as in qattn accuracy); their rows carry\n"
             "                    'custom' in every factor column and the scheme string as label\n"
-            "  --list            print the grid (label, factors, spec) and exit\n",
-            st->name, st->about);
+            "  --list            print the grid (label, factors, spec) and exit\n");
 }
 
 int qattn_study_main(qattn_study *st, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"data", required_argument, 0, 'd'},    {"out", required_argument, 0, 'o'},
-        {"layers", required_argument, 0, 'L'},  {"heads", required_argument, 0, 'H'},
-        {"mask", required_argument, 0, 'm'},    {"threads", required_argument, 0, 't'},
-        {"boot", required_argument, 0, 'b'},    {"seed", required_argument, 0, 'S'},
-        {"force", no_argument, 0, 'f'},         {"list", no_argument, 0, 'l'},
-        {"schemes", required_argument, 0, 's'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
-    const char *data[64];
-    size_t ndata = 0;
-    const char *outdir = NULL, *layers = "all", *heads = "all", *maskspec = NULL;
-    long threads = 0, nboot = 2000, seed = 1;
-    int force = 0, c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        char *end = NULL;
-        switch (c) {
-        case 'd':
-            if (ndata == 64) {
-                fprintf(stderr, "qattn %s: at most 64 --data files\n", st->name);
-                return QATTN_EXIT_INPUT;
-            }
-            data[ndata++] = optarg;
-            break;
-        case 'o': outdir = optarg; break;
-        case 'L': layers = optarg; break;
-        case 'H': heads = optarg; break;
-        case 'm': maskspec = optarg; break;
-        case 'f': force = 1; break;
-        case 's': {
-            qattn_scheme_list sl;
-            qattn_err e2;
-            if (qattn_scheme_list_parse(optarg, &sl, &e2)) {
-                fprintf(stderr, "qattn %s: %s\n", st->name, e2.msg);
-                return QATTN_EXIT_INPUT;
-            }
-            /* 'custom' in every factor column */
-            char factors[160] = "custom";
-            for (const char *p = st->factor_header; *p; p++)
-                if (*p == ',')
-                    strncat(factors, ",custom", sizeof factors - strlen(factors) - 1);
-            for (size_t i = 0; i < sl.n; i++) {
-                for (size_t j = 0; j < st->ncells; j++)
-                    if (!strcmp(st->cells[j].label, sl.items[i].label)) {
-                        fprintf(stderr, "qattn %s: scheme '%s' is already in the grid\n", st->name,
-                                sl.items[i].label);
-                        qattn_scheme_list_free(&sl);
-                        return QATTN_EXIT_INPUT;
-                    }
-                qattn_study_add(st, sl.items[i].label, factors, sl.items[i].spec, 0);
-            }
-            qattn_scheme_list_free(&sl);
-            break;
-        }
-        case 'l':
-            for (size_t i = 0; i < st->ncells; i++)
-                printf("%-28s %-24s %s%s\n", st->cells[i].label, st->cells[i].factors, st->cells[i].spec,
-                       st->cells[i].kbias_r > 0 ? "  (K augmented)" : "");
-            return QATTN_EXIT_OK;
-        case 't':
-        case 'b':
-        case 'S': {
-            long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < (c == 't' ? 1 : 0) || v > 100000000) {
-                fprintf(stderr, "qattn %s: '%s' is not a valid count\n", st->name, optarg);
-                return QATTN_EXIT_INPUT;
-            }
-            *(c == 't' ? &threads : c == 'b' ? &nboot : &seed) = v;
-            break;
-        }
-        case 'h': usage(st, stdout); return QATTN_EXIT_OK;
-        default:
-            fprintf(stderr, "qattn %s: unknown option or missing value '%s' (qattn %s --help)\n", st->name,
-                    argv[optind - 1], st->name);
+    const char *data[64], *custom[64];
+    size_t ndata = 0, ncustom = 0;
+    const char *outdir = NULL;
+    qattn_run_opts ro = QATTN_RUN_OPTS_INIT;
+    int force = 0, list = 0;
+    const qattn_opt opts[] = {
+        {"data", QATTN_OPT_LIST, data, &ndata, 0, 64},
+        {"out", QATTN_OPT_STR, &outdir, NULL, 0, 0},
+        QATTN_RUN_OPTS(&ro),
+        {"force", QATTN_OPT_FLAG, &force, NULL, 0, 0},
+        {"list", QATTN_OPT_FLAG, &list, NULL, 0, 0},
+        {"schemes", QATTN_OPT_LIST, custom, &ncustom, 0, 64},
+        {NULL, 0, NULL, NULL, 0, 0}};
+    int prc = qattn_cli_parse(argc, argv, opts, NULL);
+    if (prc)
+        return prc == QATTN_CLI_HELP ? (usage(st, stdout), QATTN_EXIT_OK) : prc;
+    for (size_t ci = 0; ci < ncustom; ci++) {
+        qattn_scheme_list sl;
+        qattn_err e2;
+        if (qattn_scheme_list_parse(custom[ci], &sl, &e2)) {
+            fprintf(stderr, "qattn %s: %s\n", st->name, e2.msg);
             return QATTN_EXIT_INPUT;
         }
+        for (size_t i = 0; i < sl.n; i++) {
+            for (size_t j = 0; j < st->ncells; j++)
+                if (!strcmp(st->cells[j].label, sl.items[i].label)) {
+                    fprintf(stderr, "qattn %s: scheme '%s' is already in the grid\n", st->name, sl.items[i].label);
+                    qattn_scheme_list_free(&sl);
+                    return QATTN_EXIT_INPUT;
+                }
+            qattn_study_add(st, sl.items[i].label, custom_factors(st), sl.items[i].spec, 0);
+        }
+        qattn_scheme_list_free(&sl);
     }
-    if (optind < argc) {
-        fprintf(stderr, "qattn %s: unexpected argument '%s'\n", st->name, argv[optind]);
-        return QATTN_EXIT_INPUT;
+    if (list) {
+        for (size_t i = 0; i < st->ncells; i++)
+            printf("%-28s %-24s %s%s\n", st->cells[i].label, st->cells[i].factors, st->cells[i].spec,
+                   st->cells[i].kbias_r > 0 ? "  (K augmented)" : "");
+        return QATTN_EXIT_OK;
     }
     if (ndata == 0 || !outdir) {
         fprintf(stderr, "qattn %s: --data and --out are required (qattn %s --help)\n", st->name, st->name);
@@ -448,7 +398,7 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
     }
     qattn_err err;
     qattn_mask maskopt;
-    if (maskspec && qattn_mask_parse(maskspec, &maskopt, &err)) {
+    if (ro.mask && qattn_mask_parse(ro.mask, &maskopt, &err)) {
         fprintf(stderr, "qattn %s: %s\n", st->name, err.msg);
         return QATTN_EXIT_INPUT;
     }
@@ -479,8 +429,8 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
         size_t tmp[1024], cnt;
         int bad = ((f.meta.nlayers > 1024 || f.meta.hq > 1024) &&
                    qattn_err_set(&err, QATTN_ERR_RANGE, "more than 1024 layers or heads")) ||
-                  qattn_select_parse(layers, f.meta.nlayers, tmp, &cnt, &err) ||
-                  qattn_select_parse(heads, f.meta.hq, tmp, &cnt, &err);
+                  qattn_select_parse(ro.layers, f.meta.nlayers, tmp, &cnt, &err) ||
+                  qattn_select_parse(ro.heads, f.meta.hq, tmp, &cnt, &err);
         qattn_act_close(&f);
         if (bad) {
             fprintf(stderr, "qattn %s: %s: %s\n", st->name, data[fi], err.msg);
@@ -489,8 +439,8 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
         }
     }
     free(names);
-    if (threads > 0)
-        omp_set_num_threads((int)threads);
+    if (ro.threads > 0)
+        omp_set_num_threads((int)ro.threads);
     study_run run = {st, NULL, 0, NULL, 0, 0};
     int rc = QATTN_EXIT_FAIL;
     char cells_path[1100];
@@ -517,10 +467,10 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
         const qattn_act_meta *mt = &f.meta;
         size_t model = model_index(&run, mt->model);
         size_t n = mt->n, d = mt->d, hq = mt->hq, hkv = mt->hkv, lsel[1024], hsel[1024], nl, nh;
-        qattn_select_parse(layers, mt->nlayers, lsel, &nl, &err);
-        qattn_select_parse(heads, hq, hsel, &nh, &err);
+        qattn_select_parse(ro.layers, mt->nlayers, lsel, &nl, &err);
+        qattn_select_parse(ro.heads, hq, hsel, &nh, &err);
         qattn_mask mask;
-        if (maskspec)
+        if (ro.mask)
             mask = maskopt;
         else
             qattn_mask_parse(mt->causal ? "causal" : "none", &mask, &err);
@@ -648,7 +598,7 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
         }
     }
     qsort(run.rows, run.nrows, sizeof *run.rows, row_cmp);
-    if (write_cells(&run, outdir) || write_summaries(&run, outdir, (size_t)nboot, (unsigned long)seed)) {
+    if (write_cells(&run, outdir) || write_summaries(&run, outdir, (size_t)ro.boot, (unsigned long)ro.seed)) {
         fprintf(stderr, "qattn %s: cannot write into %s: %s\n", st->name, outdir, strerror(errno));
         goto out;
     }

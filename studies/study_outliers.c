@@ -4,7 +4,6 @@
  * Contracts: studies/CSV.md. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,29 +59,16 @@ static void usage(FILE *f)
 
 int qattn_cmd_outliers(int argc, char **argv)
 {
-    static const struct option opts[] = {{"data", required_argument, 0, 'd'},
-                                         {"out", required_argument, 0, 'o'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
     const char *data[64], *outdir = NULL;
     size_t ndata = 0;
-    int c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (c == 'd' && ndata < 64)
-            data[ndata++] = optarg;
-        else if (c == 'o')
-            outdir = optarg;
-        else if (c == 'h') {
-            usage(stdout);
-            return QATTN_EXIT_OK;
-        } else {
-            fprintf(stderr, "qattn outliers: unknown option or missing value '%s'\n", argv[optind - 1]);
-            return QATTN_EXIT_INPUT;
-        }
-    }
-    if (optind < argc || ndata == 0 || !outdir) {
+    const qattn_opt opts[] = {
+        {"data", QATTN_OPT_LIST, data, &ndata, 0, 64},
+        {"out", QATTN_OPT_STR, &outdir, NULL, 0, 0},
+        {NULL, 0, NULL, NULL, 0, 0}};
+    int prc = qattn_cli_parse(argc, argv, opts, NULL);
+    if (prc)
+        return prc == QATTN_CLI_HELP ? (usage(stdout), QATTN_EXIT_OK) : prc;
+    if (ndata == 0 || !outdir) {
         fprintf(stderr, "qattn outliers: --data and --out are required (qattn outliers --help)\n");
         return QATTN_EXIT_INPUT;
     }
@@ -186,43 +172,21 @@ int qattn_cmd_outliers(int argc, char **argv)
     return rc;
 }
 
-static void csvq(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 int qattn_cmd_models(int argc, char **argv)
 {
-    static const struct option opts[] = {{"data", required_argument, 0, 'd'},
-                                         {"out", required_argument, 0, 'o'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
     const char *data[64], *out = NULL;
     size_t ndata = 0;
-    int c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (c == 'd' && ndata < 64)
-            data[ndata++] = optarg;
-        else if (c == 'o')
-            out = optarg;
-        else if (c == 'h') {
-            printf("usage: qattn models --data F.h5 [--data G.h5 ...] --out FILE.csv\n\n"
-                   "One CSV row per activation file with its shapes and provenance attributes.\n");
-            return QATTN_EXIT_OK;
-        } else {
-            fprintf(stderr, "qattn models: unknown option or missing value '%s'\n", argv[optind - 1]);
-            return QATTN_EXIT_INPUT;
-        }
-    }
-    if (optind < argc || ndata == 0 || !out) {
+    const qattn_opt opts[] = {
+        {"data", QATTN_OPT_LIST, data, &ndata, 0, 64},
+        {"out", QATTN_OPT_STR, &out, NULL, 0, 0},
+        {NULL, 0, NULL, NULL, 0, 0}};
+    int prc = qattn_cli_parse(argc, argv, opts, NULL);
+    if (prc == QATTN_CLI_HELP)
+        printf("usage: qattn models --data F.h5 [--data G.h5 ...] --out FILE.csv\n\n"
+               "One CSV row per activation file with its shapes and provenance attributes.\n");
+    if (prc)
+        return prc == QATTN_CLI_HELP ? QATTN_EXIT_OK : prc;
+    if (ndata == 0 || !out) {
         fprintf(stderr, "qattn models: --data and --out are required\n");
         return QATTN_EXIT_INPUT;
     }
@@ -257,11 +221,11 @@ int qattn_cmd_models(int argc, char **argv)
                 fprintf(o.f, "%ld,", m->vocab_size);
             else
                 fprintf(o.f, "nan,");
-            csvq(o.f, m->source);
+            qattn_cli_csv_quote(o.f, m->source);
             fputc(',', o.f);
-            csvq(o.f, m->text_source);
+            qattn_cli_csv_quote(o.f, m->text_source);
             fputc(',', o.f);
-            csvq(o.f, m->license);
+            qattn_cli_csv_quote(o.f, m->license);
             fputc('\n', o.f);
         }
         if (qattn_out_commit(&o)) {

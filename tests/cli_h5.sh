@@ -60,7 +60,7 @@ expect_err "synth negative tokens" "positive" "$X" \
     "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens -8 --dim 4
 expect_err "synth unknown option" "unknown option" "$X" \
     "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --frobnicate
-expect_err "synth option without value" "needs a value" "$X" \
+expect_err "synth option without value" "missing value" "$X" \
     "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim
 expect_err "synth seqlens not summing" "sum" "$X" \
     "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --seqlens 3,4
