@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -32,8 +33,10 @@
 #define SYNTH_PEAK 4.0     /* logit of the chosen key (scaled by 1/sqrt(d)) */
 #define SYNTH_SINK 5.0     /* logit of each visible outlier token */
 #define SYNTH_OUTLIER 10.0 /* outlier rows of K and V are this much larger */
-/* sizes: far beyond any real run, small enough that products of two fit */
-#define SYNTH_SIZE_MAX ((long long)(SIZE_MAX / 16))
+/* a layer holds at most 2e9 values (checked below), so no single size
+ * can exceed that; layers are bounded apart */
+#define SYNTH_SIZE_MAX 2000000000LL
+#define SYNTH_LAYERS_MAX 100000LL
 
 /* ---- PRNG: splitmix64 seeding, xoshiro256**, Box-Muller ---- */
 
@@ -121,11 +124,12 @@ static void usage(FILE *f)
             "with earlier keys (peaked attention rows), V with small per-channel means.\n"
             "\n"
             "  --out F.h5            output file (written atomically)\n"
-            "  --layers L            number of layers (>= 1)\n"
+            "  --layers L            number of layers (1 to 100000)\n"
             "  --heads H             query heads (>= 1)\n"
             "  --kv-heads HK         key/value heads, must divide H\n"
             "  --tokens N            tokens per layer (all sequences together)\n"
-            "  --dim D               head dimension\n"
+            "  --dim D               head dimension; a layer holds (H + 2 HK) x N x D values,\n"
+            "                        at most 2e9\n"
             "  --k-bias X            planted per-channel K offset X * b_c, b_c ~ N(0,1) (default 0)\n"
             "  --outlier-tokens M    first M tokens of each sequence get 10x larger K and V rows\n"
             "                        and attract attention (default 0)\n"
@@ -187,7 +191,7 @@ static int parse_args(int argc, char **argv, synth_args *a, int *help)
     *help = 0;
     const qattn_opt opts[] = {
         {"out", QATTN_OPT_STR, &a->out, NULL, 0, 0},
-        {"layers", QATTN_OPT_INT, &layers, NULL, 1, SYNTH_SIZE_MAX},
+        {"layers", QATTN_OPT_INT, &layers, NULL, 1, SYNTH_LAYERS_MAX},
         {"heads", QATTN_OPT_INT, &heads, NULL, 1, SYNTH_SIZE_MAX},
         {"kv-heads", QATTN_OPT_INT, &kv, NULL, 1, SYNTH_SIZE_MAX},
         {"tokens", QATTN_OPT_INT, &tokens, NULL, 1, SYNTH_SIZE_MAX},
@@ -233,7 +237,14 @@ static int parse_args(int argc, char **argv, synth_args *a, int *help)
         if (!have[i])
             return input_error("missing required option %s (qattn synth --help)", req[i]);
     if (!a->out[0])
-        return input_error("--out must name a file");
+        return input_error("--out is empty: it must name a file");
+    /* the file is renamed over --out at the end: refuse what a rename
+     * cannot replace before generating anything */
+    struct stat st;
+    if (stat(a->out, &st) == 0 && S_ISDIR(st.st_mode))
+        return input_error("--out %s is a directory, not a file", a->out);
+    if (stat(a->out, &st) == 0 && !S_ISREG(st.st_mode))
+        return input_error("--out %s exists and is not a regular file", a->out);
     if (a->heads % a->kv_heads)
         return input_error("--kv-heads %zu must divide --heads %zu", a->kv_heads, a->heads);
     if (a->outliers > a->tokens)
@@ -245,17 +256,19 @@ static int parse_args(int argc, char **argv, synth_args *a, int *help)
     if (elems > 2e9)
         return input_error("requested size is too large (%.3g values per layer, at most 2e9)",
                            elems);
-    if (a->layers > 100000)
-        return input_error("--layers %zu is too many (at most 100000)", a->layers);
     if (seqarg) {
         if ((rc = parse_seqlens(seqarg, a)))
             return rc;
-        uint64_t sum = 0;
-        for (size_t i = 0; i < a->nseq; i++)
-            sum += (uint64_t)a->seqlens[i];
+        /* compared with what is left, never summed past --tokens: a sum in
+         * 64 bits could wrap around to it */
+        size_t sum = 0;
+        for (size_t i = 0; i < a->nseq; i++) {
+            if ((size_t)a->seqlens[i] > a->tokens - sum)
+                return input_error("--seqlens sum to more than --tokens %zu", a->tokens);
+            sum += (size_t)a->seqlens[i];
+        }
         if (sum != a->tokens)
-            return input_error("--seqlens sum to %llu but --tokens is %zu",
-                               (unsigned long long)sum, a->tokens);
+            return input_error("--seqlens sum to %zu but --tokens is %zu", sum, a->tokens);
     }
     return 0;
 }

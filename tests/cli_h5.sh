@@ -66,6 +66,13 @@ expect_err "synth seqlens not summing" "sum" "$X" \
     "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --seqlens 3,4
 expect_err "synth seqlens with 0" "positive" "$X" \
     "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --seqlens 8,0
+# 16 entries of 2^60 - 1 and a 32 sum to 2^64 + 16: wrapped in 64 bits,
+# that was --tokens, and the generator wrote past its buffers
+big=$(printf '1152921504606846975,%.0s' $(seq 16))32
+expect_err "synth seqlens summing past 2^64" "--seqlens" "$X" \
+    "$Q" synth --out "$X" --layers 1 --heads 1 --kv-heads 1 --tokens 16 --dim 4 --seqlens "$big"
+expect_err "synth seqlens entry beyond --tokens" "more than --tokens" "$X" \
+    "$Q" synth --out "$X" --layers 1 --heads 1 --kv-heads 1 --tokens 16 --dim 4 --seqlens 8,1000000000
 expect_err "synth missing --out" "missing" "" \
     "$Q" synth --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4
 expect_err "synth missing --dim" "missing" "$X" \
@@ -81,6 +88,12 @@ expect_err "synth stray argument" "unexpected argument" "$X" \
 expect_err "synth into a missing directory" "cannot create" "$S/nodir/x.h5" \
     "$Q" synth --out "$S/nodir/x.h5" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4
 check "no directory created" test ! -e "$S/nodir"
+# an existing directory as --out: refused before any work (it used to
+# generate every layer, then fail to rename with exit 1)
+mkdir -p "$S/outdir"
+expect_err "synth --out an existing directory" "is a directory" "" \
+    "$Q" synth --out "$S/outdir" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4
+check "the directory is left as it was" bash -c '[[ -d $1 && -z $(ls -A "$1") ]]' _ "$S/outdir"
 
 # ---- inspect: bad inputs ----
 expect_err "inspect missing file" "No such file" "" "$Q" inspect "$S/missing.h5"
@@ -130,7 +143,7 @@ fi
 
 # nothing but what the good cases wrote
 extra=$(ls -A "$S" | grep -v -x -e log -e a.h5 -e a2.h5 -e b.h5 -e k0.h5 -e k8.h5 \
-    -e full.h5 -e trunc.h5 -e text.h5 -e empty.h5)
+    -e full.h5 -e trunc.h5 -e text.h5 -e empty.h5 -e outdir)
 check "scratch directory holds only the expected files" test -z "$extra"
 
 lib_finish
