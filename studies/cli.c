@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <omp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,14 +114,32 @@ int qattn_cli_parse(int argc, char **argv, const qattn_opt *opts, int *first_arg
     return 0;
 }
 
+long long qattn_cli_threads_max(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 64 ? 4 * (long long)n : 256;
+}
+
+void qattn_cli_threads_apply(long long threads)
+{
+    long long max = qattn_cli_threads_max();
+    if (threads > 0)
+        omp_set_num_threads((int)(threads < max ? threads : max));
+    else if (omp_get_max_threads() > max)
+        omp_set_num_threads((int)max);
+}
+
 void qattn_cli_run_opts_usage(FILE *f)
 {
-    fprintf(f, "  --layers SEL      layers: all (default), 3, 0,2 or 4-7\n"
-               "  --heads SEL       query heads, same syntax\n"
-               "  --mask M          none, causal, causal-br, window:L,R (default: the file's causal attribute)\n"
-               "  --threads N       worker threads (default: all cores)\n"
-               "  --boot N          bootstrap resamples for the intervals (default 2000)\n"
-               "  --seed S          bootstrap seed (default 1)\n");
+    fprintf(f,
+            "  --layers SEL      layers: all (default), 3, 0,2 or 4-7\n"
+            "  --heads SEL       query heads, same syntax\n"
+            "  --mask M          none, causal, causal-br, window:L,R (default: the file's causal attribute)\n"
+            "  --threads N       worker threads (default: all cores), at most %lld here\n"
+            "                    (4 per online CPU, at least 256)\n"
+            "  --boot N          bootstrap resamples for the intervals (default 2000)\n"
+            "  --seed S          bootstrap seed (default 1)\n",
+            qattn_cli_threads_max());
 }
 
 void qattn_cli_csv_quote(FILE *f, const char *s)

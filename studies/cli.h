@@ -42,6 +42,14 @@ int qattn_cli_parse(int argc, char **argv, const qattn_opt *opts, int *first_arg
 int qattn_cli_int(const char *cmd, const char *what, const char *s, long long min, long long max,
                   long long *out);
 
+/* The most worker threads --threads takes: 4 per online CPU, at least
+ * 256. More threads than CPUs only add overhead, and libgomp itself fails
+ * on huge counts (thread creation errors, a stack overflow at 99999). */
+long long qattn_cli_threads_max(void);
+/* Use `threads` OpenMP threads (0: the default, capped at the same
+ * maximum, since OMP_NUM_THREADS may ask for any number). */
+void qattn_cli_threads_apply(long long threads);
+
 /* The options qattn accuracy and the studies share: which layers and
  * heads, the mask, worker threads and the bootstrap. */
 typedef struct qattn_run_opts {
@@ -57,7 +65,7 @@ typedef struct qattn_run_opts {
     {"layers", QATTN_OPT_STR, &(r)->layers, NULL, 0, 0},              \
     {"heads", QATTN_OPT_STR, &(r)->heads, NULL, 0, 0},                \
     {"mask", QATTN_OPT_STR, &(r)->mask, NULL, 0, 0},                  \
-    {"threads", QATTN_OPT_INT, &(r)->threads, NULL, 1, 100000000},    \
+    {"threads", QATTN_OPT_INT, &(r)->threads, NULL, 1, qattn_cli_threads_max()}, \
     {"boot", QATTN_OPT_INT, &(r)->boot, NULL, 0, 100000000},          \
     {"seed", QATTN_OPT_INT, &(r)->seed, NULL, 0, 100000000}
 /* their lines of --help */

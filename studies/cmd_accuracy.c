@@ -201,8 +201,7 @@ int qattn_cmd_accuracy(int argc, char **argv)
             goto out;
         }
     }
-    if (ro.threads > 0)
-        omp_set_num_threads((int)ro.threads);
+    qattn_cli_threads_apply(ro.threads);
     double scale = mt->has_softmax_scale ? mt->softmax_scale : 1.0 / sqrt((double)d);
     size_t nrows = nl * nh * sl.n;
     rows = calloc(nrows ? nrows : 1, sizeof *rows);

@@ -57,8 +57,10 @@ static void usage(FILE *f)
                "Times, on this CPU, one attention head of N tokens and head dim D (non-causal):\n"
                "the float64 reference, the emulation of scheme S (default sage2-8b), and an\n"
                "OpenBLAS sgemm of the same shapes (Q K^T: N x N x D, then P V: N x D x N).\n"
-               "Each of T threads runs its own head at once (default 1); the median of R\n"
-               "repetitions (default 3) is reported as GFLOP/s = 4 N^2 D / t, total and per core.\n");
+               "Each of T threads runs its own head at once (default 1; at most %lld here: 4 per\n"
+               "online CPU, at least 256); the median of R repetitions (default 3) is reported as\n"
+               "GFLOP/s = 4 N^2 D / t, total and per core. N, D and R: 1 to 1000000.\n",
+            qattn_cli_threads_max());
 }
 
 int qattn_cmd_bench_cpu(int argc, char **argv)
@@ -70,7 +72,7 @@ int qattn_cmd_bench_cpu(int argc, char **argv)
         {"n", QATTN_OPT_INT, &n, NULL, 1, 1000000},
         {"dim", QATTN_OPT_INT, &d, NULL, 1, 1000000},
         {"scheme", QATTN_OPT_STR, &spec, NULL, 0, 0},
-        {"threads", QATTN_OPT_INT, &threads, NULL, 1, 1000000},
+        {"threads", QATTN_OPT_INT, &threads, NULL, 1, qattn_cli_threads_max()},
         {"reps", QATTN_OPT_INT, &reps, NULL, 1, 1000000},
         {"csv", QATTN_OPT_FLAG, &csv, NULL, 0, 0},
         {NULL, 0, NULL, NULL, 0, 0}};
@@ -85,7 +87,7 @@ int qattn_cmd_bench_cpu(int argc, char **argv)
     }
     size_t N = (size_t)n, D = (size_t)d, T = (size_t)threads;
     openblas_set_num_threads(1);
-    omp_set_num_threads((int)threads);
+    qattn_cli_threads_apply(threads);
     float *q = malloc(T * N * D * sizeof *q), *k = malloc(T * N * D * sizeof *k), *v = malloc(T * N * D * sizeof *v);
     float *of = malloc(T * N * D * sizeof *of), *sf = malloc(T * N * N * sizeof *sf);
     double *od = malloc(T * N * D * sizeof *od);

@@ -439,8 +439,7 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
         }
     }
     free(names);
-    if (ro.threads > 0)
-        omp_set_num_threads((int)ro.threads);
+    qattn_cli_threads_apply(ro.threads);
     study_run run = {st, NULL, 0, NULL, 0, 0};
     int rc = QATTN_EXIT_FAIL;
     char cells_path[1100];

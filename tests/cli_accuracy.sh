@@ -151,6 +151,15 @@ expect_err "--heads trailing comma" "comma" "$X" acc --out "$X" --heads 1,
 expect_err "unknown mask" "unknown mask" "$X" acc --out "$X" --mask diagonal
 expect_err "--threads 0" "--threads" "$X" acc --out "$X" --threads 0
 expect_err "--threads abc" "--threads" "$X" acc --out "$X" --threads abc
+# libgomp overflowed its stack (SIGSEGV) on 99999 threads; the cap is
+# 4 per online CPU, at least 256, and --help says it
+expect_err "--threads 99999" "--threads must be a positive integer up to" "$X" acc --out "$X" --threads 99999
+"$Q" accuracy --help >"$S/log/help.txt"
+cap=$(sed -n 's/.*--threads N .*at most \([0-9]*\) here.*/\1/p' "$S/log/help.txt")
+check "accuracy --help states the --threads cap (4 per CPU, at least 256)" \
+    test "${cap:-0}" -ge 256 -a "${cap:-0}" -ge $((4 * $(getconf _NPROCESSORS_ONLN)))
+expect_err "--threads one above the cap" "--threads" "$X" acc --out "$X" --threads $((cap + 1))
+expect_ok "--threads at the cap" acc --out "$S/tcap" --threads "$cap" --layers 0
 expect_err "unknown option" "unknown option" "$X" acc --out "$X" --frobnicate
 expect_err "option without a value" "missing value" "$X" acc --out "$X" --layers
 expect_err "stray argument" "unexpected argument" "$X" acc --out "$X" extra
@@ -351,7 +360,7 @@ check "interrupted run: nothing added to or removed from --out" \
 
 # nothing but what the good cases wrote
 extra=$(ls -A "$S" | grep -v -x -e log -e m -e a.h5 -e wide.h5 -e plain.txt -e empty-dir -e run1 -e run2 \
-    -e t1 -e t2 -e sel -e nested -e causal -e nomask -e base -e good -e keep -e killed-term -e killed-int)
+    -e t1 -e t2 -e tcap -e sel -e nested -e causal -e nomask -e base -e good -e keep -e killed-term -e killed-int)
 check "scratch directory holds only the expected files" test -z "$extra"
 
 lib_finish

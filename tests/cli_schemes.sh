@@ -147,6 +147,7 @@ expect_err "bench-cpu --n too large" "'2000000'" "" "$Q" bench-cpu --n 2000000
 expect_err "bench-cpu --dim -1" "--dim" "" "$Q" bench-cpu --dim -1
 expect_err "bench-cpu --reps 0" "--reps" "" "$Q" bench-cpu --reps 0
 expect_err "bench-cpu --threads x" "--threads" "" "$Q" bench-cpu --threads x
+expect_err "bench-cpu --threads 99999" "--threads must be a positive integer up to" "" "$Q" bench-cpu "${TINY[@]}" --threads 99999
 expect_err "bench-cpu --n without a value" "missing value" "" "$Q" bench-cpu --n
 expect_err "bench-cpu unknown option" "unknown option" "" "$Q" bench-cpu --frobnicate
 expect_err "bench-cpu stray argument" "unexpected argument" "" "$Q" bench-cpu "${TINY[@]}" extra

@@ -509,6 +509,9 @@ expect_err "pv: no --data" "--data" "$S/bad-pv1" "$Q" pv --out "$S/bad-pv1"
 expect_err "pv: --layers out of range" "$A" "$S/bad-pv2" "$Q" pv --data "$A" --out "$S/bad-pv2" --layers 5
 expect_err "pv: two files of one model" "m-alpha" "$S/bad-pv3" "$Q" pv --data "$A" --data "$A2" --out "$S/bad-pv3"
 expect_err "pv: bad --threads" "'0'" "$S/bad-pv4" "$Q" pv --data "$A" --out "$S/bad-pv4" --threads 0
+check "pv: --threads 0 names the option" grep -qF -- "--threads" "$ERR"
+expect_err "pv: --threads 99999 (libgomp crashed)" "--threads must be a positive integer up to" "$S/bad-pv4" \
+    "$Q" pv --data "$A" --out "$S/bad-pv4" --threads 99999
 expect_err "outliers: missing --data file" "nope.h5" "$S/bad-out" "$Q" outliers --data "$S/nope.h5" --out "$S/bad-out"
 expect_err "outliers: unknown option" "--frobnicate" "$S/bad-out" "$Q" outliers --data "$C" --out "$S/bad-out" --frobnicate
 expect_err "outliers: no --out" "--out" "" "$Q" outliers --data "$C"
