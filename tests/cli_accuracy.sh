@@ -140,6 +140,10 @@ expect_err "unknown preset alone" "'sage3'" "$X" "$Q" accuracy --data "$F" --sch
 expect_err "unknown key" "unknown key 'foo'" "$X" "$Q" accuracy --data "$F" --schemes 'sage2-8b foo=bar' --out "$X"
 expect_err "unknown format int9" "int9" "$X" "$Q" accuracy --data "$F" --schemes 'fp16,q=int9@token' --out "$X"
 expect_err "bad group suffix" "bogus" "$X" "$Q" accuracy --data "$F" --schemes 'q=int8@token,bogus' --out "$X"
+# accepted before, it allocated a scale per declared slot (1e9 of them, 4 GB
+# and a minute on a 64-token file)
+expect_err "a thread group of 1e9 slots" "larger than 65536" "$X" \
+    "$Q" accuracy --data "$F" --schemes 'q=int8@thread:999999999/999999999/1' --out "$X"
 expect_err "trailing comma in the list" "empty scheme" "$X" "$Q" accuracy --data "$F" --schemes 'fp16,' --out "$X"
 expect_err "empty scheme list" "empty scheme" "$X" "$Q" accuracy --data "$F" --schemes '' --out "$X"
 expect_err "empty --layers selection" "empty selection" "$X" acc --out "$X" --layers ''

@@ -88,6 +88,9 @@ expect_err "group ch:0" "'ch:0'" "" "$Q" scheme-check 'q=int8@token,ch:0'
 expect_err "group block:0" "'block:0'" "" "$Q" scheme-check 'k=int8@block:0'
 expect_err "thread group S not dividing B" "thread:32/8/3" "" "$Q" scheme-check 'q=int8@thread:32/8/3'
 expect_err "int9" "'int9'" "" "$Q" scheme-check 'q=int9@token'
+expect_err "a thread group of 1e9 slots" "larger than 65536" "" "$Q" scheme-check 'q=int8@thread:999999999/999999999/1'
+expect_ok "scheme-check --help" "$Q" scheme-check --help
+check "scheme-check --help states the size limit" grep -q "1 to 65536" "$OUT"
 expect_err "empty spec" "empty" "" "$Q" scheme-check ''
 expect_err "no spec" "expected one SPEC" "" "$Q" scheme-check
 expect_err "two specs" "expected one SPEC" "" "$Q" scheme-check fp16 bf16
