@@ -25,7 +25,8 @@ static void usage(FILE *f)
             "DIR/summary.csv (per scheme and metric: mean, worst, 95%% bootstrap interval).\n\n"
             "  --data F.h5       activation file (qattn-activations/1)\n"
             "  --schemes LIST    comma-separated preset names and/or scheme strings\n"
-            "                    (e.g. 'sage2-8b,fp16,q=int8@token k=int8@token smooth=k')\n"
+            "                    (e.g. 'sage2-8b,fp16,q=int8@token k=int8@token smooth=k'); limits:\n"
+            "                    qattn scheme-check --help\n"
             "  --out DIR         output directory (created if missing)\n");
     qattn_cli_run_opts_usage(f);
 }

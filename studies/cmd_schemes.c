@@ -35,9 +35,9 @@ int qattn_cmd_scheme_check(int argc, char **argv)
         printf("usage: qattn scheme-check SPEC\n\n"
                "Prints the normalized full spec of SPEC (a preset name, a scheme string, or a preset\n"
                "followed by overrides such as 'sage2-8b acc=fp22'), or its error on stderr (exit 2).\n"
-               "Every size in a scheme (a group's B, S, W and ch:C, kblock, qblock, the N of\n"
-               "acc=...+fp32:N) is 1 to %d.\n",
-               QATTN_SCHEME_SIZE_MAX);
+               "A scheme is at most %d characters, each key is given once, and every size in it\n"
+               "(a group's B, S, W and ch:C, kblock, qblock, the N of acc=...+fp32:N) is 1 to %d.\n",
+               QATTN_SCHEME_LEN_MAX, QATTN_SCHEME_SIZE_MAX);
     if (prc)
         return prc == QATTN_CLI_HELP ? QATTN_EXIT_OK : prc;
     if (first != argc - 1) {

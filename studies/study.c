@@ -347,6 +347,7 @@ static void usage(const qattn_study *st, FILE *f)
             "  --schemes LIST    add your own schemes to the grid (preset names and/or scheme\n"
             "                    strings, comma-separated as in qattn accuracy); their rows carry\n"
             "                    'custom' in every factor column and the scheme string as label\n"
+            "                    (limits: qattn scheme-check --help)\n"
             "  --list            print the grid (label, factors, spec) and exit\n");
 }
 

@@ -144,6 +144,11 @@ expect_err "bad group suffix" "bogus" "$X" "$Q" accuracy --data "$F" --schemes '
 # and a minute on a 64-token file)
 expect_err "a thread group of 1e9 slots" "larger than 65536" "$X" \
     "$Q" accuracy --data "$F" --schemes 'q=int8@thread:999999999/999999999/1' --out "$X"
+# the same length limit as scheme-check (which took 1023 while this took 255)
+s256="sage2-8b$(printf '%*s' 240 '')acc=fp22"
+expect_err "a 256-character scheme" "at most 255" "$X" "$Q" accuracy --data "$F" --schemes "$s256" --out "$X"
+expect_err "a key given twice" "key 'q' is given twice" "$X" \
+    "$Q" accuracy --data "$F" --schemes 'fp16,q=int8@token q=int4@token' --out "$X"
 expect_err "trailing comma in the list" "empty scheme" "$X" "$Q" accuracy --data "$F" --schemes 'fp16,' --out "$X"
 expect_err "empty scheme list" "empty scheme" "$X" "$Q" accuracy --data "$F" --schemes '' --out "$X"
 expect_err "empty --layers selection" "empty selection" "$X" acc --out "$X" --layers ''

@@ -88,6 +88,12 @@ expect_err "group ch:0" "'ch:0'" "" "$Q" scheme-check 'q=int8@token,ch:0'
 expect_err "group block:0" "'block:0'" "" "$Q" scheme-check 'k=int8@block:0'
 expect_err "thread group S not dividing B" "thread:32/8/3" "" "$Q" scheme-check 'q=int8@thread:32/8/3'
 expect_err "int9" "'int9'" "" "$Q" scheme-check 'q=int9@token'
+expect_err "a key given twice" "key 'q' is given twice" "" "$Q" scheme-check 'q=int8@token q=int4@token'
+# one length limit (255) for scheme-check and the scheme lists
+s255="sage2-8b$(printf '%*s' 239 '')acc=fp22"
+s256="sage2-8b$(printf '%*s' 240 '')acc=fp22"
+expect_ok "a 255-character scheme" "$Q" scheme-check "$s255"
+expect_err "a 256-character scheme" "at most 255" "" "$Q" scheme-check "$s256"
 expect_err "a thread group of 1e9 slots" "larger than 65536" "" "$Q" scheme-check 'q=int8@thread:999999999/999999999/1'
 expect_ok "scheme-check --help" "$Q" scheme-check --help
 check "scheme-check --help states the size limit" grep -q "1 to 65536" "$OUT"

@@ -232,13 +232,26 @@ static int parse_word(const char *w, qattn_scheme *s, qattn_err *err)
                          "unknown key '%s' in '%s' (keys: q k p v smooth acc kblock qblock out)", key, w);
 }
 
+/* index of the key of word w (text before '='), or -1 when unknown */
+static int key_index(const char *w)
+{
+    static const char *keys[] = {"q", "k", "v", "p", "smooth", "acc", "kblock", "qblock", "out"};
+    size_t klen = strcspn(w, "=");
+    for (int i = 0; i < (int)(sizeof keys / sizeof keys[0]); i++)
+        if (strlen(keys[i]) == klen && !strncmp(keys[i], w, klen))
+            return i;
+    return -1;
+}
+
 static int parse_words(const char *spec, qattn_scheme *s, int allow_preset, qattn_err *err)
 {
-    char buf[1024];
+    char buf[QATTN_SCHEME_LEN_MAX + 1];
     if (strlen(spec) >= sizeof buf)
-        return qattn_err_set(err, QATTN_ERR_ARG, "scheme is too long (%zu characters)", strlen(spec));
+        return qattn_err_set(err, QATTN_ERR_ARG, "scheme is too long (%zu characters, at most %d)", strlen(spec),
+                             QATTN_SCHEME_LEN_MAX);
     strcpy(buf, spec);
     int first = 1;
+    unsigned given = 0; /* keys set by this string's own words: each once */
     char *save = NULL;
     for (char *w = strtok_r(buf, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save), first = 0) {
         if (!strchr(w, '=')) {
@@ -255,6 +268,12 @@ static int parse_words(const char *spec, qattn_scheme *s, int allow_preset, qatt
                 return rc;
             continue;
         }
+        int key = key_index(w);
+        if (key >= 0 && (given & (1u << key)))
+            return qattn_err_set(err, QATTN_ERR_ARG, "key '%.*s' is given twice (at '%s'); give each key once",
+                                 (int)strcspn(w, "="), w, w);
+        if (key >= 0)
+            given |= 1u << key;
         int rc = parse_word(w, s, err);
         if (rc)
             return rc;
