@@ -112,6 +112,15 @@ check "qattn --help lists every subcommand" \
     bash -c 'for c in schemes scheme-check synth inspect accuracy bench-cpu; do
                  grep -Eq "^  $c " "$1" || exit 1
              done' _ "$OUT"
+# output that never arrived is a failure: exit 1 and one line, not 0
+for cmd in "schemes" "scheme-check sage2-8b" "--help" "accuracy --help"; do
+    # shellcheck disable=SC2086
+    "$Q" $cmd >/dev/full 2>"$ERR"
+    rc=$?
+    check "$cmd > /dev/full: exit 1 (was 0)" test "$rc" -eq 1
+    check "$cmd > /dev/full: one line naming standard output" \
+        bash -c '[[ $(wc -l <"$1") -eq 1 ]] && grep -q "cannot write to standard output: No space left" "$1"' _ "$ERR"
+done
 expect_err "unknown subcommand" "unknown command 'frobnicate'" "" "$Q" frobnicate
 expect_err "unknown subcommand that looks like an option" "unknown command" "" "$Q" --frobnicate
 "$Q" >"$OUT" 2>"$ERR"

@@ -539,6 +539,9 @@ if run_ok "custom: smoothing --schemes" "$Q" smoothing --data "$A" --out "$CU" -
 fi
 expect_err "custom: a label already in the grid" "already in the grid" "$S/bad-custom" \
     "$Q" smoothing --data "$A" --out "$S/bad-custom" --schemes 'sage2-4b,sage2-4b'
+# --list used to print the grid at once, before a later --schemes was read
+expect_err "custom: --list --schemes nosuch (exit 0 before)" "nosuch" "" \
+    "$Q" granularity --list --schemes nosuch
 expect_err "custom: unknown scheme" "nosuch" "$S/bad-custom" "$Q" smoothing --data "$A" --out "$S/bad-custom" \
     --schemes nosuch
 
