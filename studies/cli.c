@@ -129,6 +129,48 @@ void qattn_cli_threads_apply(long long threads)
         omp_set_num_threads((int)max);
 }
 
+double qattn_cli_memory(void)
+{
+    const char *env = getenv("QATTN_MEMORY_MB");
+    if (env && *env) {
+        char *end;
+        double mb = strtod(env, &end);
+        if (!*end && mb > 0)
+            return mb * 1048576.0;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? (double)pages * (double)page : 1e300;
+}
+
+double qattn_cli_head_bytes(size_t n, size_t d)
+{
+    /* reference: Q, K, V in float64 and 64 rows of logits; emulation: six
+     * float32 copies of [n, d] and 64 rows of float32 + float64 logits */
+    return (double)n * (double)d * (24.0 + 24.0) + (double)n * 64.0 * (8.0 + 12.0);
+}
+
+int qattn_cli_memory_check(const char *cmd, const char *path, double need)
+{
+    double have = qattn_cli_memory();
+    if (need <= have)
+        return 0;
+    const char *env = getenv("QATTN_MEMORY_MB");
+    fprintf(stderr, "qattn %s: %s: the run would hold %.3g GB (activations, reference and working buffers), more "
+                    "than the %.3g GB of memory %s\n",
+            cmd, path, need / 1e9, have / 1e9, env && *env ? "QATTN_MEMORY_MB allows" : "this machine has");
+    return QATTN_EXIT_INPUT;
+}
+
+void qattn_cli_files_usage(FILE *f)
+{
+    fprintf(f,
+            "\nFiles are checked before any work: every element the q/k/v shapes declare must be\n"
+            "stored in the file (no unwritten chunks, no external or virtual data), and a run\n"
+            "that would hold more than this machine's %.3g GB of memory (or QATTN_MEMORY_MB MiB\n"
+            "when set) is refused (exit 2).\n",
+            qattn_cli_memory() / 1e9);
+}
+
 void qattn_cli_run_opts_usage(FILE *f)
 {
     fprintf(f,

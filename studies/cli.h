@@ -50,6 +50,24 @@ long long qattn_cli_threads_max(void);
  * maximum, since OMP_NUM_THREADS may ask for any number). */
 void qattn_cli_threads_apply(long long threads);
 
+/* The memory a run may plan to hold, in bytes: this machine's physical
+ * memory, or QATTN_MEMORY_MB MiB when that is set (a shared machine, or a
+ * test). */
+double qattn_cli_memory(void);
+/* Bytes one worker thread holds while it runs the float64 reference or the
+ * emulation of one head of n tokens x d channels (its copies of Q, K, V,
+ * the dequantized operands, a 64-row tile of logits; a lower bound). */
+double qattn_cli_head_bytes(size_t n, size_t d);
+/* 0 when `need` bytes (what command cmd will hold for file `path`) fit in
+ * qattn_cli_memory(); else QATTN_EXIT_INPUT after one line naming the
+ * file, what it needs and what there is: a file declaring more than the
+ * machine can hold is bad input, checked before anything is allocated. */
+int qattn_cli_memory_check(const char *cmd, const char *path, double need);
+
+/* the --help paragraph on what an activation file must hold and the
+ * memory a run may take (the commands that read layers print it) */
+void qattn_cli_files_usage(FILE *f);
+
 /* The options qattn accuracy and the studies share: which layers and
  * heads, the mask, worker threads and the bootstrap. */
 typedef struct qattn_run_opts {

@@ -29,6 +29,7 @@ static void usage(FILE *f)
             "                    qattn scheme-check --help\n"
             "  --out DIR         output directory (created if missing)\n");
     qattn_cli_run_opts_usage(f);
+    qattn_cli_files_usage(f);
 }
 
 typedef struct acc_row {
@@ -166,7 +167,7 @@ int qattn_cmd_accuracy(int argc, char **argv)
     lsel = malloc(mt->nlayers * sizeof *lsel);
     hsel = malloc(mt->hq * sizeof *hsel);
     if (!lsel || !hsel) {
-        fprintf(stderr, "qattn accuracy: out of memory\n");
+        fprintf(stderr, "qattn accuracy: %s: out of memory\n", data);
         rc = QATTN_EXIT_FAIL;
         goto out;
     }
@@ -179,12 +180,21 @@ int qattn_cmd_accuracy(int argc, char **argv)
         goto out;
     }
     size_t n = mt->n, d = mt->d, hq = mt->hq, hkv = mt->hkv;
+    qattn_cli_threads_apply(ro.threads);
+    double nd = (double)n * (double)d, nthr = omp_get_max_threads();
+    /* the selected layers in float32, the float64 reference of a layer's
+     * heads, and each thread's output and working buffers */
+    if ((rc = qattn_cli_memory_check("accuracy", data,
+                                     (double)nl * (double)(hq + 2 * hkv) * nd * 4 + (double)nh * nd * 8 +
+                                         nthr * (nd * 4 + qattn_cli_head_bytes(n, d)))))
+        goto out;
+    rc = QATTN_EXIT_INPUT;
     /* read every selected layer first: a NaN anywhere fails before any work */
     qs = calloc(nl, sizeof *qs);
     ks = calloc(nl, sizeof *ks);
     vs = calloc(nl, sizeof *vs);
     if (!qs || !ks || !vs) {
-        fprintf(stderr, "qattn accuracy: out of memory\n");
+        fprintf(stderr, "qattn accuracy: %s: out of memory\n", data);
         rc = QATTN_EXIT_FAIL;
         goto out;
     }
@@ -193,7 +203,7 @@ int qattn_cmd_accuracy(int argc, char **argv)
         ks[li] = malloc(hkv * n * d * sizeof **ks);
         vs[li] = malloc(hkv * n * d * sizeof **vs);
         if (!qs[li] || !ks[li] || !vs[li]) {
-            fprintf(stderr, "qattn accuracy: out of memory reading layer %zu\n", lsel[li]);
+            fprintf(stderr, "qattn accuracy: %s: out of memory reading layer %zu\n", data, lsel[li]);
             rc = QATTN_EXIT_FAIL;
             goto out;
         }
@@ -202,14 +212,13 @@ int qattn_cmd_accuracy(int argc, char **argv)
             goto out;
         }
     }
-    qattn_cli_threads_apply(ro.threads);
     double scale = mt->has_softmax_scale ? mt->softmax_scale : 1.0 / sqrt((double)d);
     size_t nrows = nl * nh * sl.n;
     rows = calloc(nrows ? nrows : 1, sizeof *rows);
     ref = malloc(nh * n * d * sizeof *ref);
     emu = malloc((size_t)omp_get_max_threads() * n * d * sizeof *emu);
     if (!rows || !ref || !emu) {
-        fprintf(stderr, "qattn accuracy: out of memory\n");
+        fprintf(stderr, "qattn accuracy: %s: out of memory\n", data);
         rc = QATTN_EXIT_FAIL;
         goto out;
     }
@@ -234,7 +243,8 @@ int qattn_cmd_accuracy(int argc, char **argv)
                 if (!failed) {
                     failed = 1;
                     failcode = e;
-                    snprintf(failmsg, sizeof failmsg, "layer %zu head %zu: %s", lsel[li], hsel[hi], e2.msg);
+                    snprintf(failmsg, sizeof failmsg, "%s: layer %zu head %zu: %s", data, lsel[li], hsel[hi],
+                             e2.msg);
                 }
             }
         }
@@ -254,8 +264,8 @@ int qattn_cmd_accuracy(int argc, char **argv)
                 if (!failed) {
                     failed = 1;
                     failcode = e;
-                    snprintf(failmsg, sizeof failmsg, "layer %zu head %zu scheme '%s': %s", lsel[li], hsel[hi],
-                             sl.items[si].label, e2.msg);
+                    snprintf(failmsg, sizeof failmsg, "%s: layer %zu head %zu scheme '%s': %s", data, lsel[li],
+                             hsel[hi], sl.items[si].label, e2.msg);
                 }
                 continue;
             }

@@ -91,6 +91,7 @@ static void usage(FILE *f)
             "\n"
             "  --csv          print only the per-layer rows as CSV on stdout:\n"
             "                 layer,tensor,mean_abs_mean,max_mean_over_std,max_abs,amax_ratio,top_channel\n");
+    qattn_cli_files_usage(f);
 }
 
 static void print_header(const qattn_act_file *f)
@@ -153,6 +154,11 @@ int qattn_cmd_inspect(int argc, char **argv)
     }
     const qattn_act_meta *m = &f.meta;
     size_t nd = m->n * m->d;
+    int mrc = qattn_cli_memory_check("inspect", path, (double)(m->hq + 2 * m->hkv) * (double)nd * 4);
+    if (mrc) {
+        qattn_act_close(&f);
+        return mrc;
+    }
     float *q = malloc(m->hq * nd * sizeof *q);
     float *k = malloc(m->hkv * nd * sizeof *k);
     float *v = malloc(m->hkv * nd * sizeof *v);
@@ -167,7 +173,7 @@ int qattn_cmd_inspect(int argc, char **argv)
     /* rows are collected first so that a bad layer gives only the error */
     chan_stats *rows = calloc(m->nlayers * 3, sizeof *rows);
     if (!rows) {
-        fprintf(stderr, "qattn inspect: out of memory\n");
+        fprintf(stderr, "qattn inspect: %s: out of memory\n", path);
         rc = QATTN_EXIT_FAIL;
         goto done;
     }

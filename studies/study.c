@@ -331,6 +331,61 @@ static int write_summaries(const study_run *r, const char *dir, size_t nboot, un
     return 0;
 }
 
+/* what a study holds for one file: a layer in float32, the float64
+ * reference of its nh selected heads, and each thread's buffers */
+static double study_bytes(const qattn_act_meta *mt, size_t nh, int nthreads)
+{
+    double nd = (double)mt->n * (double)mt->d;
+    return (double)(mt->hq + 2 * mt->hkv) * nd * 4 + (double)nh * nd * 8 +
+           nthreads * ((2 * nd + (double)mt->d) * 4 + qattn_cli_head_bytes(mt->n, mt->d));
+}
+
+/* Everything that can be wrong with file `path`, found before any work: it
+ * opens, the selections fit it, the run fits in memory, and every selected
+ * layer reads back finite (a NaN in a later layer used to stop a run with
+ * the first layer's rows already in cells.csv). Its model name goes to
+ * model[size]. Returns 0, or the exit status after one line on stderr. */
+static int validate_file(const qattn_study *st, const char *path, const qattn_run_opts *ro, char *model,
+                         size_t size)
+{
+    qattn_act_file f;
+    qattn_err err;
+    if (qattn_act_open(path, &f, &err)) {
+        fprintf(stderr, "qattn %s: %s\n", st->name, err.msg);
+        return QATTN_EXIT_INPUT;
+    }
+    const qattn_act_meta *mt = &f.meta;
+    snprintf(model, size, "%s", mt->model);
+    size_t lsel[1024], hsel[1024], nl = 0, nh = 0;
+    int rc = 0;
+    if (((mt->nlayers > 1024 || mt->hq > 1024) &&
+         qattn_err_set(&err, QATTN_ERR_RANGE, "more than 1024 layers or heads")) ||
+        qattn_select_parse(ro->layers, mt->nlayers, lsel, &nl, &err) ||
+        qattn_select_parse(ro->heads, mt->hq, hsel, &nh, &err)) {
+        fprintf(stderr, "qattn %s: %s: %s\n", st->name, path, err.msg);
+        rc = QATTN_EXIT_INPUT;
+    }
+    if (!rc)
+        rc = qattn_cli_memory_check(st->name, path, study_bytes(mt, nh, omp_get_max_threads()));
+    size_t nd = mt->n * mt->d;
+    float *q = NULL, *k = NULL, *v = NULL;
+    if (!rc && (!(q = malloc(mt->hq * nd * sizeof *q)) || !(k = malloc(mt->hkv * nd * sizeof *k)) ||
+                !(v = malloc(mt->hkv * nd * sizeof *v)))) {
+        fprintf(stderr, "qattn %s: %s: out of memory for one layer\n", st->name, path);
+        rc = QATTN_EXIT_FAIL;
+    }
+    for (size_t li = 0; li < nl && !rc; li++)
+        if (qattn_act_read_layer(&f, lsel[li], q, k, v, &err)) {
+            fprintf(stderr, "qattn %s: %s\n", st->name, err.msg);
+            rc = QATTN_EXIT_INPUT;
+        }
+    free(q);
+    free(k);
+    free(v);
+    qattn_act_close(&f);
+    return rc;
+}
+
 static void usage(const qattn_study *st, FILE *f)
 {
     fprintf(f,
@@ -349,6 +404,7 @@ static void usage(const qattn_study *st, FILE *f)
             "                    'custom' in every factor column and the scheme string as label\n"
             "                    (limits: qattn scheme-check --help)\n"
             "  --list            print the grid (label, factors, spec) and exit\n");
+    qattn_cli_files_usage(f);
 }
 
 int qattn_study_main(qattn_study *st, int argc, char **argv)
@@ -406,41 +462,26 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
     /* validate every file before any work; rows are keyed by the model
      * attribute, so two files of one model would be merged (the second one
      * silently skipped as already done) */
+    qattn_cli_threads_apply(ro.threads);
     char (*names)[256] = malloc(ndata * sizeof *names);
     if (!names) {
         fprintf(stderr, "qattn %s: out of memory\n", st->name);
         return QATTN_EXIT_FAIL;
     }
     for (size_t fi = 0; fi < ndata; fi++) {
-        qattn_act_file f;
-        if (qattn_act_open(data[fi], &f, &err)) {
-            fprintf(stderr, "qattn %s: %s\n", st->name, err.msg);
-            free(names);
-            return QATTN_EXIT_INPUT;
-        }
-        snprintf(names[fi], sizeof names[fi], "%s", f.meta.model);
-        for (size_t j = 0; j < fi; j++)
+        int vrc = validate_file(st, data[fi], &ro, names[fi], sizeof names[fi]);
+        for (size_t j = 0; j < fi && !vrc; j++)
             if (!strcmp(names[j], names[fi])) {
                 fprintf(stderr, "qattn %s: %s and %s are both model '%s' (one --data file per model)\n", st->name,
                         data[j], data[fi], names[fi]);
-                qattn_act_close(&f);
-                free(names);
-                return QATTN_EXIT_INPUT;
+                vrc = QATTN_EXIT_INPUT;
             }
-        size_t tmp[1024], cnt;
-        int bad = ((f.meta.nlayers > 1024 || f.meta.hq > 1024) &&
-                   qattn_err_set(&err, QATTN_ERR_RANGE, "more than 1024 layers or heads")) ||
-                  qattn_select_parse(ro.layers, f.meta.nlayers, tmp, &cnt, &err) ||
-                  qattn_select_parse(ro.heads, f.meta.hq, tmp, &cnt, &err);
-        qattn_act_close(&f);
-        if (bad) {
-            fprintf(stderr, "qattn %s: %s: %s\n", st->name, data[fi], err.msg);
+        if (vrc) {
             free(names);
-            return QATTN_EXIT_INPUT;
+            return vrc;
         }
     }
     free(names);
-    qattn_cli_threads_apply(ro.threads);
     study_run run = {st, NULL, 0, NULL, 0, 0};
     int rc = QATTN_EXIT_FAIL;
     char cells_path[1100];
@@ -482,7 +523,7 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
         int failed = 0;
         char failmsg[1200] = "";
         if (!q || !k || !v || !ref || !work) {
-            snprintf(failmsg, sizeof failmsg, "out of memory for %s", data[fi]);
+            snprintf(failmsg, sizeof failmsg, "%s: out of memory", data[fi]);
             failed = 1;
         }
         for (size_t li = 0; li < nl && !failed; li++) {
@@ -493,15 +534,11 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
             if (todo == 0)
                 continue;
             if (qattn_act_read_layer(&f, lsel[li], q, k, v, &err)) {
-                fprintf(stderr, "qattn %s: %s\n", st->name, err.msg);
+                /* read well when validated: the file changed under the run */
+                snprintf(failmsg, sizeof failmsg, "%s", err.msg);
+                failed = 1;
                 rc = QATTN_EXIT_INPUT;
-                free(q);
-                free(k);
-                free(v);
-                free(ref);
-                free(work);
-                qattn_act_close(&f);
-                goto out;
+                break;
             }
             qattn_mha a = {q, k, v, hq, hkv, n, n, d, mt->seqlens, mt->nseq};
 #pragma omp parallel for schedule(dynamic)
@@ -525,7 +562,7 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
             unsigned char *done = calloc(ntask, 1);
             if (!fresh || !done) {
                 failed = 1;
-                snprintf(failmsg, sizeof failmsg, "out of memory");
+                snprintf(failmsg, sizeof failmsg, "%s: out of memory", data[fi]);
             }
 #pragma omp parallel for schedule(dynamic)
             for (size_t t = 0; t < ntask; t++) {
@@ -572,7 +609,7 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
             for (size_t t = 0; t < ntask && !failed; t++)
                 if (done[t] && add_row(&run, &fresh[t])) {
                     failed = 1;
-                    snprintf(failmsg, sizeof failmsg, "out of memory");
+                    snprintf(failmsg, sizeof failmsg, "%s: out of memory", data[fi]);
                 }
             free(fresh);
             free(done);

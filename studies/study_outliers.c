@@ -55,6 +55,7 @@ static void usage(FILE *f)
                "mean, std, |mean|/std, max |x| and excess kurtosis; a channel is an outlier when\n"
                "|mean|/std > 3 or its max |x| exceeds 6x the median channel's. Writes\n"
                "DIR/channels.csv and DIR/summary.csv (studies/CSV.md).\n");
+    qattn_cli_files_usage(f);
 }
 
 int qattn_cmd_outliers(int argc, char **argv)
@@ -79,7 +80,13 @@ int qattn_cmd_outliers(int argc, char **argv)
             fprintf(stderr, "qattn outliers: %s\n", err.msg);
             return QATTN_EXIT_INPUT;
         }
+        /* one layer in float32 and a column of float64 */
+        const qattn_act_meta *mt = &f.meta;
+        double need = (double)(mt->hq + 2 * mt->hkv) * (double)mt->n * (double)mt->d * 4 + (double)mt->n * 8;
+        int mrc = qattn_cli_memory_check("outliers", data[fi], need);
         qattn_act_close(&f);
+        if (mrc)
+            return mrc;
     }
     if (qattn_cli_mkdirs(outdir)) {
         fprintf(stderr, "qattn outliers: cannot create %s: %s\n", outdir, strerror(errno));
@@ -114,7 +121,7 @@ int qattn_cmd_outliers(int argc, char **argv)
                *mos = malloc(hmax_heads * d * sizeof *mos);
         chan_stat *cs = malloc(d * sizeof *cs);
         if (!t3[0] || !t3[1] || !t3[2] || !col || !tmp || !mos || !cs) {
-            fprintf(stderr, "qattn outliers: out of memory\n");
+            fprintf(stderr, "qattn outliers: %s: out of memory\n", data[fi]);
             rc = QATTN_EXIT_FAIL;
         }
         for (size_t l = 0; l < mt->nlayers && rc == QATTN_EXIT_OK; l++) {

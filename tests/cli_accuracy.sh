@@ -269,6 +269,12 @@ check "assembled file: 2 layers x 2 heads" test "$(rows "$S/good/accuracy.csv" |
 # NaN / Inf in the activations
 mk nan "2 8 4" "1 8 4" "1 8 4" v 13 nan
 badfile "NaN in /layer_01/v" "/layer_01/v has NaN at [head 0, token 3, channel 1]" "$M/nan.h5"
+# the studies validate every layer first too: a NaN in layer 1 used to leave
+# cells.csv with layer 0's rows and print two lines
+expect_err "granularity: NaN in /layer_01/v" "/layer_01/v has NaN" "$X" \
+    "$Q" granularity --data "$M/nan.h5" --out "$X"
+expect_err "smoothing into an existing directory: NaN in /layer_01/v" "/layer_01/v has NaN" "$EMPTY" \
+    "$Q" smoothing --data "$M/nan.h5" --out "$EMPTY"
 mk inf "2 8 4" "1 8 4" "1 8 4" q 37 inf
 badfile "Inf in /layer_01/q" "/layer_01/q has Inf at [head 1, token 1, channel 1]" "$M/inf.h5"
 mk ninf "2 8 4" "1 8 4" "1 8 4" k 0 -inf
@@ -316,6 +322,57 @@ h5imp "$M/seq.src.h5"
 cp "$M/base.h5" "$M/seq.h5"
 h5copy -i "$M/seq.src.h5" -o "$M/seq.h5" -s /seqlens -d /seqlens >>"$S/log/tools.txt" 2>&1
 badfile "seqlens not summing to N" "sums to 7" "$M/seq.h5"
+
+# a run that would hold more than the machine's memory (QATTN_MEMORY_MB
+# stands in for it here) is refused before allocating, naming the file: it
+# used to exit 1 with "out of memory"
+expect_err "more memory than there is" "$F: the run would hold" "$X" \
+    env QATTN_MEMORY_MB=0.1 "$Q" accuracy --data "$F" --schemes fp16 --out "$X"
+expect_ok "QATTN_MEMORY_MB large enough" env QATTN_MEMORY_MB=100 "$Q" accuracy --data "$F" --schemes fp16 \
+    --out "$S/mem"
+
+# declared sizes the file does not hold. dims8 H N D: the 24 bytes of a
+# dataspace [H, N, D] (8-byte little-endian sizes) as a grep -P pattern
+dims8() {
+    local v
+    for v in "$@"; do printf '\\x%02x\\x%02x\\x%02x\\x%02x\\x00\\x00\\x00\\x00' \
+        $((v & 255)) $((v >> 8 & 255)) $((v >> 16 & 255)) $((v >> 24 & 255)); done
+}
+# grow FILE H N D NEWN: every dataspace [H, N, D] of FILE (its current and
+# maximum dims, 24 bytes apart; a chunk index key that repeats the dims is
+# left alone) becomes [H, NEWN, D]: the data stays as written. The object
+# headers of files synth and h5import write carry no checksums.
+grow() {
+    local file=$1 new=$5 prev=-100 o x n=0
+    for o in $(grep -obUaP "$(dims8 "$2" "$3" "$4")" "$file" | cut -d: -f1); do
+        if [[ $((o - prev)) -eq 24 ]]; then
+            for x in $prev $o; do
+                printf "$(dims8 "$new" | cut -c1-32)" | dd of="$file" bs=1 seek=$((x + 8)) conv=notrunc status=none
+                n=$((n + 1))
+            done
+        fi
+        prev=$o
+    done
+    [[ $n -gt 0 ]]
+}
+# chunked (as synth writes): 3 chunks of [1, 77, 12] hold data, the rest of
+# [3, 200000, 12] would read as zeros: it ran for minutes before
+expect_ok "synth a file to grow" "$Q" synth --out "$M/grown.h5" --layers 1 --heads 3 --kv-heads 3 \
+    --tokens 77 --dim 12
+if grow "$M/grown.h5" 3 77 12 200000; then
+    badfile "unwritten chunks" "/layer_00/q declares shape [3, 200000, 12] but only 3 of its 7794 chunks" \
+        "$M/grown.h5"
+else
+    bad "unwritten chunks: the dataspace [3, 77, 12] is not in the file"
+fi
+# contiguous (as h5import writes): 540 bytes stored for [5, 65536, 3]
+mk contig "5 9 3" "1 9 3" "1 9 3"
+if grow "$M/contig.h5" 5 9 3 65536 && grow "$M/contig.h5" 1 9 3 65536; then
+    badfile "contiguous data shorter than its shape" "/layer_01/q declares shape [5, 65536, 3] (3932160 bytes) but holds 540" \
+        "$M/contig.h5"
+else
+    bad "contiguous data: the dataspace [5, 9, 3] is not in the file"
+fi
 
 # ---- an interrupted run leaves no CSV and no temporary file ----
 BIG=$M/big.h5
@@ -369,7 +426,7 @@ check "interrupted run: nothing added to or removed from --out" \
 
 # nothing but what the good cases wrote
 extra=$(ls -A "$S" | grep -v -x -e log -e m -e a.h5 -e wide.h5 -e plain.txt -e empty-dir -e run1 -e run2 \
-    -e t1 -e t2 -e tcap -e sel -e nested -e causal -e nomask -e base -e good -e keep -e killed-term -e killed-int)
+    -e t1 -e t2 -e tcap -e mem -e sel -e nested -e causal -e nomask -e base -e good -e keep -e killed-term -e killed-int)
 check "scratch directory holds only the expected files" test -z "$extra"
 
 lib_finish

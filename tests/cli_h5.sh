@@ -107,6 +107,8 @@ size=$(wc -c <"$S/full.h5")
 head -c $((size / 2)) "$S/full.h5" >"$S/trunc.h5"
 expect_err "inspect truncated file" "truncated" "" "$Q" inspect "$S/trunc.h5"
 expect_err "inspect a directory" "not a regular file" "" "$Q" inspect "$S/log"
+expect_err "inspect: a layer larger than the memory" "$S/a.h5: the run would hold" "" \
+    env QATTN_MEMORY_MB=0.01 "$Q" inspect "$S/a.h5"
 expect_err "inspect unknown option" "unknown option" "" "$Q" inspect "$S/a.h5" --frobnicate
 expect_err "inspect no file" "missing" "" "$Q" inspect
 expect_err "inspect two files" "exactly one" "" "$Q" inspect "$S/a.h5" "$S/b.h5"

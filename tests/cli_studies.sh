@@ -508,6 +508,10 @@ expect_err "pv: no --out" "--out" "" "$Q" pv --data "$A"
 expect_err "pv: no --data" "--data" "$S/bad-pv1" "$Q" pv --out "$S/bad-pv1"
 expect_err "pv: --layers out of range" "$A" "$S/bad-pv2" "$Q" pv --data "$A" --out "$S/bad-pv2" --layers 5
 expect_err "pv: two files of one model" "m-alpha" "$S/bad-pv3" "$Q" pv --data "$A" --data "$A2" --out "$S/bad-pv3"
+expect_err "pv: more memory than there is" "$A: the run would hold" "$S/bad-pv5" \
+    env QATTN_MEMORY_MB=0.01 "$Q" pv --data "$A" --out "$S/bad-pv5"
+expect_err "outliers: more memory than there is" "$A: the run would hold" "$S/bad-pv5" \
+    env QATTN_MEMORY_MB=0.01 "$Q" outliers --data "$A" --out "$S/bad-pv5"
 expect_err "pv: bad --threads" "'0'" "$S/bad-pv4" "$Q" pv --data "$A" --out "$S/bad-pv4" --threads 0
 check "pv: --threads 0 names the option" grep -qF -- "--threads" "$ERR"
 expect_err "pv: --threads 99999 (libgomp crashed)" "--threads must be a positive integer up to" "$S/bad-pv4" \

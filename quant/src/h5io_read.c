@@ -161,8 +161,72 @@ typedef struct ds_info {
     int f16;
 } ds_info;
 
+/* The data of dataset d (shape dims, esize bytes an element) must be in
+ * the file, all of it: a chunk never written reads as zeros, so a few KB
+ * could declare [1, 200000, 64] and send a run through hours of attention
+ * on fill values, or through allocating what no machine has. So: no
+ * external or virtual storage (it would read other files), every chunk
+ * written, contiguous data allocated whole, and no more stored bytes than
+ * the file (fsize bytes) has. */
+static int check_storage(const char *path, hid_t d, const char *lname, const char *name, const hsize_t dims[3],
+                         size_t esize, long long fsize, qattn_err *err)
+{
+    char why[400], sh[200];
+    fmt_shape(sh, sizeof sh, dims, 3);
+    hid_t dcpl = H5Dget_create_plist(d);
+    if (dcpl < 0)
+        return qattn_err_set(err, QATTN_ERR_IO, "%s: cannot read the storage of /%s/%s%s", path, lname, name,
+                             h5_reason(why, sizeof why));
+    H5D_layout_t layout = H5Pget_layout(dcpl);
+    int next = H5Pget_external_count(dcpl);
+    hsize_t cdims[3] = {0, 0, 0};
+    int crank = layout == H5D_CHUNKED ? H5Pget_chunk(dcpl, 3, cdims) : 0;
+    H5Pclose(dcpl);
+    H5Eclear2(H5E_DEFAULT);
+    if (next > 0 || layout == H5D_VIRTUAL)
+        return qattn_err_set(err, QATTN_ERR_SCHEMA,
+                             "%s: /%s/%s keeps its data in other files (%s storage); only data inside the "
+                             "file is read",
+                             path, lname, name, next > 0 ? "external" : "virtual");
+    /* in bytes, as a double: dims are checked against size_t, not products */
+    double declared = (double)dims[0] * (double)dims[1] * (double)dims[2] * (double)esize;
+    hsize_t stored = H5Dget_storage_size(d);
+    if (layout == H5D_CHUNKED) {
+        if (crank != 3 || !cdims[0] || !cdims[1] || !cdims[2])
+            return qattn_err_set(err, QATTN_ERR_SCHEMA, "%s: /%s/%s has an unreadable chunk shape", path, lname,
+                                 name);
+        double want = 1;
+        for (int i = 0; i < 3; i++)
+            want *= (double)((dims[i] + cdims[i] - 1) / cdims[i]);
+#if H5_VERSION_GE(1, 10, 5)
+        hsize_t have = 0;
+        hid_t fsp = H5Dget_space(d);
+        herr_t hr = fsp >= 0 ? H5Dget_num_chunks(d, fsp, &have) : -1;
+        close_id(&fsp, H5Sclose);
+        if (hr < 0)
+            return qattn_err_set(err, QATTN_ERR_IO, "%s: cannot count the chunks of /%s/%s%s", path, lname, name,
+                                 h5_reason(why, sizeof why));
+        if ((double)have < want)
+            return qattn_err_set(err, QATTN_ERR_SCHEMA,
+                                 "%s: /%s/%s declares shape %s but only %llu of its %.0f chunks were written (an "
+                                 "unfinished file?)",
+                                 path, lname, name, sh, (unsigned long long)have, want);
+#endif
+    } else if (layout == H5D_CONTIGUOUS && (double)stored < declared) {
+        return qattn_err_set(err, QATTN_ERR_SCHEMA,
+                             "%s: /%s/%s declares shape %s (%.0f bytes) but holds %llu bytes of data (an "
+                             "unfinished file?)",
+                             path, lname, name, sh, declared, (unsigned long long)stored);
+    }
+    if ((double)stored > (double)fsize)
+        return qattn_err_set(err, QATTN_ERR_SCHEMA,
+                             "%s: /%s/%s declares %llu bytes of data but the file has only %lld bytes", path, lname,
+                             name, (unsigned long long)stored, fsize);
+    return 0;
+}
+
 /* Check /layer_LL/name: a rank-3 float16/float32 dataset with no zero dim. */
-static int check_dataset(const char *path, hid_t g, const char *lname, const char *name,
+static int check_dataset(const char *path, hid_t g, const char *lname, const char *name, long long fsize,
                          ds_info *out, qattn_err *err)
 {
     char why[400];
@@ -238,6 +302,7 @@ static int check_dataset(const char *path, hid_t g, const char *lname, const cha
         }
         tot *= out->dims[i];
     }
+    rc = check_storage(path, o, lname, name, out->dims, out->f16 ? 2 : 4, fsize, err);
 done:
     close_id(&t, H5Tclose);
     close_id(&sp, H5Sclose);
@@ -250,7 +315,7 @@ static int same_dims(const hsize_t *a, const hsize_t *b)
     return a[0] == b[0] && a[1] == b[1] && a[2] == b[2];
 }
 
-static int check_layer(const char *path, hid_t fid, size_t l, ds_info ref[3], qattn_err *err)
+static int check_layer(const char *path, hid_t fid, size_t l, long long fsize, ds_info ref[3], qattn_err *err)
 {
     static const char *names[3] = {"q", "k", "v"};
     char lname[32], why[400];
@@ -266,7 +331,7 @@ static int check_layer(const char *path, hid_t fid, size_t l, ds_info ref[3], qa
     ds_info di[3];
     int rc = 0;
     for (int i = 0; i < 3 && rc == 0; i++)
-        rc = check_dataset(path, g, lname, names[i], &di[i], err);
+        rc = check_dataset(path, g, lname, names[i], fsize, &di[i], err);
     H5Oclose(g);
     if (rc)
         return rc;
@@ -482,7 +547,7 @@ int qattn_act_open(const char *path, qattn_act_file *f, qattn_err *err)
     ds_info ref[3];
     memset(ref, 0, sizeof ref);
     for (size_t l = 0; l < nl; l++)
-        if ((rc = check_layer(path, fid, l, ref, err)))
+        if ((rc = check_layer(path, fid, l, (long long)st.st_size, ref, err)))
             goto fail;
     qattn_act_meta *m = &f->meta;
     m->nlayers = nl;
