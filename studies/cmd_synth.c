@@ -105,6 +105,7 @@ typedef struct synth_args {
     const char *out;
     size_t layers, heads, kv_heads, tokens, dim, outliers;
     double k_bias;
+    double softmax_scale; /* 0: no attribute (consumers use 1/sqrt(d)) */
     uint64_t seed;
     int64_t *seqlens;
     size_t nseq;
@@ -136,7 +137,9 @@ static void usage(FILE *f)
             "  --seed S              PRNG seed (default 1)\n"
             "  --seqlens A,B,...     pack several sequences along N; must sum to N\n"
             "  --dtype f16|f32       stored type (default f16)\n"
-            "  --model NAME          value of the 'model' attribute (default synthetic)\n");
+            "  --model NAME          value of the 'model' attribute (default synthetic)\n"
+            "  --softmax-scale X     write the 'softmax_scale' attribute, 0 < X <= 10000\n"
+            "                        (default: none, readers use 1/sqrt(D))\n");
 }
 
 static int input_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -181,11 +184,20 @@ static int parse_seqlens(const char *s, synth_args *a)
     return 0;
 }
 
+/* a finite number in [lo, hi]: 0, else -1 */
+static int parse_real(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtod(s, &end);
+    return !s[0] || *end || errno || !(*out >= lo && *out <= hi) ? -1 : 0;
+}
+
 static int parse_args(int argc, char **argv, synth_args *a, int *help)
 {
     long long layers = 0, heads = 0, kv = 0, tokens = 0, dim = 0, outliers = 0;
     unsigned long long seed = 1;
-    const char *seqarg = NULL, *kbias = NULL, *dtype = NULL;
+    const char *seqarg = NULL, *kbias = NULL, *dtype = NULL, *sscale = NULL;
     memset(a, 0, sizeof *a);
     a->model = "synthetic";
     *help = 0;
@@ -202,6 +214,7 @@ static int parse_args(int argc, char **argv, synth_args *a, int *help)
         {"seqlens", QATTN_OPT_STR, &seqarg, NULL, 0, 0},
         {"dtype", QATTN_OPT_STR, &dtype, NULL, 0, 0},
         {"model", QATTN_OPT_STR, &a->model, NULL, 0, 0},
+        {"softmax-scale", QATTN_OPT_STR, &sscale, NULL, 0, 0},
         {NULL, 0, NULL, NULL, 0, 0}};
     int rc = qattn_cli_parse(argc, argv, opts, NULL);
     if (rc) {
@@ -216,13 +229,11 @@ static int parse_args(int argc, char **argv, synth_args *a, int *help)
     a->outliers = (size_t)outliers;
     a->seed = seed;
     a->f16 = 1;
-    if (kbias) {
-        char *end;
-        errno = 0;
-        a->k_bias = strtod(kbias, &end);
-        if (!kbias[0] || *end || errno || !isfinite(a->k_bias) || fabs(a->k_bias) > 1e4)
-            return input_error("--k-bias must be a number with |X| <= 10000, got '%s'", kbias);
-    }
+    if (kbias && parse_real(kbias, -1e4, 1e4, &a->k_bias))
+        return input_error("--k-bias must be a number with |X| <= 10000, got '%s'", kbias);
+    if (sscale && (parse_real(sscale, 0, QATTN_SOFTMAX_SCALE_MAX, &a->softmax_scale) || !(a->softmax_scale > 0)))
+        return input_error("--softmax-scale must be a number > 0 and at most %g, got '%s'",
+                           QATTN_SOFTMAX_SCALE_MAX, sscale);
     if (dtype && (!strcmp(dtype, "f32") || !strcmp(dtype, "float32")))
         a->f16 = 0;
     else if (dtype && strcmp(dtype, "f16") && strcmp(dtype, "float16"))
@@ -391,6 +402,8 @@ int qattn_cmd_synth(int argc, char **argv)
     m.f16 = a.f16;
     m.seqlens = a.seqlens;
     m.nseq = a.nseq;
+    m.has_softmax_scale = a.softmax_scale > 0;
+    m.softmax_scale = a.softmax_scale;
 
     size_t n = a.tokens, d = a.dim;
     float *q = malloc(a.heads * n * d * sizeof *q);

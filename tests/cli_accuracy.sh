@@ -331,6 +331,20 @@ expect_err "more memory than there is" "$F: the run would hold" "$X" \
 expect_ok "QATTN_MEMORY_MB large enough" env QATTN_MEMORY_MB=100 "$Q" accuracy --data "$F" --schemes fp16 \
     --out "$S/mem"
 
+# softmax_scale: finite but absurd (1e300) made every logit inf and every
+# metric nan, with exit 0. A file with 0.125 gets its 8 bytes patched.
+expect_err "synth --softmax-scale 1e300" "--softmax-scale" "$M/huge-scale.h5" \
+    "$Q" synth --out "$M/huge-scale.h5" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --softmax-scale 1e300
+expect_ok "synth --softmax-scale 0.125" "$Q" synth --out "$M/scale.h5" --layers 1 --heads 2 --kv-heads 1 \
+    --tokens 8 --dim 4 --softmax-scale 0.125
+off=$(grep -obUaP '\x00\x00\x00\x00\x00\x00\xc0\x3f' "$M/scale.h5" | cut -d: -f1)
+if [[ $(wc -w <<<"$off") -eq 1 ]]; then
+    printf '\x9c\x75\x00\x88\x3c\xe4\x37\x7e' | dd of="$M/scale.h5" bs=1 seek="$off" conv=notrunc status=none
+    badfile "softmax_scale 1e300" "'softmax_scale' is 1e+300, must be > 0 and at most 10000" "$M/scale.h5"
+else
+    bad "softmax_scale: the double 0.125 is not in the file exactly once ($off)"
+fi
+
 # declared sizes the file does not hold. dims8 H N D: the 24 bytes of a
 # dataspace [H, N, D] (8-byte little-endian sizes) as a grep -P pattern
 dims8() {

@@ -132,12 +132,13 @@ static void put_int_attr(hid_t obj, const char *name, int val)
     H5Sclose(sp);
 }
 
-static void put_float_attr(hid_t obj, const char *name, double val)
+/* a float32 attribute, or float64 with bits 64 */
+static void put_float_attr(hid_t obj, const char *name, double val, int bits)
 {
     if (H5Aexists(obj, name) > 0)
         H5Adelete(obj, name);
     hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t a = H5Acreate2(obj, name, bits == 64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
     H5Awrite(a, H5T_NATIVE_DOUBLE, &val);
     H5Aclose(a);
     H5Sclose(sp);
@@ -590,21 +591,40 @@ static void test_bad_files(void)
 
     fresh(p, sizeof p, &base_spec);
     fid = raw_rw(p);
-    put_float_attr(fid, "causal", 1.0);
+    put_float_attr(fid, "causal", 1.0, 32);
     H5Fclose(fid);
     expect_open_fail(p, QATTN_ERR_SCHEMA, "'causal' must be an integer, found float32",
                      "float causal");
 
     fresh(p, sizeof p, &base_spec);
     fid = raw_rw(p);
-    put_float_attr(fid, "softmax_scale", -0.5);
+    put_float_attr(fid, "softmax_scale", -0.5, 32);
     H5Fclose(fid);
     expect_open_fail(p, QATTN_ERR_SCHEMA, "'softmax_scale' is -0.5, must be > 0",
                      "negative softmax_scale");
+    /* finite but absurd: every logit inf, every metric NaN, exit 0 before */
+    fresh(p, sizeof p, &base_spec);
+    fid = raw_rw(p);
+    put_float_attr(fid, "softmax_scale", 1e300, 64);
+    H5Fclose(fid);
+    expect_open_fail(p, QATTN_ERR_SCHEMA, "'softmax_scale' is 1e+300, must be > 0 and at most 10000",
+                     "softmax_scale 1e300");
+    fresh(p, sizeof p, &base_spec);
+    fid = raw_rw(p);
+    put_float_attr(fid, "softmax_scale", 10000.0, 64);
+    H5Fclose(fid);
+    {
+        qattn_act_file f;
+        qattn_err e2 = {""};
+        int rc = qattn_act_open(p, &f, &e2);
+        CHECK(rc == 0 && f.meta.softmax_scale == 10000.0, "softmax_scale 1e4 accepted: %s", e2.msg);
+        if (rc == 0)
+            qattn_act_close(&f);
+    }
 
     fresh(p, sizeof p, &base_spec);
     fid = raw_rw(p);
-    put_float_attr(fid, "eval_loss", NAN);
+    put_float_attr(fid, "eval_loss", NAN, 32);
     H5Fclose(fid);
     expect_open_fail(p, QATTN_ERR_NAN, "'eval_loss' is NaN", "NaN eval_loss");
 

@@ -262,9 +262,10 @@ int qattn_h5_read_attributes(const char *path, hid_t fid, qattn_act_meta *m, qat
     m->vocab_size = rc == 1 ? (long)iv : 0;
     if ((rc = attr_double(path, fid, "softmax_scale", 0, &dv, err)) < 0)
         return rc;
-    if (rc == 1 && !(dv > 0))
+    if (rc == 1 && !(dv > 0 && dv <= QATTN_SOFTMAX_SCALE_MAX))
         return qattn_err_set(err, QATTN_ERR_SCHEMA,
-                             "%s: root attribute 'softmax_scale' is %g, must be > 0", path, dv);
+                             "%s: root attribute 'softmax_scale' is %g, must be > 0 and at most %g", path, dv,
+                             QATTN_SOFTMAX_SCALE_MAX);
     m->has_softmax_scale = rc == 1;
     m->softmax_scale = rc == 1 ? dv : 0.0;
     return 0;

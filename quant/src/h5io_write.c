@@ -94,9 +94,9 @@ static int check_meta(const char *path, const qattn_act_meta *m, qattn_err *err)
         return qattn_err_set(err, QATTN_ERR_ARG, "%s: eval_loss is not finite", path);
     if (m->has_vocab_size && m->vocab_size < 1)
         return qattn_err_set(err, QATTN_ERR_ARG, "%s: vocab_size must be >= 1", path);
-    if (m->has_softmax_scale && !(m->softmax_scale > 0 && isfinite(m->softmax_scale)))
-        return qattn_err_set(err, QATTN_ERR_ARG, "%s: softmax_scale must be finite and > 0",
-                             path);
+    if (m->has_softmax_scale && !(m->softmax_scale > 0 && m->softmax_scale <= QATTN_SOFTMAX_SCALE_MAX))
+        return qattn_err_set(err, QATTN_ERR_ARG, "%s: softmax_scale must be > 0 and at most %g", path,
+                             QATTN_SOFTMAX_SCALE_MAX);
     if (m->nseq) {
         if (!m->seqlens)
             return qattn_err_set(err, QATTN_ERR_ARG, "%s: nseq = %zu but seqlens is NULL", path,
