@@ -262,27 +262,64 @@ int qattn_out_open(qattn_out *o, const char *final_path)
     return 0;
 }
 
-int qattn_out_commit(qattn_out *o)
+int qattn_out_open_all(qattn_out *o, const char *dir, const char *const *names, size_t n)
 {
-    if (!o->f)
-        return -1;
-    int bad = ferror(o->f) || fflush(o->f) != 0 || fsync(fileno(o->f)) != 0;
-    int e = errno;
-    bad |= fclose(o->f) != 0;
-    o->f = NULL;
-    if (!bad && rename(o->tmp_path, o->final_path) == 0) {
-        qattn_cli_tmp_forget(o->tmp_path);
-        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (qattn_out_open(&o[i], path)) {
+            while (i-- > 0)
+                qattn_out_abort(&o[i]);
+            return -1;
+        }
     }
-    e = errno ? errno : e;
-    unlink(o->tmp_path);
-    qattn_cli_tmp_forget(o->tmp_path);
-    errno = e;
-    return -1;
+    return 0;
 }
+
+/* flush, sync and close o's temporary file: 0, or -1 with errno */
+static int out_finish(qattn_out *o)
+{
+    if (!o->f) {
+        errno = EBADF;
+        return -1;
+    }
+    /* fflush first: after a failed write it tries again and sets errno
+     * (ferror alone keeps no errno) */
+    errno = 0;
+    int e = fflush(o->f) != 0 || ferror(o->f) || fsync(fileno(o->f)) != 0 ? (errno ? errno : EIO) : 0;
+    errno = 0;
+    if (fclose(o->f) != 0 && !e)
+        e = errno ? errno : EIO;
+    o->f = NULL;
+    errno = e;
+    return e ? -1 : 0;
+}
+
+int qattn_out_commit_all(qattn_out *o, size_t n)
+{
+    int e = 0;
+    for (size_t i = 0; i < n && !e; i++)
+        if (out_finish(&o[i]))
+            e = errno;
+    for (size_t i = 0; i < n && !e; i++) {
+        if (rename(o[i].tmp_path, o[i].final_path)) {
+            e = errno;
+        } else {
+            qattn_cli_tmp_forget(o[i].tmp_path);
+            o[i].tmp_path[0] = '\0';
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        qattn_out_abort(&o[i]); /* what is left: temporary files only */
+    errno = e;
+    return e ? -1 : 0;
+}
+
+int qattn_out_commit(qattn_out *o) { return qattn_out_commit_all(o, 1); }
 
 void qattn_out_abort(qattn_out *o)
 {
+    int e = errno; /* callers report the error that made them abort */
     if (o->f) {
         fclose(o->f);
         o->f = NULL;
@@ -290,7 +327,73 @@ void qattn_out_abort(qattn_out *o)
     if (o->tmp_path[0]) {
         unlink(o->tmp_path);
         qattn_cli_tmp_forget(o->tmp_path);
+        o->tmp_path[0] = '\0';
     }
+    errno = e;
+}
+
+int qattn_cli_check_out_file(const char *cmd, const char *opt, const char *path)
+{
+    struct stat st;
+    if (!path[0]) {
+        fprintf(stderr, "qattn %s: %s is empty: it must name a file\n", cmd, opt);
+        return QATTN_EXIT_INPUT;
+    }
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "qattn %s: %s exists and is %s, not a file it could replace\n", cmd, path,
+                S_ISDIR(st.st_mode) ? "a directory" : "something else");
+        return QATTN_EXIT_INPUT;
+    }
+    return 0;
+}
+
+int qattn_cli_check_out_dir(const char *cmd, const char *dir, const char *const *files, size_t n)
+{
+    struct stat st;
+    if (!dir[0]) {
+        fprintf(stderr, "qattn %s: --out is empty: it must name a directory\n", cmd);
+        return QATTN_EXIT_INPUT;
+    }
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "qattn %s: cannot create directory %s: it exists and is not a directory\n", cmd, dir);
+        return QATTN_EXIT_INPUT;
+    }
+    if (stat(dir, &st) != 0) {
+        /* it will be made at the end: its nearest existing ancestor must be
+         * a directory that can take it */
+        char anc[1024];
+        int e = 0;
+        if (strlen(dir) >= sizeof anc)
+            e = ENAMETOOLONG;
+        snprintf(anc, sizeof anc, "%s", dir);
+        while (!e) {
+            char *slash = strrchr(anc, '/');
+            while (slash && slash > anc && slash[-1] == '/')
+                slash--;
+            if (!slash)
+                snprintf(anc, sizeof anc, ".");
+            else
+                slash[slash == anc] = '\0'; /* keep "/" itself */
+            if (stat(anc, &st) == 0) {
+                e = !S_ISDIR(st.st_mode) ? ENOTDIR : access(anc, W_OK | X_OK) ? errno : 0;
+                break;
+            }
+            if (!strcmp(anc, ".") || !strcmp(anc, "/"))
+                break;
+        }
+        if (e) {
+            fprintf(stderr, "qattn %s: cannot create directory %s: %s\n", cmd, dir, strerror(e));
+            return QATTN_EXIT_INPUT;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        int rc = qattn_cli_check_out_file(cmd, "--out", path);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
 
 int qattn_cli_mkdirs(const char *dir)

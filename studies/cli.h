@@ -108,8 +108,24 @@ typedef struct qattn_out {
 } qattn_out;
 
 int qattn_out_open(qattn_out *o, const char *final_path);  /* 0 or -1 (errno) */
-int qattn_out_commit(qattn_out *o);                         /* 0 or -1 */
+int qattn_out_commit(qattn_out *o);                         /* 0 or -1 (errno) */
+/* opens DIR/names[i] for i < n; on failure none stays open: -1 (errno) */
+int qattn_out_open_all(qattn_out *o, const char *dir, const char *const *names, size_t n);
+/* Commit n outputs together: all are flushed and synced before any is
+ * renamed, so that a write error (a full disk) leaves every earlier file
+ * as it was; on failure the temporary files are removed, never a final
+ * one. 0 or -1 with errno. */
+int qattn_out_commit_all(qattn_out *o, size_t n);
+/* removes the temporary file; keeps errno */
 void qattn_out_abort(qattn_out *o);
+
+/* Before any work, so that a run never ends in a rename it cannot do:
+ * output `path` (given by option opt) is not empty and, if it exists, a
+ * regular file; the n `files` of a directory likewise, and the directory
+ * a directory, or one that can be made. 0, or QATTN_EXIT_INPUT after one
+ * line on stderr. */
+int qattn_cli_check_out_file(const char *cmd, const char *opt, const char *path);
+int qattn_cli_check_out_dir(const char *cmd, const char *dir, const char *const *files, size_t n);
 
 /* mkdir -p; 0 or -1 with errno */
 int qattn_cli_mkdirs(const char *dir);

@@ -32,32 +32,27 @@ static void usage(FILE *f)
     qattn_cli_files_usage(f);
 }
 
+/* what a run writes into --out */
+static const char *const outputs[2] = {"summary.csv", "accuracy.csv"};
+
 typedef struct acc_row {
     size_t layer, head, scheme;
     qattn_metrics m;
 } acc_row;
 
-static int write_accuracy(const char *path, const acc_row *rows, size_t nrows, const qattn_scheme_list *sl,
-                          size_t hq, size_t hkv)
+static void write_accuracy(FILE *f, const acc_row *rows, size_t nrows, const qattn_scheme_list *sl, size_t hq,
+                           size_t hkv)
 {
-    qattn_out o;
-    if (qattn_out_open(&o, path))
-        return -1;
-    fprintf(o.f, "layer,head,scheme,cos,rel_l1,rmse,max_abs,row_cos_min,kv_head,spec\n");
+    fprintf(f, "layer,head,scheme,cos,rel_l1,rmse,max_abs,row_cos_min,kv_head,spec\n");
     for (size_t i = 0; i < nrows; i++) {
         const acc_row *r = &rows[i];
-        fprintf(o.f, "%zu,%zu,", r->layer, r->head);
-        qattn_cli_csv_quote(o.f, sl->items[r->scheme].label);
-        fprintf(o.f, ",%.10g,%.10g,%.10g,%.10g,%.10g,%zu,", r->m.cos, r->m.rel_l1, r->m.rmse, r->m.max_abs,
+        fprintf(f, "%zu,%zu,", r->layer, r->head);
+        qattn_cli_csv_quote(f, sl->items[r->scheme].label);
+        fprintf(f, ",%.10g,%.10g,%.10g,%.10g,%.10g,%zu,", r->m.cos, r->m.rel_l1, r->m.rmse, r->m.max_abs,
                 r->m.row_cos_min, r->head / (hq / hkv));
-        qattn_cli_csv_quote(o.f, sl->items[r->scheme].spec);
-        fputc('\n', o.f);
+        qattn_cli_csv_quote(f, sl->items[r->scheme].spec);
+        fputc('\n', f);
     }
-    if (qattn_out_commit(&o)) {
-        qattn_out_abort(&o);
-        return -1;
-    }
-    return 0;
 }
 
 static const char *metric_names[] = {"cos", "rel_l1", "rmse", "max_abs", "row_cos_min"};
@@ -77,21 +72,14 @@ static double metric_of(const qattn_metrics *m, int k)
 /* cos-like metrics: larger is better, so the worst is the minimum */
 static int higher_is_better(int k) { return k == 0 || k == 4; }
 
-static int write_summary(const char *path, const acc_row *rows, size_t nrows, const qattn_scheme_list *sl,
-                         size_t nboot, unsigned long seed, char *errmsg, size_t errlen)
+/* 0, or -1 when out of memory */
+static int write_summary(FILE *f, const acc_row *rows, size_t nrows, const qattn_scheme_list *sl, size_t nboot,
+                         unsigned long seed)
 {
-    qattn_out o;
-    if (qattn_out_open(&o, path)) {
-        snprintf(errmsg, errlen, "cannot write %s: %s", path, strerror(errno));
-        return -1;
-    }
-    fprintf(o.f, "scheme,metric,n,mean,worst,ci_lo,ci_hi,sd,q05,q50,q95,spec\n");
+    fprintf(f, "scheme,metric,n,mean,worst,ci_lo,ci_hi,sd,q05,q50,q95,spec\n");
     double *x = malloc((nrows ? nrows : 1) * sizeof *x);
-    if (!x) {
-        qattn_out_abort(&o);
-        snprintf(errmsg, errlen, "out of memory");
+    if (!x)
         return -1;
-    }
     for (size_t s = 0; s < sl->n; s++) {
         for (int k = 0; k < NMETRICS; k++) {
             size_t n = 0;
@@ -100,25 +88,20 @@ static int write_summary(const char *path, const acc_row *rows, size_t nrows, co
                     x[n++] = metric_of(&rows[i].m, k);
             qattn_stats st;
             qattn_err err;
-            qattn_cli_csv_quote(o.f, sl->items[s].label);
+            qattn_cli_csv_quote(f, sl->items[s].label);
             if (qattn_stats_compute(x, n, nboot, seed, &st, &err)) {
                 /* a NaN metric (a scheme that produced NaN) is reported, not hidden */
-                fprintf(o.f, ",%s,%zu,nan,nan,nan,nan,nan,nan,nan,nan,", metric_names[k], n);
+                fprintf(f, ",%s,%zu,nan,nan,nan,nan,nan,nan,nan,nan,", metric_names[k], n);
             } else {
-                fprintf(o.f, ",%s,%zu,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,", metric_names[k], st.n,
+                fprintf(f, ",%s,%zu,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,", metric_names[k], st.n,
                         st.mean, higher_is_better(k) ? st.min : st.max, st.ci_lo, st.ci_hi, st.sd, st.q05, st.q50,
                         st.q95);
             }
-            qattn_cli_csv_quote(o.f, sl->items[s].spec);
-            fputc('\n', o.f);
+            qattn_cli_csv_quote(f, sl->items[s].spec);
+            fputc('\n', f);
         }
     }
     free(x);
-    if (qattn_out_commit(&o)) {
-        snprintf(errmsg, errlen, "cannot write %s: %s", path, strerror(errno));
-        qattn_out_abort(&o);
-        return -1;
-    }
     return 0;
 }
 
@@ -139,6 +122,8 @@ int qattn_cmd_accuracy(int argc, char **argv)
         fprintf(stderr, "qattn accuracy: --data, --schemes and --out are required (qattn accuracy --help)\n");
         return QATTN_EXIT_INPUT;
     }
+    if ((prc = qattn_cli_check_out_dir("accuracy", outdir, outputs, 2)))
+        return prc;
     qattn_err err;
     qattn_scheme_list sl;
     if (qattn_scheme_list_parse(schemes, &sl, &err)) {
@@ -287,18 +272,23 @@ int qattn_cmd_accuracy(int argc, char **argv)
         rc = QATTN_EXIT_INPUT;
         goto out;
     }
-    char path[1100], msg[1200];
-    snprintf(path, sizeof path, "%s/summary.csv", outdir);
-    if (write_summary(path, rows, nrows, &sl, (size_t)ro.boot, (unsigned long)ro.seed, msg, sizeof msg)) {
-        fprintf(stderr, "qattn accuracy: %s\n", msg);
+    /* both files complete before either is renamed into place */
+    qattn_out o[2];
+    if (qattn_out_open_all(o, outdir, outputs, 2)) {
+        fprintf(stderr, "qattn accuracy: cannot write into %s: %s\n", outdir, strerror(errno));
         rc = QATTN_EXIT_FAIL;
         goto out;
     }
-    snprintf(path, sizeof path, "%s/accuracy.csv", outdir);
-    if (write_accuracy(path, rows, nrows, &sl, hq, hkv)) {
-        fprintf(stderr, "qattn accuracy: cannot write %s: %s\n", path, strerror(errno));
-        snprintf(path, sizeof path, "%s/summary.csv", outdir);
-        unlink(path);
+    if (write_summary(o[0].f, rows, nrows, &sl, (size_t)ro.boot, (unsigned long)ro.seed)) {
+        qattn_out_abort(&o[0]);
+        qattn_out_abort(&o[1]);
+        fprintf(stderr, "qattn accuracy: %s: out of memory\n", data);
+        rc = QATTN_EXIT_FAIL;
+        goto out;
+    }
+    write_accuracy(o[1].f, rows, nrows, &sl, hq, hkv);
+    if (qattn_out_commit_all(o, 2)) {
+        fprintf(stderr, "qattn accuracy: cannot write into %s: %s\n", outdir, strerror(errno));
         rc = QATTN_EXIT_FAIL;
         goto out;
     }

@@ -137,6 +137,8 @@ int qattn_cmd_bench(int argc, char **argv)
     int prc = qattn_cli_parse(argc, argv, opts, NULL);
     if (prc)
         return prc == QATTN_CLI_HELP ? (usage(stdout), QATTN_EXIT_OK) : prc;
+    if (out && (prc = qattn_cli_check_out_file("bench", "--out", out)))
+        return prc;
     const char *badlist = (nlist && (nn = parse_ints(nlist, ns, 16, 1, 1 << 20)) < 1)  ? nlist
                           : (dlist && (nd = parse_ints(dlist, dims, 4, 1, 1024)) < 1) ? dlist
                           : (clist && (nc = parse_ints(clist, causals, 2, 0, 1)) < 1) ? clist

@@ -375,6 +375,8 @@ int qattn_cmd_gpu_check(int argc, char **argv)
     int prc = qattn_cli_parse(argc, argv, opts, NULL);
     if (prc)
         return prc == QATTN_CLI_HELP ? (usage(stdout), QATTN_EXIT_OK) : prc;
+    if (out && (prc = qattn_cli_check_out_file("gpu-check", "--out", out)))
+        return prc;
     const int ndata = (int)ndata_v, nlayers = (int)nlayers_v;
     qattn_err err;
     if (list) { /* the scheme each instance is checked with; no GPU needed */

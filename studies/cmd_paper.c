@@ -1867,6 +1867,8 @@ int qattn_cmd_paper_tables(int argc, char **argv)
     int prc = qattn_cli_parse(argc, argv, opts, NULL);
     if (prc)
         return prc == QATTN_CLI_HELP ? (usage(stdout), QATTN_EXIT_OK) : prc;
+    if ((prc = qattn_cli_check_out_dir("paper-tables", outdir, out_name, OUT_N)))
+        return prc;
     struct stat st;
     if (stat(results, &st) != 0 || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "qattn paper-tables: %s: not a directory\n", results);
@@ -1910,26 +1912,15 @@ int qattn_cmd_paper_tables(int argc, char **argv)
         goto done;
     }
     qattn_out files[OUT_N];
-    memset(files, 0, sizeof files);
-    int nopen = 0, bad = 0;
-    for (int i = 0; i < OUT_N && !bad; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", outdir, out_name[i]);
-        if (qattn_out_open(&files[i], path) != 0 ||
-            fwrite(sb_str(&out[i]), 1, out[i].n, files[i].f) != out[i].n) {
-            fprintf(stderr, "qattn paper-tables: %s: %s\n", path, strerror(errno));
-            bad = 1;
-        }
-        nopen = i + 1;
+    if (qattn_out_open_all(files, outdir, out_name, OUT_N)) {
+        fprintf(stderr, "qattn paper-tables: cannot write into %s: %s\n", outdir, strerror(errno));
+        rc = QATTN_EXIT_FAIL;
+        goto done;
     }
-    for (int i = 0; i < nopen && !bad; i++)
-        if (qattn_out_commit(&files[i]) != 0) {
-            fprintf(stderr, "qattn paper-tables: %s: %s\n", files[i].final_path, strerror(errno));
-            bad = 1;
-        }
-    for (int i = 0; i < nopen; i++)
-        qattn_out_abort(&files[i]); /* no-op for committed files */
-    if (bad) {
+    for (int i = 0; i < OUT_N; i++)
+        fwrite(sb_str(&out[i]), 1, out[i].n, files[i].f); /* errors: ferror at commit */
+    if (qattn_out_commit_all(files, OUT_N)) {
+        fprintf(stderr, "qattn paper-tables: cannot write into %s: %s\n", outdir, strerror(errno));
         rc = QATTN_EXIT_FAIL;
         goto done;
     }

@@ -198,29 +198,32 @@ static double as_stored(double x)
     return strtod(buf, NULL);
 }
 
-static int write_cells(const study_run *r, const char *dir)
+/* what a study writes into --out */
+static const char *const outputs[3] = {"cells.csv", "summary.csv", "layers.csv"};
+
+static void cells_write(const study_run *r, FILE *f)
 {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/cells.csv", dir);
-    qattn_out o;
-    if (qattn_out_open(&o, path))
-        return -1;
-    fprintf(o.f, "model,layer,head,label,%s,cos,rel_l1,rmse,max_abs,row_cos_min,spec\n", r->st->factor_header);
+    fprintf(f, "model,layer,head,label,%s,cos,rel_l1,rmse,max_abs,row_cos_min,spec\n", r->st->factor_header);
     for (size_t i = 0; i < r->nrows; i++) {
         const study_row *w = &r->rows[i];
         const qattn_cell *c = &r->st->cells[w->cell];
-        fprintf(o.f, "%s,%zu,%zu,", r->models[w->model], w->layer, w->head);
-        qattn_cli_csv_quote(o.f, c->label);
-        fprintf(o.f, ",%s," CELL_FMT "," CELL_FMT "," CELL_FMT "," CELL_FMT "," CELL_FMT ",", c->factors, w->m.cos,
+        fprintf(f, "%s,%zu,%zu,", r->models[w->model], w->layer, w->head);
+        qattn_cli_csv_quote(f, c->label);
+        fprintf(f, ",%s," CELL_FMT "," CELL_FMT "," CELL_FMT "," CELL_FMT "," CELL_FMT ",", c->factors, w->m.cos,
                 w->m.rel_l1, w->m.rmse, w->m.max_abs, w->m.row_cos_min);
-        qattn_cli_csv_quote(o.f, c->spec);
-        fputc('\n', o.f);
+        qattn_cli_csv_quote(f, c->spec);
+        fputc('\n', f);
     }
-    if (qattn_out_commit(&o)) {
-        qattn_out_abort(&o);
+}
+
+/* the checkpoint after each layer: cells.csv alone */
+static int write_cells(const study_run *r, const char *dir)
+{
+    qattn_out o;
+    if (qattn_out_open_all(&o, dir, outputs, 1))
         return -1;
-    }
-    return 0;
+    cells_write(r, o.f);
+    return qattn_out_commit(&o);
 }
 
 /* mean over values, or nan when empty */
@@ -242,22 +245,19 @@ static void fmt_stat(FILE *f, const double *x, size_t n, size_t nboot, unsigned 
         fprintf(f, ",%.10g,%.10g,%.10g", st.mean, st.ci_lo, st.ci_hi);
 }
 
-static int write_summaries(const study_run *r, const char *dir, size_t nboot, unsigned long seed)
+/* the end of a run: cells.csv, summary.csv and layers.csv, all three
+ * complete before any is renamed into place */
+static int write_all(const study_run *r, const char *dir, size_t nboot, unsigned long seed)
 {
-    char path[1100], lpath[1100];
-    snprintf(path, sizeof path, "%s/summary.csv", dir);
-    snprintf(lpath, sizeof lpath, "%s/layers.csv", dir);
-    qattn_out o, ol;
-    if (qattn_out_open(&o, path))
+    qattn_out out[3];
+    if (qattn_out_open_all(out, dir, outputs, 3))
         return -1;
-    if (qattn_out_open(&ol, lpath)) {
-        qattn_out_abort(&o);
-        return -1;
-    }
-    fprintf(o.f, "model,label,%s,n,cos_mean,cos_ci_lo,cos_ci_hi,cos_worst_head,cos_worst_layer,worst_layer,"
-                 "rel_l1_mean,rel_l1_ci_lo,rel_l1_ci_hi,rel_l1_worst_layer,rmse_mean,rmse_ci_lo,rmse_ci_hi,spec\n",
+    cells_write(r, out[0].f);
+    FILE *of = out[1].f, *olf = out[2].f;
+    fprintf(of, "model,label,%s,n,cos_mean,cos_ci_lo,cos_ci_hi,cos_worst_head,cos_worst_layer,worst_layer,"
+                "rel_l1_mean,rel_l1_ci_lo,rel_l1_ci_hi,rel_l1_worst_layer,rmse_mean,rmse_ci_lo,rmse_ci_hi,spec\n",
             r->st->factor_header);
-    fprintf(ol.f, "model,layer,label,%s,cos_mean,rel_l1_mean,rmse_mean\n", r->st->factor_header);
+    fprintf(olf, "model,layer,label,%s,cos_mean,rel_l1_mean,rmse_mean\n", r->st->factor_header);
     size_t cap = r->nrows ? r->nrows : 1;
     double *cs = malloc(cap * sizeof *cs), *l1 = malloc(cap * sizeof *l1), *rm = malloc(cap * sizeof *rm);
     size_t *ly = malloc(cap * sizeof *ly);
@@ -290,26 +290,26 @@ static int write_summaries(const study_run *r, const char *dir, size_t nboot, un
                 lc[nl] = mean_of(cs + i, j - i);
                 ll[nl] = mean_of(l1 + i, j - i);
                 lr[nl] = mean_of(rm + i, j - i);
-                fprintf(ol.f, "%s,%zu,", r->models[mi], ly[i]);
-                qattn_cli_csv_quote(ol.f, c->label);
-                fprintf(ol.f, ",%s,%.10g,%.10g,%.10g\n", c->factors, lc[nl], ll[nl], lr[nl]);
+                fprintf(olf, "%s,%zu,", r->models[mi], ly[i]);
+                qattn_cli_csv_quote(olf, c->label);
+                fprintf(olf, ",%s,%.10g,%.10g,%.10g\n", c->factors, lc[nl], ll[nl], lr[nl]);
                 if (lc[nl] < lc[worst])
                     worst = nl;
                 ly[nl] = ly[i]; /* safe: nl <= i */
                 nl++;
                 i = j;
             }
-            fprintf(o.f, "%s,", r->models[mi]);
-            qattn_cli_csv_quote(o.f, c->label);
-            fprintf(o.f, ",%s,%zu", c->factors, n);
-            fmt_stat(o.f, cs, n, nboot, seed);
-            fprintf(o.f, ",%.10g,%.10g,%zu", worst_head, lc[worst], ly[worst]);
-            fmt_stat(o.f, l1, n, nboot, seed);
-            fprintf(o.f, ",%.10g", ll[worst]);
-            fmt_stat(o.f, rm, n, nboot, seed);
-            fputc(',', o.f);
-            qattn_cli_csv_quote(o.f, c->spec);
-            fputc('\n', o.f);
+            fprintf(of, "%s,", r->models[mi]);
+            qattn_cli_csv_quote(of, c->label);
+            fprintf(of, ",%s,%zu", c->factors, n);
+            fmt_stat(of, cs, n, nboot, seed);
+            fprintf(of, ",%.10g,%.10g,%zu", worst_head, lc[worst], ly[worst]);
+            fmt_stat(of, l1, n, nboot, seed);
+            fprintf(of, ",%.10g", ll[worst]);
+            fmt_stat(of, rm, n, nboot, seed);
+            fputc(',', of);
+            qattn_cli_csv_quote(of, c->spec);
+            fputc('\n', of);
         }
     }
     free(cs);
@@ -319,16 +319,13 @@ static int write_summaries(const study_run *r, const char *dir, size_t nboot, un
     free(lc);
     free(ll);
     free(lr);
-    if (rc || qattn_out_commit(&o)) {
-        qattn_out_abort(&o);
-        qattn_out_abort(&ol);
+    if (rc) {
+        for (int i = 0; i < 3; i++)
+            qattn_out_abort(&out[i]);
+        errno = ENOMEM;
         return -1;
     }
-    if (qattn_out_commit(&ol)) {
-        qattn_out_abort(&ol);
-        return -1;
-    }
-    return 0;
+    return qattn_out_commit_all(out, 3);
 }
 
 /* what a study holds for one file: a layer in float32, the float64
@@ -453,6 +450,8 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
         fprintf(stderr, "qattn %s: --data and --out are required (qattn %s --help)\n", st->name, st->name);
         return QATTN_EXIT_INPUT;
     }
+    if ((prc = qattn_cli_check_out_dir(st->name, outdir, outputs, 3)))
+        return prc;
     qattn_err err;
     qattn_mask maskopt;
     if (ro.mask && qattn_mask_parse(ro.mask, &maskopt, &err)) {
@@ -635,7 +634,7 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
         }
     }
     qsort(run.rows, run.nrows, sizeof *run.rows, row_cmp);
-    if (write_cells(&run, outdir) || write_summaries(&run, outdir, (size_t)ro.boot, (unsigned long)ro.seed)) {
+    if (write_all(&run, outdir, (size_t)ro.boot, (unsigned long)ro.seed)) {
         fprintf(stderr, "qattn %s: cannot write into %s: %s\n", st->name, outdir, strerror(errno));
         goto out;
     }

@@ -113,6 +113,8 @@ int qattn_cmd_compare(int argc, char **argv)
         fprintf(stderr, "qattn compare: --results and --out are required (qattn compare --help)\n");
         return QATTN_EXIT_INPUT;
     }
+    if ((parsed = qattn_cli_check_out_file("compare", "--out", out)))
+        return parsed;
     const char *studies[] = {"granularity", "smoothing", "pv", "accumulator"};
     cells_tab tabs[4];
     qattn_err err;
@@ -291,6 +293,9 @@ int qattn_cmd_pareto(int argc, char **argv)
         fprintf(stderr, "qattn pareto: --results, --bench and --out are required\n");
         return QATTN_EXIT_INPUT;
     }
+    static const char *const pareto_out[1] = {"pareto.csv"};
+    if ((prc = qattn_cli_check_out_dir("pareto", outdir, pareto_out, 1)))
+        return prc;
     char path[1100], mpath[1100];
     snprintf(path, sizeof path, "%s/pareto-cells/summary.csv", results);
     snprintf(mpath, sizeof mpath, "%s/models.csv", results);

@@ -73,6 +73,9 @@ int qattn_cmd_outliers(int argc, char **argv)
         fprintf(stderr, "qattn outliers: --data and --out are required (qattn outliers --help)\n");
         return QATTN_EXIT_INPUT;
     }
+    static const char *const outputs[2] = {"channels.csv", "summary.csv"};
+    if ((prc = qattn_cli_check_out_dir("outliers", outdir, outputs, 2)))
+        return prc;
     qattn_err err;
     for (size_t fi = 0; fi < ndata; fi++) {
         qattn_act_file f;
@@ -92,17 +95,14 @@ int qattn_cmd_outliers(int argc, char **argv)
         fprintf(stderr, "qattn outliers: cannot create %s: %s\n", outdir, strerror(errno));
         return QATTN_EXIT_INPUT;
     }
-    char pc[1100], ps[1100];
-    snprintf(pc, sizeof pc, "%s/channels.csv", outdir);
-    snprintf(ps, sizeof ps, "%s/summary.csv", outdir);
-    qattn_out oc, os;
-    if (qattn_out_open(&oc, pc) || qattn_out_open(&os, ps)) {
+    qattn_out outs[2];
+    if (qattn_out_open_all(outs, outdir, outputs, 2)) {
         fprintf(stderr, "qattn outliers: cannot write into %s: %s\n", outdir, strerror(errno));
-        qattn_out_abort(&oc);
         return QATTN_EXIT_FAIL;
     }
-    fprintf(oc.f, "model,layer,tensor,head,channel,mean,std,mean_over_std,max_abs,kurtosis,outlier\n");
-    fprintf(os.f, "model,layer,tensor,max_mean_over_std,median_mean_over_std,max_kurtosis,amax_ratio,"
+    FILE *fc = outs[0].f, *fs = outs[1].f;
+    fprintf(fc, "model,layer,tensor,head,channel,mean,std,mean_over_std,max_abs,kurtosis,outlier\n");
+    fprintf(fs, "model,layer,tensor,max_mean_over_std,median_mean_over_std,max_kurtosis,amax_ratio,"
                   "n_outlier_channels,n_channels\n");
     int rc = QATTN_EXIT_OK;
     for (size_t fi = 0; fi < ndata && rc == QATTN_EXIT_OK; fi++) {
@@ -147,14 +147,14 @@ int qattn_cmd_outliers(int argc, char **argv)
                         max_kurt = fmax(max_kurt, cs[ch].kurt);
                         hmax = fmax(hmax, cs[ch].amax);
                         mos[nmos++] = cs[ch].mos;
-                        fprintf(oc.f, "%s,%zu,%s,%zu,%zu,%.6g,%.6g,%.6g,%.6g,%.6g,%d\n", mt->model, l, names[ti], h,
+                        fprintf(fc, "%s,%zu,%s,%zu,%zu,%.6g,%.6g,%.6g,%.6g,%.6g,%d\n", mt->model, l, names[ti], h,
                                 ch, cs[ch].mean, cs[ch].sd, cs[ch].mos, cs[ch].amax, cs[ch].kurt, out);
                     }
                     amax_ratio = fmax(amax_ratio, med > 0 ? hmax / med : 0.0);
                 }
                 /* median |mean|/std over all channels of all heads (as the max and the counts) */
                 double med_mos = median_of(mos, nmos);
-                fprintf(os.f, "%s,%zu,%s,%.6g,%.6g,%.6g,%.6g,%zu,%zu\n", mt->model, l, names[ti], max_mos, med_mos,
+                fprintf(fs, "%s,%zu,%s,%.6g,%.6g,%.6g,%.6g,%zu,%zu\n", mt->model, l, names[ti], max_mos, med_mos,
                         max_kurt, amax_ratio, nout, nh * d);
             }
         }
@@ -166,15 +166,12 @@ int qattn_cmd_outliers(int argc, char **argv)
         free(cs);
         qattn_act_close(&f);
     }
-    if (rc != QATTN_EXIT_OK || qattn_out_commit(&oc) || qattn_out_commit(&os)) {
-        if (rc == QATTN_EXIT_OK) {
-            fprintf(stderr, "qattn outliers: cannot write into %s: %s\n", outdir, strerror(errno));
-            rc = QATTN_EXIT_FAIL;
-        }
-        qattn_out_abort(&oc);
-        qattn_out_abort(&os);
-        unlink(pc);
-        unlink(ps);
+    if (rc != QATTN_EXIT_OK) {
+        qattn_out_abort(&outs[0]);
+        qattn_out_abort(&outs[1]);
+    } else if (qattn_out_commit_all(outs, 2)) {
+        fprintf(stderr, "qattn outliers: cannot write into %s: %s\n", outdir, strerror(errno));
+        rc = QATTN_EXIT_FAIL;
     }
     return rc;
 }
@@ -197,6 +194,8 @@ int qattn_cmd_models(int argc, char **argv)
         fprintf(stderr, "qattn models: --data and --out are required\n");
         return QATTN_EXIT_INPUT;
     }
+    if ((prc = qattn_cli_check_out_file("models", "--out", out)))
+        return prc;
     qattn_act_file *fs = calloc(ndata, sizeof *fs);
     qattn_err err;
     size_t opened = 0;

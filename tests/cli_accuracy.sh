@@ -173,6 +173,8 @@ expect_err "unknown option" "unknown option" "$X" acc --out "$X" --frobnicate
 expect_err "option without a value" "missing value" "$X" acc --out "$X" --layers
 expect_err "stray argument" "unexpected argument" "$X" acc --out "$X" extra
 expect_err "missing --out" "required" "" acc
+# it said "cannot create directory : File name too long"
+expect_err "--out ''" "--out is empty" "" acc --out ''
 expect_err "missing --data" "required" "$X" "$Q" accuracy --schemes fp16 --out "$X"
 expect_err "missing --schemes" "required" "$X" "$Q" accuracy --data "$F" --out "$X"
 expect_err "into the existing empty directory: bad scheme" "nosuch" "$EMPTY" \
@@ -388,6 +390,34 @@ else
     bad "contiguous data: the dataspace [5, 9, 3] is not in the file"
 fi
 
+# ---- outputs of an earlier run are never deleted ----
+K=$S/earlier
+expect_ok "an earlier run" "$Q" accuracy --data "$F" --schemes fp16 --out "$K"
+cp "$K/summary.csv" "$S/log/earlier-summary.csv"
+cp "$K/accuracy.csv" "$S/log/earlier-accuracy.csv"
+same_as_earlier() { cmp -s "$K/summary.csv" "$S/log/earlier-summary.csv" && cmp -s "$K/accuracy.csv" "$S/log/earlier-accuracy.csv"; }
+# accuracy.csv a directory: it failed at the end with exit 1, the wrong
+# errno ("No such file or directory"), and deleted summary.csv
+mv "$K/accuracy.csv" "$S/log/acc.moved" && mkdir "$K/accuracy.csv"
+expect_err "DIR/accuracy.csv is a directory" "$K/accuracy.csv exists and is a directory" "" \
+    "$Q" accuracy --data "$F" --schemes fp16,bf16 --out "$K"
+check "DIR/accuracy.csv a directory: the earlier summary.csv is kept" cmp -s "$K/summary.csv" "$S/log/earlier-summary.csv"
+rmdir "$K/accuracy.csv" && mv "$S/log/acc.moved" "$K/accuracy.csv"
+# a write that fails (file size limit: summary.csv fits, accuracy.csv does
+# not): the message has the write's errno, and no file of the earlier run
+# is replaced or deleted; stderr goes through a pipe (the limit would stop
+# a file)
+expect_ok "synth 4 layers x 8 heads" "$Q" synth --out "$M/rows.h5" --layers 4 --heads 8 --kv-heads 1 \
+    --tokens 16 --dim 8
+bash -c 'ulimit -f 2; trap "" XFSZ; exec "$@" 2>&1 >/dev/null' _ \
+    "$Q" accuracy --data "$M/rows.h5" --schemes fp16 --out "$K" | cat >"$ERR"
+rc=${PIPESTATUS[0]}
+check "a failed write: exit 1" test "$rc" -eq 1
+check "a failed write: one line with the write's errno" \
+    bash -c '[[ $(wc -l <"$1") -eq 1 ]] && grep -q "cannot write into .*: File too large" "$1"' _ "$ERR"
+check "a failed write: the earlier summary.csv and accuracy.csv are kept" same_as_earlier
+check "a failed write: no temporary file" no_temps
+
 # ---- an interrupted run leaves no CSV and no temporary file ----
 BIG=$M/big.h5
 expect_ok "synth a larger file" "$Q" synth --out "$BIG" --layers 6 --heads 8 --kv-heads 2 \
@@ -440,7 +470,7 @@ check "interrupted run: nothing added to or removed from --out" \
 
 # nothing but what the good cases wrote
 extra=$(ls -A "$S" | grep -v -x -e log -e m -e a.h5 -e wide.h5 -e plain.txt -e empty-dir -e run1 -e run2 \
-    -e t1 -e t2 -e tcap -e mem -e sel -e nested -e causal -e nomask -e base -e good -e keep -e killed-term -e killed-int)
+    -e t1 -e t2 -e tcap -e mem -e earlier -e sel -e nested -e causal -e nomask -e base -e good -e keep -e killed-term -e killed-int)
 check "scratch directory holds only the expected files" test -z "$extra"
 
 lib_finish

@@ -522,6 +522,17 @@ expect_err "outliers: no --out" "--out" "" "$Q" outliers --data "$C"
 expect_err "models: missing --data file" "nope.h5" "$S/bad-models.csv" "$Q" models --data "$A" --data "$S/nope.h5" --out "$S/bad-models.csv"
 expect_err "models: unknown option" "--frobnicate" "$S/bad-models.csv" "$Q" models --data "$A" --out "$S/bad-models.csv" --frobnicate
 expect_err "models: no --out" "--out" "" "$Q" models --data "$A"
+# outputs that a rename could not replace are refused before any work
+mkdir -p "$S/bad-pv6/summary.csv"
+expect_err "pv: DIR/summary.csv is a directory" "bad-pv6/summary.csv exists and is a directory" "" \
+    "$Q" pv --data "$A" --out "$S/bad-pv6"
+check "pv: DIR/summary.csv a directory: no cells.csv written" test ! -e "$S/bad-pv6/cells.csv"
+rm -r "$S/bad-pv6"
+mkdir -p "$S/bad-models.d"
+expect_err "models: --out a directory" "exists and is a directory" "" \
+    "$Q" models --data "$A" --out "$S/bad-models.d"
+rmdir "$S/bad-models.d"
+expect_err "compare: --out ''" "--out is empty" "" "$Q" compare --results "$R" --out ''
 expect_err "compare: unknown option" "--frobnicate" "$S/bad-cmp.csv" "$Q" compare --results "$R" --out "$S/bad-cmp.csv" --frobnicate
 expect_err "compare: no --out" "--out" "" "$Q" compare --results "$R"
 expect_err "pareto: unknown option" "--frobnicate" "$S/bad-par" "$Q" pareto --results "$R" --bench "$BENCH" --out "$S/bad-par" --frobnicate
