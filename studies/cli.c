@@ -1,7 +1,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <omp.h>
 #include <signal.h>
@@ -218,9 +220,53 @@ void qattn_cli_signals_init(void)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    static const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        /* a signal ignored when the program started stays ignored: a
+         * nohup'ed run must live through SIGHUP */
+        struct sigaction old;
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* 1 when name is ".BASE.tmp.PID" of a process that no longer exists */
+static int stale_tmp(const char *name, const char *base)
+{
+    size_t bl = strlen(base);
+    if (name[0] != '.' || strncmp(name + 1, base, bl) || strncmp(name + 1 + bl, ".tmp.", 5))
+        return 0;
+    const char *p = name + 1 + bl + 5;
+    char *end;
+    errno = 0;
+    long pid = p[0] >= '1' && p[0] <= '9' ? strtol(p, &end, 10) : 0;
+    if (pid <= 0 || *end || errno || pid > INT_MAX)
+        return 0;
+    /* ESRCH only: EPERM is someone else's live process */
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+void qattn_cli_clean_stale(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path + (slash == path)) : 1, slash ? path : ".");
+    DIR *d = base[0] ? opendir(dir) : NULL;
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!stale_tmp(e->d_name, base))
+            continue;
+        char p[2200];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (lstat(p, &st) == 0 && S_ISREG(st.st_mode))
+            unlink(p);
+    }
+    closedir(d);
 }
 
 void qattn_cli_tmp_remember(const char *path)
@@ -339,6 +385,7 @@ int qattn_cli_check_out_file(const char *cmd, const char *opt, const char *path)
         fprintf(stderr, "qattn %s: %s is empty: it must name a file\n", cmd, opt);
         return QATTN_EXIT_INPUT;
     }
+    qattn_cli_clean_stale(path);
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
         fprintf(stderr, "qattn %s: %s exists and is %s, not a file it could replace\n", cmd, path,
                 S_ISDIR(st.st_mode) ? "a directory" : "something else");

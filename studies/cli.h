@@ -96,8 +96,13 @@ void qattn_cli_csv_quote(FILE *f, const char *s);
  * before qattn_cli_tmp_forget(path). At most 16 at a time. */
 void qattn_cli_tmp_remember(const char *path);
 void qattn_cli_tmp_forget(const char *path);
-/* installs the signal handlers (idempotent) */
+/* installs the signal handlers (idempotent); a signal the program was
+ * started with ignored (nohup) stays ignored */
 void qattn_cli_signals_init(void);
+/* removes the temporary files ".BASE.tmp.PID" beside path (BASE its last
+ * component) whose process is gone (kill(PID, 0) fails with ESRCH): what a
+ * SIGKILL left; those of live processes stay */
+void qattn_cli_clean_stale(const char *path);
 
 /* Atomic text output: open DIR/.NAME.tmp.PID for writing; close commits by
  * fflush + fsync + rename to final; abort unlinks. */
@@ -121,7 +126,8 @@ void qattn_out_abort(qattn_out *o);
 
 /* Before any work, so that a run never ends in a rename it cannot do:
  * output `path` (given by option opt) is not empty and, if it exists, a
- * regular file; the n `files` of a directory likewise, and the directory
+ * regular file (stale temporary files beside it are removed:
+ * qattn_cli_clean_stale); the n `files` of a directory likewise, and the directory
  * a directory, or one that can be made. 0, or QATTN_EXIT_INPUT after one
  * line on stderr. */
 int qattn_cli_check_out_file(const char *cmd, const char *opt, const char *path);

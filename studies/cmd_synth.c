@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -247,15 +246,10 @@ static int parse_args(int argc, char **argv, synth_args *a, int *help)
     for (int i = 0; i < 6; i++)
         if (!have[i])
             return input_error("missing required option %s (qattn synth --help)", req[i]);
-    if (!a->out[0])
-        return input_error("--out is empty: it must name a file");
     /* the file is renamed over --out at the end: refuse what a rename
      * cannot replace before generating anything */
-    struct stat st;
-    if (stat(a->out, &st) == 0 && S_ISDIR(st.st_mode))
-        return input_error("--out %s is a directory, not a file", a->out);
-    if (stat(a->out, &st) == 0 && !S_ISREG(st.st_mode))
-        return input_error("--out %s exists and is not a regular file", a->out);
+    if ((rc = qattn_cli_check_out_file("synth", "--out", a->out)))
+        return rc;
     if (a->heads % a->kv_heads)
         return input_error("--kv-heads %zu must divide --heads %zu", a->kv_heads, a->heads);
     if (a->outliers > a->tokens)

@@ -468,9 +468,49 @@ check "interrupted run: the earlier accuracy.csv and summary.csv unchanged" \
 check "interrupted run: nothing added to or removed from --out" \
     test "$(ls -A "$S/keep" | sort | tr '\n' ' ')" = "accuracy.csv notes.txt summary.csv "
 
+# a run started with SIGHUP ignored (nohup) keeps it ignored: a study used
+# to install its handler at the first checkpoint and die on SIGHUP there
+(trap '' HUP; exec "$Q" pv --data "$BIG" --out "$S/nohup" --boot 10 --threads 2) >/dev/null 2>"$ERR" &
+pid=$!
+seen=0
+for _ in $(seq 1 500); do
+    if grep -q "layer 0 done" "$ERR" 2>/dev/null; then
+        seen=1
+        break
+    fi
+    sleep 0.02
+done
+kill -HUP "$pid" 2>/dev/null
+wait "$pid"
+rc=$?
+if [[ $seen -ne 1 ]]; then
+    bad "nohup'ed study: no checkpoint seen: $(head -c 300 "$ERR")"
+elif grep -q "layer 5 done" "$ERR" && [[ $(grep -c "layer 5 done" "$ERR") -eq 1 ]] && [[ $rc -eq 0 ]] &&
+    [[ -s $S/nohup/summary.csv ]] && no_temps; then
+    ok "nohup'ed study lives through SIGHUP after its first checkpoint"
+else
+    bad "nohup'ed study: exit $rc after SIGHUP: $(tail -c 300 "$ERR")"
+fi
+
+# temporary files that a SIGKILL left (their process is gone) are removed
+# when a run starts in that directory; a live process's and other names stay
+mkdir -p "$S/stale"
+sleep 0 &
+dead=$!
+wait "$dead"
+touch "$S/stale/.summary.csv.tmp.$dead" "$S/stale/.accuracy.csv.tmp.$dead" \
+    "$S/stale/.summary.csv.tmp.$$" "$S/stale/.notes.tmp.$dead"
+"$Q" accuracy --data "$F" --schemes fp16 --out "$S/stale" >/dev/null 2>"$ERR"
+check "stale temporary files: the run succeeds" test $? -eq 0 -a -s "$S/stale/summary.csv"
+check "stale temporary files of a dead process are removed" \
+    test ! -e "$S/stale/.summary.csv.tmp.$dead" -a ! -e "$S/stale/.accuracy.csv.tmp.$dead"
+check "a live process's temporary file and other names stay" \
+    test -e "$S/stale/.summary.csv.tmp.$$" -a -e "$S/stale/.notes.tmp.$dead"
+rm -f "$S/stale/.summary.csv.tmp.$$" "$S/stale/.notes.tmp.$dead"
+
 # nothing but what the good cases wrote
 extra=$(ls -A "$S" | grep -v -x -e log -e m -e a.h5 -e wide.h5 -e plain.txt -e empty-dir -e run1 -e run2 \
-    -e t1 -e t2 -e tcap -e mem -e earlier -e sel -e nested -e causal -e nomask -e base -e good -e keep -e killed-term -e killed-int)
+    -e t1 -e t2 -e tcap -e mem -e earlier -e nohup -e stale -e sel -e nested -e causal -e nomask -e base -e good -e keep -e killed-term -e killed-int)
 check "scratch directory holds only the expected files" test -z "$extra"
 
 lib_finish
