@@ -261,6 +261,9 @@ static int parse_args(int argc, char **argv, synth_args *a, int *help)
     if (elems > 2e9)
         return input_error("requested size is too large (%.3g values per layer, at most 2e9)",
                            elems);
+    /* a layer in float32 and one kv head's keys in float64 */
+    if ((rc = qattn_cli_memory_check("synth", a->out, elems * 4 + (double)a->tokens * (double)a->dim * 8)))
+        return rc;
     if (seqarg) {
         if ((rc = parse_seqlens(seqarg, a)))
             return rc;

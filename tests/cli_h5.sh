@@ -81,6 +81,8 @@ expect_err "synth bad dtype" "dtype" "$X" \
     "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --dtype f8
 expect_err "synth bad k-bias" "k-bias" "$X" \
     "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --k-bias nan
+expect_err "synth: a layer larger than the memory" "the run would hold" "$X" \
+    env QATTN_MEMORY_MB=0.01 "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 256 --dim 64
 expect_err "synth too many outliers" "more than" "$X" \
     "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --outlier-tokens 9
 expect_err "synth stray argument" "unexpected argument" "$X" \
