@@ -2,7 +2,6 @@
  * attention on the file's own values. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -26,53 +25,34 @@ static void usage(FILE *f)
             "DIR/summary.csv (per scheme and metric: mean, worst, 95%% bootstrap interval).\n\n"
             "  --data F.h5       activation file (qattn-activations/1)\n"
             "  --schemes LIST    comma-separated preset names and/or scheme strings\n"
-            "                    (e.g. 'sage2-8b,fp16,q=int8@token k=int8@token smooth=k')\n"
-            "  --out DIR         output directory (created if missing)\n"
-            "  --layers SEL      layers: all (default), 3, 0,2 or 4-7\n"
-            "  --heads SEL       query heads, same syntax\n"
-            "  --mask M          none, causal, causal-br, window:L,R (default: the file's causal attribute)\n"
-            "  --threads N       worker threads (default: all cores)\n"
-            "  --boot N          bootstrap resamples for the intervals (default 2000)\n"
-            "  --seed S          bootstrap seed (default 1)\n");
+            "                    (e.g. 'sage2-8b,fp16,q=int8@token k=int8@token smooth=k'); limits:\n"
+            "                    qattn scheme-check --help\n"
+            "  --out DIR         output directory (created if missing)\n");
+    qattn_cli_run_opts_usage(f);
+    qattn_cli_files_usage(f);
 }
+
+/* what a run writes into --out */
+static const char *const outputs[2] = {"summary.csv", "accuracy.csv"};
 
 typedef struct acc_row {
     size_t layer, head, scheme;
     qattn_metrics m;
 } acc_row;
 
-static void csv_quoted(FILE *f, const char *s)
+static void write_accuracy(FILE *f, const acc_row *rows, size_t nrows, const qattn_scheme_list *sl, size_t hq,
+                           size_t hkv)
 {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
-static int write_accuracy(const char *path, const acc_row *rows, size_t nrows, const qattn_scheme_list *sl,
-                          size_t hq, size_t hkv)
-{
-    qattn_out o;
-    if (qattn_out_open(&o, path))
-        return -1;
-    fprintf(o.f, "layer,head,scheme,cos,rel_l1,rmse,max_abs,row_cos_min,kv_head,spec\n");
+    fprintf(f, "layer,head,scheme,cos,rel_l1,rmse,max_abs,row_cos_min,kv_head,spec\n");
     for (size_t i = 0; i < nrows; i++) {
         const acc_row *r = &rows[i];
-        fprintf(o.f, "%zu,%zu,", r->layer, r->head);
-        csv_quoted(o.f, sl->items[r->scheme].label);
-        fprintf(o.f, ",%.10g,%.10g,%.10g,%.10g,%.10g,%zu,", r->m.cos, r->m.rel_l1, r->m.rmse, r->m.max_abs,
+        fprintf(f, "%zu,%zu,", r->layer, r->head);
+        qattn_cli_csv_quote(f, sl->items[r->scheme].label);
+        fprintf(f, ",%.10g,%.10g,%.10g,%.10g,%.10g,%zu,", r->m.cos, r->m.rel_l1, r->m.rmse, r->m.max_abs,
                 r->m.row_cos_min, r->head / (hq / hkv));
-        csv_quoted(o.f, sl->items[r->scheme].spec);
-        fputc('\n', o.f);
+        qattn_cli_csv_quote(f, sl->items[r->scheme].spec);
+        fputc('\n', f);
     }
-    if (qattn_out_commit(&o)) {
-        qattn_out_abort(&o);
-        return -1;
-    }
-    return 0;
 }
 
 static const char *metric_names[] = {"cos", "rel_l1", "rmse", "max_abs", "row_cos_min"};
@@ -92,21 +72,14 @@ static double metric_of(const qattn_metrics *m, int k)
 /* cos-like metrics: larger is better, so the worst is the minimum */
 static int higher_is_better(int k) { return k == 0 || k == 4; }
 
-static int write_summary(const char *path, const acc_row *rows, size_t nrows, const qattn_scheme_list *sl,
-                         size_t nboot, unsigned long seed, char *errmsg, size_t errlen)
+/* 0, or -1 when out of memory */
+static int write_summary(FILE *f, const acc_row *rows, size_t nrows, const qattn_scheme_list *sl, size_t nboot,
+                         unsigned long seed)
 {
-    qattn_out o;
-    if (qattn_out_open(&o, path)) {
-        snprintf(errmsg, errlen, "cannot write %s: %s", path, strerror(errno));
-        return -1;
-    }
-    fprintf(o.f, "scheme,metric,n,mean,worst,ci_lo,ci_hi,sd,q05,q50,q95,spec\n");
+    fprintf(f, "scheme,metric,n,mean,worst,ci_lo,ci_hi,sd,q05,q50,q95,spec\n");
     double *x = malloc((nrows ? nrows : 1) * sizeof *x);
-    if (!x) {
-        qattn_out_abort(&o);
-        snprintf(errmsg, errlen, "out of memory");
+    if (!x)
         return -1;
-    }
     for (size_t s = 0; s < sl->n; s++) {
         for (int k = 0; k < NMETRICS; k++) {
             size_t n = 0;
@@ -115,84 +88,42 @@ static int write_summary(const char *path, const acc_row *rows, size_t nrows, co
                     x[n++] = metric_of(&rows[i].m, k);
             qattn_stats st;
             qattn_err err;
-            csv_quoted(o.f, sl->items[s].label);
+            qattn_cli_csv_quote(f, sl->items[s].label);
             if (qattn_stats_compute(x, n, nboot, seed, &st, &err)) {
                 /* a NaN metric (a scheme that produced NaN) is reported, not hidden */
-                fprintf(o.f, ",%s,%zu,nan,nan,nan,nan,nan,nan,nan,nan,", metric_names[k], n);
+                fprintf(f, ",%s,%zu,nan,nan,nan,nan,nan,nan,nan,nan,", metric_names[k], n);
             } else {
-                fprintf(o.f, ",%s,%zu,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,", metric_names[k], st.n,
+                fprintf(f, ",%s,%zu,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,", metric_names[k], st.n,
                         st.mean, higher_is_better(k) ? st.min : st.max, st.ci_lo, st.ci_hi, st.sd, st.q05, st.q50,
                         st.q95);
             }
-            csv_quoted(o.f, sl->items[s].spec);
-            fputc('\n', o.f);
+            qattn_cli_csv_quote(f, sl->items[s].spec);
+            fputc('\n', f);
         }
     }
     free(x);
-    if (qattn_out_commit(&o)) {
-        snprintf(errmsg, errlen, "cannot write %s: %s", path, strerror(errno));
-        qattn_out_abort(&o);
-        return -1;
-    }
     return 0;
 }
 
 int qattn_cmd_accuracy(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"data", required_argument, 0, 'd'},    {"schemes", required_argument, 0, 's'},
-        {"out", required_argument, 0, 'o'},     {"layers", required_argument, 0, 'L'},
-        {"heads", required_argument, 0, 'H'},   {"mask", required_argument, 0, 'm'},
-        {"threads", required_argument, 0, 't'}, {"boot", required_argument, 0, 'b'},
-        {"seed", required_argument, 0, 'S'},    {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    const char *data = NULL, *schemes = NULL, *outdir = NULL, *layers = "all", *heads = "all", *maskspec = NULL;
-    long threads = 0, nboot = 2000, seed = 1;
-    int c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        char *end = NULL;
-        switch (c) {
-        case 'd': data = optarg; break;
-        case 's': schemes = optarg; break;
-        case 'o': outdir = optarg; break;
-        case 'L': layers = optarg; break;
-        case 'H': heads = optarg; break;
-        case 'm': maskspec = optarg; break;
-        case 't':
-        case 'b':
-        case 'S': {
-            long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < (c == 't' ? 1 : 0) || v > 100000000) {
-                fprintf(stderr, "qattn accuracy: --%s needs a %s integer, not '%s'\n",
-                        c == 't' ? "threads" : c == 'b' ? "boot" : "seed", c == 't' ? "positive" : "non-negative",
-                        optarg);
-                return QATTN_EXIT_INPUT;
-            }
-            if (c == 't')
-                threads = v;
-            else if (c == 'b')
-                nboot = v;
-            else
-                seed = v;
-            break;
-        }
-        case 'h': usage(stdout); return QATTN_EXIT_OK;
-        default:
-            fprintf(stderr, "qattn accuracy: unknown option or missing value '%s' (qattn accuracy --help)\n",
-                    argv[optind - 1]);
-            return QATTN_EXIT_INPUT;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "qattn accuracy: unexpected argument '%s'\n", argv[optind]);
-        return QATTN_EXIT_INPUT;
-    }
+    const char *data = NULL, *schemes = NULL, *outdir = NULL;
+    qattn_run_opts ro = QATTN_RUN_OPTS_INIT;
+    const qattn_opt opts[] = {
+        {"data", QATTN_OPT_STR, &data, NULL, 0, 0},
+        {"schemes", QATTN_OPT_STR, &schemes, NULL, 0, 0},
+        {"out", QATTN_OPT_STR, &outdir, NULL, 0, 0},
+        QATTN_RUN_OPTS(&ro),
+        {NULL, 0, NULL, NULL, 0, 0}};
+    int prc = qattn_cli_parse(argc, argv, opts, NULL);
+    if (prc)
+        return prc == QATTN_CLI_HELP ? (usage(stdout), QATTN_EXIT_OK) : prc;
     if (!data || !schemes || !outdir) {
         fprintf(stderr, "qattn accuracy: --data, --schemes and --out are required (qattn accuracy --help)\n");
         return QATTN_EXIT_INPUT;
     }
+    if ((prc = qattn_cli_check_out_dir("accuracy", outdir, outputs, 2)))
+        return prc;
     qattn_err err;
     qattn_scheme_list sl;
     if (qattn_scheme_list_parse(schemes, &sl, &err)) {
@@ -214,32 +145,41 @@ int qattn_cmd_accuracy(int argc, char **argv)
     fopen_ok = 1;
     const qattn_act_meta *mt = &f.meta;
     qattn_mask mask;
-    if (qattn_mask_parse(maskspec ? maskspec : (mt->causal ? "causal" : "none"), &mask, &err)) {
+    if (qattn_mask_parse(ro.mask ? ro.mask : (mt->causal ? "causal" : "none"), &mask, &err)) {
         fprintf(stderr, "qattn accuracy: %s\n", err.msg);
         goto out;
     }
     lsel = malloc(mt->nlayers * sizeof *lsel);
     hsel = malloc(mt->hq * sizeof *hsel);
     if (!lsel || !hsel) {
-        fprintf(stderr, "qattn accuracy: out of memory\n");
+        fprintf(stderr, "qattn accuracy: %s: out of memory\n", data);
         rc = QATTN_EXIT_FAIL;
         goto out;
     }
-    if (qattn_select_parse(layers, mt->nlayers, lsel, &nl, &err)) {
+    if (qattn_select_parse(ro.layers, mt->nlayers, lsel, &nl, &err)) {
         fprintf(stderr, "qattn accuracy: --layers: %s\n", err.msg);
         goto out;
     }
-    if (qattn_select_parse(heads, mt->hq, hsel, &nh, &err)) {
+    if (qattn_select_parse(ro.heads, mt->hq, hsel, &nh, &err)) {
         fprintf(stderr, "qattn accuracy: --heads: %s\n", err.msg);
         goto out;
     }
     size_t n = mt->n, d = mt->d, hq = mt->hq, hkv = mt->hkv;
+    qattn_cli_threads_apply(ro.threads);
+    double nd = (double)n * (double)d, nthr = omp_get_max_threads();
+    /* the selected layers in float32, the float64 reference of a layer's
+     * heads, and each thread's output and working buffers */
+    if ((rc = qattn_cli_memory_check("accuracy", data,
+                                     (double)nl * (double)(hq + 2 * hkv) * nd * 4 + (double)nh * nd * 8 +
+                                         nthr * (nd * 4 + qattn_cli_head_bytes(n, d)))))
+        goto out;
+    rc = QATTN_EXIT_INPUT;
     /* read every selected layer first: a NaN anywhere fails before any work */
     qs = calloc(nl, sizeof *qs);
     ks = calloc(nl, sizeof *ks);
     vs = calloc(nl, sizeof *vs);
     if (!qs || !ks || !vs) {
-        fprintf(stderr, "qattn accuracy: out of memory\n");
+        fprintf(stderr, "qattn accuracy: %s: out of memory\n", data);
         rc = QATTN_EXIT_FAIL;
         goto out;
     }
@@ -248,7 +188,7 @@ int qattn_cmd_accuracy(int argc, char **argv)
         ks[li] = malloc(hkv * n * d * sizeof **ks);
         vs[li] = malloc(hkv * n * d * sizeof **vs);
         if (!qs[li] || !ks[li] || !vs[li]) {
-            fprintf(stderr, "qattn accuracy: out of memory reading layer %zu\n", lsel[li]);
+            fprintf(stderr, "qattn accuracy: %s: out of memory reading layer %zu\n", data, lsel[li]);
             rc = QATTN_EXIT_FAIL;
             goto out;
         }
@@ -257,15 +197,13 @@ int qattn_cmd_accuracy(int argc, char **argv)
             goto out;
         }
     }
-    if (threads > 0)
-        omp_set_num_threads((int)threads);
     double scale = mt->has_softmax_scale ? mt->softmax_scale : 1.0 / sqrt((double)d);
     size_t nrows = nl * nh * sl.n;
     rows = calloc(nrows ? nrows : 1, sizeof *rows);
     ref = malloc(nh * n * d * sizeof *ref);
     emu = malloc((size_t)omp_get_max_threads() * n * d * sizeof *emu);
     if (!rows || !ref || !emu) {
-        fprintf(stderr, "qattn accuracy: out of memory\n");
+        fprintf(stderr, "qattn accuracy: %s: out of memory\n", data);
         rc = QATTN_EXIT_FAIL;
         goto out;
     }
@@ -290,7 +228,8 @@ int qattn_cmd_accuracy(int argc, char **argv)
                 if (!failed) {
                     failed = 1;
                     failcode = e;
-                    snprintf(failmsg, sizeof failmsg, "layer %zu head %zu: %s", lsel[li], hsel[hi], e2.msg);
+                    snprintf(failmsg, sizeof failmsg, "%s: layer %zu head %zu: %s", data, lsel[li], hsel[hi],
+                             e2.msg);
                 }
             }
         }
@@ -310,8 +249,8 @@ int qattn_cmd_accuracy(int argc, char **argv)
                 if (!failed) {
                     failed = 1;
                     failcode = e;
-                    snprintf(failmsg, sizeof failmsg, "layer %zu head %zu scheme '%s': %s", lsel[li], hsel[hi],
-                             sl.items[si].label, e2.msg);
+                    snprintf(failmsg, sizeof failmsg, "%s: layer %zu head %zu scheme '%s': %s", data, lsel[li],
+                             hsel[hi], sl.items[si].label, e2.msg);
                 }
                 continue;
             }
@@ -333,18 +272,23 @@ int qattn_cmd_accuracy(int argc, char **argv)
         rc = QATTN_EXIT_INPUT;
         goto out;
     }
-    char path[1100], msg[1200];
-    snprintf(path, sizeof path, "%s/summary.csv", outdir);
-    if (write_summary(path, rows, nrows, &sl, (size_t)nboot, (unsigned long)seed, msg, sizeof msg)) {
-        fprintf(stderr, "qattn accuracy: %s\n", msg);
+    /* both files complete before either is renamed into place */
+    qattn_out o[2];
+    if (qattn_out_open_all(o, outdir, outputs, 2)) {
+        fprintf(stderr, "qattn accuracy: cannot write into %s: %s\n", outdir, strerror(errno));
         rc = QATTN_EXIT_FAIL;
         goto out;
     }
-    snprintf(path, sizeof path, "%s/accuracy.csv", outdir);
-    if (write_accuracy(path, rows, nrows, &sl, hq, hkv)) {
-        fprintf(stderr, "qattn accuracy: cannot write %s: %s\n", path, strerror(errno));
-        snprintf(path, sizeof path, "%s/summary.csv", outdir);
-        unlink(path);
+    if (write_summary(o[0].f, rows, nrows, &sl, (size_t)ro.boot, (unsigned long)ro.seed)) {
+        qattn_out_abort(&o[0]);
+        qattn_out_abort(&o[1]);
+        fprintf(stderr, "qattn accuracy: %s: out of memory\n", data);
+        rc = QATTN_EXIT_FAIL;
+        goto out;
+    }
+    write_accuracy(o[1].f, rows, nrows, &sl, hq, hkv);
+    if (qattn_out_commit_all(o, 2)) {
+        fprintf(stderr, "qattn accuracy: cannot write into %s: %s\n", outdir, strerror(errno));
         rc = QATTN_EXIT_FAIL;
         goto out;
     }

@@ -24,7 +24,6 @@
  * The torch columns are left empty here: kernels/bench_torch.py, run in the
  * same device call, times torch SDPA (flash and cuDNN backends) on the same
  * shapes and fills them. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,44 +120,34 @@ static void usage(FILE *f)
 
 int qattn_cmd_bench(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"out", required_argument, 0, 'o'},    {"schemes", required_argument, 0, 's'},
-        {"n", required_argument, 0, 'n'},      {"dims", required_argument, 0, 'd'},
-        {"causal", required_argument, 0, 'c'}, {"tokens", required_argument, 0, 't'},
-        {"heads", required_argument, 0, 'H'},  {"reps", required_argument, 0, 'r'},
-        {"portable-max-n", required_argument, 0, 'P'}, {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    const char *out = NULL, *schemes = "sage2-8b-sm90,sage2-8b,fp16";
+    const char *out = NULL, *schemes = "sage2-8b-sm90,sage2-8b,fp16", *nlist = NULL, *dlist = NULL, *clist = NULL;
     int ns[16] = {1024, 2048, 4096, 8192, 16384}, nn = 5, dims[4] = {64, 128}, nd = 2, causals[2] = {0, 1}, nc = 2;
-    int tokens = 32768, heads = 32, reps = 20, pmax = 2048, c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        int bad = 0;
-        switch (c) {
-        case 'h': usage(stdout); return QATTN_EXIT_OK;
-        case 'o': out = optarg; break;
-        case 's': schemes = optarg; break;
-        case 'n': bad = (nn = parse_ints(optarg, ns, 16, 1, 1 << 20)) < 1; break;
-        case 'd': bad = (nd = parse_ints(optarg, dims, 4, 1, 1024)) < 1; break;
-        case 'c': bad = (nc = parse_ints(optarg, causals, 2, 0, 1)) < 1; break;
-        case 't': bad = parse_ints(optarg, &tokens, 1, 1, 1 << 24) != 1; break;
-        case 'H': bad = parse_ints(optarg, &heads, 1, 1, 4096) != 1; break;
-        case 'r': bad = parse_ints(optarg, &reps, 1, 1, 1000) != 1; break;
-        case 'P': bad = parse_ints(optarg, &pmax, 1, 0, 1 << 20) != 1; break;
-        default:
-            fprintf(stderr, "qattn bench: unknown option '%s' (see --help)\n", argv[optind - 1]);
-            return QATTN_EXIT_INPUT;
-        }
-        if (bad) {
-            fprintf(stderr, "qattn bench: bad value '%s' (see --help)\n", optarg);
-            return QATTN_EXIT_INPUT;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "qattn bench: unexpected argument '%s'\n", argv[optind]);
+    long long tokens_v = 32768, heads_v = 32, reps_v = 20, pmax_v = 2048;
+    const qattn_opt opts[] = {
+        {"out", QATTN_OPT_STR, &out, NULL, 0, 0},
+        {"schemes", QATTN_OPT_STR, &schemes, NULL, 0, 0},
+        {"n", QATTN_OPT_STR, &nlist, NULL, 0, 0},
+        {"dims", QATTN_OPT_STR, &dlist, NULL, 0, 0},
+        {"causal", QATTN_OPT_STR, &clist, NULL, 0, 0},
+        {"tokens", QATTN_OPT_INT, &tokens_v, NULL, 1, 1 << 24},
+        {"heads", QATTN_OPT_INT, &heads_v, NULL, 1, 4096},
+        {"reps", QATTN_OPT_INT, &reps_v, NULL, 1, 1000},
+        {"portable-max-n", QATTN_OPT_INT, &pmax_v, NULL, 0, 1 << 20},
+        {NULL, 0, NULL, NULL, 0, 0}};
+    int prc = qattn_cli_parse(argc, argv, opts, NULL);
+    if (prc)
+        return prc == QATTN_CLI_HELP ? (usage(stdout), QATTN_EXIT_OK) : prc;
+    if (out && (prc = qattn_cli_check_out_file("bench", "--out", out)))
+        return prc;
+    const char *badlist = (nlist && (nn = parse_ints(nlist, ns, 16, 1, 1 << 20)) < 1)  ? nlist
+                          : (dlist && (nd = parse_ints(dlist, dims, 4, 1, 1024)) < 1) ? dlist
+                          : (clist && (nc = parse_ints(clist, causals, 2, 0, 1)) < 1) ? clist
+                                                                                     : NULL;
+    if (badlist) {
+        fprintf(stderr, "qattn bench: bad value '%s' (see --help)\n", badlist);
         return QATTN_EXIT_INPUT;
     }
+    const int tokens = (int)tokens_v, heads = (int)heads_v, reps = (int)reps_v, pmax = (int)pmax_v;
     /* the schemes, parsed before any GPU work */
     char list[4096];
     snprintf(list, sizeof list, "%s", schemes);

@@ -2,7 +2,6 @@
  * of an OpenBLAS sgemm of the same shapes (Q K^T and P V), in one run. */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
-#include <getopt.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -11,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "qattn/attn.h"
 
@@ -57,50 +57,28 @@ static void usage(FILE *f)
                "Times, on this CPU, one attention head of N tokens and head dim D (non-causal):\n"
                "the float64 reference, the emulation of scheme S (default sage2-8b), and an\n"
                "OpenBLAS sgemm of the same shapes (Q K^T: N x N x D, then P V: N x D x N).\n"
-               "Each of T threads runs its own head at once (default 1); the median of R\n"
-               "repetitions (default 3) is reported as GFLOP/s = 4 N^2 D / t, total and per core.\n");
+               "Each of T threads runs its own head at once (default 1; at most %lld here: 4 per\n"
+               "online CPU, at least 256); the median of R repetitions (default 3) is reported as\n"
+               "GFLOP/s = 4 N^2 D / t, total and per core. N, D and R: 1 to 1000000.\n",
+            qattn_cli_threads_max());
 }
 
 int qattn_cmd_bench_cpu(int argc, char **argv)
 {
-    static const struct option opts[] = {{"n", required_argument, 0, 'n'},       {"dim", required_argument, 0, 'd'},
-                                         {"scheme", required_argument, 0, 's'},  {"threads", required_argument, 0, 't'},
-                                         {"reps", required_argument, 0, 'r'},    {"csv", no_argument, 0, 'c'},
-                                         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
-    long n = 4096, d = 128, threads = 1, reps = 3;
+    long long n = 4096, d = 128, threads = 1, reps = 3;
     int csv = 0;
     const char *spec = "sage2-8b";
-    int c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        char *end = NULL;
-        long v = 0;
-        if (c == 'n' || c == 'd' || c == 't' || c == 'r') {
-            v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v <= 0 || v > 1000000) {
-                fprintf(stderr, "qattn bench-cpu: --%s needs an integer from 1 to 1000000, not '%s'\n",
-                        c == 'n' ? "n" : c == 'd' ? "dim" : c == 't' ? "threads" : "reps", optarg);
-                return QATTN_EXIT_INPUT;
-            }
-        }
-        switch (c) {
-        case 'n': n = v; break;
-        case 'd': d = v; break;
-        case 't': threads = v; break;
-        case 'r': reps = v; break;
-        case 's': spec = optarg; break;
-        case 'c': csv = 1; break;
-        case 'h': usage(stdout); return QATTN_EXIT_OK;
-        default:
-            fprintf(stderr, "qattn bench-cpu: unknown option or missing value '%s'\n", argv[optind - 1]);
-            return QATTN_EXIT_INPUT;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "qattn bench-cpu: unexpected argument '%s'\n", argv[optind]);
-        return QATTN_EXIT_INPUT;
-    }
+    const qattn_opt opts[] = {
+        {"n", QATTN_OPT_INT, &n, NULL, 1, 1000000},
+        {"dim", QATTN_OPT_INT, &d, NULL, 1, 1000000},
+        {"scheme", QATTN_OPT_STR, &spec, NULL, 0, 0},
+        {"threads", QATTN_OPT_INT, &threads, NULL, 1, qattn_cli_threads_max()},
+        {"reps", QATTN_OPT_INT, &reps, NULL, 1, 1000000},
+        {"csv", QATTN_OPT_FLAG, &csv, NULL, 0, 0},
+        {NULL, 0, NULL, NULL, 0, 0}};
+    int prc = qattn_cli_parse(argc, argv, opts, NULL);
+    if (prc)
+        return prc == QATTN_CLI_HELP ? (usage(stdout), QATTN_EXIT_OK) : prc;
     qattn_scheme s;
     qattn_err err;
     if (qattn_scheme_parse(spec, &s, &err)) {
@@ -109,7 +87,7 @@ int qattn_cmd_bench_cpu(int argc, char **argv)
     }
     size_t N = (size_t)n, D = (size_t)d, T = (size_t)threads;
     openblas_set_num_threads(1);
-    omp_set_num_threads((int)threads);
+    qattn_cli_threads_apply(threads);
     float *q = malloc(T * N * D * sizeof *q), *k = malloc(T * N * D * sizeof *k), *v = malloc(T * N * D * sizeof *v);
     float *of = malloc(T * N * D * sizeof *of), *sf = malloc(T * N * N * sizeof *sf);
     double *od = malloc(T * N * D * sizeof *od);
@@ -179,7 +157,7 @@ int qattn_cmd_bench_cpu(int argc, char **argv)
             if (failed)
                 break;
             t[r] = now_s() - t0;
-            fprintf(stderr, "bench-cpu: %s rep %ld/%ld %.3f s\n", names[which], r + 1, reps, t[r]);
+            fprintf(stderr, "bench-cpu: %s rep %ld/%lld %.3f s\n", names[which], r + 1, reps, t[r]);
         }
         if (!failed)
             med[which] = median(t, (int)reps);

@@ -26,7 +26,6 @@
  * CSV (--out): device,date,instance,cases,max_err,pass,path,head_dim,scheme,
  * min_cos,max_dlse,max_cos_gap,skipped — max_err is the largest
  * max |O_gpu - O_emu| / max |O_emu| over the instance's cases. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -358,57 +357,27 @@ static void usage(FILE *f)
 
 int qattn_cmd_gpu_check(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"out", required_argument, 0, 'o'},      {"data", required_argument, 0, 'D'},
-        {"layers", required_argument, 0, 'L'},   {"instance", required_argument, 0, 'i'},
-        {"quick", no_argument, 0, 'Q'},          {"seed", required_argument, 0, 's'},
-        {"verbose", no_argument, 0, 'v'},        {"list", no_argument, 0, 'l'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
     const char *out = NULL, *filter = NULL, *data[8];
-    int ndata = 0, quick = 0, verbose = 0, list = 0, nlayers = 3, c;
+    size_t ndata_v = 0;
+    int quick = 0, verbose = 0, list = 0;
+    long long nlayers_v = 3;
     unsigned long long seed = 1;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        char *end = NULL;
-        switch (c) {
-        case 'h': usage(stdout); return QATTN_EXIT_OK;
-        case 'o': out = optarg; break;
-        case 'D':
-            if (ndata == 8) {
-                fprintf(stderr, "qattn gpu-check: at most 8 --data files\n");
-                return QATTN_EXIT_INPUT;
-            }
-            data[ndata++] = optarg;
-            break;
-        case 'L':
-            nlayers = (int)strtol(optarg, &end, 10);
-            if (!end || *end || nlayers < 1) {
-                fprintf(stderr, "qattn gpu-check: --layers '%s': a positive integer expected\n", optarg);
-                return QATTN_EXIT_INPUT;
-            }
-            break;
-        case 'i': filter = optarg; break;
-        case 'Q': quick = 1; break;
-        case 'v': verbose = 1; break;
-        case 'l': list = 1; break;
-        case 's':
-            seed = strtoull(optarg, &end, 10);
-            if (!end || *end) {
-                fprintf(stderr, "qattn gpu-check: --seed '%s': an integer expected\n", optarg);
-                return QATTN_EXIT_INPUT;
-            }
-            break;
-        default:
-            fprintf(stderr, "qattn gpu-check: unknown option '%s' (see --help)\n", argv[optind - 1]);
-            return QATTN_EXIT_INPUT;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "qattn gpu-check: unexpected argument '%s'\n", argv[optind]);
-        return QATTN_EXIT_INPUT;
-    }
+    const qattn_opt opts[] = {
+        {"out", QATTN_OPT_STR, &out, NULL, 0, 0},
+        {"data", QATTN_OPT_LIST, data, &ndata_v, 0, 8},
+        {"layers", QATTN_OPT_INT, &nlayers_v, NULL, 1, 1000000},
+        {"instance", QATTN_OPT_STR, &filter, NULL, 0, 0},
+        {"quick", QATTN_OPT_FLAG, &quick, NULL, 0, 0},
+        {"seed", QATTN_OPT_U64, &seed, NULL, 0, 0},
+        {"verbose", QATTN_OPT_FLAG, &verbose, NULL, 0, 0},
+        {"list", QATTN_OPT_FLAG, &list, NULL, 0, 0},
+        {NULL, 0, NULL, NULL, 0, 0}};
+    int prc = qattn_cli_parse(argc, argv, opts, NULL);
+    if (prc)
+        return prc == QATTN_CLI_HELP ? (usage(stdout), QATTN_EXIT_OK) : prc;
+    if (out && (prc = qattn_cli_check_out_file("gpu-check", "--out", out)))
+        return prc;
+    const int ndata = (int)ndata_v, nlayers = (int)nlayers_v;
     qattn_err err;
     if (list) { /* the scheme each instance is checked with; no GPU needed */
         int bad = 0;

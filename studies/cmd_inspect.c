@@ -11,7 +11,6 @@
  *   amax_ratio        max over heads of (max_c amax_hc / median_c amax_hc)
  *   top_channel       c of the (h, c) with the largest |m| / s */
 #define _POSIX_C_SOURCE 200809L
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +91,7 @@ static void usage(FILE *f)
             "\n"
             "  --csv          print only the per-layer rows as CSV on stdout:\n"
             "                 layer,tensor,mean_abs_mean,max_mean_over_std,max_abs,amax_ratio,top_channel\n");
+    qattn_cli_files_usage(f);
 }
 
 static void print_header(const qattn_act_file *f)
@@ -133,30 +133,17 @@ static void print_header(const qattn_act_file *f)
 
 int qattn_cmd_inspect(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"csv", no_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int csv = 0, c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'c': csv = 1; break;
-        case 'h': usage(stdout); return QATTN_EXIT_OK;
-        default:
-            fprintf(stderr, "qattn inspect: unknown option '%s' (qattn inspect --help)\n",
-                    argv[optind - 1]);
-            return QATTN_EXIT_INPUT;
-        }
-    }
-    if (argc - optind != 1) {
+    int csv = 0;
+    const qattn_opt opts[] = {{"csv", QATTN_OPT_FLAG, &csv, NULL, 0, 0}, {NULL, 0, NULL, NULL, 0, 0}};
+    int first = 0, prc = qattn_cli_parse(argc, argv, opts, &first);
+    if (prc)
+        return prc == QATTN_CLI_HELP ? (usage(stdout), QATTN_EXIT_OK) : prc;
+    if (argc - first != 1) {
         fprintf(stderr, "qattn inspect: %s (usage: qattn inspect F.h5 [--csv])\n",
-                argc - optind ? "expected exactly one file" : "missing the activation file");
+                argc - first ? "expected exactly one file" : "missing the activation file");
         return QATTN_EXIT_INPUT;
     }
-    const char *path = argv[optind];
+    const char *path = argv[first];
 
     qattn_act_file f;
     qattn_err err = {""};
@@ -167,6 +154,11 @@ int qattn_cmd_inspect(int argc, char **argv)
     }
     const qattn_act_meta *m = &f.meta;
     size_t nd = m->n * m->d;
+    int mrc = qattn_cli_memory_check("inspect", path, (double)(m->hq + 2 * m->hkv) * (double)nd * 4);
+    if (mrc) {
+        qattn_act_close(&f);
+        return mrc;
+    }
     float *q = malloc(m->hq * nd * sizeof *q);
     float *k = malloc(m->hkv * nd * sizeof *k);
     float *v = malloc(m->hkv * nd * sizeof *v);
@@ -181,7 +173,7 @@ int qattn_cmd_inspect(int argc, char **argv)
     /* rows are collected first so that a bad layer gives only the error */
     chan_stats *rows = calloc(m->nlayers * 3, sizeof *rows);
     if (!rows) {
-        fprintf(stderr, "qattn inspect: out of memory\n");
+        fprintf(stderr, "qattn inspect: %s: out of memory\n", path);
         rc = QATTN_EXIT_FAIL;
         goto done;
     }

@@ -1,8 +1,8 @@
 /* qattn kernels [--json]: the GPU kernel registry (no GPU needed). */
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #ifdef QATTN_HAVE_GPU
 #include "qattn_kernels.h"
@@ -95,29 +95,16 @@ static void print_json(void)
 
 int qattn_cmd_kernels(int argc, char **argv)
 {
-    static const struct option opts[] = {{"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    int c, json = 0;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (c == 'h') {
-            printf("usage: qattn kernels [--json]\n\n"
-                   "Lists the GPU kernel instances built into this program, one per line with its\n"
-                   "signature (family, head dim, Q/K/P/V formats, accumulator, scale groups, masks,\n"
-                   "varlen, GQA, LSE, targets). No GPU is needed. --json writes one JSON document.\n");
-            return QATTN_EXIT_OK;
-        }
-        if (c == 'j') {
-            json = 1;
-            continue;
-        }
-        fprintf(stderr, "qattn kernels: unknown option '%s'\n", argv[optind - 1]);
-        return QATTN_EXIT_INPUT;
-    }
-    if (optind < argc) {
-        fprintf(stderr, "qattn kernels: unexpected argument '%s'\n", argv[optind]);
-        return QATTN_EXIT_INPUT;
-    }
+    int json = 0;
+    const qattn_opt opts[] = {{"json", QATTN_OPT_FLAG, &json, NULL, 0, 0}, {NULL, 0, NULL, NULL, 0, 0}};
+    int prc = qattn_cli_parse(argc, argv, opts, NULL);
+    if (prc == QATTN_CLI_HELP)
+        printf("usage: qattn kernels [--json]\n\n"
+               "Lists the GPU kernel instances built into this program, one per line with its\n"
+               "signature (family, head dim, Q/K/P/V formats, accumulator, scale groups, masks,\n"
+               "varlen, GQA, LSE, targets). No GPU is needed. --json writes one JSON document.\n");
+    if (prc)
+        return prc == QATTN_CLI_HELP ? QATTN_EXIT_OK : prc;
 #ifdef QATTN_HAVE_GPU
     if (json) {
         print_json();

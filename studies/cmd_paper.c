@@ -36,7 +36,6 @@
  * least two models are always defined, as "n/a" where there is no data. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1860,34 +1859,16 @@ static void ctx_free(ctx *c)
 
 int qattn_cmd_paper_tables(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"results", required_argument, NULL, 'r'},
-        {"out", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *results = "results", *outdir = "paper/generated";
-    int ch;
-    opterr = 0;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'r': results = optarg; break;
-        case 'o': outdir = optarg; break;
-        case 'h': usage(stdout); return QATTN_EXIT_OK;
-        case ':':
-            fprintf(stderr, "qattn paper-tables: option '%s' needs a value\n", argv[optind - 1]);
-            return QATTN_EXIT_INPUT;
-        default:
-            fprintf(stderr, "qattn paper-tables: unknown option '%s' (qattn paper-tables --help)\n",
-                    argv[optind - 1]);
-            return QATTN_EXIT_INPUT;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "qattn paper-tables: unexpected argument '%s'\n", argv[optind]);
-        return QATTN_EXIT_INPUT;
-    }
+    const qattn_opt opts[] = {
+        {"results", QATTN_OPT_STR, &results, NULL, 0, 0},
+        {"out", QATTN_OPT_STR, &outdir, NULL, 0, 0},
+        {NULL, 0, NULL, NULL, 0, 0}};
+    int prc = qattn_cli_parse(argc, argv, opts, NULL);
+    if (prc)
+        return prc == QATTN_CLI_HELP ? (usage(stdout), QATTN_EXIT_OK) : prc;
+    if ((prc = qattn_cli_check_out_dir("paper-tables", outdir, out_name, OUT_N)))
+        return prc;
     struct stat st;
     if (stat(results, &st) != 0 || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "qattn paper-tables: %s: not a directory\n", results);
@@ -1931,26 +1912,15 @@ int qattn_cmd_paper_tables(int argc, char **argv)
         goto done;
     }
     qattn_out files[OUT_N];
-    memset(files, 0, sizeof files);
-    int nopen = 0, bad = 0;
-    for (int i = 0; i < OUT_N && !bad; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", outdir, out_name[i]);
-        if (qattn_out_open(&files[i], path) != 0 ||
-            fwrite(sb_str(&out[i]), 1, out[i].n, files[i].f) != out[i].n) {
-            fprintf(stderr, "qattn paper-tables: %s: %s\n", path, strerror(errno));
-            bad = 1;
-        }
-        nopen = i + 1;
+    if (qattn_out_open_all(files, outdir, out_name, OUT_N)) {
+        fprintf(stderr, "qattn paper-tables: cannot write into %s: %s\n", outdir, strerror(errno));
+        rc = QATTN_EXIT_FAIL;
+        goto done;
     }
-    for (int i = 0; i < nopen && !bad; i++)
-        if (qattn_out_commit(&files[i]) != 0) {
-            fprintf(stderr, "qattn paper-tables: %s: %s\n", files[i].final_path, strerror(errno));
-            bad = 1;
-        }
-    for (int i = 0; i < nopen; i++)
-        qattn_out_abort(&files[i]); /* no-op for committed files */
-    if (bad) {
+    for (int i = 0; i < OUT_N; i++)
+        fwrite(sb_str(&out[i]), 1, out[i].n, files[i].f); /* errors: ferror at commit */
+    if (qattn_out_commit_all(files, OUT_N)) {
+        fprintf(stderr, "qattn paper-tables: cannot write into %s: %s\n", outdir, strerror(errno));
         rc = QATTN_EXIT_FAIL;
         goto done;
     }

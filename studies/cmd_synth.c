@@ -16,7 +16,6 @@
  * strongly (attention-sink-like). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -33,6 +32,10 @@
 #define SYNTH_PEAK 4.0     /* logit of the chosen key (scaled by 1/sqrt(d)) */
 #define SYNTH_SINK 5.0     /* logit of each visible outlier token */
 #define SYNTH_OUTLIER 10.0 /* outlier rows of K and V are this much larger */
+/* a layer holds at most 2e9 values (checked below), so no single size
+ * can exceed that; layers are bounded apart */
+#define SYNTH_SIZE_MAX 2000000000LL
+#define SYNTH_LAYERS_MAX 100000LL
 
 /* ---- PRNG: splitmix64 seeding, xoshiro256**, Box-Muller ---- */
 
@@ -101,6 +104,7 @@ typedef struct synth_args {
     const char *out;
     size_t layers, heads, kv_heads, tokens, dim, outliers;
     double k_bias;
+    double softmax_scale; /* 0: no attribute (consumers use 1/sqrt(d)) */
     uint64_t seed;
     int64_t *seqlens;
     size_t nseq;
@@ -120,18 +124,21 @@ static void usage(FILE *f)
             "with earlier keys (peaked attention rows), V with small per-channel means.\n"
             "\n"
             "  --out F.h5            output file (written atomically)\n"
-            "  --layers L            number of layers (>= 1)\n"
+            "  --layers L            number of layers (1 to 100000)\n"
             "  --heads H             query heads (>= 1)\n"
             "  --kv-heads HK         key/value heads, must divide H\n"
             "  --tokens N            tokens per layer (all sequences together)\n"
-            "  --dim D               head dimension\n"
+            "  --dim D               head dimension; a layer holds (H + 2 HK) x N x D values,\n"
+            "                        at most 2e9\n"
             "  --k-bias X            planted per-channel K offset X * b_c, b_c ~ N(0,1) (default 0)\n"
             "  --outlier-tokens M    first M tokens of each sequence get 10x larger K and V rows\n"
             "                        and attract attention (default 0)\n"
             "  --seed S              PRNG seed (default 1)\n"
             "  --seqlens A,B,...     pack several sequences along N; must sum to N\n"
             "  --dtype f16|f32       stored type (default f16)\n"
-            "  --model NAME          value of the 'model' attribute (default synthetic)\n");
+            "  --model NAME          value of the 'model' attribute (default synthetic)\n"
+            "  --softmax-scale X     write the 'softmax_scale' attribute, 0 < X <= 10000\n"
+            "                        (default: none, readers use 1/sqrt(D))\n");
 }
 
 static int input_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -144,23 +151,6 @@ static int input_error(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return QATTN_EXIT_INPUT;
-}
-
-/* positive (or, with allow_zero, non-negative) integer */
-static int parse_size(const char *opt, const char *s, int allow_zero, size_t *out)
-{
-    char *end;
-    errno = 0;
-    if (!s[0] || s[0] == '-' || s[0] == '+' || s[0] == ' ')
-        goto bad;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || v > (unsigned long long)SIZE_MAX / 16 || (!allow_zero && v == 0))
-        goto bad;
-    *out = (size_t)v;
-    return 0;
-bad:
-    return input_error("%s must be a %s integer, got '%s'", opt,
-                       allow_zero ? "non-negative" : "positive", s);
 }
 
 static int parse_seqlens(const char *s, synth_args *a)
@@ -182,8 +172,8 @@ static int parse_seqlens(const char *s, synth_args *a)
                                "got '%s'", s);
         memcpy(item, p, len);
         item[len] = '\0';
-        size_t v;
-        if (parse_size("--seqlens entry", item, 0, &v))
+        long long v;
+        if (qattn_cli_int("synth", "--seqlens entry", item, 1, SYNTH_SIZE_MAX, &v))
             return QATTN_EXIT_INPUT;
         a->seqlens[a->nseq++] = (int64_t)v;
         if (!comma)
@@ -193,91 +183,62 @@ static int parse_seqlens(const char *s, synth_args *a)
     return 0;
 }
 
+/* a finite number in [lo, hi]: 0, else -1 */
+static int parse_real(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtod(s, &end);
+    return !s[0] || *end || errno || !(*out >= lo && *out <= hi) ? -1 : 0;
+}
+
 static int parse_args(int argc, char **argv, synth_args *a, int *help)
 {
-    enum { O_OUT = 1000, O_LAYERS, O_HEADS, O_KV, O_TOKENS, O_DIM, O_KBIAS, O_OUTL, O_SEED,
-           O_SEQ, O_DTYPE, O_MODEL, O_HELP };
-    static const struct option opts[] = {
-        {"out", required_argument, NULL, O_OUT},
-        {"layers", required_argument, NULL, O_LAYERS},
-        {"heads", required_argument, NULL, O_HEADS},
-        {"kv-heads", required_argument, NULL, O_KV},
-        {"tokens", required_argument, NULL, O_TOKENS},
-        {"dim", required_argument, NULL, O_DIM},
-        {"k-bias", required_argument, NULL, O_KBIAS},
-        {"outlier-tokens", required_argument, NULL, O_OUTL},
-        {"seed", required_argument, NULL, O_SEED},
-        {"seqlens", required_argument, NULL, O_SEQ},
-        {"dtype", required_argument, NULL, O_DTYPE},
-        {"model", required_argument, NULL, O_MODEL},
-        {"help", no_argument, NULL, O_HELP},
-        {NULL, 0, NULL, 0},
-    };
+    long long layers = 0, heads = 0, kv = 0, tokens = 0, dim = 0, outliers = 0;
+    unsigned long long seed = 1;
+    const char *seqarg = NULL, *kbias = NULL, *dtype = NULL, *sscale = NULL;
     memset(a, 0, sizeof *a);
-    a->seed = 1;
-    a->f16 = 1;
     a->model = "synthetic";
     *help = 0;
-    opterr = 0;
-    optind = 1;
-    int c, rc;
-    const char *seqarg = NULL;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        switch (c) {
-        case O_OUT: a->out = optarg; break;
-        case O_LAYERS: if ((rc = parse_size("--layers", optarg, 0, &a->layers))) return rc; break;
-        case O_HEADS: if ((rc = parse_size("--heads", optarg, 0, &a->heads))) return rc; break;
-        case O_KV: if ((rc = parse_size("--kv-heads", optarg, 0, &a->kv_heads))) return rc; break;
-        case O_TOKENS: if ((rc = parse_size("--tokens", optarg, 0, &a->tokens))) return rc; break;
-        case O_DIM: if ((rc = parse_size("--dim", optarg, 0, &a->dim))) return rc; break;
-        case O_OUTL:
-            if ((rc = parse_size("--outlier-tokens", optarg, 1, &a->outliers)))
-                return rc;
-            break;
-        case O_KBIAS: {
-            char *end;
-            errno = 0;
-            a->k_bias = strtod(optarg, &end);
-            if (!optarg[0] || *end || errno || !isfinite(a->k_bias) || fabs(a->k_bias) > 1e4)
-                return input_error("--k-bias must be a number with |X| <= 10000, got '%s'",
-                                   optarg);
-            break;
-        }
-        case O_SEED: {
-            char *end;
-            errno = 0;
-            if (optarg[0] < '0' || optarg[0] > '9')
-                return input_error("--seed must be a non-negative integer, got '%s'", optarg);
-            a->seed = strtoull(optarg, &end, 10);
-            if (*end || errno)
-                return input_error("--seed must be a non-negative integer, got '%s'", optarg);
-            break;
-        }
-        case O_SEQ: seqarg = optarg; break;
-        case O_DTYPE:
-            if (!strcmp(optarg, "f16") || !strcmp(optarg, "float16"))
-                a->f16 = 1;
-            else if (!strcmp(optarg, "f32") || !strcmp(optarg, "float32"))
-                a->f16 = 0;
-            else
-                return input_error("--dtype must be f16 or f32, got '%s'", optarg);
-            break;
-        case O_MODEL:
-            if (!optarg[0] || strlen(optarg) >= sizeof(((qattn_act_meta *)0)->model))
-                return input_error("--model must be 1 to 255 bytes long");
-            a->model = optarg;
-            break;
-        case 'h':
-        case O_HELP: *help = 1; return 0;
-        case ':':
-            return input_error("option '%s' needs a value (qattn synth --help)",
-                               argv[optind - 1]);
-        default:
-            return input_error("unknown option '%s' (qattn synth --help)", argv[optind - 1]);
-        }
+    const qattn_opt opts[] = {
+        {"out", QATTN_OPT_STR, &a->out, NULL, 0, 0},
+        {"layers", QATTN_OPT_INT, &layers, NULL, 1, SYNTH_LAYERS_MAX},
+        {"heads", QATTN_OPT_INT, &heads, NULL, 1, SYNTH_SIZE_MAX},
+        {"kv-heads", QATTN_OPT_INT, &kv, NULL, 1, SYNTH_SIZE_MAX},
+        {"tokens", QATTN_OPT_INT, &tokens, NULL, 1, SYNTH_SIZE_MAX},
+        {"dim", QATTN_OPT_INT, &dim, NULL, 1, SYNTH_SIZE_MAX},
+        {"k-bias", QATTN_OPT_STR, &kbias, NULL, 0, 0},
+        {"outlier-tokens", QATTN_OPT_INT, &outliers, NULL, 0, SYNTH_SIZE_MAX},
+        {"seed", QATTN_OPT_U64, &seed, NULL, 0, 0},
+        {"seqlens", QATTN_OPT_STR, &seqarg, NULL, 0, 0},
+        {"dtype", QATTN_OPT_STR, &dtype, NULL, 0, 0},
+        {"model", QATTN_OPT_STR, &a->model, NULL, 0, 0},
+        {"softmax-scale", QATTN_OPT_STR, &sscale, NULL, 0, 0},
+        {NULL, 0, NULL, NULL, 0, 0}};
+    int rc = qattn_cli_parse(argc, argv, opts, NULL);
+    if (rc) {
+        *help = rc == QATTN_CLI_HELP;
+        return *help ? 0 : rc;
     }
-    if (optind < argc)
-        return input_error("unexpected argument '%s' (qattn synth --help)", argv[optind]);
+    a->layers = (size_t)layers;
+    a->heads = (size_t)heads;
+    a->kv_heads = (size_t)kv;
+    a->tokens = (size_t)tokens;
+    a->dim = (size_t)dim;
+    a->outliers = (size_t)outliers;
+    a->seed = seed;
+    a->f16 = 1;
+    if (kbias && parse_real(kbias, -1e4, 1e4, &a->k_bias))
+        return input_error("--k-bias must be a number with |X| <= 10000, got '%s'", kbias);
+    if (sscale && (parse_real(sscale, 0, QATTN_SOFTMAX_SCALE_MAX, &a->softmax_scale) || !(a->softmax_scale > 0)))
+        return input_error("--softmax-scale must be a number > 0 and at most %g, got '%s'",
+                           QATTN_SOFTMAX_SCALE_MAX, sscale);
+    if (dtype && (!strcmp(dtype, "f32") || !strcmp(dtype, "float32")))
+        a->f16 = 0;
+    else if (dtype && strcmp(dtype, "f16") && strcmp(dtype, "float16"))
+        return input_error("--dtype must be f16 or f32, got '%s'", dtype);
+    if (!a->model[0] || strlen(a->model) >= sizeof(((qattn_act_meta *)0)->model))
+        return input_error("--model must be 1 to 255 bytes long");
     static const char *req[6] = {"--out", "--layers", "--heads", "--kv-heads", "--tokens",
                                  "--dim"};
     int have[6] = {a->out != NULL, a->layers > 0, a->heads > 0, a->kv_heads > 0,
@@ -285,8 +246,10 @@ static int parse_args(int argc, char **argv, synth_args *a, int *help)
     for (int i = 0; i < 6; i++)
         if (!have[i])
             return input_error("missing required option %s (qattn synth --help)", req[i]);
-    if (!a->out[0])
-        return input_error("--out must name a file");
+    /* the file is renamed over --out at the end: refuse what a rename
+     * cannot replace before generating anything */
+    if ((rc = qattn_cli_check_out_file("synth", "--out", a->out)))
+        return rc;
     if (a->heads % a->kv_heads)
         return input_error("--kv-heads %zu must divide --heads %zu", a->kv_heads, a->heads);
     if (a->outliers > a->tokens)
@@ -298,17 +261,22 @@ static int parse_args(int argc, char **argv, synth_args *a, int *help)
     if (elems > 2e9)
         return input_error("requested size is too large (%.3g values per layer, at most 2e9)",
                            elems);
-    if (a->layers > 100000)
-        return input_error("--layers %zu is too many (at most 100000)", a->layers);
+    /* a layer in float32 and one kv head's keys in float64 */
+    if ((rc = qattn_cli_memory_check("synth", a->out, elems * 4 + (double)a->tokens * (double)a->dim * 8)))
+        return rc;
     if (seqarg) {
         if ((rc = parse_seqlens(seqarg, a)))
             return rc;
-        uint64_t sum = 0;
-        for (size_t i = 0; i < a->nseq; i++)
-            sum += (uint64_t)a->seqlens[i];
+        /* compared with what is left, never summed past --tokens: a sum in
+         * 64 bits could wrap around to it */
+        size_t sum = 0;
+        for (size_t i = 0; i < a->nseq; i++) {
+            if ((size_t)a->seqlens[i] > a->tokens - sum)
+                return input_error("--seqlens sum to more than --tokens %zu", a->tokens);
+            sum += (size_t)a->seqlens[i];
+        }
         if (sum != a->tokens)
-            return input_error("--seqlens sum to %llu but --tokens is %zu",
-                               (unsigned long long)sum, a->tokens);
+            return input_error("--seqlens sum to %zu but --tokens is %zu", sum, a->tokens);
     }
     return 0;
 }
@@ -431,6 +399,8 @@ int qattn_cmd_synth(int argc, char **argv)
     m.f16 = a.f16;
     m.seqlens = a.seqlens;
     m.nseq = a.nseq;
+    m.has_softmax_scale = a.softmax_scale > 0;
+    m.softmax_scale = a.softmax_scale;
 
     size_t n = a.tokens, d = a.dim;
     float *q = malloc(a.heads * n * d * sizeof *q);

@@ -1,4 +1,5 @@
 /* qattn: command-line entry point; dispatches to one subcommand. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #ifdef __GLIBC__
@@ -44,7 +45,25 @@ static void usage(FILE *f)
         fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
 }
 
-int main(int argc, char **argv)
+/* What a command printed on stdout must have reached it: a full disk or a
+ * closed pipe is only seen when the buffer is flushed and the stream
+ * closed. Returns rc, or 1 (with a message) when it did not arrive; a
+ * command that failed already said why, and keeps its status. */
+static int close_stdout(int rc)
+{
+    int bad = ferror(stdout) != 0;
+    errno = 0;
+    bad |= fflush(stdout) != 0;
+    int e = errno;
+    bad |= fclose(stdout) != 0;
+    e = e ? e : errno;
+    if (!bad || rc)
+        return rc;
+    fprintf(stderr, "qattn: cannot write to standard output%s%s\n", e ? ": " : "", e ? strerror(e) : "");
+    return QATTN_EXIT_FAIL;
+}
+
+static int dispatch(int argc, char **argv)
 {
 #ifdef __GLIBC__
     /* The emulation allocates and frees megabyte buffers per head: keep them
@@ -67,3 +86,5 @@ int main(int argc, char **argv)
     fprintf(stderr, "qattn: unknown command '%s' (qattn --help lists them)\n", argv[1]);
     return QATTN_EXIT_INPUT;
 }
+
+int main(int argc, char **argv) { return close_stdout(dispatch(argc, argv)); }

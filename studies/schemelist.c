@@ -44,7 +44,8 @@ static int add_item(qattn_scheme_list *l, const char *start, size_t len, qattn_e
     qattn_scheme_item *it = &items[l->n];
     memset(it, 0, sizeof *it);
     if (len >= sizeof it->label)
-        return qattn_err_set(err, QATTN_ERR_ARG, "scheme '%.40s...' is too long", start);
+        return qattn_err_set(err, QATTN_ERR_ARG, "scheme '%.40s...' is too long (%zu characters, at most %d)",
+                             start, len, QATTN_SCHEME_LEN_MAX);
     memcpy(it->label, start, len);
     it->label[len] = '\0';
     qattn_err e2;

@@ -12,7 +12,7 @@
 #include "qattn/scheme.h"
 
 typedef struct qattn_scheme_item {
-    char label[256];   /* preset name, or the scheme string as given */
+    char label[QATTN_SCHEME_LEN_MAX + 1]; /* preset name, or the scheme string as given */
     char spec[512];    /* canonical spec */
     qattn_scheme scheme;
 } qattn_scheme_item;

@@ -3,7 +3,6 @@
 #include "study.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -101,15 +100,16 @@ static int have_row(const study_run *r, size_t model, size_t layer, size_t head,
     return 0;
 }
 
-static void csv_quoted(FILE *f, const char *s)
+/* the factor values of a cell added with --schemes: 'custom' in every factor
+ * column (a static buffer, copied by qattn_study_add) */
+static const char *custom_factors(const qattn_study *st)
 {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
+    static char factors[160];
+    snprintf(factors, sizeof factors, "custom");
+    for (const char *p = st->factor_header; *p; p++)
+        if (*p == ',')
+            strncat(factors, ",custom", sizeof factors - strlen(factors) - 1);
+    return factors;
 }
 
 static int row_cmp(const void *a, const void *b)
@@ -157,11 +157,7 @@ static int load_previous(study_run *r, const char *path, qattn_err *err)
             qattn_scheme sch;
             qattn_err e2;
             if (!qattn_scheme_parse(spec, &sch, &e2)) {
-                char factors[160] = "custom";
-                for (const char *p = r->st->factor_header; *p; p++)
-                    if (*p == ',')
-                        strncat(factors, ",custom", sizeof factors - strlen(factors) - 1);
-                qattn_study_add(r->st, label, factors, spec, 0);
+                qattn_study_add(r->st, label, custom_factors(r->st), spec, 0);
                 if (strcmp(r->st->cells[c].spec, spec))
                     c = r->st->ncells; /* stored spec not in normal form: recompute the cell */
             }
@@ -202,29 +198,32 @@ static double as_stored(double x)
     return strtod(buf, NULL);
 }
 
-static int write_cells(const study_run *r, const char *dir)
+/* what a study writes into --out */
+static const char *const outputs[3] = {"cells.csv", "summary.csv", "layers.csv"};
+
+static void cells_write(const study_run *r, FILE *f)
 {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/cells.csv", dir);
-    qattn_out o;
-    if (qattn_out_open(&o, path))
-        return -1;
-    fprintf(o.f, "model,layer,head,label,%s,cos,rel_l1,rmse,max_abs,row_cos_min,spec\n", r->st->factor_header);
+    fprintf(f, "model,layer,head,label,%s,cos,rel_l1,rmse,max_abs,row_cos_min,spec\n", r->st->factor_header);
     for (size_t i = 0; i < r->nrows; i++) {
         const study_row *w = &r->rows[i];
         const qattn_cell *c = &r->st->cells[w->cell];
-        fprintf(o.f, "%s,%zu,%zu,", r->models[w->model], w->layer, w->head);
-        csv_quoted(o.f, c->label);
-        fprintf(o.f, ",%s," CELL_FMT "," CELL_FMT "," CELL_FMT "," CELL_FMT "," CELL_FMT ",", c->factors, w->m.cos,
+        fprintf(f, "%s,%zu,%zu,", r->models[w->model], w->layer, w->head);
+        qattn_cli_csv_quote(f, c->label);
+        fprintf(f, ",%s," CELL_FMT "," CELL_FMT "," CELL_FMT "," CELL_FMT "," CELL_FMT ",", c->factors, w->m.cos,
                 w->m.rel_l1, w->m.rmse, w->m.max_abs, w->m.row_cos_min);
-        csv_quoted(o.f, c->spec);
-        fputc('\n', o.f);
+        qattn_cli_csv_quote(f, c->spec);
+        fputc('\n', f);
     }
-    if (qattn_out_commit(&o)) {
-        qattn_out_abort(&o);
+}
+
+/* the checkpoint after each layer: cells.csv alone */
+static int write_cells(const study_run *r, const char *dir)
+{
+    qattn_out o;
+    if (qattn_out_open_all(&o, dir, outputs, 1))
         return -1;
-    }
-    return 0;
+    cells_write(r, o.f);
+    return qattn_out_commit(&o);
 }
 
 /* mean over values, or nan when empty */
@@ -246,22 +245,19 @@ static void fmt_stat(FILE *f, const double *x, size_t n, size_t nboot, unsigned 
         fprintf(f, ",%.10g,%.10g,%.10g", st.mean, st.ci_lo, st.ci_hi);
 }
 
-static int write_summaries(const study_run *r, const char *dir, size_t nboot, unsigned long seed)
+/* the end of a run: cells.csv, summary.csv and layers.csv, all three
+ * complete before any is renamed into place */
+static int write_all(const study_run *r, const char *dir, size_t nboot, unsigned long seed)
 {
-    char path[1100], lpath[1100];
-    snprintf(path, sizeof path, "%s/summary.csv", dir);
-    snprintf(lpath, sizeof lpath, "%s/layers.csv", dir);
-    qattn_out o, ol;
-    if (qattn_out_open(&o, path))
+    qattn_out out[3];
+    if (qattn_out_open_all(out, dir, outputs, 3))
         return -1;
-    if (qattn_out_open(&ol, lpath)) {
-        qattn_out_abort(&o);
-        return -1;
-    }
-    fprintf(o.f, "model,label,%s,n,cos_mean,cos_ci_lo,cos_ci_hi,cos_worst_head,cos_worst_layer,worst_layer,"
-                 "rel_l1_mean,rel_l1_ci_lo,rel_l1_ci_hi,rel_l1_worst_layer,rmse_mean,rmse_ci_lo,rmse_ci_hi,spec\n",
+    cells_write(r, out[0].f);
+    FILE *of = out[1].f, *olf = out[2].f;
+    fprintf(of, "model,label,%s,n,cos_mean,cos_ci_lo,cos_ci_hi,cos_worst_head,cos_worst_layer,worst_layer,"
+                "rel_l1_mean,rel_l1_ci_lo,rel_l1_ci_hi,rel_l1_worst_layer,rmse_mean,rmse_ci_lo,rmse_ci_hi,spec\n",
             r->st->factor_header);
-    fprintf(ol.f, "model,layer,label,%s,cos_mean,rel_l1_mean,rmse_mean\n", r->st->factor_header);
+    fprintf(olf, "model,layer,label,%s,cos_mean,rel_l1_mean,rmse_mean\n", r->st->factor_header);
     size_t cap = r->nrows ? r->nrows : 1;
     double *cs = malloc(cap * sizeof *cs), *l1 = malloc(cap * sizeof *l1), *rm = malloc(cap * sizeof *rm);
     size_t *ly = malloc(cap * sizeof *ly);
@@ -294,26 +290,26 @@ static int write_summaries(const study_run *r, const char *dir, size_t nboot, un
                 lc[nl] = mean_of(cs + i, j - i);
                 ll[nl] = mean_of(l1 + i, j - i);
                 lr[nl] = mean_of(rm + i, j - i);
-                fprintf(ol.f, "%s,%zu,", r->models[mi], ly[i]);
-                csv_quoted(ol.f, c->label);
-                fprintf(ol.f, ",%s,%.10g,%.10g,%.10g\n", c->factors, lc[nl], ll[nl], lr[nl]);
+                fprintf(olf, "%s,%zu,", r->models[mi], ly[i]);
+                qattn_cli_csv_quote(olf, c->label);
+                fprintf(olf, ",%s,%.10g,%.10g,%.10g\n", c->factors, lc[nl], ll[nl], lr[nl]);
                 if (lc[nl] < lc[worst])
                     worst = nl;
                 ly[nl] = ly[i]; /* safe: nl <= i */
                 nl++;
                 i = j;
             }
-            fprintf(o.f, "%s,", r->models[mi]);
-            csv_quoted(o.f, c->label);
-            fprintf(o.f, ",%s,%zu", c->factors, n);
-            fmt_stat(o.f, cs, n, nboot, seed);
-            fprintf(o.f, ",%.10g,%.10g,%zu", worst_head, lc[worst], ly[worst]);
-            fmt_stat(o.f, l1, n, nboot, seed);
-            fprintf(o.f, ",%.10g", ll[worst]);
-            fmt_stat(o.f, rm, n, nboot, seed);
-            fputc(',', o.f);
-            csv_quoted(o.f, c->spec);
-            fputc('\n', o.f);
+            fprintf(of, "%s,", r->models[mi]);
+            qattn_cli_csv_quote(of, c->label);
+            fprintf(of, ",%s,%zu", c->factors, n);
+            fmt_stat(of, cs, n, nboot, seed);
+            fprintf(of, ",%.10g,%.10g,%zu", worst_head, lc[worst], ly[worst]);
+            fmt_stat(of, l1, n, nboot, seed);
+            fprintf(of, ",%.10g", ll[worst]);
+            fmt_stat(of, rm, n, nboot, seed);
+            fputc(',', of);
+            qattn_cli_csv_quote(of, c->spec);
+            fputc('\n', of);
         }
     }
     free(cs);
@@ -323,16 +319,68 @@ static int write_summaries(const study_run *r, const char *dir, size_t nboot, un
     free(lc);
     free(ll);
     free(lr);
-    if (rc || qattn_out_commit(&o)) {
-        qattn_out_abort(&o);
-        qattn_out_abort(&ol);
+    if (rc) {
+        for (int i = 0; i < 3; i++)
+            qattn_out_abort(&out[i]);
+        errno = ENOMEM;
         return -1;
     }
-    if (qattn_out_commit(&ol)) {
-        qattn_out_abort(&ol);
-        return -1;
+    return qattn_out_commit_all(out, 3);
+}
+
+/* what a study holds for one file: a layer in float32, the float64
+ * reference of its nh selected heads, and each thread's buffers */
+static double study_bytes(const qattn_act_meta *mt, size_t nh, int nthreads)
+{
+    double nd = (double)mt->n * (double)mt->d;
+    return (double)(mt->hq + 2 * mt->hkv) * nd * 4 + (double)nh * nd * 8 +
+           nthreads * ((2 * nd + (double)mt->d) * 4 + qattn_cli_head_bytes(mt->n, mt->d));
+}
+
+/* Everything that can be wrong with file `path`, found before any work: it
+ * opens, the selections fit it, the run fits in memory, and every selected
+ * layer reads back finite (a NaN in a later layer used to stop a run with
+ * the first layer's rows already in cells.csv). Its model name goes to
+ * model[size]. Returns 0, or the exit status after one line on stderr. */
+static int validate_file(const qattn_study *st, const char *path, const qattn_run_opts *ro, char *model,
+                         size_t size)
+{
+    qattn_act_file f;
+    qattn_err err;
+    if (qattn_act_open(path, &f, &err)) {
+        fprintf(stderr, "qattn %s: %s\n", st->name, err.msg);
+        return QATTN_EXIT_INPUT;
     }
-    return 0;
+    const qattn_act_meta *mt = &f.meta;
+    snprintf(model, size, "%s", mt->model);
+    size_t lsel[1024], hsel[1024], nl = 0, nh = 0;
+    int rc = 0;
+    if (((mt->nlayers > 1024 || mt->hq > 1024) &&
+         qattn_err_set(&err, QATTN_ERR_RANGE, "more than 1024 layers or heads")) ||
+        qattn_select_parse(ro->layers, mt->nlayers, lsel, &nl, &err) ||
+        qattn_select_parse(ro->heads, mt->hq, hsel, &nh, &err)) {
+        fprintf(stderr, "qattn %s: %s: %s\n", st->name, path, err.msg);
+        rc = QATTN_EXIT_INPUT;
+    }
+    if (!rc)
+        rc = qattn_cli_memory_check(st->name, path, study_bytes(mt, nh, omp_get_max_threads()));
+    size_t nd = mt->n * mt->d;
+    float *q = NULL, *k = NULL, *v = NULL;
+    if (!rc && (!(q = malloc(mt->hq * nd * sizeof *q)) || !(k = malloc(mt->hkv * nd * sizeof *k)) ||
+                !(v = malloc(mt->hkv * nd * sizeof *v)))) {
+        fprintf(stderr, "qattn %s: %s: out of memory for one layer\n", st->name, path);
+        rc = QATTN_EXIT_FAIL;
+    }
+    for (size_t li = 0; li < nl && !rc; li++)
+        if (qattn_act_read_layer(&f, lsel[li], q, k, v, &err)) {
+            fprintf(stderr, "qattn %s: %s\n", st->name, err.msg);
+            rc = QATTN_EXIT_INPUT;
+        }
+    free(q);
+    free(k);
+    free(v);
+    qattn_act_close(&f);
+    return rc;
 }
 
 static void usage(const qattn_study *st, FILE *f)
@@ -343,154 +391,96 @@ static void usage(const qattn_study *st, FILE *f)
             "and DIR/layers.csv (studies/CSV.md). Resumable: cells already in DIR/cells.csv with\n"
             "the same label and spec are kept, unless --force.\n\n"
             "  --data F.h5       activation file (repeatable)\n"
-            "  --out DIR         output directory\n"
-            "  --layers SEL      layers: all (default), 3, 0,2 or 4-7\n"
-            "  --heads SEL       query heads, same syntax\n"
-            "  --mask M          none, causal, causal-br, window:L,R (default: each file's causal attribute)\n"
-            "  --threads N       worker threads (default: all cores)\n"
-            "  --boot N          bootstrap resamples (default 2000)\n"
-            "  --seed S          bootstrap seed (default 1)\n"
+            "  --out DIR         output directory\n",
+            st->name, st->about);
+    qattn_cli_run_opts_usage(f);
+    fprintf(f,
             "  --force           recompute every cell\n"
             "  --schemes LIST    add your own schemes to the grid (preset names and/or scheme\n"
             "                    strings, comma-separated as in qattn accuracy); their rows carry\n"
             "                    'custom' in every factor column and the scheme string as label\n"
-            "  --list            print the grid (label, factors, spec) and exit\n",
-            st->name, st->about);
+            "                    (limits: qattn scheme-check --help)\n"
+            "  --list            print the grid (label, factors, spec) and exit\n");
+    qattn_cli_files_usage(f);
 }
 
 int qattn_study_main(qattn_study *st, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"data", required_argument, 0, 'd'},    {"out", required_argument, 0, 'o'},
-        {"layers", required_argument, 0, 'L'},  {"heads", required_argument, 0, 'H'},
-        {"mask", required_argument, 0, 'm'},    {"threads", required_argument, 0, 't'},
-        {"boot", required_argument, 0, 'b'},    {"seed", required_argument, 0, 'S'},
-        {"force", no_argument, 0, 'f'},         {"list", no_argument, 0, 'l'},
-        {"schemes", required_argument, 0, 's'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
-    const char *data[64];
-    size_t ndata = 0;
-    const char *outdir = NULL, *layers = "all", *heads = "all", *maskspec = NULL;
-    long threads = 0, nboot = 2000, seed = 1;
-    int force = 0, c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        char *end = NULL;
-        switch (c) {
-        case 'd':
-            if (ndata == 64) {
-                fprintf(stderr, "qattn %s: at most 64 --data files\n", st->name);
-                return QATTN_EXIT_INPUT;
-            }
-            data[ndata++] = optarg;
-            break;
-        case 'o': outdir = optarg; break;
-        case 'L': layers = optarg; break;
-        case 'H': heads = optarg; break;
-        case 'm': maskspec = optarg; break;
-        case 'f': force = 1; break;
-        case 's': {
-            qattn_scheme_list sl;
-            qattn_err e2;
-            if (qattn_scheme_list_parse(optarg, &sl, &e2)) {
-                fprintf(stderr, "qattn %s: %s\n", st->name, e2.msg);
-                return QATTN_EXIT_INPUT;
-            }
-            /* 'custom' in every factor column */
-            char factors[160] = "custom";
-            for (const char *p = st->factor_header; *p; p++)
-                if (*p == ',')
-                    strncat(factors, ",custom", sizeof factors - strlen(factors) - 1);
-            for (size_t i = 0; i < sl.n; i++) {
-                for (size_t j = 0; j < st->ncells; j++)
-                    if (!strcmp(st->cells[j].label, sl.items[i].label)) {
-                        fprintf(stderr, "qattn %s: scheme '%s' is already in the grid\n", st->name,
-                                sl.items[i].label);
-                        qattn_scheme_list_free(&sl);
-                        return QATTN_EXIT_INPUT;
-                    }
-                qattn_study_add(st, sl.items[i].label, factors, sl.items[i].spec, 0);
-            }
-            qattn_scheme_list_free(&sl);
-            break;
-        }
-        case 'l':
-            for (size_t i = 0; i < st->ncells; i++)
-                printf("%-28s %-24s %s%s\n", st->cells[i].label, st->cells[i].factors, st->cells[i].spec,
-                       st->cells[i].kbias_r > 0 ? "  (K augmented)" : "");
-            return QATTN_EXIT_OK;
-        case 't':
-        case 'b':
-        case 'S': {
-            long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < (c == 't' ? 1 : 0) || v > 100000000) {
-                fprintf(stderr, "qattn %s: '%s' is not a valid count\n", st->name, optarg);
-                return QATTN_EXIT_INPUT;
-            }
-            *(c == 't' ? &threads : c == 'b' ? &nboot : &seed) = v;
-            break;
-        }
-        case 'h': usage(st, stdout); return QATTN_EXIT_OK;
-        default:
-            fprintf(stderr, "qattn %s: unknown option or missing value '%s' (qattn %s --help)\n", st->name,
-                    argv[optind - 1], st->name);
+    const char *data[64], *custom[64];
+    size_t ndata = 0, ncustom = 0;
+    const char *outdir = NULL;
+    qattn_run_opts ro = QATTN_RUN_OPTS_INIT;
+    int force = 0, list = 0;
+    const qattn_opt opts[] = {
+        {"data", QATTN_OPT_LIST, data, &ndata, 0, 64},
+        {"out", QATTN_OPT_STR, &outdir, NULL, 0, 0},
+        QATTN_RUN_OPTS(&ro),
+        {"force", QATTN_OPT_FLAG, &force, NULL, 0, 0},
+        {"list", QATTN_OPT_FLAG, &list, NULL, 0, 0},
+        {"schemes", QATTN_OPT_LIST, custom, &ncustom, 0, 64},
+        {NULL, 0, NULL, NULL, 0, 0}};
+    int prc = qattn_cli_parse(argc, argv, opts, NULL);
+    if (prc)
+        return prc == QATTN_CLI_HELP ? (usage(st, stdout), QATTN_EXIT_OK) : prc;
+    for (size_t ci = 0; ci < ncustom; ci++) {
+        qattn_scheme_list sl;
+        qattn_err e2;
+        if (qattn_scheme_list_parse(custom[ci], &sl, &e2)) {
+            fprintf(stderr, "qattn %s: %s\n", st->name, e2.msg);
             return QATTN_EXIT_INPUT;
         }
+        for (size_t i = 0; i < sl.n; i++) {
+            for (size_t j = 0; j < st->ncells; j++)
+                if (!strcmp(st->cells[j].label, sl.items[i].label)) {
+                    fprintf(stderr, "qattn %s: scheme '%s' is already in the grid\n", st->name, sl.items[i].label);
+                    qattn_scheme_list_free(&sl);
+                    return QATTN_EXIT_INPUT;
+                }
+            qattn_study_add(st, sl.items[i].label, custom_factors(st), sl.items[i].spec, 0);
+        }
+        qattn_scheme_list_free(&sl);
     }
-    if (optind < argc) {
-        fprintf(stderr, "qattn %s: unexpected argument '%s'\n", st->name, argv[optind]);
-        return QATTN_EXIT_INPUT;
+    if (list) {
+        for (size_t i = 0; i < st->ncells; i++)
+            printf("%-28s %-24s %s%s\n", st->cells[i].label, st->cells[i].factors, st->cells[i].spec,
+                   st->cells[i].kbias_r > 0 ? "  (K augmented)" : "");
+        return QATTN_EXIT_OK;
     }
     if (ndata == 0 || !outdir) {
         fprintf(stderr, "qattn %s: --data and --out are required (qattn %s --help)\n", st->name, st->name);
         return QATTN_EXIT_INPUT;
     }
+    if ((prc = qattn_cli_check_out_dir(st->name, outdir, outputs, 3)))
+        return prc;
     qattn_err err;
     qattn_mask maskopt;
-    if (maskspec && qattn_mask_parse(maskspec, &maskopt, &err)) {
+    if (ro.mask && qattn_mask_parse(ro.mask, &maskopt, &err)) {
         fprintf(stderr, "qattn %s: %s\n", st->name, err.msg);
         return QATTN_EXIT_INPUT;
     }
     /* validate every file before any work; rows are keyed by the model
      * attribute, so two files of one model would be merged (the second one
      * silently skipped as already done) */
+    qattn_cli_threads_apply(ro.threads);
     char (*names)[256] = malloc(ndata * sizeof *names);
     if (!names) {
         fprintf(stderr, "qattn %s: out of memory\n", st->name);
         return QATTN_EXIT_FAIL;
     }
     for (size_t fi = 0; fi < ndata; fi++) {
-        qattn_act_file f;
-        if (qattn_act_open(data[fi], &f, &err)) {
-            fprintf(stderr, "qattn %s: %s\n", st->name, err.msg);
-            free(names);
-            return QATTN_EXIT_INPUT;
-        }
-        snprintf(names[fi], sizeof names[fi], "%s", f.meta.model);
-        for (size_t j = 0; j < fi; j++)
+        int vrc = validate_file(st, data[fi], &ro, names[fi], sizeof names[fi]);
+        for (size_t j = 0; j < fi && !vrc; j++)
             if (!strcmp(names[j], names[fi])) {
                 fprintf(stderr, "qattn %s: %s and %s are both model '%s' (one --data file per model)\n", st->name,
                         data[j], data[fi], names[fi]);
-                qattn_act_close(&f);
-                free(names);
-                return QATTN_EXIT_INPUT;
+                vrc = QATTN_EXIT_INPUT;
             }
-        size_t tmp[1024], cnt;
-        int bad = ((f.meta.nlayers > 1024 || f.meta.hq > 1024) &&
-                   qattn_err_set(&err, QATTN_ERR_RANGE, "more than 1024 layers or heads")) ||
-                  qattn_select_parse(layers, f.meta.nlayers, tmp, &cnt, &err) ||
-                  qattn_select_parse(heads, f.meta.hq, tmp, &cnt, &err);
-        qattn_act_close(&f);
-        if (bad) {
-            fprintf(stderr, "qattn %s: %s: %s\n", st->name, data[fi], err.msg);
+        if (vrc) {
             free(names);
-            return QATTN_EXIT_INPUT;
+            return vrc;
         }
     }
     free(names);
-    if (threads > 0)
-        omp_set_num_threads((int)threads);
     study_run run = {st, NULL, 0, NULL, 0, 0};
     int rc = QATTN_EXIT_FAIL;
     char cells_path[1100];
@@ -517,10 +507,10 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
         const qattn_act_meta *mt = &f.meta;
         size_t model = model_index(&run, mt->model);
         size_t n = mt->n, d = mt->d, hq = mt->hq, hkv = mt->hkv, lsel[1024], hsel[1024], nl, nh;
-        qattn_select_parse(layers, mt->nlayers, lsel, &nl, &err);
-        qattn_select_parse(heads, hq, hsel, &nh, &err);
+        qattn_select_parse(ro.layers, mt->nlayers, lsel, &nl, &err);
+        qattn_select_parse(ro.heads, hq, hsel, &nh, &err);
         qattn_mask mask;
-        if (maskspec)
+        if (ro.mask)
             mask = maskopt;
         else
             qattn_mask_parse(mt->causal ? "causal" : "none", &mask, &err);
@@ -532,7 +522,7 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
         int failed = 0;
         char failmsg[1200] = "";
         if (!q || !k || !v || !ref || !work) {
-            snprintf(failmsg, sizeof failmsg, "out of memory for %s", data[fi]);
+            snprintf(failmsg, sizeof failmsg, "%s: out of memory", data[fi]);
             failed = 1;
         }
         for (size_t li = 0; li < nl && !failed; li++) {
@@ -543,15 +533,11 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
             if (todo == 0)
                 continue;
             if (qattn_act_read_layer(&f, lsel[li], q, k, v, &err)) {
-                fprintf(stderr, "qattn %s: %s\n", st->name, err.msg);
+                /* read well when validated: the file changed under the run */
+                snprintf(failmsg, sizeof failmsg, "%s", err.msg);
+                failed = 1;
                 rc = QATTN_EXIT_INPUT;
-                free(q);
-                free(k);
-                free(v);
-                free(ref);
-                free(work);
-                qattn_act_close(&f);
-                goto out;
+                break;
             }
             qattn_mha a = {q, k, v, hq, hkv, n, n, d, mt->seqlens, mt->nseq};
 #pragma omp parallel for schedule(dynamic)
@@ -575,7 +561,7 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
             unsigned char *done = calloc(ntask, 1);
             if (!fresh || !done) {
                 failed = 1;
-                snprintf(failmsg, sizeof failmsg, "out of memory");
+                snprintf(failmsg, sizeof failmsg, "%s: out of memory", data[fi]);
             }
 #pragma omp parallel for schedule(dynamic)
             for (size_t t = 0; t < ntask; t++) {
@@ -622,7 +608,7 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
             for (size_t t = 0; t < ntask && !failed; t++)
                 if (done[t] && add_row(&run, &fresh[t])) {
                     failed = 1;
-                    snprintf(failmsg, sizeof failmsg, "out of memory");
+                    snprintf(failmsg, sizeof failmsg, "%s: out of memory", data[fi]);
                 }
             free(fresh);
             free(done);
@@ -648,7 +634,7 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
         }
     }
     qsort(run.rows, run.nrows, sizeof *run.rows, row_cmp);
-    if (write_cells(&run, outdir) || write_summaries(&run, outdir, (size_t)nboot, (unsigned long)seed)) {
+    if (write_all(&run, outdir, (size_t)ro.boot, (unsigned long)ro.seed)) {
         fprintf(stderr, "qattn %s: cannot write into %s: %s\n", st->name, outdir, strerror(errno));
         goto out;
     }

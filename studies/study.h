@@ -9,7 +9,8 @@
 #include "qattn/scheme.h"
 
 typedef struct qattn_cell {
-    char label[96];      /* short stable name: legends, table rows, resume key */
+    char label[QATTN_SCHEME_LEN_MAX + 1]; /* short stable name: legends, table rows, resume key
+                                           * (a custom cell's scheme string as given) */
     char factors[160];   /* the study's factor values, CSV, e.g. "int8,block,k" */
     char spec[512];      /* normalized scheme */
     qattn_scheme scheme;

@@ -5,7 +5,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,45 +92,29 @@ static size_t pair_up(const cells_tab *ct, const char *model, const char *a, con
 
 int qattn_cmd_compare(int argc, char **argv)
 {
-    static const struct option opts[] = {{"results", required_argument, 0, 'r'}, {"out", required_argument, 0, 'o'},
-                                         {"boot", required_argument, 0, 'b'},    {"seed", required_argument, 0, 'S'},
-                                         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *results = NULL, *out = NULL;
-    long nboot = 5000, seed = 1;
-    int c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        char *end;
-        switch (c) {
-        case 'r': results = optarg; break;
-        case 'o': out = optarg; break;
-        case 'b':
-        case 'S': {
-            long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < 0) {
-                fprintf(stderr, "qattn compare: '%s' is not a non-negative integer\n", optarg);
-                return QATTN_EXIT_INPUT;
-            }
-            *(c == 'b' ? &nboot : &seed) = v;
-            break;
-        }
-        case 'h':
-            printf("usage: qattn compare --results DIR --out FILE.csv [--boot N] [--seed S]\n\n"
-                   "For every claim of the paper (studies/CSV.md), pairs the two cells' metrics on the\n"
-                   "same model, layer and head and writes the mean difference with its paired-bootstrap\n"
-                   "95%% interval and a verdict: 'a better', 'b better' or 'inconclusive'. Studies not run\n"
-                   "are skipped.\n");
-            return QATTN_EXIT_OK;
-        default:
-            fprintf(stderr, "qattn compare: unknown option or missing value '%s'\n", argv[optind - 1]);
-            return QATTN_EXIT_INPUT;
-        }
-    }
-    if (optind < argc || !results || !out) {
+    long long nboot = 5000, seed = 1;
+    const qattn_opt opts[] = {
+        {"results", QATTN_OPT_STR, &results, NULL, 0, 0},
+        {"out", QATTN_OPT_STR, &out, NULL, 0, 0},
+        {"boot", QATTN_OPT_INT, &nboot, NULL, 0, 100000000},
+        {"seed", QATTN_OPT_INT, &seed, NULL, 0, 100000000},
+        {NULL, 0, NULL, NULL, 0, 0}};
+    int parsed = qattn_cli_parse(argc, argv, opts, NULL);
+    if (parsed == QATTN_CLI_HELP)
+        printf("usage: qattn compare --results DIR --out FILE.csv [--boot N] [--seed S]\n\n"
+               "For every claim of the paper (studies/CSV.md), pairs the two cells' metrics on the\n"
+               "same model, layer and head and writes the mean difference with its paired-bootstrap\n"
+               "95%% interval and a verdict: 'a better', 'b better' or 'inconclusive'. Studies not run\n"
+               "are skipped.\n");
+    if (parsed)
+        return parsed == QATTN_CLI_HELP ? QATTN_EXIT_OK : parsed;
+    if (!results || !out) {
         fprintf(stderr, "qattn compare: --results and --out are required (qattn compare --help)\n");
         return QATTN_EXIT_INPUT;
     }
+    if ((parsed = qattn_cli_check_out_file("compare", "--out", out)))
+        return parsed;
     const char *studies[] = {"granularity", "smoothing", "pv", "accumulator"};
     cells_tab tabs[4];
     qattn_err err;
@@ -210,17 +193,6 @@ done:
 }
 
 /* ---- pareto ---- */
-
-static void csv_quoted(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
 
 typedef struct bench_pt {
     char device[128], scheme[128];
@@ -302,36 +274,28 @@ static int load_bench(const char *dir, bench_pt **pts, size_t *npts, char (**fil
 
 int qattn_cmd_pareto(int argc, char **argv)
 {
-    static const struct option opts[] = {{"results", required_argument, 0, 'r'}, {"bench", required_argument, 0, 'b'},
-                                         {"out", required_argument, 0, 'o'},     {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
     const char *results = NULL, *bench = NULL, *outdir = NULL;
-    int c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (c == 'r')
-            results = optarg;
-        else if (c == 'b')
-            bench = optarg;
-        else if (c == 'o')
-            outdir = optarg;
-        else if (c == 'h') {
-            printf("usage: qattn pareto --results DIR --bench DIR --out DIR\n\n"
-                   "Joins the accuracy of the kernel schemes (DIR/pareto-cells/summary.csv, head dims from\n"
-                   "DIR/models.csv) with the kernel throughput measured on GPUs (BENCH/<device>/\n"
-                   "attn_fwd_bench.csv: causal, the model's head dim, the largest N). Writes\n"
-                   "OUT/pareto.csv; schemes without a measurement get tops_source = none.\n");
-            return QATTN_EXIT_OK;
-        } else {
-            fprintf(stderr, "qattn pareto: unknown option or missing value '%s'\n", argv[optind - 1]);
-            return QATTN_EXIT_INPUT;
-        }
-    }
-    if (optind < argc || !results || !bench || !outdir) {
+    const qattn_opt opts[] = {
+        {"results", QATTN_OPT_STR, &results, NULL, 0, 0},
+        {"bench", QATTN_OPT_STR, &bench, NULL, 0, 0},
+        {"out", QATTN_OPT_STR, &outdir, NULL, 0, 0},
+        {NULL, 0, NULL, NULL, 0, 0}};
+    int prc = qattn_cli_parse(argc, argv, opts, NULL);
+    if (prc == QATTN_CLI_HELP)
+        printf("usage: qattn pareto --results DIR --bench DIR --out DIR\n\n"
+               "Joins the accuracy of the kernel schemes (DIR/pareto-cells/summary.csv, head dims from\n"
+               "DIR/models.csv) with the kernel throughput measured on GPUs (BENCH/<device>/\n"
+               "attn_fwd_bench.csv: causal, the model's head dim, the largest N). Writes\n"
+               "OUT/pareto.csv; schemes without a measurement get tops_source = none.\n");
+    if (prc)
+        return prc == QATTN_CLI_HELP ? QATTN_EXIT_OK : prc;
+    if (!results || !bench || !outdir) {
         fprintf(stderr, "qattn pareto: --results, --bench and --out are required\n");
         return QATTN_EXIT_INPUT;
     }
+    static const char *const pareto_out[1] = {"pareto.csv"};
+    if ((prc = qattn_cli_check_out_dir("pareto", outdir, pareto_out, 1)))
+        return prc;
     char path[1100], mpath[1100];
     snprintf(path, sizeof path, "%s/pareto-cells/summary.csv", results);
     snprintf(mpath, sizeof mpath, "%s/models.csv", results);
@@ -394,9 +358,9 @@ int qattn_cmd_pareto(int argc, char **argv)
             /* tops_source: the file the measurement came from (the device
              * column is the GPU's name, e.g. "NVIDIA H100 80GB HBM3", not
              * the directory) */
-            csv_quoted(o.f, best->device);
+            qattn_cli_csv_quote(o.f, best->device);
             fprintf(o.f, ",%.6g,", best->tops);
-            csv_quoted(o.f, files[best->file]);
+            qattn_cli_csv_quote(o.f, files[best->file]);
             fputc('\n', o.f);
         } else
             fprintf(o.f, ",,none\n");

@@ -4,7 +4,6 @@
  * Contracts: studies/CSV.md. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,36 +55,27 @@ static void usage(FILE *f)
                "mean, std, |mean|/std, max |x| and excess kurtosis; a channel is an outlier when\n"
                "|mean|/std > 3 or its max |x| exceeds 6x the median channel's. Writes\n"
                "DIR/channels.csv and DIR/summary.csv (studies/CSV.md).\n");
+    qattn_cli_files_usage(f);
 }
 
 int qattn_cmd_outliers(int argc, char **argv)
 {
-    static const struct option opts[] = {{"data", required_argument, 0, 'd'},
-                                         {"out", required_argument, 0, 'o'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
     const char *data[64], *outdir = NULL;
     size_t ndata = 0;
-    int c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (c == 'd' && ndata < 64)
-            data[ndata++] = optarg;
-        else if (c == 'o')
-            outdir = optarg;
-        else if (c == 'h') {
-            usage(stdout);
-            return QATTN_EXIT_OK;
-        } else {
-            fprintf(stderr, "qattn outliers: unknown option or missing value '%s'\n", argv[optind - 1]);
-            return QATTN_EXIT_INPUT;
-        }
-    }
-    if (optind < argc || ndata == 0 || !outdir) {
+    const qattn_opt opts[] = {
+        {"data", QATTN_OPT_LIST, data, &ndata, 0, 64},
+        {"out", QATTN_OPT_STR, &outdir, NULL, 0, 0},
+        {NULL, 0, NULL, NULL, 0, 0}};
+    int prc = qattn_cli_parse(argc, argv, opts, NULL);
+    if (prc)
+        return prc == QATTN_CLI_HELP ? (usage(stdout), QATTN_EXIT_OK) : prc;
+    if (ndata == 0 || !outdir) {
         fprintf(stderr, "qattn outliers: --data and --out are required (qattn outliers --help)\n");
         return QATTN_EXIT_INPUT;
     }
+    static const char *const outputs[2] = {"channels.csv", "summary.csv"};
+    if ((prc = qattn_cli_check_out_dir("outliers", outdir, outputs, 2)))
+        return prc;
     qattn_err err;
     for (size_t fi = 0; fi < ndata; fi++) {
         qattn_act_file f;
@@ -93,23 +83,26 @@ int qattn_cmd_outliers(int argc, char **argv)
             fprintf(stderr, "qattn outliers: %s\n", err.msg);
             return QATTN_EXIT_INPUT;
         }
+        /* one layer in float32 and a column of float64 */
+        const qattn_act_meta *mt = &f.meta;
+        double need = (double)(mt->hq + 2 * mt->hkv) * (double)mt->n * (double)mt->d * 4 + (double)mt->n * 8;
+        int mrc = qattn_cli_memory_check("outliers", data[fi], need);
         qattn_act_close(&f);
+        if (mrc)
+            return mrc;
     }
     if (qattn_cli_mkdirs(outdir)) {
         fprintf(stderr, "qattn outliers: cannot create %s: %s\n", outdir, strerror(errno));
         return QATTN_EXIT_INPUT;
     }
-    char pc[1100], ps[1100];
-    snprintf(pc, sizeof pc, "%s/channels.csv", outdir);
-    snprintf(ps, sizeof ps, "%s/summary.csv", outdir);
-    qattn_out oc, os;
-    if (qattn_out_open(&oc, pc) || qattn_out_open(&os, ps)) {
+    qattn_out outs[2];
+    if (qattn_out_open_all(outs, outdir, outputs, 2)) {
         fprintf(stderr, "qattn outliers: cannot write into %s: %s\n", outdir, strerror(errno));
-        qattn_out_abort(&oc);
         return QATTN_EXIT_FAIL;
     }
-    fprintf(oc.f, "model,layer,tensor,head,channel,mean,std,mean_over_std,max_abs,kurtosis,outlier\n");
-    fprintf(os.f, "model,layer,tensor,max_mean_over_std,median_mean_over_std,max_kurtosis,amax_ratio,"
+    FILE *fc = outs[0].f, *fs = outs[1].f;
+    fprintf(fc, "model,layer,tensor,head,channel,mean,std,mean_over_std,max_abs,kurtosis,outlier\n");
+    fprintf(fs, "model,layer,tensor,max_mean_over_std,median_mean_over_std,max_kurtosis,amax_ratio,"
                   "n_outlier_channels,n_channels\n");
     int rc = QATTN_EXIT_OK;
     for (size_t fi = 0; fi < ndata && rc == QATTN_EXIT_OK; fi++) {
@@ -128,7 +121,7 @@ int qattn_cmd_outliers(int argc, char **argv)
                *mos = malloc(hmax_heads * d * sizeof *mos);
         chan_stat *cs = malloc(d * sizeof *cs);
         if (!t3[0] || !t3[1] || !t3[2] || !col || !tmp || !mos || !cs) {
-            fprintf(stderr, "qattn outliers: out of memory\n");
+            fprintf(stderr, "qattn outliers: %s: out of memory\n", data[fi]);
             rc = QATTN_EXIT_FAIL;
         }
         for (size_t l = 0; l < mt->nlayers && rc == QATTN_EXIT_OK; l++) {
@@ -154,14 +147,14 @@ int qattn_cmd_outliers(int argc, char **argv)
                         max_kurt = fmax(max_kurt, cs[ch].kurt);
                         hmax = fmax(hmax, cs[ch].amax);
                         mos[nmos++] = cs[ch].mos;
-                        fprintf(oc.f, "%s,%zu,%s,%zu,%zu,%.6g,%.6g,%.6g,%.6g,%.6g,%d\n", mt->model, l, names[ti], h,
+                        fprintf(fc, "%s,%zu,%s,%zu,%zu,%.6g,%.6g,%.6g,%.6g,%.6g,%d\n", mt->model, l, names[ti], h,
                                 ch, cs[ch].mean, cs[ch].sd, cs[ch].mos, cs[ch].amax, cs[ch].kurt, out);
                     }
                     amax_ratio = fmax(amax_ratio, med > 0 ? hmax / med : 0.0);
                 }
                 /* median |mean|/std over all channels of all heads (as the max and the counts) */
                 double med_mos = median_of(mos, nmos);
-                fprintf(os.f, "%s,%zu,%s,%.6g,%.6g,%.6g,%.6g,%zu,%zu\n", mt->model, l, names[ti], max_mos, med_mos,
+                fprintf(fs, "%s,%zu,%s,%.6g,%.6g,%.6g,%.6g,%zu,%zu\n", mt->model, l, names[ti], max_mos, med_mos,
                         max_kurt, amax_ratio, nout, nh * d);
             }
         }
@@ -173,59 +166,36 @@ int qattn_cmd_outliers(int argc, char **argv)
         free(cs);
         qattn_act_close(&f);
     }
-    if (rc != QATTN_EXIT_OK || qattn_out_commit(&oc) || qattn_out_commit(&os)) {
-        if (rc == QATTN_EXIT_OK) {
-            fprintf(stderr, "qattn outliers: cannot write into %s: %s\n", outdir, strerror(errno));
-            rc = QATTN_EXIT_FAIL;
-        }
-        qattn_out_abort(&oc);
-        qattn_out_abort(&os);
-        unlink(pc);
-        unlink(ps);
+    if (rc != QATTN_EXIT_OK) {
+        qattn_out_abort(&outs[0]);
+        qattn_out_abort(&outs[1]);
+    } else if (qattn_out_commit_all(outs, 2)) {
+        fprintf(stderr, "qattn outliers: cannot write into %s: %s\n", outdir, strerror(errno));
+        rc = QATTN_EXIT_FAIL;
     }
     return rc;
 }
 
-static void csvq(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 int qattn_cmd_models(int argc, char **argv)
 {
-    static const struct option opts[] = {{"data", required_argument, 0, 'd'},
-                                         {"out", required_argument, 0, 'o'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
     const char *data[64], *out = NULL;
     size_t ndata = 0;
-    int c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (c == 'd' && ndata < 64)
-            data[ndata++] = optarg;
-        else if (c == 'o')
-            out = optarg;
-        else if (c == 'h') {
-            printf("usage: qattn models --data F.h5 [--data G.h5 ...] --out FILE.csv\n\n"
-                   "One CSV row per activation file with its shapes and provenance attributes.\n");
-            return QATTN_EXIT_OK;
-        } else {
-            fprintf(stderr, "qattn models: unknown option or missing value '%s'\n", argv[optind - 1]);
-            return QATTN_EXIT_INPUT;
-        }
-    }
-    if (optind < argc || ndata == 0 || !out) {
+    const qattn_opt opts[] = {
+        {"data", QATTN_OPT_LIST, data, &ndata, 0, 64},
+        {"out", QATTN_OPT_STR, &out, NULL, 0, 0},
+        {NULL, 0, NULL, NULL, 0, 0}};
+    int prc = qattn_cli_parse(argc, argv, opts, NULL);
+    if (prc == QATTN_CLI_HELP)
+        printf("usage: qattn models --data F.h5 [--data G.h5 ...] --out FILE.csv\n\n"
+               "One CSV row per activation file with its shapes and provenance attributes.\n");
+    if (prc)
+        return prc == QATTN_CLI_HELP ? QATTN_EXIT_OK : prc;
+    if (ndata == 0 || !out) {
         fprintf(stderr, "qattn models: --data and --out are required\n");
         return QATTN_EXIT_INPUT;
     }
+    if ((prc = qattn_cli_check_out_file("models", "--out", out)))
+        return prc;
     qattn_act_file *fs = calloc(ndata, sizeof *fs);
     qattn_err err;
     size_t opened = 0;
@@ -257,11 +227,11 @@ int qattn_cmd_models(int argc, char **argv)
                 fprintf(o.f, "%ld,", m->vocab_size);
             else
                 fprintf(o.f, "nan,");
-            csvq(o.f, m->source);
+            qattn_cli_csv_quote(o.f, m->source);
             fputc(',', o.f);
-            csvq(o.f, m->text_source);
+            qattn_cli_csv_quote(o.f, m->text_source);
             fputc(',', o.f);
-            csvq(o.f, m->license);
+            qattn_cli_csv_quote(o.f, m->license);
             fputc('\n', o.f);
         }
         if (qattn_out_commit(&o)) {

@@ -22,23 +22,10 @@
 #
 # usage: bash tests/cli_accuracy.sh /path/to/qattn SCRATCHDIR
 set -u
-if [[ $# -ne 2 ]]; then
-    echo "usage: bash $0 /path/to/qattn SCRATCHDIR" >&2
-    exit 2
-fi
-Q=$1
-S=$2
-export LC_ALL=C
-rm -rf "$S"
-mkdir -p "$S/log" "$S/m" || exit 1
-OUT=$S/log/stdout.txt
-ERR=$S/log/stderr.txt
+source "$(dirname "$0")/lib.sh"
+lib_init "$@"
+mkdir -p "$S/m" || exit 1
 M=$S/m # malformed files and what builds them
-
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 
 for tool in h5import h5copy; do
     if ! command -v "$tool" >/dev/null; then
@@ -48,75 +35,12 @@ for tool in h5import h5copy; do
     fi
 done
 
-# no temporary files (.NAME.tmp.PID) anywhere in the scratch directory
-no_temps() { ! find "$S" -name '*.tmp.*' | grep -q .; }
-
-# expect_ok NAME CMD...: exit 0, nothing on stderr
-expect_ok() {
-    local name=$1
-    shift
-    "$@" >"$OUT" 2>"$ERR"
-    local rc=$?
-    if [[ $rc -ne 0 ]]; then
-        bad "$name: exit $rc: $(head -c 300 "$ERR")"
-    elif [[ -s $ERR ]]; then
-        bad "$name: unexpected stderr: $(head -c 300 "$ERR")"
-    elif ! no_temps; then
-        bad "$name: left a temporary file"
-    else
-        ok "$name"
-    fi
-}
-
-# expect_err NAME WORD OUTDIR CMD...: exit 2, one stderr line with WORD, no
-# temporary file, and OUTDIR (if not empty) either absent or, if it is one of
-# the directories made below for the purpose, still empty
-expect_err() {
-    local name=$1 word=$2 out=$3
-    shift 3
-    "$@" >"$OUT" 2>"$ERR"
-    local rc=$? lines
-    lines=$(wc -l <"$ERR")
-    if [[ $rc -ne 2 ]]; then
-        bad "$name: exit $rc, expected 2 ($(head -c 300 "$ERR"))"
-    elif [[ $lines -ne 1 ]]; then
-        bad "$name: $lines lines on stderr, expected 1: $(head -c 300 "$ERR")"
-    elif ! grep -qF -- "$word" "$ERR"; then
-        bad "$name: stderr lacks '$word': $(cat "$ERR")"
-    elif [[ -n $out && $out != "$EMPTY" && -e $out ]]; then
-        bad "$name: created $out"
-    elif [[ -n $(ls -A "$EMPTY") ]]; then
-        bad "$name: wrote into the existing directory: $(ls -A "$EMPTY")"
-    elif ! no_temps; then
-        bad "$name: left a temporary file"
-    else
-        ok "$name"
-    fi
-}
-
-# check NAME CONDITION-COMMAND...
-check() {
-    local name=$1
-    shift
-    if "$@"; then ok "$name"; else bad "$name"; fi
-}
-
-# a CSV without its quotes, commas inside quoted fields ("scheme" labels may
-# hold them) turned into ';', so that awk -F, can split it
-unquote() {
-    awk '{ out = ""; inq = 0
-           for (i = 1; i <= length($0); i++) {
-               c = substr($0, i, 1)
-               if (c == "\"") { inq = !inq; continue }
-               out = out (c == "," && inq ? ";" : c)
-           }
-           print out }' "$1"
-}
 # rows (no header) of a CSV
 rows() { tail -n +2 "$1"; }
 
 EMPTY=$S/empty-dir # an existing, empty --out directory: must stay empty
 mkdir -p "$EMPTY"
+KEEP_EMPTY=$EMPTY
 
 # ---- the good path ----
 F=$S/a.h5
@@ -216,6 +140,15 @@ expect_err "unknown preset alone" "'sage3'" "$X" "$Q" accuracy --data "$F" --sch
 expect_err "unknown key" "unknown key 'foo'" "$X" "$Q" accuracy --data "$F" --schemes 'sage2-8b foo=bar' --out "$X"
 expect_err "unknown format int9" "int9" "$X" "$Q" accuracy --data "$F" --schemes 'fp16,q=int9@token' --out "$X"
 expect_err "bad group suffix" "bogus" "$X" "$Q" accuracy --data "$F" --schemes 'q=int8@token,bogus' --out "$X"
+# accepted before, it allocated a scale per declared slot (1e9 of them, 4 GB
+# and a minute on a 64-token file)
+expect_err "a thread group of 1e9 slots" "larger than 65536" "$X" \
+    "$Q" accuracy --data "$F" --schemes 'q=int8@thread:999999999/999999999/1' --out "$X"
+# the same length limit as scheme-check (which took 1023 while this took 255)
+s256="sage2-8b$(printf '%*s' 240 '')acc=fp22"
+expect_err "a 256-character scheme" "at most 255" "$X" "$Q" accuracy --data "$F" --schemes "$s256" --out "$X"
+expect_err "a key given twice" "key 'q' is given twice" "$X" \
+    "$Q" accuracy --data "$F" --schemes 'fp16,q=int8@token q=int4@token' --out "$X"
 expect_err "trailing comma in the list" "empty scheme" "$X" "$Q" accuracy --data "$F" --schemes 'fp16,' --out "$X"
 expect_err "empty scheme list" "empty scheme" "$X" "$Q" accuracy --data "$F" --schemes '' --out "$X"
 expect_err "empty --layers selection" "empty selection" "$X" acc --out "$X" --layers ''
@@ -227,10 +160,21 @@ expect_err "--heads trailing comma" "comma" "$X" acc --out "$X" --heads 1,
 expect_err "unknown mask" "unknown mask" "$X" acc --out "$X" --mask diagonal
 expect_err "--threads 0" "--threads" "$X" acc --out "$X" --threads 0
 expect_err "--threads abc" "--threads" "$X" acc --out "$X" --threads abc
+# libgomp overflowed its stack (SIGSEGV) on 99999 threads; the cap is
+# 4 per online CPU, at least 256, and --help says it
+expect_err "--threads 99999" "--threads must be a positive integer up to" "$X" acc --out "$X" --threads 99999
+"$Q" accuracy --help >"$S/log/help.txt"
+cap=$(sed -n 's/.*--threads N .*at most \([0-9]*\) here.*/\1/p' "$S/log/help.txt")
+check "accuracy --help states the --threads cap (4 per CPU, at least 256)" \
+    test "${cap:-0}" -ge 256 -a "${cap:-0}" -ge $((4 * $(getconf _NPROCESSORS_ONLN)))
+expect_err "--threads one above the cap" "--threads" "$X" acc --out "$X" --threads $((cap + 1))
+expect_ok "--threads at the cap" acc --out "$S/tcap" --threads "$cap" --layers 0
 expect_err "unknown option" "unknown option" "$X" acc --out "$X" --frobnicate
 expect_err "option without a value" "missing value" "$X" acc --out "$X" --layers
 expect_err "stray argument" "unexpected argument" "$X" acc --out "$X" extra
 expect_err "missing --out" "required" "" acc
+# it said "cannot create directory : File name too long"
+expect_err "--out ''" "--out is empty" "" acc --out ''
 expect_err "missing --data" "required" "$X" "$Q" accuracy --schemes fp16 --out "$X"
 expect_err "missing --schemes" "required" "$X" "$Q" accuracy --data "$F" --out "$X"
 expect_err "into the existing empty directory: bad scheme" "nosuch" "$EMPTY" \
@@ -327,6 +271,12 @@ check "assembled file: 2 layers x 2 heads" test "$(rows "$S/good/accuracy.csv" |
 # NaN / Inf in the activations
 mk nan "2 8 4" "1 8 4" "1 8 4" v 13 nan
 badfile "NaN in /layer_01/v" "/layer_01/v has NaN at [head 0, token 3, channel 1]" "$M/nan.h5"
+# the studies validate every layer first too: a NaN in layer 1 used to leave
+# cells.csv with layer 0's rows and print two lines
+expect_err "granularity: NaN in /layer_01/v" "/layer_01/v has NaN" "$X" \
+    "$Q" granularity --data "$M/nan.h5" --out "$X"
+expect_err "smoothing into an existing directory: NaN in /layer_01/v" "/layer_01/v has NaN" "$EMPTY" \
+    "$Q" smoothing --data "$M/nan.h5" --out "$EMPTY"
 mk inf "2 8 4" "1 8 4" "1 8 4" q 37 inf
 badfile "Inf in /layer_01/q" "/layer_01/q has Inf at [head 1, token 1, channel 1]" "$M/inf.h5"
 mk ninf "2 8 4" "1 8 4" "1 8 4" k 0 -inf
@@ -374,6 +324,99 @@ h5imp "$M/seq.src.h5"
 cp "$M/base.h5" "$M/seq.h5"
 h5copy -i "$M/seq.src.h5" -o "$M/seq.h5" -s /seqlens -d /seqlens >>"$S/log/tools.txt" 2>&1
 badfile "seqlens not summing to N" "sums to 7" "$M/seq.h5"
+
+# a run that would hold more than the machine's memory (QATTN_MEMORY_MB
+# stands in for it here) is refused before allocating, naming the file: it
+# used to exit 1 with "out of memory"
+expect_err "more memory than there is" "$F: the run would hold" "$X" \
+    env QATTN_MEMORY_MB=0.1 "$Q" accuracy --data "$F" --schemes fp16 --out "$X"
+expect_ok "QATTN_MEMORY_MB large enough" env QATTN_MEMORY_MB=100 "$Q" accuracy --data "$F" --schemes fp16 \
+    --out "$S/mem"
+
+# softmax_scale: finite but absurd (1e300) made every logit inf and every
+# metric nan, with exit 0. A file with 0.125 gets its 8 bytes patched.
+expect_err "synth --softmax-scale 1e300" "--softmax-scale" "$M/huge-scale.h5" \
+    "$Q" synth --out "$M/huge-scale.h5" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --softmax-scale 1e300
+expect_ok "synth --softmax-scale 0.125" "$Q" synth --out "$M/scale.h5" --layers 1 --heads 2 --kv-heads 1 \
+    --tokens 8 --dim 4 --softmax-scale 0.125
+off=$(grep -obUaP '\x00\x00\x00\x00\x00\x00\xc0\x3f' "$M/scale.h5" | cut -d: -f1)
+if [[ $(wc -w <<<"$off") -eq 1 ]]; then
+    printf '\x9c\x75\x00\x88\x3c\xe4\x37\x7e' | dd of="$M/scale.h5" bs=1 seek="$off" conv=notrunc status=none
+    badfile "softmax_scale 1e300" "'softmax_scale' is 1e+300, must be > 0 and at most 10000" "$M/scale.h5"
+else
+    bad "softmax_scale: the double 0.125 is not in the file exactly once ($off)"
+fi
+
+# declared sizes the file does not hold. dims8 H N D: the 24 bytes of a
+# dataspace [H, N, D] (8-byte little-endian sizes) as a grep -P pattern
+dims8() {
+    local v
+    for v in "$@"; do printf '\\x%02x\\x%02x\\x%02x\\x%02x\\x00\\x00\\x00\\x00' \
+        $((v & 255)) $((v >> 8 & 255)) $((v >> 16 & 255)) $((v >> 24 & 255)); done
+}
+# grow FILE H N D NEWN: every dataspace [H, N, D] of FILE (its current and
+# maximum dims, 24 bytes apart; a chunk index key that repeats the dims is
+# left alone) becomes [H, NEWN, D]: the data stays as written. The object
+# headers of files synth and h5import write carry no checksums.
+grow() {
+    local file=$1 new=$5 prev=-100 o x n=0
+    for o in $(grep -obUaP "$(dims8 "$2" "$3" "$4")" "$file" | cut -d: -f1); do
+        if [[ $((o - prev)) -eq 24 ]]; then
+            for x in $prev $o; do
+                printf "$(dims8 "$new" | cut -c1-32)" | dd of="$file" bs=1 seek=$((x + 8)) conv=notrunc status=none
+                n=$((n + 1))
+            done
+        fi
+        prev=$o
+    done
+    [[ $n -gt 0 ]]
+}
+# chunked (as synth writes): 3 chunks of [1, 77, 12] hold data, the rest of
+# [3, 200000, 12] would read as zeros: it ran for minutes before
+expect_ok "synth a file to grow" "$Q" synth --out "$M/grown.h5" --layers 1 --heads 3 --kv-heads 3 \
+    --tokens 77 --dim 12
+if grow "$M/grown.h5" 3 77 12 200000; then
+    badfile "unwritten chunks" "/layer_00/q declares shape [3, 200000, 12] but only 3 of its 7794 chunks" \
+        "$M/grown.h5"
+else
+    bad "unwritten chunks: the dataspace [3, 77, 12] is not in the file"
+fi
+# contiguous (as h5import writes): 540 bytes stored for [5, 65536, 3]
+mk contig "5 9 3" "1 9 3" "1 9 3"
+if grow "$M/contig.h5" 5 9 3 65536 && grow "$M/contig.h5" 1 9 3 65536; then
+    badfile "contiguous data shorter than its shape" "/layer_01/q declares shape [5, 65536, 3] (3932160 bytes) but holds 540" \
+        "$M/contig.h5"
+else
+    bad "contiguous data: the dataspace [5, 9, 3] is not in the file"
+fi
+
+# ---- outputs of an earlier run are never deleted ----
+K=$S/earlier
+expect_ok "an earlier run" "$Q" accuracy --data "$F" --schemes fp16 --out "$K"
+cp "$K/summary.csv" "$S/log/earlier-summary.csv"
+cp "$K/accuracy.csv" "$S/log/earlier-accuracy.csv"
+same_as_earlier() { cmp -s "$K/summary.csv" "$S/log/earlier-summary.csv" && cmp -s "$K/accuracy.csv" "$S/log/earlier-accuracy.csv"; }
+# accuracy.csv a directory: it failed at the end with exit 1, the wrong
+# errno ("No such file or directory"), and deleted summary.csv
+mv "$K/accuracy.csv" "$S/log/acc.moved" && mkdir "$K/accuracy.csv"
+expect_err "DIR/accuracy.csv is a directory" "$K/accuracy.csv exists and is a directory" "" \
+    "$Q" accuracy --data "$F" --schemes fp16,bf16 --out "$K"
+check "DIR/accuracy.csv a directory: the earlier summary.csv is kept" cmp -s "$K/summary.csv" "$S/log/earlier-summary.csv"
+rmdir "$K/accuracy.csv" && mv "$S/log/acc.moved" "$K/accuracy.csv"
+# a write that fails (file size limit: summary.csv fits, accuracy.csv does
+# not): the message has the write's errno, and no file of the earlier run
+# is replaced or deleted; stderr goes through a pipe (the limit would stop
+# a file)
+expect_ok "synth 4 layers x 8 heads" "$Q" synth --out "$M/rows.h5" --layers 4 --heads 8 --kv-heads 1 \
+    --tokens 16 --dim 8
+bash -c 'ulimit -f 2; trap "" XFSZ; exec "$@" 2>&1 >/dev/null' _ \
+    "$Q" accuracy --data "$M/rows.h5" --schemes fp16 --out "$K" | cat >"$ERR"
+rc=${PIPESTATUS[0]}
+check "a failed write: exit 1" test "$rc" -eq 1
+check "a failed write: one line with the write's errno" \
+    bash -c '[[ $(wc -l <"$1") -eq 1 ]] && grep -q "cannot write into .*: File too large" "$1"' _ "$ERR"
+check "a failed write: the earlier summary.csv and accuracy.csv are kept" same_as_earlier
+check "a failed write: no temporary file" no_temps
 
 # ---- an interrupted run leaves no CSV and no temporary file ----
 BIG=$M/big.h5
@@ -425,10 +468,49 @@ check "interrupted run: the earlier accuracy.csv and summary.csv unchanged" \
 check "interrupted run: nothing added to or removed from --out" \
     test "$(ls -A "$S/keep" | sort | tr '\n' ' ')" = "accuracy.csv notes.txt summary.csv "
 
+# a run started with SIGHUP ignored (nohup) keeps it ignored: a study used
+# to install its handler at the first checkpoint and die on SIGHUP there
+(trap '' HUP; exec "$Q" pv --data "$BIG" --out "$S/nohup" --boot 10 --threads 2) >/dev/null 2>"$ERR" &
+pid=$!
+seen=0
+for _ in $(seq 1 500); do
+    if grep -q "layer 0 done" "$ERR" 2>/dev/null; then
+        seen=1
+        break
+    fi
+    sleep 0.02
+done
+kill -HUP "$pid" 2>/dev/null
+wait "$pid"
+rc=$?
+if [[ $seen -ne 1 ]]; then
+    bad "nohup'ed study: no checkpoint seen: $(head -c 300 "$ERR")"
+elif grep -q "layer 5 done" "$ERR" && [[ $(grep -c "layer 5 done" "$ERR") -eq 1 ]] && [[ $rc -eq 0 ]] &&
+    [[ -s $S/nohup/summary.csv ]] && no_temps; then
+    ok "nohup'ed study lives through SIGHUP after its first checkpoint"
+else
+    bad "nohup'ed study: exit $rc after SIGHUP: $(tail -c 300 "$ERR")"
+fi
+
+# temporary files that a SIGKILL left (their process is gone) are removed
+# when a run starts in that directory; a live process's and other names stay
+mkdir -p "$S/stale"
+sleep 0 &
+dead=$!
+wait "$dead"
+touch "$S/stale/.summary.csv.tmp.$dead" "$S/stale/.accuracy.csv.tmp.$dead" \
+    "$S/stale/.summary.csv.tmp.$$" "$S/stale/.notes.tmp.$dead"
+"$Q" accuracy --data "$F" --schemes fp16 --out "$S/stale" >/dev/null 2>"$ERR"
+check "stale temporary files: the run succeeds" test $? -eq 0 -a -s "$S/stale/summary.csv"
+check "stale temporary files of a dead process are removed" \
+    test ! -e "$S/stale/.summary.csv.tmp.$dead" -a ! -e "$S/stale/.accuracy.csv.tmp.$dead"
+check "a live process's temporary file and other names stay" \
+    test -e "$S/stale/.summary.csv.tmp.$$" -a -e "$S/stale/.notes.tmp.$dead"
+rm -f "$S/stale/.summary.csv.tmp.$$" "$S/stale/.notes.tmp.$dead"
+
 # nothing but what the good cases wrote
 extra=$(ls -A "$S" | grep -v -x -e log -e m -e a.h5 -e wide.h5 -e plain.txt -e empty-dir -e run1 -e run2 \
-    -e t1 -e t2 -e sel -e nested -e causal -e nomask -e base -e good -e keep -e killed-term -e killed-int)
+    -e t1 -e t2 -e tcap -e mem -e earlier -e nohup -e stale -e sel -e nested -e causal -e nomask -e base -e good -e keep -e killed-term -e killed-int)
 check "scratch directory holds only the expected files" test -z "$extra"
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+lib_finish

@@ -5,71 +5,8 @@
 #
 # usage: bash tests/cli_h5.sh /path/to/qattn SCRATCHDIR
 set -u
-if [[ $# -ne 2 ]]; then
-    echo "usage: bash $0 /path/to/qattn SCRATCHDIR" >&2
-    exit 2
-fi
-Q=$1
-S=$2
-rm -rf "$S"
-mkdir -p "$S/log" || exit 1
-OUT=$S/log/stdout.txt
-ERR=$S/log/stderr.txt
-
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-
-# no temporary files (.NAME.tmp.PID) anywhere in the scratch directory
-no_temps() { ! find "$S" -name '*.tmp.*' | grep -q .; }
-
-# expect_ok NAME CMD...: exit 0, nothing on stderr
-expect_ok() {
-    local name=$1
-    shift
-    "$@" >"$OUT" 2>"$ERR"
-    local rc=$?
-    if [[ $rc -ne 0 ]]; then
-        bad "$name: exit $rc: $(head -c 300 "$ERR")"
-    elif [[ -s $ERR ]]; then
-        bad "$name: unexpected stderr: $(head -c 300 "$ERR")"
-    elif ! no_temps; then
-        bad "$name: left a temporary file"
-    else
-        ok "$name"
-    fi
-}
-
-# expect_err NAME WORD OUTFILE CMD...: exit 2, one stderr line with WORD,
-# OUTFILE (if not empty) absent, no temporary file
-expect_err() {
-    local name=$1 word=$2 out=$3
-    shift 3
-    "$@" >"$OUT" 2>"$ERR"
-    local rc=$? lines
-    lines=$(wc -l <"$ERR")
-    if [[ $rc -ne 2 ]]; then
-        bad "$name: exit $rc, expected 2 ($(head -c 300 "$ERR"))"
-    elif [[ $lines -ne 1 ]]; then
-        bad "$name: $lines lines on stderr, expected 1: $(head -c 300 "$ERR")"
-    elif ! grep -qF -- "$word" "$ERR"; then
-        bad "$name: stderr lacks '$word': $(cat "$ERR")"
-    elif [[ -n $out && -e $out ]]; then
-        bad "$name: left $out behind"
-    elif ! no_temps; then
-        bad "$name: left a temporary file"
-    else
-        ok "$name"
-    fi
-}
-
-# check NAME CONDITION-COMMAND...
-check() {
-    local name=$1
-    shift
-    if "$@"; then ok "$name"; else bad "$name"; fi
-}
+source "$(dirname "$0")/lib.sh"
+lib_init "$@"
 
 SMALL=(--layers 2 --heads 4 --kv-heads 2 --tokens 96 --dim 32)
 
@@ -123,12 +60,19 @@ expect_err "synth negative tokens" "positive" "$X" \
     "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens -8 --dim 4
 expect_err "synth unknown option" "unknown option" "$X" \
     "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --frobnicate
-expect_err "synth option without value" "needs a value" "$X" \
+expect_err "synth option without value" "missing value" "$X" \
     "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim
 expect_err "synth seqlens not summing" "sum" "$X" \
     "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --seqlens 3,4
 expect_err "synth seqlens with 0" "positive" "$X" \
     "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --seqlens 8,0
+# 16 entries of 2^60 - 1 and a 32 sum to 2^64 + 16: wrapped in 64 bits,
+# that was --tokens, and the generator wrote past its buffers
+big=$(printf '1152921504606846975,%.0s' $(seq 16))32
+expect_err "synth seqlens summing past 2^64" "--seqlens" "$X" \
+    "$Q" synth --out "$X" --layers 1 --heads 1 --kv-heads 1 --tokens 16 --dim 4 --seqlens "$big"
+expect_err "synth seqlens entry beyond --tokens" "more than --tokens" "$X" \
+    "$Q" synth --out "$X" --layers 1 --heads 1 --kv-heads 1 --tokens 16 --dim 4 --seqlens 8,1000000000
 expect_err "synth missing --out" "missing" "" \
     "$Q" synth --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4
 expect_err "synth missing --dim" "missing" "$X" \
@@ -137,6 +81,8 @@ expect_err "synth bad dtype" "dtype" "$X" \
     "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --dtype f8
 expect_err "synth bad k-bias" "k-bias" "$X" \
     "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --k-bias nan
+expect_err "synth: a layer larger than the memory" "the run would hold" "$X" \
+    env QATTN_MEMORY_MB=0.01 "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 256 --dim 64
 expect_err "synth too many outliers" "more than" "$X" \
     "$Q" synth --out "$X" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4 --outlier-tokens 9
 expect_err "synth stray argument" "unexpected argument" "$X" \
@@ -144,6 +90,12 @@ expect_err "synth stray argument" "unexpected argument" "$X" \
 expect_err "synth into a missing directory" "cannot create" "$S/nodir/x.h5" \
     "$Q" synth --out "$S/nodir/x.h5" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4
 check "no directory created" test ! -e "$S/nodir"
+# an existing directory as --out: refused before any work (it used to
+# generate every layer, then fail to rename with exit 1)
+mkdir -p "$S/outdir"
+expect_err "synth --out an existing directory" "is a directory" "" \
+    "$Q" synth --out "$S/outdir" --layers 1 --heads 2 --kv-heads 1 --tokens 8 --dim 4
+check "the directory is left as it was" bash -c '[[ -d $1 && -z $(ls -A "$1") ]]' _ "$S/outdir"
 
 # ---- inspect: bad inputs ----
 expect_err "inspect missing file" "No such file" "" "$Q" inspect "$S/missing.h5"
@@ -157,6 +109,8 @@ size=$(wc -c <"$S/full.h5")
 head -c $((size / 2)) "$S/full.h5" >"$S/trunc.h5"
 expect_err "inspect truncated file" "truncated" "" "$Q" inspect "$S/trunc.h5"
 expect_err "inspect a directory" "not a regular file" "" "$Q" inspect "$S/log"
+expect_err "inspect: a layer larger than the memory" "$S/a.h5: the run would hold" "" \
+    env QATTN_MEMORY_MB=0.01 "$Q" inspect "$S/a.h5"
 expect_err "inspect unknown option" "unknown option" "" "$Q" inspect "$S/a.h5" --frobnicate
 expect_err "inspect no file" "missing" "" "$Q" inspect
 expect_err "inspect two files" "exactly one" "" "$Q" inspect "$S/a.h5" "$S/b.h5"
@@ -193,8 +147,7 @@ fi
 
 # nothing but what the good cases wrote
 extra=$(ls -A "$S" | grep -v -x -e log -e a.h5 -e a2.h5 -e b.h5 -e k0.h5 -e k8.h5 \
-    -e full.h5 -e trunc.h5 -e text.h5 -e empty.h5)
+    -e full.h5 -e trunc.h5 -e text.h5 -e empty.h5 -e outdir)
 check "scratch directory holds only the expected files" test -z "$extra"
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+lib_finish

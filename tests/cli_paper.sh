@@ -7,14 +7,11 @@
 # gnuplot nor LaTeX.
 #   bash tests/cli_paper.sh QATTN SCRATCHDIR
 set -u
-qattn=$1
-dir=$2
+source "$(dirname "$0")/lib.sh"
+lib_init "$@"
+qattn=$Q
+dir=$S
 root=$(cd "$(dirname "$0")/.." && pwd)
-rm -rf "$dir" && mkdir -p "$dir"
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 # has FILE STRING: fixed-string search
 has() { if grep -qF -- "$2" "$1" 2>/dev/null; then ok; else bad "$1 lacks: $2"; fi; }
 hasnt() { if grep -qF -- "$2" "$1" 2>/dev/null; then bad "$1 has: $2"; else ok; fi; }
@@ -314,5 +311,4 @@ run_tables "$R" "$G"
 [ $? = 2 ] && ok || bad "unknown option: not exit 2"
 "$qattn" paper-tables --help >"$dir/help" && grep -q numbers.tex "$dir/help" && ok || bad "--help"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+lib_finish

@@ -7,64 +7,8 @@
 #
 # usage: bash tests/cli_schemes.sh /path/to/qattn SCRATCHDIR
 set -u
-if [[ $# -ne 2 ]]; then
-    echo "usage: bash $0 /path/to/qattn SCRATCHDIR" >&2
-    exit 2
-fi
-Q=$1
-S=$2
-export LC_ALL=C
-rm -rf "$S"
-mkdir -p "$S/log" || exit 1
-OUT=$S/log/stdout.txt
-ERR=$S/log/stderr.txt
-
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-
-# expect_ok NAME CMD...: exit 0, nothing on stderr
-expect_ok() {
-    local name=$1
-    shift
-    "$@" >"$OUT" 2>"$ERR"
-    local rc=$?
-    if [[ $rc -ne 0 ]]; then
-        bad "$name: exit $rc: $(head -c 300 "$ERR")"
-    elif [[ -s $ERR ]]; then
-        bad "$name: unexpected stderr: $(head -c 300 "$ERR")"
-    else
-        ok "$name"
-    fi
-}
-
-# expect_err NAME WORD CMD...: exit 2, one stderr line with WORD, nothing on stdout
-expect_err() {
-    local name=$1 word=$2
-    shift 2
-    "$@" >"$OUT" 2>"$ERR"
-    local rc=$? lines
-    lines=$(wc -l <"$ERR")
-    if [[ $rc -ne 2 ]]; then
-        bad "$name: exit $rc, expected 2 ($(head -c 300 "$ERR"))"
-    elif [[ $lines -ne 1 ]]; then
-        bad "$name: $lines lines on stderr, expected 1: $(head -c 300 "$ERR")"
-    elif ! grep -qF -- "$word" "$ERR"; then
-        bad "$name: stderr lacks '$word': $(cat "$ERR")"
-    elif [[ -s $OUT ]]; then
-        bad "$name: unexpected stdout: $(head -c 300 "$OUT")"
-    else
-        ok "$name"
-    fi
-}
-
-# check NAME CONDITION-COMMAND...
-check() {
-    local name=$1
-    shift
-    if "$@"; then ok "$name"; else bad "$name"; fi
-}
+source "$(dirname "$0")/lib.sh"
+lib_init "$@"
 
 # ---- qattn schemes ----
 PRESETS=(fp16 bf16 sage1-b sage1-vb sage2-8b sage2-8b-sm90 sage2-4b fa3-fp8 ck-i8fp8bf16 ck-i4fp8bf16 ck-fp8bf16)
@@ -114,8 +58,8 @@ check "ck presets: Q per-thread 4 tokens, K 16 tokens (64/16/1, 64/16/4)" \
     bash -c 'for p in ck-i8fp8bf16 ck-i4fp8bf16 ck-fp8bf16; do
                  grep -Eq "^$p +q=[a-z0-9]+@thread:64/16/1 k=[a-z0-9]+@thread:64/16/4 " "$1" || exit 1
              done' _ "$S/log/schemes.txt"
-expect_err "schemes extra argument" "unexpected argument" "$Q" schemes extra
-expect_err "schemes unknown option" "unknown option" "$Q" schemes --bogus
+expect_err "schemes extra argument" "unexpected argument" "" "$Q" schemes extra
+expect_err "schemes unknown option" "unknown option" "" "$Q" schemes --bogus
 
 # ---- qattn scheme-check: normalization ----
 expect_ok "scheme-check 'sage2-8b acc=fp22'" "$Q" scheme-check 'sage2-8b acc=fp22'
@@ -135,19 +79,28 @@ check "extra spaces: kblock=128, one space between words" \
     test "$(cat "$OUT")" = "$(spec sage2-8b | sed 's/ kblock=[0-9]* / kblock=128 /')"
 
 # ---- qattn scheme-check: errors name the offending word ----
-expect_err "unknown key" "'foo'" "$Q" scheme-check 'sage2-8b foo=bar'
-expect_err "unknown key: says key" "unknown key" "$Q" scheme-check 'q=int8@token foo=bar'
-expect_err "unknown preset" "'sage3'" "$Q" scheme-check sage3
-expect_err "bad group" "'bogus:3'" "$Q" scheme-check 'q=int8@bogus:3'
-expect_err "bad group suffix" "'bogus'" "$Q" scheme-check 'q=int8@token,bogus'
-expect_err "group ch:0" "'ch:0'" "$Q" scheme-check 'q=int8@token,ch:0'
-expect_err "group block:0" "'block:0'" "$Q" scheme-check 'k=int8@block:0'
-expect_err "thread group S not dividing B" "thread:32/8/3" "$Q" scheme-check 'q=int8@thread:32/8/3'
-expect_err "int9" "'int9'" "$Q" scheme-check 'q=int9@token'
-expect_err "empty spec" "empty" "$Q" scheme-check ''
-expect_err "no spec" "expected one SPEC" "$Q" scheme-check
-expect_err "two specs" "expected one SPEC" "$Q" scheme-check fp16 bf16
-expect_err "unknown option" "unknown option" "$Q" scheme-check --bogus
+expect_err "unknown key" "'foo'" "" "$Q" scheme-check 'sage2-8b foo=bar'
+expect_err "unknown key: says key" "unknown key" "" "$Q" scheme-check 'q=int8@token foo=bar'
+expect_err "unknown preset" "'sage3'" "" "$Q" scheme-check sage3
+expect_err "bad group" "'bogus:3'" "" "$Q" scheme-check 'q=int8@bogus:3'
+expect_err "bad group suffix" "'bogus'" "" "$Q" scheme-check 'q=int8@token,bogus'
+expect_err "group ch:0" "'ch:0'" "" "$Q" scheme-check 'q=int8@token,ch:0'
+expect_err "group block:0" "'block:0'" "" "$Q" scheme-check 'k=int8@block:0'
+expect_err "thread group S not dividing B" "thread:32/8/3" "" "$Q" scheme-check 'q=int8@thread:32/8/3'
+expect_err "int9" "'int9'" "" "$Q" scheme-check 'q=int9@token'
+expect_err "a key given twice" "key 'q' is given twice" "" "$Q" scheme-check 'q=int8@token q=int4@token'
+# one length limit (255) for scheme-check and the scheme lists
+s255="sage2-8b$(printf '%*s' 239 '')acc=fp22"
+s256="sage2-8b$(printf '%*s' 240 '')acc=fp22"
+expect_ok "a 255-character scheme" "$Q" scheme-check "$s255"
+expect_err "a 256-character scheme" "at most 255" "" "$Q" scheme-check "$s256"
+expect_err "a thread group of 1e9 slots" "larger than 65536" "" "$Q" scheme-check 'q=int8@thread:999999999/999999999/1'
+expect_ok "scheme-check --help" "$Q" scheme-check --help
+check "scheme-check --help states the size limit" grep -q "1 to 65536" "$OUT"
+expect_err "empty spec" "empty" "" "$Q" scheme-check ''
+expect_err "no spec" "expected one SPEC" "" "$Q" scheme-check
+expect_err "two specs" "expected one SPEC" "" "$Q" scheme-check fp16 bf16
+expect_err "unknown option" "unknown option" "" "$Q" scheme-check --bogus
 
 # ---- --help of every subcommand; the dispatcher ----
 for cmd in schemes scheme-check synth inspect accuracy bench-cpu; do
@@ -159,8 +112,17 @@ check "qattn --help lists every subcommand" \
     bash -c 'for c in schemes scheme-check synth inspect accuracy bench-cpu; do
                  grep -Eq "^  $c " "$1" || exit 1
              done' _ "$OUT"
-expect_err "unknown subcommand" "unknown command 'frobnicate'" "$Q" frobnicate
-expect_err "unknown subcommand that looks like an option" "unknown command" "$Q" --frobnicate
+# output that never arrived is a failure: exit 1 and one line, not 0
+for cmd in "schemes" "scheme-check sage2-8b" "--help" "accuracy --help"; do
+    # shellcheck disable=SC2086
+    "$Q" $cmd >/dev/full 2>"$ERR"
+    rc=$?
+    check "$cmd > /dev/full: exit 1 (was 0)" test "$rc" -eq 1
+    check "$cmd > /dev/full: one line naming standard output" \
+        bash -c '[[ $(wc -l <"$1") -eq 1 ]] && grep -q "cannot write to standard output: No space left" "$1"' _ "$ERR"
+done
+expect_err "unknown subcommand" "unknown command 'frobnicate'" "" "$Q" frobnicate
+expect_err "unknown subcommand that looks like an option" "unknown command" "" "$Q" --frobnicate
 "$Q" >"$OUT" 2>"$ERR"
 rc=$?
 check "no subcommand: exit 2 with the usage on stderr" \
@@ -197,18 +159,18 @@ check "bench-cpu --csv: three rows of n 64, d 16, 2 threads" \
 check "bench-cpu --csv: the emulated row names the fp16 spec" \
     bash -c 'grep "^emulated," "$1" | grep -qF ",\"$2\""' _ "$S/log/bench.csv" "$(spec fp16)"
 
-expect_err "bench-cpu --n 0" "--n" "$Q" bench-cpu --n 0
-expect_err "bench-cpu --n abc" "'abc'" "$Q" bench-cpu --n abc
-expect_err "bench-cpu --n too large" "'2000000'" "$Q" bench-cpu --n 2000000
-expect_err "bench-cpu --dim -1" "--dim" "$Q" bench-cpu --dim -1
-expect_err "bench-cpu --reps 0" "--reps" "$Q" bench-cpu --reps 0
-expect_err "bench-cpu --threads x" "--threads" "$Q" bench-cpu --threads x
-expect_err "bench-cpu --n without a value" "missing value" "$Q" bench-cpu --n
-expect_err "bench-cpu unknown option" "unknown option" "$Q" bench-cpu --frobnicate
-expect_err "bench-cpu stray argument" "unexpected argument" "$Q" bench-cpu "${TINY[@]}" extra
-expect_err "bench-cpu unknown scheme" "'nosuch'" "$Q" bench-cpu "${TINY[@]}" --scheme nosuch
-expect_err "bench-cpu int9 scheme" "'int9'" "$Q" bench-cpu "${TINY[@]}" --scheme 'q=int9@token'
-expect_err "bench-cpu int8 scheme at d 1025" "d <= 1024" "$Q" bench-cpu --n 8 --dim 1025 --reps 1
+expect_err "bench-cpu --n 0" "--n" "" "$Q" bench-cpu --n 0
+expect_err "bench-cpu --n abc" "'abc'" "" "$Q" bench-cpu --n abc
+expect_err "bench-cpu --n too large" "'2000000'" "" "$Q" bench-cpu --n 2000000
+expect_err "bench-cpu --dim -1" "--dim" "" "$Q" bench-cpu --dim -1
+expect_err "bench-cpu --reps 0" "--reps" "" "$Q" bench-cpu --reps 0
+expect_err "bench-cpu --threads x" "--threads" "" "$Q" bench-cpu --threads x
+expect_err "bench-cpu --threads 99999" "--threads must be a positive integer up to" "" "$Q" bench-cpu "${TINY[@]}" --threads 99999
+expect_err "bench-cpu --n without a value" "missing value" "" "$Q" bench-cpu --n
+expect_err "bench-cpu unknown option" "unknown option" "" "$Q" bench-cpu --frobnicate
+expect_err "bench-cpu stray argument" "unexpected argument" "" "$Q" bench-cpu "${TINY[@]}" extra
+expect_err "bench-cpu unknown scheme" "'nosuch'" "" "$Q" bench-cpu "${TINY[@]}" --scheme nosuch
+expect_err "bench-cpu int9 scheme" "'int9'" "" "$Q" bench-cpu "${TINY[@]}" --scheme 'q=int9@token'
+expect_err "bench-cpu int8 scheme at d 1025" "d <= 1024" "" "$Q" bench-cpu --n 8 --dim 1025 --reps 1
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+lib_finish

@@ -4,13 +4,10 @@
 # scheme clearly more accurate, and the fp16/bf16 presets reach cos > 0.9999.
 #   bash tests/cli_smoothing.sh QATTN SCRATCHDIR
 set -u
-qattn=$1
-dir=$2
-rm -rf "$dir" && mkdir -p "$dir"
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+source "$(dirname "$0")/lib.sh"
+lib_init "$@"
+qattn=$Q
+dir=$S
 
 "$qattn" synth --out "$dir/kb8.h5" --layers 1 --heads 4 --kv-heads 2 --tokens 512 --dim 64 --k-bias 8 --seed 5 \
     2>"$dir/synth.err" || bad "synth failed: $(cat "$dir/synth.err")"
@@ -39,5 +36,4 @@ for bits in "int8@token" "int4@block:64"; do
     cb=$(mean_of "$base smooth=k" cos)
     if awk -v a="$ca" -v b="$cb" 'BEGIN { exit !(b > a) }'; then ok; else bad "$bits: cos $ca -> $cb"; fi
 done
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+lib_finish

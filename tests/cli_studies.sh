@@ -21,80 +21,11 @@
 #
 # usage: bash tests/cli_studies.sh /path/to/qattn SCRATCHDIR
 set -u
-if [[ $# -ne 2 ]]; then
-    echo "usage: bash $0 /path/to/qattn SCRATCHDIR" >&2
-    exit 2
-fi
-Q=$1
-S=$2
-export LC_ALL=C
-rm -rf "$S"
-mkdir -p "$S/log" "$S/list" "$S/keep" || exit 1
-OUT=$S/log/stdout.txt
-ERR=$S/log/stderr.txt
+source "$(dirname "$0")/lib.sh"
+lib_init "$@"
+mkdir -p "$S/list" "$S/keep" || exit 1
 R=$S/results # the studies' output tree, as results/ in scripts/reproduce
 
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-
-# check NAME CONDITION-COMMAND...
-check() {
-    local name=$1
-    shift
-    if "$@"; then ok "$name"; else bad "$name"; fi
-}
-
-no_temps() { ! find "$S" -name '*.tmp.*' | grep -q .; }
-
-# run_ok NAME CMD...: exit 0, no temporary file left (the studies report
-# progress on stderr, so stderr is not checked here)
-run_ok() {
-    local name=$1
-    shift
-    "$@" >"$OUT" 2>"$ERR"
-    local rc=$?
-    if [[ $rc -ne 0 ]]; then
-        bad "$name: exit $rc: $(head -c 400 "$ERR")"
-        return 1
-    elif ! no_temps; then
-        bad "$name: left a temporary file"
-        return 1
-    fi
-    ok "$name"
-}
-
-# expect_err NAME WORD PATH CMD...: exit 2, stderr names WORD, PATH (if not
-# empty) does not exist afterwards, no temporary file
-expect_err() {
-    local name=$1 word=$2 path=$3
-    shift 3
-    "$@" >"$OUT" 2>"$ERR"
-    local rc=$?
-    if [[ $rc -ne 2 ]]; then
-        bad "$name: exit $rc, expected 2 ($(head -c 300 "$ERR"))"
-    elif ! grep -qF -- "$word" "$ERR"; then
-        bad "$name: stderr lacks '$word': $(head -c 300 "$ERR")"
-    elif [[ -n $path && -e $path ]]; then
-        bad "$name: wrote $path"
-    elif ! no_temps; then
-        bad "$name: left a temporary file"
-    else
-        ok "$name"
-    fi
-}
-
-# a CSV without its quotes, commas inside quoted fields turned into ';'
-unquote() {
-    awk '{ out = ""; inq = 0
-           for (i = 1; i <= length($0); i++) {
-               c = substr($0, i, 1)
-               if (c == "\"") { inq = !inq; continue }
-               out = out (c == "," && inq ? ";" : c)
-           }
-           print out }' "$1"
-}
 nrows() { tail -n +2 "$1" | wc -l | tr -d ' '; }
 header_is() { [[ $(head -n 1 "$1") == "$2" ]]; }
 
@@ -577,13 +508,31 @@ expect_err "pv: no --out" "--out" "" "$Q" pv --data "$A"
 expect_err "pv: no --data" "--data" "$S/bad-pv1" "$Q" pv --out "$S/bad-pv1"
 expect_err "pv: --layers out of range" "$A" "$S/bad-pv2" "$Q" pv --data "$A" --out "$S/bad-pv2" --layers 5
 expect_err "pv: two files of one model" "m-alpha" "$S/bad-pv3" "$Q" pv --data "$A" --data "$A2" --out "$S/bad-pv3"
+expect_err "pv: more memory than there is" "$A: the run would hold" "$S/bad-pv5" \
+    env QATTN_MEMORY_MB=0.01 "$Q" pv --data "$A" --out "$S/bad-pv5"
+expect_err "outliers: more memory than there is" "$A: the run would hold" "$S/bad-pv5" \
+    env QATTN_MEMORY_MB=0.01 "$Q" outliers --data "$A" --out "$S/bad-pv5"
 expect_err "pv: bad --threads" "'0'" "$S/bad-pv4" "$Q" pv --data "$A" --out "$S/bad-pv4" --threads 0
+check "pv: --threads 0 names the option" grep -qF -- "--threads" "$ERR"
+expect_err "pv: --threads 99999 (libgomp crashed)" "--threads must be a positive integer up to" "$S/bad-pv4" \
+    "$Q" pv --data "$A" --out "$S/bad-pv4" --threads 99999
 expect_err "outliers: missing --data file" "nope.h5" "$S/bad-out" "$Q" outliers --data "$S/nope.h5" --out "$S/bad-out"
 expect_err "outliers: unknown option" "--frobnicate" "$S/bad-out" "$Q" outliers --data "$C" --out "$S/bad-out" --frobnicate
 expect_err "outliers: no --out" "--out" "" "$Q" outliers --data "$C"
 expect_err "models: missing --data file" "nope.h5" "$S/bad-models.csv" "$Q" models --data "$A" --data "$S/nope.h5" --out "$S/bad-models.csv"
 expect_err "models: unknown option" "--frobnicate" "$S/bad-models.csv" "$Q" models --data "$A" --out "$S/bad-models.csv" --frobnicate
 expect_err "models: no --out" "--out" "" "$Q" models --data "$A"
+# outputs that a rename could not replace are refused before any work
+mkdir -p "$S/bad-pv6/summary.csv"
+expect_err "pv: DIR/summary.csv is a directory" "bad-pv6/summary.csv exists and is a directory" "" \
+    "$Q" pv --data "$A" --out "$S/bad-pv6"
+check "pv: DIR/summary.csv a directory: no cells.csv written" test ! -e "$S/bad-pv6/cells.csv"
+rm -r "$S/bad-pv6"
+mkdir -p "$S/bad-models.d"
+expect_err "models: --out a directory" "exists and is a directory" "" \
+    "$Q" models --data "$A" --out "$S/bad-models.d"
+rmdir "$S/bad-models.d"
+expect_err "compare: --out ''" "--out is empty" "" "$Q" compare --results "$R" --out ''
 expect_err "compare: unknown option" "--frobnicate" "$S/bad-cmp.csv" "$Q" compare --results "$R" --out "$S/bad-cmp.csv" --frobnicate
 expect_err "compare: no --out" "--out" "" "$Q" compare --results "$R"
 expect_err "pareto: unknown option" "--frobnicate" "$S/bad-par" "$Q" pareto --results "$R" --bench "$BENCH" --out "$S/bad-par" --frobnicate
@@ -605,8 +554,10 @@ if run_ok "custom: smoothing --schemes" "$Q" smoothing --data "$A" --out "$CU" -
 fi
 expect_err "custom: a label already in the grid" "already in the grid" "$S/bad-custom" \
     "$Q" smoothing --data "$A" --out "$S/bad-custom" --schemes 'sage2-4b,sage2-4b'
+# --list used to print the grid at once, before a later --schemes was read
+expect_err "custom: --list --schemes nosuch (exit 0 before)" "nosuch" "" \
+    "$Q" granularity --list --schemes nosuch
 expect_err "custom: unknown scheme" "nosuch" "$S/bad-custom" "$Q" smoothing --data "$A" --out "$S/bad-custom" \
     --schemes nosuch
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+lib_finish

@@ -8,44 +8,8 @@
 #
 # usage: bash tests/gpu_sim_cli.sh /path/to/qattn_sim SCRATCHDIR
 set -u
-if [[ $# -ne 2 ]]; then
-    echo "usage: bash $0 /path/to/qattn_sim SCRATCHDIR" >&2
-    exit 2
-fi
-Q=$1
-S=$2
-export LC_ALL=C
-rm -rf "$S"
-mkdir -p "$S/log" || exit 1
-OUT=$S/log/stdout.txt
-ERR=$S/log/stderr.txt
-
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-check() {
-    local name=$1
-    shift
-    if "$@"; then ok "$name"; else bad "$name"; fi
-}
-# expect_err NAME WORD CMD...: exit 2, one stderr line with WORD
-expect_err() {
-    local name=$1 word=$2
-    shift 2
-    "$@" >"$OUT" 2>"$ERR"
-    local rc=$? lines
-    lines=$(wc -l <"$ERR")
-    if [[ $rc -ne 2 ]]; then
-        bad "$name: exit $rc, expected 2 ($(head -c 300 "$ERR"))"
-    elif [[ $lines -ne 1 ]]; then
-        bad "$name: $lines lines on stderr, expected 1: $(head -c 300 "$ERR")"
-    elif ! grep -qF -- "$word" "$ERR"; then
-        bad "$name: stderr lacks '$word': $(cat "$ERR")"
-    else
-        ok "$name"
-    fi
-}
+source "$(dirname "$0")/lib.sh"
+lib_init "$@"
 
 # ---- gpu-check --list: every instance is reached by a scheme ----
 if "$Q" gpu-check --list >"$S/list.txt" 2>"$ERR"; then ok "gpu-check --list"; else bad "gpu-check --list: $(cat "$ERR")"; fi
@@ -92,20 +56,19 @@ check "bench: two rows with positive times, the quantized one with a quant kerne
              END { exit !(n == 2 && q == 1 && NR == 3) }' "$csv"
 
 # ---- bad inputs: exit 2, one line, no output file ----
-expect_err "gpu-check: unknown option" "unknown option" "$Q" gpu-check --bogus
-expect_err "gpu-check: no instance matches" "no instance matches" "$Q" gpu-check --instance nosuchkernel --out "$S/x1.csv"
+expect_err "gpu-check: unknown option" "unknown option" "" "$Q" gpu-check --bogus
+expect_err "gpu-check: no instance matches" "no instance matches" "" "$Q" gpu-check --instance nosuchkernel --out "$S/x1.csv"
 check "gpu-check: no instance matches: no file" test ! -e "$S/x1.csv"
-expect_err "gpu-check: missing data file" "missing.h5" "$Q" gpu-check --data "$S/missing.h5" --out "$S/x2.csv"
+expect_err "gpu-check: missing data file" "missing.h5" "" "$Q" gpu-check --data "$S/missing.h5" --out "$S/x2.csv"
 check "gpu-check: missing data file: no file" test ! -e "$S/x2.csv"
 printf 'not an HDF5 file\n' >"$S/bad.h5"
-expect_err "gpu-check: not HDF5" "bad.h5" "$Q" gpu-check --data "$S/bad.h5" --out "$S/x3.csv"
+expect_err "gpu-check: not HDF5" "bad.h5" "" "$Q" gpu-check --data "$S/bad.h5" --out "$S/x3.csv"
 check "gpu-check: not HDF5: no file" test ! -e "$S/x3.csv"
-expect_err "gpu-check: bad --layers" "--layers" "$Q" gpu-check --layers 0
-expect_err "bench: unknown scheme" "nosuchscheme" "$Q" bench --schemes sage2-8b,nosuchscheme --out "$S/x4.csv"
+expect_err "gpu-check: bad --layers" "--layers" "" "$Q" gpu-check --layers 0
+expect_err "bench: unknown scheme" "nosuchscheme" "" "$Q" bench --schemes sage2-8b,nosuchscheme --out "$S/x4.csv"
 check "bench: unknown scheme: no file" test ! -e "$S/x4.csv"
-expect_err "bench: bad --n" "bad value" "$Q" bench --n 128,x --out "$S/x5.csv"
-expect_err "bench: bad --causal" "bad value" "$Q" bench --causal 2
+expect_err "bench: bad --n" "bad value" "" "$Q" bench --n 128,x --out "$S/x5.csv"
+expect_err "bench: bad --causal" "bad value" "" "$Q" bench --causal 2
 check "no temporary files left" bash -c "! ls '$S' | grep -q '\\.tmp'"
 
-echo "gpu_sim_cli: $pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+lib_finish

@@ -10,23 +10,10 @@
 #include "qattn/metrics.h"
 
 static uint64_t rs = 12345;
-static double gauss(void)
-{
-    double u[2];
-    for (int i = 0; i < 2; i++) {
-        uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        u[i] = ((double)(z >> 11) + 0.5) / 9007199254740992.0;
-    }
-    return sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]);
-}
-
 static void fill(float *x, size_t n, double sd, double mean)
 {
     for (size_t i = 0; i < n; i++)
-        x[i] = (float)(mean + sd * gauss());
+        x[i] = (float)(mean + sd * check_gauss(&rs));
 }
 
 static qattn_scheme scheme(const char *spec)
@@ -527,7 +514,7 @@ static void test_kbias_invariance(void)
     fill(q, n * d, 1, 0);
     fill(v, n * d, 1, 0);
     for (size_t i = 0; i < n * d; i++) {
-        double x = 1.5 * gauss() + 0.5 * ((i % d) % 3);
+        double x = 1.5 * check_gauss(&rs) + 0.5 * ((i % d) % 3);
         x = fmax(-7.9, fmin(7.9, x));
         k[i] = (float)(nearbyint(x * 1024.0) / 1024.0);
     }

@@ -132,12 +132,13 @@ static void put_int_attr(hid_t obj, const char *name, int val)
     H5Sclose(sp);
 }
 
-static void put_float_attr(hid_t obj, const char *name, double val)
+/* a float32 attribute, or float64 with bits 64 */
+static void put_float_attr(hid_t obj, const char *name, double val, int bits)
 {
     if (H5Aexists(obj, name) > 0)
         H5Adelete(obj, name);
     hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t a = H5Acreate2(obj, name, bits == 64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
     H5Awrite(a, H5T_NATIVE_DOUBLE, &val);
     H5Aclose(a);
     H5Sclose(sp);
@@ -590,21 +591,40 @@ static void test_bad_files(void)
 
     fresh(p, sizeof p, &base_spec);
     fid = raw_rw(p);
-    put_float_attr(fid, "causal", 1.0);
+    put_float_attr(fid, "causal", 1.0, 32);
     H5Fclose(fid);
     expect_open_fail(p, QATTN_ERR_SCHEMA, "'causal' must be an integer, found float32",
                      "float causal");
 
     fresh(p, sizeof p, &base_spec);
     fid = raw_rw(p);
-    put_float_attr(fid, "softmax_scale", -0.5);
+    put_float_attr(fid, "softmax_scale", -0.5, 32);
     H5Fclose(fid);
     expect_open_fail(p, QATTN_ERR_SCHEMA, "'softmax_scale' is -0.5, must be > 0",
                      "negative softmax_scale");
+    /* finite but absurd: every logit inf, every metric NaN, exit 0 before */
+    fresh(p, sizeof p, &base_spec);
+    fid = raw_rw(p);
+    put_float_attr(fid, "softmax_scale", 1e300, 64);
+    H5Fclose(fid);
+    expect_open_fail(p, QATTN_ERR_SCHEMA, "'softmax_scale' is 1e+300, must be > 0 and at most 10000",
+                     "softmax_scale 1e300");
+    fresh(p, sizeof p, &base_spec);
+    fid = raw_rw(p);
+    put_float_attr(fid, "softmax_scale", 10000.0, 64);
+    H5Fclose(fid);
+    {
+        qattn_act_file f;
+        qattn_err e2 = {""};
+        int rc = qattn_act_open(p, &f, &e2);
+        CHECK(rc == 0 && f.meta.softmax_scale == 10000.0, "softmax_scale 1e4 accepted: %s", e2.msg);
+        if (rc == 0)
+            qattn_act_close(&f);
+    }
 
     fresh(p, sizeof p, &base_spec);
     fid = raw_rw(p);
-    put_float_attr(fid, "eval_loss", NAN);
+    put_float_attr(fid, "eval_loss", NAN, 32);
     H5Fclose(fid);
     expect_open_fail(p, QATTN_ERR_NAN, "'eval_loss' is NaN", "NaN eval_loss");
 
@@ -801,6 +821,55 @@ static void test_bad_files(void)
     }
 }
 
+/* Data the file does not hold: a declared shape must be backed by written
+ * storage inside the file (unwritten parts read as zeros: a few KB could
+ * declare a run of hours or of terabytes). Each case replaces
+ * /layer_00/q ([4, 6, 5] float32) of a valid file. */
+static void test_storage(void)
+{
+    char p[256];
+    hsize_t dims[3] = {4, 6, 5};
+    float vals[4 * 6 * 5];
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++)
+        vals[i] = (float)i;
+    for (int kind = 0; kind < 3; kind++) {
+        fresh(p, sizeof p, &base_spec);
+        hid_t fid = raw_rw(p), g = H5Gopen2(fid, "layer_00", H5P_DEFAULT);
+        H5Ldelete(g, "q", H5P_DEFAULT);
+        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), sp = H5Screate_simple(3, dims, NULL);
+        char ext[300];
+        snprintf(ext, sizeof ext, "%s/ext_%d.bin", DIR_, case_no);
+        if (kind == 0) {
+            hsize_t chunk[3] = {1, 6, 5};
+            H5Pset_chunk(dcpl, 3, chunk);
+        } else if (kind == 2) {
+            H5Pset_external(dcpl, ext, 0, sizeof vals);
+        }
+        hid_t d = H5Dcreate2(g, "q", H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        if (kind == 0) { /* head 0 only: 1 of the 4 chunks */
+            hsize_t start[3] = {0, 0, 0}, count[3] = {1, 6, 5};
+            hid_t msp = H5Screate_simple(3, count, NULL);
+            H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, count, NULL);
+            H5Dwrite(d, H5T_NATIVE_FLOAT, msp, sp, H5P_DEFAULT, vals);
+            H5Sclose(msp);
+        } else if (kind == 2) {
+            H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, vals);
+        } /* kind 1: contiguous, never written: no storage at all */
+        H5Dclose(d);
+        H5Sclose(sp);
+        H5Pclose(dcpl);
+        H5Gclose(g);
+        H5Fclose(fid);
+        static const char *needle[3] = {"/layer_00/q declares shape [4, 6, 5] but only 1 of its 4 chunks",
+                                        "/layer_00/q declares shape [4, 6, 5] (480 bytes) but holds 0 bytes",
+                                        "/layer_00/q keeps its data in other files (external storage)"};
+        static const char *what[3] = {"unwritten chunks", "contiguous, unwritten", "external storage"};
+        expect_open_fail(p, QATTN_ERR_SCHEMA, needle[kind], what[kind]);
+        if (kind == 2)
+            unlink(ext);
+    }
+}
+
 /* NaN / Inf in the data: open succeeds, read_layer names the element */
 static void test_nonfinite(void)
 {
@@ -976,6 +1045,7 @@ int main(void)
     test_raw_compressed(DT_F32);
     test_raw_compressed(DT_F16);
     test_bad_files();
+    test_storage();
     test_nonfinite();
     test_writer_failures();
     rm_tree(DIR_);

@@ -84,5 +84,38 @@ int main(void)
     bad("out=e4m3", "e4m3");
     bad("q=", "missing value");
     bad("acc=fp22 sage2-8b", "first word");
+    /* a key twice: the last one used to win silently; a preset's keys may
+     * still be overridden, once */
+    bad("q=int8@token q=int4@token", "key 'q' is given twice");
+    bad("sage2-8b acc=fp22 smooth=none acc=fp32", "key 'acc' is given twice");
+    bad("kblock=64 kblock=64", "key 'kblock'");
+    CHECK(qattn_scheme_parse("sage2-8b acc=fp22 q=int4@token", &s, &err) == 0, "overrides once: %s", err.msg);
+    /* one length limit, QATTN_SCHEME_LEN_MAX, for every caller */
+    {
+        char longs[QATTN_SCHEME_LEN_MAX + 2];
+        memset(longs, ' ', sizeof longs);
+        memcpy(longs, "sage2-8b", 8);
+        memcpy(longs + QATTN_SCHEME_LEN_MAX - 8, "acc=fp22", 8);
+        longs[QATTN_SCHEME_LEN_MAX] = '\0';
+        CHECK(qattn_scheme_parse(longs, &s, &err) == 0, "%d characters pass: %s", QATTN_SCHEME_LEN_MAX, err.msg);
+        longs[QATTN_SCHEME_LEN_MAX - 8] = ' ';
+        memcpy(longs + QATTN_SCHEME_LEN_MAX - 7, "acc=fp22", 8);
+        longs[QATTN_SCHEME_LEN_MAX + 1] = '\0';
+        bad(longs, "at most 255");
+    }
+    /* sizes: at most QATTN_SCHEME_SIZE_MAX (a per-thread group of S / W
+     * scales per block used to allocate 1e9 scales for a 64-token file) */
+    bad("q=int8@thread:999999999/999999999/1", "larger than 65536");
+    bad("q=int8@thread:131072/8/1", "larger than 65536");
+    bad("k=int8@block:65537", "larger than 65536");
+    bad("k=int8@warp:65537", "larger than 65536");
+    bad("q=int8@token,ch:65537", "larger than 65536");
+    bad("kblock=65537", "1 to 65536");
+    bad("qblock=65537", "1 to 65536");
+    bad("acc=fp22+fp32:65537", "1 to 65536");
+    CHECK(qattn_scheme_parse("q=int8@thread:65536/65536/1 k=int8@block:65536,ch:65536 kblock=65536 qblock=65536 "
+                             "acc=fp22+fp32:65536",
+                             &s, &err) == 0,
+          "sizes of 65536 pass: %s", err.msg);
     return check_done();
 }

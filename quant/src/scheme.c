@@ -62,7 +62,7 @@ static int parse_int_word(const char *s, int *out)
 {
     char *end;
     long v = strtol(s, &end, 10);
-    if (!*s || *end || v <= 0 || v > 1 << 20)
+    if (!*s || *end || v <= 0 || v > QATTN_SCHEME_SIZE_MAX)
         return -1;
     *out = (int)v;
     return 0;
@@ -92,6 +92,10 @@ static int parse_operand(const char *key, const char *val, qattn_operand *op, qa
         qattn_err e2;
         if (qattn_group_parse(at + 1, &op->group, &e2))
             return qattn_err_set(err, QATTN_ERR_ARG, "%s=%s: %s", key, val, e2.msg);
+        /* S and W divide B, so bounding B and C bounds them all */
+        if (op->group.b > QATTN_SCHEME_SIZE_MAX || op->group.ch > QATTN_SCHEME_SIZE_MAX)
+            return qattn_err_set(err, QATTN_ERR_ARG, "%s=%s: group size %d is larger than %d", key, val,
+                                 op->group.b > op->group.ch ? op->group.b : op->group.ch, QATTN_SCHEME_SIZE_MAX);
     } else if (at) {
         return qattn_err_set(err, QATTN_ERR_ARG, "%s=%s: '%s' is not scaled and takes no '@%s'", key, val, fmtname,
                              at + 1);
@@ -172,7 +176,8 @@ static int parse_acc(const char *val, qattn_scheme *s, qattn_err *err)
     if (plus) {
         if (strncmp(plus + 1, "fp32:", 5) || parse_int_word(plus + 6, &s->acc_chunk))
             return qattn_err_set(err, QATTN_ERR_ARG,
-                                 "acc=%s: two-level accumulator must read %s+fp32:N with N > 0, not '%s'", val, base,
+                                 "acc=%s: two-level accumulator must read %s+fp32:N with N from 1 to %d, not '%s'", val,
+                                 base, QATTN_SCHEME_SIZE_MAX,
                                  plus + 1);
         if (s->acc == QATTN_ACC_FP32)
             return qattn_err_set(err, QATTN_ERR_ARG, "acc=%s: an fp32 accumulator needs no fp32 buffer", val);
@@ -207,7 +212,8 @@ static int parse_word(const char *w, qattn_scheme *s, qattn_err *err)
     if (!strcmp(key, "kblock") || !strcmp(key, "qblock")) {
         int v;
         if (parse_int_word(val, &v))
-            return qattn_err_set(err, QATTN_ERR_ARG, "%s=%s: '%s' is not a positive integer", key, val, val);
+            return qattn_err_set(err, QATTN_ERR_ARG, "%s=%s: '%s' is not an integer from 1 to %d", key, val, val,
+                                 QATTN_SCHEME_SIZE_MAX);
         if (key[0] == 'k')
             s->kblock = v;
         else
@@ -226,13 +232,26 @@ static int parse_word(const char *w, qattn_scheme *s, qattn_err *err)
                          "unknown key '%s' in '%s' (keys: q k p v smooth acc kblock qblock out)", key, w);
 }
 
+/* index of the key of word w (text before '='), or -1 when unknown */
+static int key_index(const char *w)
+{
+    static const char *keys[] = {"q", "k", "v", "p", "smooth", "acc", "kblock", "qblock", "out"};
+    size_t klen = strcspn(w, "=");
+    for (int i = 0; i < (int)(sizeof keys / sizeof keys[0]); i++)
+        if (strlen(keys[i]) == klen && !strncmp(keys[i], w, klen))
+            return i;
+    return -1;
+}
+
 static int parse_words(const char *spec, qattn_scheme *s, int allow_preset, qattn_err *err)
 {
-    char buf[1024];
+    char buf[QATTN_SCHEME_LEN_MAX + 1];
     if (strlen(spec) >= sizeof buf)
-        return qattn_err_set(err, QATTN_ERR_ARG, "scheme is too long (%zu characters)", strlen(spec));
+        return qattn_err_set(err, QATTN_ERR_ARG, "scheme is too long (%zu characters, at most %d)", strlen(spec),
+                             QATTN_SCHEME_LEN_MAX);
     strcpy(buf, spec);
     int first = 1;
+    unsigned given = 0; /* keys set by this string's own words: each once */
     char *save = NULL;
     for (char *w = strtok_r(buf, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save), first = 0) {
         if (!strchr(w, '=')) {
@@ -249,6 +268,12 @@ static int parse_words(const char *spec, qattn_scheme *s, int allow_preset, qatt
                 return rc;
             continue;
         }
+        int key = key_index(w);
+        if (key >= 0 && (given & (1u << key)))
+            return qattn_err_set(err, QATTN_ERR_ARG, "key '%.*s' is given twice (at '%s'); give each key once",
+                                 (int)strcspn(w, "="), w, w);
+        if (key >= 0)
+            given |= 1u << key;
         int rc = parse_word(w, s, err);
         if (rc)
             return rc;

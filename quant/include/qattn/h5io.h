@@ -4,7 +4,8 @@
  *                    rope_applied, causal (integers 0/1),
  *                    optional eval_loss (float), vocab_size (integer),
  *                    softmax_scale (float: the model's own scale when it
- *                    is not 1/sqrt(d), e.g. Gemma's query_pre_attn_scalar)
+ *                    is not 1/sqrt(d), e.g. Gemma's query_pre_attn_scalar;
+ *                    finite, > 0 and at most QATTN_SOFTMAX_SCALE_MAX)
  *   /layer_00, /layer_01, ...: datasets q [Hq, N, d], k [Hkv, N, d],
  *                              v [Hkv, N, d], float16 or float32
  *   optional /seqlens int64 [nseq], summing to N
@@ -25,6 +26,11 @@ extern "C" {
 #endif
 
 #define QATTN_ACT_SCHEMA "qattn-activations/1"
+/* The largest softmax_scale accepted. Models use about 1/sqrt(d) (0.03 to
+ * 0.3); 1e4 x the largest |q.k| of float16 data (d x 65504^2, 2.8e14 at
+ * d = 65536) stays far inside float, while a scale like 1e300 turns every
+ * logit into inf and every metric into NaN. */
+#define QATTN_SOFTMAX_SCALE_MAX 1e4
 
 typedef struct qattn_act_meta {
     char model[256];

@@ -5,7 +5,13 @@
  *   kblock=B  out=fp32|fp16|bf16
  *
  * A string may start with a preset name, the keys after it override the
- * preset: "sage2-8b acc=fp22". */
+ * preset: "sage2-8b acc=fp22". Each key may be given once.
+ *
+ * Every size in a scheme (a group's B, S, W and ch:C, kblock, qblock, the
+ * two-level chunk N) is at most QATTN_SCHEME_SIZE_MAX: GPU tiles are a few
+ * hundred tokens at most, and a bound at parse time keeps the scales of a
+ * per-thread group (S / W per block of B tokens, however few tokens a file
+ * has) small. */
 #ifndef QATTN_SCHEME_H
 #define QATTN_SCHEME_H
 
@@ -18,6 +24,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#define QATTN_SCHEME_SIZE_MAX 65536
+/* The longest scheme string accepted (a normalized spec, every size at its
+ * maximum, is about 220 characters). */
+#define QATTN_SCHEME_LEN_MAX 255
 
 typedef enum qattn_acc {
     QATTN_ACC_FP32 = 0,
