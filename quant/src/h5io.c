@@ -1,5 +1,5 @@
 /* HDF5 activation files (schema "qattn-activations/1"): validating reader and
- * atomic writer. See qattn/h5io.h and DESIGN.md "Activation files (HDF5)".
+ * atomic writer. See qattn/h5io.h and docs/DESIGN.md "Activation files (HDF5)".
  *
  * HDF5's own error printing is switched off; every failure becomes one
  * message naming the file and the object, with the innermost HDF5 reason
