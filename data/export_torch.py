@@ -11,7 +11,7 @@ implementation (sdpa, eager, ...), so the model's output is unchanged.
 Each sequence is run through the model on its own (positions start at 0);
 several sequences are packed along the token axis and listed in /seqlens.
 
-File layout (schema "qattn-activations/1", see shared/DESIGN.md):
+File layout (schema "qattn-activations/1", see docs/DESIGN.md, "Activation files (HDF5)"):
   root attributes schema, model, source, license, text_source, rope_applied=1,
   causal=1, softmax_scale, optional eval_loss, vocab_size;
   /layer_NN/{q [Hq,N,d], k [Hkv,N,d], v [Hkv,N,d]}; /seqlens int64.

@@ -59,7 +59,7 @@
 #include "qattn_kernels.h"
 
 #define QATTN_MMA_KB 128     /* keys per block (= the scheme's kblock) */
-#define QATTN_MMA_WARPS 8    /* warps per block, 16 query rows each (H100: 8 beat 4, NOTES.md) */
+#define QATTN_MMA_WARPS 8    /* warps per block, 16 query rows each (H100: 8 beat 4, kernels/LOG.md) */
 #define QATTN_MMA_VS (QATTN_MMA_KB + 16) /* V^T (e4m3) row stride in bytes */
 #define QATTN_MMA_VH (QATTN_MMA_KB + 8)  /* V^T (f16) row stride in halves */
 

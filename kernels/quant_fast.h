@@ -902,7 +902,7 @@ static __device__ __forceinline__ uint2 qattn_qf_code8_of(int fmt, const float (
  * value by the exact path. On the benchmark's V and on the shipped
  * activations, 21% and 13% of the warps' rows had a bracket pair that
  * disagreed, which sent the whole warp through the exact path
- * (kernels/NOTES.md). val(u, j): row u's smoothed value of channel j. */
+ * (kernels/LOG.md, 2026-11-25). val(u, j): row u's smoothed value of channel j. */
 template <int FMT, int SL, class VAL>
 static __device__ __forceinline__ void qattn_qf_vt_codes(int fmt, uint2 *stage, int slot, int c, int nv,
                                                          const float (&sc)[8], const float (&r)[8],
@@ -1372,7 +1372,7 @@ static int qattn_quant_fast_half(const qattn_kernels_quant_params &p, qattn_qs_f
  *     environment, for any two operands of the streamed kernel): K on the
  *     caller's stream, V on a second one, forked and joined by events. On
  *     the H100 1-1.4% faster than one after the other; on the H200 by turns
- *     3% faster or 3% slower between processes (kernels/NOTES.md).
+ *     3% faster or 3% slower between processes (kernels/LOG.md, 2026-11-25).
  * Each needs both operands' kernels (and the one-grid kernel) to fit as
  * many blocks on a multiprocessor: then every block holds at most
  * 1 / occupancy of each resource, any mix of blocks packs, and both halves

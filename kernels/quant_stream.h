@@ -109,7 +109,7 @@ static __host__ __device__ constexpr size_t qattn_qs_smem_s(int s, int d, int tr
  * reserved), else 2: 3 for everything at d = 128 but smoothing with
  * uniform groups (two statistics row sets); the same at d = 64.
  * One tile in flight left phase 1 waiting on DRAM (H100 profile: 7-15% of
- * the stall samples at the wait; kernels/NOTES.md). */
+ * the stall samples at the wait; kernels/LOG.md, 2026-11-24). */
 static __host__ __device__ constexpr int qattn_qs_stages(int d, int tr, int sm, int uni)
 {
     return qattn_qs_smem_s(3, d, tr, sm, uni) + 1024 <= QATTN_QS_SM_BYTES / (d == 64 ? 4 : 2) ? 3 : 2;
@@ -121,7 +121,7 @@ static __host__ __device__ constexpr size_t qattn_qs_smem(int d, int tr, int sm,
 static_assert(qattn_qs_stages(128, 1, 0, 1) == 3 && qattn_qs_stages(128, 0, 1, 0) == 3 &&
                   qattn_qs_stages(128, 0, 1, 1) == 2 && qattn_qs_stages(64, 1, 0, 1) == 3 &&
                   qattn_qs_stages(64, 0, 1, 0) == 3,
-              "ring stages of the sage2 operands (kernels/NOTES.md)");
+              "ring stages of the sage2 operands (kernels/DESIGN.md)");
 
 /* Tokens 32 P .. 32 P + 31 of a staged V^T tile (qattn_qf_vt_flush's
  * layout: channel ch's 8-byte slot of tokens 8s .. 8s + 7 at s ^ (c & 15),
@@ -631,7 +631,7 @@ __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2) /* 2 d threads; 2 (
 /* K and V in one grid: blocks [0, nk) run K's grid, the rest V's (each
  * block one operand's for its life). Tried and slower on the H200: one
  * operand per half of the multiprocessors, and alternating groups
- * (kernels/NOTES.md). */
+ * (kernels/LOG.md, 2026-11-25). */
 template <int IN, int FMT, int LC>
 __global__ void __launch_bounds__(16 << LC, LC == 3 ? 4 : 2)
     qattn_qs_kv_kernel(qattn_kernels_quant_params pk, qattn_qs_args ak, qattn_kernels_quant_params pv,
@@ -710,7 +710,7 @@ static int qattn_qs_capacity(FN fn, int nt, size_t smem)
  * kernel's cases with int8 / int4 / e4m3 codes that have statistics (token-
  * uniform groups or smoothing over the sequence: the three launches would
  * read the input twice); without statistics the lean kernel is faster (H100,
- * kernels/NOTES.md). QATTN_QUANT_STREAM=0 in the environment turns it off,
+ * kernels/LOG.md). QATTN_QUANT_STREAM=0 in the environment turns it off,
  * =1 runs it for operands without statistics too. On success: the kernel,
  * its grid, shared memory and arguments. */
 template <int IN>

@@ -29,7 +29,7 @@ for p in "${PRESETS[@]}"; do
     expect_ok "scheme-check of $p's spec" "$Q" scheme-check "$sp"
     check "$p's spec is already normalized" test "$(cat "$OUT")" = "$sp"
 done
-# the presets as DESIGN.md describes them
+# the presets as docs/DESIGN.md ("Schemes") describes them
 has() { # has PRESET WORD...: the preset's spec holds every WORD (space-separated words)
     local p=$1 w sp
     sp=" $(spec "$1") "

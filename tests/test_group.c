@@ -1,4 +1,4 @@
-/* Scale groups: parse/print of every DESIGN.md spec, the (token, channel) ->
+/* Scale groups (docs/DESIGN.md "Scale groups"): parse/print of every spec, the (token, channel) ->
  * group map by hand, tails, and group sizes as a property. */
 #include <stdlib.h>
 

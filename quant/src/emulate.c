@@ -1,5 +1,5 @@
-/* Emulation of a quantized attention kernel, tile by tile (DESIGN.md
- * "Reference and emulation"):
+/* Emulation of a quantized attention kernel, tile by tile (docs/DESIGN.md
+ * "Emulation"):
  *
  *   1. smoothing: K minus its channel mean; Q minus the mean of its block
  *      (the product of that mean with the smoothed K, dS, is added back to S);

@@ -1,6 +1,6 @@
 /* HDF5 activation files (schema "qattn-activations/1"): the validating
  * reader (root attributes in h5io_attr.c, the writer in h5io_write.c). See
- * qattn/h5io.h and DESIGN.md "Activation files (HDF5)".
+ * qattn/h5io.h and docs/DESIGN.md "Activation files (HDF5)".
  *
  * HDF5's own error printing is switched off; every failure becomes one
  * message naming the file and the object, with the innermost HDF5 reason

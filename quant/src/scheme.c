@@ -11,7 +11,7 @@ typedef struct preset {
     const char *spec;
 } preset;
 
-/* The presets of DESIGN.md. Where the papers leave a detail open, the choice
+/* The presets of docs/DESIGN.md "Schemes". Where the papers leave a detail open, the choice
  * is written here and in the README (e.g. the CK per-thread layouts are our
  * reading of an MFMA 16x16 tile computing S^T = K Q^T: a lane holds 4
  * consecutive K rows of each 16-row tile and one Q column). */

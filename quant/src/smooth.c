@@ -1,4 +1,5 @@
-/* Smoothing: channel means subtracted before quantization (DESIGN.md). */
+/* Smoothing: channel means subtracted before quantization (docs/DESIGN.md
+ * "Smoothing"). */
 #include <math.h>
 #include <stdlib.h>
 

@@ -88,8 +88,8 @@ typedef struct qattn_head {
 int qattn_ref_head(const qattn_head *h, const qattn_mask *m, double scale,
                    double *o, double *lse, qattn_err *err);
 
-/* Emulation of scheme s, tile by tile, as the kernel computes it (DESIGN.md
- * "Reference and emulation"). o [sq, d] already rounded to s->out and held
+/* Emulation of scheme s, tile by tile, as the kernel computes it
+ * (docs/DESIGN.md "Emulation"). o [sq, d] already rounded to s->out and held
  * in float; lse [sq] natural log, or NULL. */
 int qattn_emu_head(const qattn_scheme *s, const qattn_head *h,
                    const qattn_mask *m, double scale, float *o, float *lse,

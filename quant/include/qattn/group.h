@@ -1,4 +1,4 @@
-/* Scale groups: the granularity language of DESIGN.md.
+/* Scale groups: the granularity language of docs/DESIGN.md "Scale groups".
  *
  *   tensor | token | block:B | warp:B | thread:B/S/W | channel
  *   optional suffixes: ,ch:C  (C consecutive channels per group)

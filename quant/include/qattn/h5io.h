@@ -1,4 +1,5 @@
-/* HDF5 activation files, schema "qattn-activations/1" (DESIGN.md):
+/* HDF5 activation files, schema "qattn-activations/1" (docs/DESIGN.md
+ * "Activation files (HDF5)"):
  *
  *   root attributes: schema, model, source, license, text_source (strings),
  *                    rope_applied, causal (integers 0/1),
