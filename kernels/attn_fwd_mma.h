@@ -436,9 +436,6 @@ __global__ void __launch_bounds__(32 * NW, 8 / NW) qattn_attn_fwd_mma_kernel(qat
 #endif
 }
 
-/* the Hopper implementation of the d = 128 instance (wgmma) */
-#include "attn_fwd_wgmma.h"
-
 #define QATTN_MMA_CHECK(call, what)                                                                             \
     do {                                                                                                        \
         cudaError_t e_ = (call);                                                                                \
@@ -460,10 +457,11 @@ static int qattn_attn_fwd_mma_run(const qattn_kernels_attn_params &p, void *stre
     return QATTN_OK;
 }
 
+/* what the mma.sync and the wgmma kernels need of p (head dim D, Q / K codes
+ * QF) */
 template <int D, int QF>
-static int qattn_attn_fwd_mma_launch(const qattn_kernels_attn_params *pp, void *stream, qattn_err *err)
+static int qattn_attn_fwd_mma_check(const qattn_kernels_attn_params &p, qattn_err *err)
 {
-    const qattn_kernels_attn_params p = *pp;
     if (p.d != D)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: instance for head dim %d called with d = %d", D, p.d);
     if (p.kblock != QATTN_MMA_KB || (p.acc_chunk != 0 && p.acc_chunk % QATTN_MMA_KB != 0))
@@ -484,31 +482,22 @@ static int qattn_attn_fwd_mma_launch(const qattn_kernels_attn_params *pp, void *
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: bad heads %d / %d or batch %d", p.hq, p.hkv, p.nseq);
     if ((int64_t)p.seqlen_k * p.k_st >= ((int64_t)1 << 31) || (int64_t)p.d * p.v_st >= ((int64_t)1 << 31))
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: one head's K or V^T is over 2 GiB");
-    if (p.seqlen_q <= 0)
-        return QATTN_OK;
-    int dev = 0, major = 0, minor = 0;
-    QATTN_MMA_CHECK(cudaGetDevice(&dev), "cudaGetDevice");
-    QATTN_MMA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "compute capability");
-    QATTN_MMA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "compute capability");
-    if (major * 10 + minor < 89)
+    return QATTN_OK;
+}
+
+template <int D, int QF>
+static int qattn_attn_fwd_mma_launch(const qattn_kernels_attn_params *pp, void *stream, qattn_err *err)
+{
+    const qattn_kernels_attn_params p = *pp;
+    int rc = qattn_attn_fwd_mma_check<D, QF>(p, err);
+    if (rc || p.seqlen_q <= 0)
+        return rc;
+    /* the dispatcher chose this instance for the device (sig cc_min 89); a
+     * direct call on an older GPU is refused here */
+    const int cc = qattn_kernels_dev_cc();
+    if (cc < 89)
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
-                             "attn mma: e4m3 mma needs sm_89 or newer (this GPU is sm_%d%d)", major, minor);
-    /* sm_90 (built for sm_90a): the warpgroup-MMA kernel for int8 Q.K, unless
-     * QATTN_MMA_SYNC=1 asks for mma.sync (wgmma has no int4) */
-    const char *force = getenv("QATTN_MMA_SYNC");
-    if constexpr (D == 128 && QF == QATTN_FMT_INT8) {
-      if (major == 9 && minor == 0 && !(force && force[0] == '1') && strstr(QATTN_KERNELS_ARCHS, "sm_90a")) {
-        const size_t smem = QATTN_WGMMA_SMEM;
-        void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D>;
-        QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-                        "attn wgmma: raising the shared-memory limit");
-        const dim3 grid((unsigned)((p.seqlen_q + QATTN_WGMMA_BM - 1) / QATTN_WGMMA_BM), (unsigned)p.hq,
-                        (unsigned)p.nseq);
-        k<<<grid, dim3(QATTN_WGMMA_THREADS), smem, (cudaStream_t)stream>>>(p);
-        QATTN_MMA_CHECK(cudaGetLastError(), "attn wgmma kernel launch");
-        return QATTN_OK;
-      }
-    }
+                             "attn mma: e4m3 mma needs sm_89 or newer (this GPU is sm_%d)", cc);
     return qattn_attn_fwd_mma_run<D, QATTN_MMA_WARPS, QF>(p, stream, err);
 }
 

@@ -1,9 +1,10 @@
 /* Attention forward, Hopper (sm_90a) warpgroup-MMA implementation of the
- * mma instance for head dim 128 (sage2-8b-sm90: int8 Q.K with per-thread
- * scale groups, e4m3 P and V, fp22 + fp32:128 accumulation). Same params,
- * same scheme, same checks as attn_fwd_mma.h, which calls it on sm_90 GPUs
- * (QATTN_MMA_SYNC=1 in the environment keeps the mma.sync kernel, for
- * comparison and for validating both).
+ * sage2-8b-sm90 scheme for head dim 128 (int8 Q.K with per-thread scale
+ * groups, e4m3 P and V, fp22 + fp32:128 accumulation): its own instance
+ * (path wgmma), with the same params, scheme and checks as the mma.sync
+ * instance of attn_fwd_mma.h. The dispatcher takes it on sm_90
+ * (QATTN_MMA_SYNC=1 in the environment: the mma.sync instance, for
+ * comparison).
  *
  * Tiling: a block of 3 warpgroups (384 threads) owns BM = 128 query rows
  * of one (sequence, head). Warp-specialized, with one copy of each key
@@ -42,12 +43,9 @@
 #define QATTN_KERNELS_ATTN_FWD_WGMMA_H
 
 #include <limits.h>
+#include <string.h>
 
-#include "hip_port.h"
-#include "mma_nvidia.h"
-#include "attn_common.h"
-#include "qattn/numerics.h"
-#include "qattn_kernels.h"
+#include "attn_fwd_mma.h" /* the checks, key-block range, masks and epilogue of the mma path */
 
 #define QATTN_WGMMA_KB 128
 #define QATTN_WGMMA_BM 128
@@ -357,5 +355,36 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     (void)p;
 #endif
 }
+
+/* the launch of a wgmma instance (head dim D, int8 Q / K codes): the mma
+ * instance's checks; sm_90 and a build with sm_90a (sig cc 90..90) */
+template <int D>
+static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void *stream, qattn_err *err)
+{
+    const qattn_kernels_attn_params p = *pp;
+    int rc = qattn_attn_fwd_mma_check<D, QATTN_FMT_INT8>(p, err);
+    if (rc || p.seqlen_q <= 0)
+        return rc;
+    const int cc = qattn_kernels_dev_cc();
+    if (cc != 90 || !strstr(QATTN_KERNELS_ARCHS, "sm_90a"))
+        return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
+                             "attn wgmma: needs an sm_90 GPU and a build for sm_90a (GPU sm_%d, built for %s)", cc,
+                             QATTN_KERNELS_ARCHS);
+    const size_t smem = QATTN_WGMMA_SMEM;
+    void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D>;
+    QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+                    "attn wgmma: raising the shared-memory limit");
+    const dim3 grid((unsigned)((p.seqlen_q + QATTN_WGMMA_BM - 1) / QATTN_WGMMA_BM), (unsigned)p.hq, (unsigned)p.nseq);
+    k<<<grid, dim3(QATTN_WGMMA_THREADS), smem, (cudaStream_t)stream>>>(p);
+    QATTN_MMA_CHECK(cudaGetLastError(), "attn wgmma kernel launch");
+    return QATTN_OK;
+}
+
+/* one instance: extern "C" launch function NAME for head dim D, int8 Q / K */
+#define QATTN_ATTN_FWD_WGMMA_INSTANCE(D, NAME)                                             \
+    extern "C" int NAME(const qattn_kernels_attn_params *p, void *stream, qattn_err *err) \
+    {                                                                                      \
+        return qattn_attn_fwd_wgmma_launch<D>(p, stream, err);                            \
+    }
 
 #endif

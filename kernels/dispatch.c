@@ -1,8 +1,10 @@
 /* Registry access, the dispatcher and the params fill functions: host C,
- * no device calls (kernels/host.hip has those). The table itself is
- * generated: kernels/generated/registry.c. */
+ * no device API calls of its own (kernels/host.hip has those, among them the
+ * device's compute capability). The table itself is generated:
+ * kernels/generated/registry.c. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "qattn_kernels.h"
@@ -60,30 +62,48 @@ static void mask_set(unsigned bits, char *buf, size_t len)
         }
 }
 
-static const char *path_name(qattn_kernels_path p)
+const char *qattn_kernels_path_name(qattn_kernels_path p)
 {
-    return p == QATTN_KERNELS_PATH_MMA ? "mma" : p == QATTN_KERNELS_PATH_MFMA ? "mfma" : "portable";
+    static const char *const names[QATTN_KERNELS_PATH_COUNT] = {"portable", "mma", "mfma", "wgmma"};
+    return (unsigned)p < QATTN_KERNELS_PATH_COUNT ? names[p] : "?";
+}
+
+/* "sm_89+", "sm_90 only", or "" (any device) */
+static void cc_text(const qattn_kernels_sig *g, char *buf, size_t len)
+{
+    if (!g->cc_min && !g->cc_max)
+        snprintf(buf, len, "any device");
+    else if (g->cc_min == g->cc_max)
+        snprintf(buf, len, "sm_%d only", g->cc_min);
+    else if (!g->cc_max)
+        snprintf(buf, len, "sm_%d and newer", g->cc_min);
+    else
+        snprintf(buf, len, "sm_%d to sm_%d", g->cc_min, g->cc_max);
 }
 
 char *qattn_kernels_describe(const qattn_kernels_sig *g, char *buf, size_t len)
 {
-    char in[64], out[64], masks[64];
+    char in[64], out[64], masks[64], cc[32];
+    cc_text(g, cc, sizeof cc);
     fmt_set(g->in_fmts, in, sizeof in);
     fmt_set(g->out_fmts, out, sizeof out);
     mask_set(g->masks, masks, sizeof masks);
     if (g->family == QATTN_KERNELS_FAMILY_QUANT) {
-        snprintf(buf, len, "quant %s: in %s -> %s; groups %s; smooth %s%s%s; varlen %s; [%s]", path_name(g->path), in,
-                 out, g->qk_groups, g->smooth & QATTN_SMOOTH_Q ? "q-blocks " : "", g->smooth & QATTN_SMOOTH_K ? "k " : "",
-                 g->smooth & QATTN_SMOOTH_V ? "v" : "", g->varlen ? "yes" : "no", g->arch);
+        snprintf(buf, len, "quant %s: in %s -> %s; groups %s; smooth %s%s%s; varlen %s; routes %s; [%s]",
+                 qattn_kernels_path_name(g->path), in, out, g->qk_groups, g->smooth & QATTN_SMOOTH_Q ? "q-blocks " : "",
+                 g->smooth & QATTN_SMOOTH_K ? "k " : "", g->smooth & QATTN_SMOOTH_V ? "v" : "", g->varlen ? "yes" : "no",
+                 g->quant_routes ? "portable, tiled, lean, streamed per operand; K+V serial, one-grid, streams"
+                                 : "portable",
+                 g->arch);
         return buf;
     }
     snprintf(buf, len,
              "attn-fwd %s: d=%d q=%s k=%s p=%s%s v=%s acc=%s%s; qk groups %s; v groups %s; kblock<=%d; masks %s; "
-             "varlen %s; gqa %s; lse %s; out %s; [%s]",
-             path_name(g->path), g->head_dim, qattn_fmt_name(g->q), qattn_fmt_name(g->k), qattn_fmt_name(g->p),
+             "varlen %s; gqa %s; lse %s; out %s; %s; [%s]",
+             qattn_kernels_path_name(g->path), g->head_dim, qattn_fmt_name(g->q), qattn_fmt_name(g->k), qattn_fmt_name(g->p),
              g->p_static == 3 ? "[@static]" : g->p_static == 2 ? "@static" : "", qattn_fmt_name(g->v), acc_name(g->acc),
              g->two_level ? "[+fp32:N]" : "", g->qk_groups, g->v_groups, g->kblock_max, masks,
-             g->varlen ? "yes" : "no", g->gqa ? "yes" : "no", g->lse ? "yes" : "no", out, g->arch);
+             g->varlen ? "yes" : "no", g->gqa ? "yes" : "no", g->lse ? "yes" : "no", out, cc, g->arch);
     return buf;
 }
 
@@ -221,7 +241,7 @@ static int mma_groups_ok(const qattn_scheme *s)
 static int k_groups(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
 {
     (void)pb;
-    if (g->path == QATTN_KERNELS_PATH_MMA)
+    if (g->path == QATTN_KERNELS_PATH_MMA || g->path == QATTN_KERNELS_PATH_WGMMA)
         return mma_groups_ok(s);
     /* the portable and the MFMA path (attn_fwd_mfma.h: a scale per key
      * staged with the key block, one per row held by its lane) */
@@ -246,7 +266,7 @@ static void o_smooth(const qattn_kernels_sig *g, char *b, size_t n)
 static int k_kblock(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
 {
     (void)pb;
-    if (g->path == QATTN_KERNELS_PATH_MMA) /* one key block = one fp22 chunk = kblock_max keys */
+    if (g->path == QATTN_KERNELS_PATH_MMA || g->path == QATTN_KERNELS_PATH_WGMMA) /* one key block = one fp22 chunk */
         return s->kblock == g->kblock_max && s->acc_chunk == g->kblock_max;
     if (g->path == QATTN_KERNELS_PATH_MFMA) /* one key block of kblock_max keys */
         return s->kblock == g->kblock_max;
@@ -300,6 +320,24 @@ static void o_out(const qattn_kernels_sig *g, char *b, size_t n)
     snprintf(b, n, "out=%s", f);
 }
 
+/* the device (pb->cc, resolved by qattn_kernels_find) can run the code, and
+ * the path is one the caller allows (pb->paths, resolved) */
+static int k_device(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    (void)s;
+    if (!((pb->paths >> g->path) & 1u))
+        return 0;
+    if (pb->cc <= 0)
+        return 1;
+    return (!g->cc_min || pb->cc >= g->cc_min) && (!g->cc_max || pb->cc <= g->cc_max);
+}
+static void o_device(const qattn_kernels_sig *g, char *b, size_t n)
+{
+    char cc[32];
+    cc_text(g, cc, sizeof cc);
+    snprintf(b, n, "%s: %s", qattn_kernels_path_name(g->path), cc);
+}
+
 static int k_quant(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
 {
     (void)s;
@@ -342,12 +380,27 @@ static int check_problem(const qattn_scheme *s, const qattn_kernels_problem *pb,
     return QATTN_OK;
 }
 
-int qattn_kernels_find(const qattn_scheme *s, const qattn_kernels_problem *pb, const qattn_kernels_sig **attn,
+/* pb with the device's compute capability and the allowed paths filled in */
+static qattn_kernels_problem resolve_device(const qattn_kernels_problem *in)
+{
+    qattn_kernels_problem pb = *in;
+    if (pb.cc == 0)
+        pb.cc = qattn_kernels_dev_cc();
+    if (pb.paths == 0) {
+        const char *sync = getenv("QATTN_MMA_SYNC"); /* an override for experiments: mma.sync on sm_90 */
+        pb.paths = ((1u << QATTN_KERNELS_PATH_COUNT) - 1u) &
+                   ~(sync && sync[0] == '1' ? 1u << QATTN_KERNELS_PATH_WGMMA : 0u);
+    }
+    return pb;
+}
+
+int qattn_kernels_find(const qattn_scheme *s, const qattn_kernels_problem *pbin, const qattn_kernels_sig **attn,
                        const qattn_kernels_sig **quant, qattn_err *err)
 {
-    int rc = check_problem(s, pb, err);
+    int rc = check_problem(s, pbin, err);
     if (rc)
         return rc;
+    const qattn_kernels_problem pbv = resolve_device(pbin), *pb = &pbv;
     char what[160], grp[64];
     cand c;
     c.n = 0;
@@ -404,10 +457,17 @@ int qattn_kernels_find(const qattn_scheme *s, const qattn_kernels_problem *pb, c
     snprintf(what, sizeof what, "out=%s", qattn_fmt_name(s->out));
     if ((rc = narrow(&c, k_out, o_out, s, pb, what, err)))
         return rc;
-    /* the fastest: a vendor path before the portable one */
+    if (pb->cc > 0)
+        snprintf(what, sizeof what, "this device (sm_%d)%s", pb->cc,
+                 pbin->paths ? " on the paths asked for" : "");
+    else
+        snprintf(what, sizeof what, "the paths asked for");
+    if ((rc = narrow(&c, k_device, o_device, s, pb, what, err)))
+        return rc;
+    /* the most preferred path (the order of qattn_kernels_path) */
     const qattn_kernels_sig *best = c.s[0];
     for (size_t i = 1; i < c.n; i++)
-        if (best->path == QATTN_KERNELS_PATH_PORTABLE && c.s[i]->path != QATTN_KERNELS_PATH_PORTABLE)
+        if (c.s[i]->path > best->path)
             best = c.s[i];
     if (attn)
         *attn = best;
@@ -443,6 +503,89 @@ int qattn_kernels_find(const qattn_scheme *s, const qattn_kernels_problem *pb, c
             *quant = c.s[i];
             break;
         }
+    return QATTN_OK;
+}
+
+/* ---- quant family: routes ---- */
+
+const char *qattn_kernels_qroute_name(qattn_kernels_qroute r)
+{
+    static const char *const names[QATTN_KERNELS_QROUTE_COUNT] = {"auto", "portable", "tiled", "lean", "streamed"};
+    return (unsigned)r < QATTN_KERNELS_QROUTE_COUNT ? names[r] : "?";
+}
+
+const char *qattn_kernels_kvmode_name(qattn_kernels_kvmode m)
+{
+    static const char *const names[QATTN_KERNELS_KV_COUNT] = {"auto", "serial", "one-grid", "streams"};
+    return (unsigned)m < QATTN_KERNELS_KV_COUNT ? names[m] : "?";
+}
+
+static int env_is(const char *name, const char *value)
+{
+    const char *e = getenv(name);
+    return e && !strcmp(e, value);
+}
+
+#define QROUTE_BIT(r) (1u << QATTN_KERNELS_QROUTE_##r)
+
+qattn_kernels_qroute qattn_kernels_quant_route(unsigned routes, const qattn_kernels_quant_params *p)
+{
+    const int stats = p->group.tok == QATTN_TOK_TENSOR || p->group.tok == QATTN_TOK_CHANNEL ||
+                      p->smooth == QATTN_KERNELS_SMOOTH_TOKENS;
+    if (env_is("QATTN_QUANT_LEAN", "0"))
+        routes &= ~(QROUTE_BIT(LEAN) | QROUTE_BIT(STREAMED));
+    if (env_is("QATTN_QUANT_STREAM", "0"))
+        routes &= ~QROUTE_BIT(STREAMED);
+    if ((routes & QROUTE_BIT(STREAMED)) && (stats || env_is("QATTN_QUANT_STREAM", "1")))
+        return QATTN_KERNELS_QROUTE_STREAMED;
+    if (routes & QROUTE_BIT(LEAN))
+        return QATTN_KERNELS_QROUTE_LEAN;
+    if (routes & QROUTE_BIT(TILED))
+        return QATTN_KERNELS_QROUTE_TILED;
+    return QATTN_KERNELS_QROUTE_PORTABLE;
+}
+
+qattn_kernels_kvmode qattn_kernels_quant_kv_mode(unsigned modes, qattn_kernels_qroute kr, qattn_kernels_qroute vr)
+{
+    const int both = kr == QATTN_KERNELS_QROUTE_STREAMED && vr == QATTN_KERNELS_QROUTE_STREAMED;
+    if (getenv("QATTN_QUANT_KV")) {
+        if (both && env_is("QATTN_QUANT_KV", "streams") && (modes & (1u << QATTN_KERNELS_KV_STREAMS)))
+            return QATTN_KERNELS_KV_STREAMS;
+        return QATTN_KERNELS_KV_SERIAL;
+    }
+    if (both && (modes & (1u << QATTN_KERNELS_KV_ONE_GRID)))
+        return QATTN_KERNELS_KV_ONE_GRID;
+    return QATTN_KERNELS_KV_SERIAL;
+}
+
+int qattn_kernels_quant_tpr_override(void)
+{
+    const char *e = getenv("QATTN_QUANT_STREAM_TPR");
+    const int n = e ? atoi(e) : 0;
+    return n > 0 && n <= 4096 ? n : 0;
+}
+
+int qattn_kernels_quant_choose(const qattn_kernels_sig *g, qattn_kernels_quant_params *p, qattn_err *err)
+{
+    if (!g || g->family != QATTN_KERNELS_FAMILY_QUANT || !g->launch_quant)
+        return qattn_err_set(err, QATTN_ERR_ARG, "quant: %s is not a quantization instance", g ? g->name : "NULL");
+    const unsigned routes = g->quant_routes ? g->quant_routes(p) : QROUTE_BIT(PORTABLE);
+    p->route = qattn_kernels_quant_route(routes, p);
+    if (p->stream_tpr == 0)
+        p->stream_tpr = qattn_kernels_quant_tpr_override();
+    return QATTN_OK;
+}
+
+int qattn_kernels_quant_choose_kv(const qattn_kernels_sig *g, qattn_kernels_quant_params *k,
+                                  qattn_kernels_quant_params *v, qattn_err *err)
+{
+    int rc = qattn_kernels_quant_choose(g, k, err);
+    if (!rc)
+        rc = qattn_kernels_quant_choose(g, v, err);
+    if (rc)
+        return rc;
+    const unsigned modes = g->quant_kv_modes ? g->quant_kv_modes(k, v) : 1u << QATTN_KERNELS_KV_SERIAL;
+    k->kv = v->kv = qattn_kernels_quant_kv_mode(modes, k->route, v->route);
     return QATTN_OK;
 }
 

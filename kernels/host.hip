@@ -41,6 +41,22 @@ int qattn_kernels_dev_name(char *buf, size_t len, qattn_err *err)
     return QATTN_OK;
 }
 
+int qattn_kernels_dev_cc(void)
+{
+#if defined(__CUDACC__) && !defined(QATTN_HIP_SIM)
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return major * 10 + minor;
+#else
+    return 0;
+#endif
+}
+
 int qattn_kernels_dev_alloc(void **p, size_t bytes, qattn_err *err)
 {
     *p = NULL;
@@ -194,7 +210,9 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
     memset(pl, 0, sizeof *pl);
     pl->scheme = *s;
     pl->pb = *pb;
-    int rc = qattn_kernels_find(s, pb, &pl->attn_sig, &pl->quant_sig, err);
+    if (pl->pb.cc == 0)
+        pl->pb.cc = qattn_kernels_dev_cc();
+    int rc = qattn_kernels_find(s, &pl->pb, &pl->attn_sig, &pl->quant_sig, err);
     if (rc)
         return rc;
     if (pb->varlen != (io->cu_seqlens_q != NULL) || pb->varlen != (io->cu_seqlens_k != NULL))
@@ -257,6 +275,14 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
             pl->qp[i].work = work;
         }
     }
+    /* the routes: by the dispatcher, now, so that the plan shows them */
+    for (int i = 0; i < 3 && !rc; i++)
+        if (pl->quantize[i])
+            rc = qattn_kernels_quant_choose(pl->quant_sig, &pl->qp[i], err);
+    if (!rc && pl->quantize[1] && pl->quantize[2] && pl->quant_sig->launch_quant_kv)
+        rc = qattn_kernels_quant_choose_kv(pl->quant_sig, &pl->qp[1], &pl->qp[2], err);
+    if (rc)
+        goto fail;
     rc = qattn_kernels_attn_fill(&pl->ap, s, pb, pl->quantize[0] ? &pl->qp[0] : NULL,
                                  pl->quantize[1] ? &pl->qp[1] : NULL, pl->quantize[2] ? &pl->qp[2] : NULL, &io->q,
                                  &io->k, &io->v, &io->o, io->lse, tq, pl->cu_q, pl->cu_k, err);
@@ -266,6 +292,18 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
 fail:
     qattn_kernels_plan_free(pl);
     return rc;
+}
+
+char *qattn_kernels_plan_describe(const qattn_kernels_plan *pl, char *buf, size_t len)
+{
+    static const char *names[3] = {"q", "k", "v"};
+    int n = snprintf(buf, len, "%s (%s)", pl->attn_sig->name, qattn_kernels_path_name(pl->attn_sig->path));
+    for (int i = 0; i < 3 && n >= 0 && (size_t)n < len; i++)
+        if (pl->quantize[i])
+            n += snprintf(buf + n, len - (size_t)n, "; %s %s", names[i], qattn_kernels_qroute_name(pl->qp[i].route));
+    if (n >= 0 && (size_t)n < len && pl->quantize[1] && pl->quantize[2] && pl->qp[1].kv != QATTN_KERNELS_KV_AUTO)
+        snprintf(buf + n, len - (size_t)n, "; k+v %s", qattn_kernels_kvmode_name(pl->qp[1].kv));
+    return buf;
 }
 
 int qattn_kernels_plan_quantize(const qattn_kernels_plan *pl, void *stream, int check_finite, qattn_err *err)

@@ -58,11 +58,19 @@ typedef enum qattn_kernels_family {
     QATTN_KERNELS_FAMILY_ATTN_FWD   /* attention forward (quantized or baseline) */
 } qattn_kernels_family;
 
+/* The code path of an instance, in the dispatcher's order of preference
+ * (highest last): it takes the most preferred path among the instances that
+ * fit the scheme, the problem and the device. */
 typedef enum qattn_kernels_path {
     QATTN_KERNELS_PATH_PORTABLE = 0, /* plain HIP, no inline assembly */
-    QATTN_KERNELS_PATH_MMA,          /* NVIDIA mma.sync / wgmma */
-    QATTN_KERNELS_PATH_MFMA          /* AMD MFMA */
+    QATTN_KERNELS_PATH_MMA,          /* NVIDIA mma.sync (sm_89+) */
+    QATTN_KERNELS_PATH_MFMA,         /* AMD MFMA */
+    QATTN_KERNELS_PATH_WGMMA,        /* NVIDIA warpgroup MMA (sm_90a) */
+    QATTN_KERNELS_PATH_COUNT
 } qattn_kernels_path;
+
+/* "portable", "mma", "mfma", "wgmma" */
+const char *qattn_kernels_path_name(qattn_kernels_path p);
 
 /* How stored codes of an operand are laid out in memory. */
 typedef enum qattn_kernels_layout {
@@ -73,6 +81,28 @@ typedef enum qattn_kernels_layout {
                                      * columns past a sequence's length hold code 0; for the
                                      * k-major B operand of NVIDIA mma (V in P.V) */
 } qattn_kernels_layout;
+
+/* How the fast quantization instances run one operand (params route). The
+ * dispatcher chooses among the routes an instance can take for the params
+ * (sig quant_routes; qattn_kernels_quant_choose), a plan records it, and
+ * `qattn bench` / `gpu-check --verbose` print it. */
+typedef enum qattn_kernels_qroute {
+    QATTN_KERNELS_QROUTE_AUTO = 0, /* the launcher asks the dispatcher (params filled by hand) */
+    QATTN_KERNELS_QROUTE_PORTABLE, /* the portable kernels */
+    QATTN_KERNELS_QROUTE_TILED,    /* statistics + combine where needed, then the tiled encode kernel */
+    QATTN_KERNELS_QROUTE_LEAN,     /* statistics + combine where needed, then the lean encode kernel */
+    QATTN_KERNELS_QROUTE_STREAMED, /* one persistent streamed kernel (the input read from DRAM once) */
+    QATTN_KERNELS_QROUTE_COUNT
+} qattn_kernels_qroute;
+
+/* How K and V run together (params kv, the same in both) */
+typedef enum qattn_kernels_kvmode {
+    QATTN_KERNELS_KV_AUTO = 0,  /* the launcher asks the dispatcher */
+    QATTN_KERNELS_KV_SERIAL,    /* K, then V, each by its route */
+    QATTN_KERNELS_KV_ONE_GRID,  /* both streamed, in one grid (half of the block slots each) */
+    QATTN_KERNELS_KV_STREAMS,   /* both streamed, side by side on two streams */
+    QATTN_KERNELS_KV_COUNT
+} qattn_kernels_kvmode;
 
 typedef struct qattn_kernels_quant_params qattn_kernels_quant_params;
 typedef struct qattn_kernels_attn_params qattn_kernels_attn_params;
@@ -97,6 +127,8 @@ typedef struct qattn_kernels_sig {
     unsigned in_fmts;     /* quant: input dtypes; attn: baseline input dtypes */
     unsigned out_fmts;    /* quant: storage formats written; attn: output dtypes */
     const char *arch;     /* targets compiled, e.g. "sm_80 sm_89 sm_90a" */
+    int cc_min, cc_max;   /* NVIDIA compute capability (major * 10 + minor) the code needs, e.g. 89, 0
+                           * (sm_89 and newer) or 90, 90 (sm_90a only); 0, 0: any device */
     qattn_kernels_layout v_layout; /* attn: layout of the V codes it reads */
     unsigned layouts;     /* quant: bit set (1u << layout) of the code layouts it writes (0: rows) */
     int (*launch_quant)(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
@@ -106,6 +138,10 @@ typedef struct qattn_kernels_sig {
     int (*launch_quant_kv)(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v, void *stream,
                            qattn_err *err);
     int (*launch_attn)(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+    /* quant: the routes (bit set, 1u << qattn_kernels_qroute) the instance can take for p, and the K, V
+     * modes (1u << qattn_kernels_kvmode) for the pair k, v; NULL: portable only, one after the other */
+    unsigned (*quant_routes)(const qattn_kernels_quant_params *p);
+    unsigned (*quant_kv_modes)(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v);
 } qattn_kernels_sig;
 
 /* ---- registry ---- */
@@ -126,12 +162,20 @@ typedef struct qattn_kernels_problem {
     int lse;               /* 1: LSE wanted */
     qattn_fmt in;          /* dtype of the q, k, v inputs: fp16, bf16 or fp32 */
     double scale;          /* softmax scale; <= 0: 1/sqrt(d) */
+    int cc;                /* the device's NVIDIA compute capability (major * 10 + minor); 0: the
+                            * dispatcher asks the current device (qattn_kernels_dev_cc); -1: no
+                            * device check */
+    unsigned paths;        /* bit set (1u << qattn_kernels_path) of the paths the dispatcher may take;
+                            * 0: all (QATTN_MMA_SYNC=1 in the environment then leaves out wgmma) */
 } qattn_kernels_problem;
 
 /* The instances that run scheme s on problem pb: *attn (attention forward)
  * and *quant (the quantization kernels for pb->in). On failure the message
  * names the property no instance supports, e.g. "head dim 96 (instances: 64,
- * 128)". quant may be NULL when not wanted. */
+ * 128)". quant may be NULL when not wanted. Among the attention instances
+ * that fit, the most preferred path (qattn_kernels_path) that the device can
+ * run wins: an sm_80 GPU falls back from mma to portable, sm_90 takes wgmma
+ * where an instance exists. */
 int qattn_kernels_find(const qattn_scheme *s, const qattn_kernels_problem *pb, const qattn_kernels_sig **attn,
                        const qattn_kernels_sig **quant, qattn_err *err);
 
@@ -180,7 +224,32 @@ struct qattn_kernels_quant_params {
                              * once, and the streamed kernels leave them zero): no clearing before it */
     int overlap;            /* 1: the kernel may start while the previous kernel in the stream ends
                              * (programmatic dependent launch, sm_90): it reads nothing that one writes */
+    qattn_kernels_qroute route; /* the fast instances: how this operand runs (qattn_kernels_quant_choose) */
+    qattn_kernels_kvmode kv;    /* launch_quant_kv: how K and V run together */
+    int stream_tpr;         /* streamed route: tiles (of 128 tokens) per slice aimed for; 0: the default */
 };
+
+/* ---- the quantization routes (dispatcher) ---- */
+const char *qattn_kernels_qroute_name(qattn_kernels_qroute r); /* "auto", "portable", "tiled", "lean", "streamed" */
+const char *qattn_kernels_kvmode_name(qattn_kernels_kvmode m); /* "auto", "serial", "one-grid", "streams" */
+/* The route for p among routes (a bit set the instance can take): streamed
+ * for operands with statistics (smoothing over the sequence, token-uniform
+ * groups: three launches would read the input twice), else lean, tiled,
+ * portable. Overrides for experiments, in the environment:
+ * QATTN_QUANT_STREAM=0 (never streamed) or =1 (streamed without statistics
+ * too), QATTN_QUANT_LEAN=0 (neither lean nor streamed). */
+qattn_kernels_qroute qattn_kernels_quant_route(unsigned routes, const qattn_kernels_quant_params *p);
+/* The K, V mode among modes (a bit set) for operands routed kr, vr: one grid
+ * when both are streamed and the instance can; QATTN_QUANT_KV=streams: side
+ * by side instead, =0: one after the other. */
+qattn_kernels_kvmode qattn_kernels_quant_kv_mode(unsigned modes, qattn_kernels_qroute kr, qattn_kernels_qroute vr);
+/* QATTN_QUANT_STREAM_TPR (tuning and tests): tiles per slice, or 0 */
+int qattn_kernels_quant_tpr_override(void);
+/* p->route (and p->stream_tpr when 0) for instance g; for a pair, also
+ * k->kv = v->kv. Returns 0, or an error when g cannot quantize p. */
+int qattn_kernels_quant_choose(const qattn_kernels_sig *g, qattn_kernels_quant_params *p, qattn_err *err);
+int qattn_kernels_quant_choose_kv(const qattn_kernels_sig *g, qattn_kernels_quant_params *k,
+                                  qattn_kernels_quant_params *v, qattn_err *err);
 
 /* Fill p for quantizing one operand of pb: x (device, dtype pb->in, strides in
  * elements), heads and seqlen of that operand, fmt/group, smoothing (mblock
@@ -283,10 +352,17 @@ int qattn_kernels_plan_quantize(const qattn_kernels_plan *pl, void *stream, int 
 /* attention forward on the quantized operands */
 int qattn_kernels_plan_attend(const qattn_kernels_plan *pl, void *stream, qattn_err *err);
 void qattn_kernels_plan_free(qattn_kernels_plan *pl);
+/* one line: the attention instance and its path, each operand's
+ * quantization route and the K, V mode, e.g. "attn_fwd_wgmma_d128_... (wgmma);
+ * q lean; k streamed; v streamed; k+v one-grid"; returns buf */
+char *qattn_kernels_plan_describe(const qattn_kernels_plan *pl, char *buf, size_t len);
 
 /* ---- device helpers for C callers (no HIP headers needed) ---- */
 int qattn_kernels_dev_count(int *n, qattn_err *err);
 int qattn_kernels_dev_name(char *buf, size_t len, qattn_err *err);
+/* the current device's NVIDIA compute capability (major * 10 + minor); 0 on
+ * AMD, in the host simulation or without a device */
+int qattn_kernels_dev_cc(void);
 int qattn_kernels_dev_alloc(void **p, size_t bytes, qattn_err *err);
 void qattn_kernels_dev_free(void *p);
 int qattn_kernels_dev_to(void *dst, const void *src, size_t bytes, qattn_err *err);   /* host -> device */

@@ -1,5 +1,5 @@
 /* Quantization family, streamed kernel (plain HIP through hip_port.h; part
- * of the fast instances, included by quant_fast.h): one persistent launch
+ * of the fast instances, launched by quant_launch.h): one persistent launch
  * per operand that reads its input from DRAM once, K and V included, for
  * the cases the lean encode kernel takes (d 64 / 128, fp16 / bf16 input,
  * int8 / int4 / e4m3 codes, token-local groups whose blocks tile 128 tokens
@@ -42,7 +42,7 @@
  * takes them too).
  *
  * K and V can share one grid (qattn_qs_kv_kernel, launched by
- * quant_fast.h's launch_quant_kv): K's grid on the first blocks, V's on the
+ * quant_launch.h's launch_quant_kv): K's grid on the first blocks, V's on the
  * rest, each sized to half of the device's block slots (params share).
  *
  * Launched with params overlap (the plan: K and V after Q), the kernel may
@@ -54,8 +54,10 @@
 #ifndef QATTN_KERNELS_QUANT_STREAM_H
 #define QATTN_KERNELS_QUANT_STREAM_H
 
+#include "quant_fast.h" /* the code helpers, the lean kernel's group tables and V^T stage */
+
 #define QATTN_QS_TT 128    /* tokens per tile (= QATTN_QF_LTT: the lean kernel's group tables) */
-#define QATTN_QS_TPR 4     /* tiles per slice aimed for (QATTN_QUANT_STREAM_TPR=n in the environment: n) */
+#define QATTN_QS_TPR 4     /* tiles per slice aimed for (params stream_tpr: another number) */
 #define QATTN_QS_FLUSH 8   /* partials read in flight per thread in the combine */
 static_assert(QATTN_QS_TT == QATTN_QF_LTT, "the streamed kernel uses the lean kernel's group tables and V^T stage");
 
@@ -706,25 +708,24 @@ static int qattn_qs_capacity(FN fn, int nt, size_t smem)
     return cap;
 }
 
-/* whether the streamed kernel runs p (which qattn_qf_plan takes): the lean
- * kernel's cases with int8 / int4 / e4m3 codes that have statistics (token-
- * uniform groups or smoothing over the sequence: the three launches would
- * read the input twice); without statistics the lean kernel is faster (H100,
- * kernels/LOG.md). QATTN_QUANT_STREAM=0 in the environment turns it off,
- * =1 runs it for operands without statistics too. On success: the kernel,
- * its grid, shared memory and arguments. */
+/* whether the streamed kernel can run p (which qattn_qf_plan takes): the
+ * lean kernel's cases with int8 / int4 / e4m3 codes (the dispatcher takes it
+ * for those with statistics: token-uniform groups or smoothing over the
+ * sequence, where three launches would read the input twice; without
+ * statistics the lean kernel is faster, H100, kernels/LOG.md). On success:
+ * the kernel, its grid (p.stream_tpr tiles per slice aimed for, or
+ * QATTN_QS_TPR), shared memory and arguments. */
 template <int IN>
 static int qattn_qs_plan(const qattn_kernels_quant_params &p, qattn_qs_fn *fn, int *grid, size_t *smem,
                          qattn_qs_args *a)
 {
-    const char *env = getenv("QATTN_QUANT_STREAM");
-    if ((env && !strcmp(env, "0")) || !qattn_qf_lean_takes(p) ||
-        (p.fmt != QATTN_FMT_INT8 && p.fmt != QATTN_FMT_INT4 && p.fmt != QATTN_FMT_E4M3) || p.seqlen <= 0)
+    if (!qattn_qf_lean_takes(p) || (p.fmt != QATTN_FMT_INT8 && p.fmt != QATTN_FMT_INT4 && p.fmt != QATTN_FMT_E4M3) ||
+        p.seqlen <= 0)
         return 0;
     const int uniform = qattn_qf_uniform(p.group);
     const int transposed = p.layout == QATTN_KERNELS_LAYOUT_TRANSPOSED;
     const int stats = uniform || p.smooth == QATTN_KERNELS_SMOOTH_TOKENS;
-    if ((stats && !p.work) || (!stats && !(env && !strcmp(env, "1"))))
+    if (stats && !p.work)
         return 0;
     const int64_t units = (int64_t)p.heads * p.nseq;
     const int64_t span = transposed ? p.npad : p.seqlen;
@@ -737,8 +738,7 @@ static int qattn_qs_plan(const qattn_kernels_quant_params &p, qattn_qs_fn *fn, i
     const int cap = qattn_qs_capacity(f, nt, sm) / (p.share > 1 ? p.share : 1); /* p.share: launch_quant_kv */
     if (cap <= 0)
         return 0;
-    const char *tenv = getenv("QATTN_QUANT_STREAM_TPR"); /* tiles per slice (tests, tuning) */
-    const int64_t tpr = tenv && atoi(tenv) > 0 ? atoi(tenv) : QATTN_QS_TPR;
+    const int64_t tpr = p.stream_tpr > 0 ? p.stream_tpr : QATTN_QS_TPR;
     int64_t nrank = (tspan + tpr - 1) / tpr;
     nrank = nrank < cap ? nrank : cap;
     if (stats && nrank > qattn_qf_nchunk(p)) /* a partial per rank in p.work */

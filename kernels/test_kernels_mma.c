@@ -154,8 +154,8 @@ static void run_case(const tcase *tc)
     CHECK(rc == 0, "find %s: %s", tc->scheme, err.msg);
     if (rc)
         return;
-    CHECK(sig->path == QATTN_KERNELS_PATH_MMA, "%s d=%d: the dispatcher chose %s, not an mma instance", tc->scheme,
-          d, sig->name);
+    CHECK(sig->path == QATTN_KERNELS_PATH_MMA || sig->path == QATTN_KERNELS_PATH_WGMMA,
+          "%s d=%d: the dispatcher chose %s, not an mma or wgmma instance", tc->scheme, d, sig->name);
     const size_t T = (size_t)cu[nseq];
     const int64_t npad = ((int64_t)maxlen + 127) / 128 * 128;
     const size_t q_ntok = qattn_group_ntok(&s.q.group, (size_t)maxlen);
@@ -367,7 +367,8 @@ static void run_plan_case(int d, int hq, int hkv, int n, const char *mask)
     rc = rc || qattn_kernels_plan_init(&pl, &s, &pb, &io, &err);
     CHECK(rc == 0, "plan: %s", err.msg);
     if (rc == 0)
-        CHECK(pl.attn_sig->path == QATTN_KERNELS_PATH_MMA, "the plan chose %s", pl.attn_sig->name);
+        CHECK(pl.attn_sig->path == QATTN_KERNELS_PATH_MMA || pl.attn_sig->path == QATTN_KERNELS_PATH_WGMMA,
+              "the plan chose %s", pl.attn_sig->name);
     rc = rc || qattn_kernels_plan_quantize(&pl, NULL, 1, &err) || qattn_kernels_plan_attend(&pl, NULL, &err) ||
          qattn_kernels_dev_sync(&err) || qattn_kernels_dev_from(og, dout, nq * 2, &err) ||
          qattn_kernels_dev_from(lse_g, dlse, (size_t)hq * n * 4, &err);

@@ -6,14 +6,16 @@
  * and V^T (LAYOUT_TRANSPOSED, zero past each sequence): codes, scales and
  * means must equal qattn_smooth_* + qattn_qtensor_init's bit for bit, per
  * head and sequence. The same cases also run through the portable instance
- * (its transposed writer included), and the fast instance must have taken
- * the fused kernels where expected (NAME_takes); fused cases run six
- * ways: the default (the streamed kernel for operands with statistics,
- * NAME_stream, the lean encode kernel for the others, NAME_lean),
+ * (its transposed writer included), and the fast instance must offer the
+ * fused kernels where expected (its quant_routes); fused cases run every
+ * route the instance offers, set in the params (tiled, lean, streamed with
+ * the default tiles per slice and with one), and the dispatcher's choice
+ * under its environment overrides: the default (the streamed kernel for
+ * operands with statistics, the lean encode kernel for the others),
  * QATTN_QUANT_STREAM=1 (the streamed kernel wherever it applies; also with
  * one tile per slice, QATTN_QUANT_STREAM_TPR=1), QATTN_QUANT_STREAM=0
  * (statistics, combine and the lean encode kernel), and the same with
- * QATTN_QUANT_LEAN=0 (the general encode).
+ * QATTN_QUANT_LEAN=0 (the tiled encode).
  *
  * Built twice from this source: test_kernels_quant (host simulation, CPU)
  * and test_kernels_quant_gpu (kernels/test_kernels_quant_gpu.c, NVIDIA:
@@ -30,17 +32,17 @@
 #include "qattn/numerics.h"
 #include "qattn_kernels.h"
 
-int qattn_kernels_launch_quant_fast_in_fp16_takes(const qattn_kernels_quant_params *p);
-int qattn_kernels_launch_quant_fast_in_bf16_takes(const qattn_kernels_quant_params *p);
-int qattn_kernels_launch_quant_fast_in_fp16_lean(const qattn_kernels_quant_params *p);
-int qattn_kernels_launch_quant_fast_in_bf16_lean(const qattn_kernels_quant_params *p);
-int qattn_kernels_launch_quant_fast_in_fp16_stream(const qattn_kernels_quant_params *p);
-int qattn_kernels_launch_quant_fast_in_bf16_stream(const qattn_kernels_quant_params *p);
-int qattn_kernels_launch_quant_fast_in_fp16_kv_how(const qattn_kernels_quant_params *k,
-                                                   const qattn_kernels_quant_params *v);
-int qattn_kernels_launch_quant_fast_in_bf16_kv_how(const qattn_kernels_quant_params *k,
-                                                   const qattn_kernels_quant_params *v);
+/* the route and the K, V mode the dispatcher takes for an instance (the
+ * registry's quant_routes / quant_kv_modes and its policy, environment
+ * overrides included) */
+static qattn_kernels_qroute route_of(const qattn_kernels_sig *sig, const qattn_kernels_quant_params *p)
+{
+    return qattn_kernels_quant_route(sig->quant_routes ? sig->quant_routes(p) : 1u << QATTN_KERNELS_QROUTE_PORTABLE,
+                                     p);
+}
 
+static qattn_kernels_qroute forced; /* a route set in the params, or AUTO: the dispatcher's */
+static int n_forced[QATTN_KERNELS_QROUTE_COUNT]; /* cases run with each route set in the params */
 static int n_lean;     /* cases the lean encode kernel ran */
 static int n_stream;   /* cases the streamed kernel ran */
 static int n_kv[3];    /* K and V pairs run one after the other, in one grid, side by side */
@@ -356,24 +358,23 @@ static void run_case(const qcase *qc, const char *name)
     qrun r;
     int rc = qrun_init(&r, qc);
     qattn_kernels_quant_params p = r.p;
-    if (!rc && strstr(name, "quant_fast_")) {
-        int takes = qc->in == QATTN_FMT_BF16 ? qattn_kernels_launch_quant_fast_in_bf16_takes(&p)
-                                             : qattn_kernels_launch_quant_fast_in_fp16_takes(&p);
-        CHECK(takes == qc->fused, "%s %s@%s d=%d: fused kernels %s, expected %s", name, qc->fmt, qc->group, qc->d,
-              takes ? "taken" : "not taken", qc->fused ? "taken" : "not taken");
-    }
     int stream = 0;
     if (!rc && strstr(name, "quant_fast_")) {
+        const unsigned routes = sig->quant_routes(&p);
+        const int takes = (routes >> QATTN_KERNELS_QROUTE_TILED) & 1u;
+        CHECK(takes == qc->fused, "%s %s@%s d=%d: fused kernels %s, expected %s", name, qc->fmt, qc->group, qc->d,
+              takes ? "taken" : "not taken", qc->fused ? "taken" : "not taken");
         const char *off = getenv("QATTN_QUANT_LEAN"), *soff = getenv("QATTN_QUANT_STREAM");
         const int stats = qc->smooth == QATTN_KERNELS_SMOOTH_TOKENS || !strncmp(qc->group, "tensor", 6) ||
                           !strncmp(qc->group, "channel", 7);
         const int no_stream = (soff && !strcmp(soff, "0")) || (!stats && !(soff && !strcmp(soff, "1")));
-        stream = qc->in == QATTN_FMT_BF16 ? qattn_kernels_launch_quant_fast_in_bf16_stream(&p)
-                                          : qattn_kernels_launch_quant_fast_in_fp16_stream(&p);
-        const int lean = qc->in == QATTN_FMT_BF16 ? qattn_kernels_launch_quant_fast_in_bf16_lean(&p)
-                                                  : qattn_kernels_launch_quant_fast_in_fp16_lean(&p);
-        n_lean += lean;
-        n_stream += stream;
+        const qattn_kernels_qroute route = route_of(sig, &p);
+        stream = route == QATTN_KERNELS_QROUTE_STREAMED;
+        const int lean = route == QATTN_KERNELS_QROUTE_LEAN;
+        if (forced == QATTN_KERNELS_QROUTE_AUTO) {
+            n_lean += lean;
+            n_stream += stream;
+        }
         CHECK(!stream || (qc->fused && !no_stream), "%s: streamed kernel for a case it must not run", name);
         CHECK(!lean || (qc->fused && !stream), "%s: lean kernel for a case it must not run", name);
         CHECK(!lean || !off || strcmp(off, "0"), "%s: lean kernel with QATTN_QUANT_LEAN=0", name);
@@ -382,10 +383,19 @@ static void run_case(const qcase *qc, const char *name)
         if (want_fast && no_stream && !(off && !strcmp(off, "0")))
             CHECK(lean, "%s %s@%s d=%d: the lean encode kernel must run this case", name, qc->fmt, qc->group, qc->d);
     }
+    char tag[48] = "";
+    if (!rc && forced != QATTN_KERNELS_QROUTE_AUTO) { /* the route set, not the dispatcher's */
+        p.route = forced;
+        stream = forced == QATTN_KERNELS_QROUTE_STREAMED;
+        n_forced[forced]++;
+        snprintf(tag, sizeof tag, " route %s", qattn_kernels_qroute_name(forced));
+    } else if (stream) {
+        snprintf(tag, sizeof tag, " stream");
+    }
     rc = rc || sig->launch_quant(&p, NULL, &err) || qattn_kernels_dev_sync(&err);
-    CHECK(rc == 0, "%s: %s", name, err.msg);
+    CHECK(rc == 0, "%s%s: %s", name, tag, err.msg);
     if (!rc)
-        qrun_check(&r, name, stream ? " stream" : "");
+        qrun_check(&r, name, tag);
     /* the streamed kernel leaves its counters zero, and runs again without clearing them; any kernel
      * launched to overlap the previous one in the stream computes the same */
     if (!rc && stream && counters_left_zero(&r, name, " stream")) {
@@ -409,8 +419,8 @@ static void run_case(const qcase *qc, const char *name)
 
 /* K (kc) and V (vc) of one problem through the instance's launch_quant_kv,
  * each checked against quant/ as run_case does; how: the way they must run
- * (NAME_kv_how: 1 in one grid, 2 side by side on two streams, 0 one after
- * the other; -1 any); inf 1 / 2: an Inf in K's / V's input, and then only
+ * (the dispatcher's mode: 1 in one grid, 2 side by side on two streams, 0
+ * one after the other; -1 any); inf 1 / 2: an Inf in K's / V's input, and then only
  * that operand's NaN flag must be set */
 static void run_kv(const qcase *kc, const qcase *vc, int want, int inf)
 {
@@ -425,10 +435,9 @@ static void run_kv(const qcase *kc, const qcase *vc, int want, int inf)
     int rc = qrun_init(&rk, kc), how = 0;
     rc = qrun_init(&rv, vc) || rc;
     if (!rc) {
-        how = kc->in == QATTN_FMT_BF16 ? qattn_kernels_launch_quant_fast_in_bf16_kv_how(&rk.p, &rv.p)
-                                       : qattn_kernels_launch_quant_fast_in_fp16_kv_how(&rk.p, &rv.p);
-        CHECK(how >= 0 && how < 3, "%s kv: NAME_kv_how says %d", name, how);
-        how = how >= 0 && how < 3 ? how : 0;
+        const qattn_kernels_kvmode mode =
+            qattn_kernels_quant_kv_mode(sig->quant_kv_modes(&rk.p, &rv.p), route_of(sig, &rk.p), route_of(sig, &rv.p));
+        how = mode == QATTN_KERNELS_KV_ONE_GRID ? 1 : mode == QATTN_KERNELS_KV_STREAMS ? 2 : 0;
         CHECK(want < 0 || how == want, "%s K %s@%s, V %s@%s d=%d N=%d: %s, expected %s", name, kc->fmt, kc->group,
               vc->fmt, vc->group, kc->d, rk.seqlen, hows[how], hows[want < 0 ? 0 : want]);
         n_kv[how]++;
@@ -556,6 +565,26 @@ int main(int argc, char **argv)
             unsetenv("QATTN_QUANT_STREAM_TPR");
             unsetenv("QATTN_QUANT_STREAM");
         }
+        if (cases[i].fused) { /* every route the instance offers, set in the params */
+            const qattn_kernels_sig *fs = find_sig(fast);
+            qrun r;
+            unsigned routes = 0;
+            if (fs && !qrun_init(&r, &cases[i])) {
+                routes = fs->quant_routes(&r.p);
+                qrun_free(&r);
+            }
+            for (int rt = QATTN_KERNELS_QROUTE_PORTABLE; rt < QATTN_KERNELS_QROUTE_COUNT; rt++)
+                if ((routes >> rt) & 1u) {
+                    forced = (qattn_kernels_qroute)rt;
+                    run_case(&cases[i], fast);
+                    if (rt == QATTN_KERNELS_QROUTE_STREAMED) { /* one tile per slice: many blocks per unit */
+                        setenv("QATTN_QUANT_STREAM_TPR", "1", 1);
+                        run_case(&cases[i], fast);
+                        unsetenv("QATTN_QUANT_STREAM_TPR");
+                    }
+                }
+            forced = QATTN_KERNELS_QROUTE_AUTO;
+        }
         if (cases[i].fused) { /* the same through the three launches (statistics, combine, lean encode) */
             setenv("QATTN_QUANT_STREAM", "0", 1);
             run_case(&cases[i], fast);
@@ -618,6 +647,28 @@ int main(int argc, char **argv)
         unsetenv("QATTN_QUANT_KV");
         CHECK(n_kv[1] >= 9 && n_kv[2] >= 9, "K and V ran in one grid %d times, side by side %d times, expected at "
               "least 9 each", n_kv[1], n_kv[2]);
+    }
+    /* every fused case offered the tiled and the portable route; the lean and streamed routes the cases
+     * they fit */
+    CHECK(n_forced[QATTN_KERNELS_QROUTE_TILED] >= 20 && n_forced[QATTN_KERNELS_QROUTE_PORTABLE] >= 20 &&
+              n_forced[QATTN_KERNELS_QROUTE_LEAN] >= 15 && n_forced[QATTN_KERNELS_QROUTE_STREAMED] >= 30,
+          "routes set in the params: portable %d, tiled %d, lean %d, streamed %d",
+          n_forced[QATTN_KERNELS_QROUTE_PORTABLE], n_forced[QATTN_KERNELS_QROUTE_TILED],
+          n_forced[QATTN_KERNELS_QROUTE_LEAN], n_forced[QATTN_KERNELS_QROUTE_STREAMED]);
+    /* a route the instance does not offer is refused, naming it */
+    {
+        const qcase split = {"int8", "token,ch:32", QATTN_KERNELS_SMOOTH_NONE, 0, QATTN_FMT_FP16, 64, 2, 1, {40}, 0, 0, 0, 0, 0};
+        const qattn_kernels_sig *fs = find_sig("quant_fast_in_fp16");
+        qrun r;
+        if (fs && !qrun_init(&r, &split)) {
+            qattn_err err;
+            r.p.route = QATTN_KERNELS_QROUTE_STREAMED;
+            const int rc = fs->launch_quant(&r.p, NULL, &err);
+            CHECK(rc == QATTN_KERNELS_ERR_UNSUPPORTED, "streamed route for split groups: rc %d", rc);
+            if (rc)
+                CHECK_STR_CONTAINS(err.msg, "streamed route");
+            qrun_free(&r);
+        }
     }
     /* the lean and streamed kernels ran the cases they can take (a plan that refuses them everywhere fails this) */
     CHECK(n_lean >= 15, "the lean encode kernel ran %d cases, expected at least 15", n_lean);

@@ -122,8 +122,8 @@ static int bench(void)
             return 1;
         }
         qp[i].work = work;
-        int takes = qattn_kernels_launch_quant_fast_in_fp16_takes(&qp[i]);
-        int stream = qattn_kernels_launch_quant_fast_in_fp16_stream(&qp[i]);
+        const int takes = (qs->quant_routes(&qp[i]) >> QATTN_KERNELS_QROUTE_TILED) & 1u;
+        const int stream = route_of(qs, &qp[i]) == QATTN_KERNELS_QROUTE_STREAMED;
         printf("operand %c: %s@%s%s: fused kernels %s%s\n", "qkv"[i], qattn_fmt_name(ops[i]->fmt),
                i == 0 ? "thread:16/8/1" : i == 1 ? "thread:128/8/2 smooth=k" : "channel", i == 2 ? " transposed" : "",
                takes ? "taken" : "NOT taken",
@@ -141,10 +141,12 @@ static int bench(void)
     /* variants: the fast instance per operand, the fast instance with K and V by launch_quant_kv (at
      * once), the portable instance */
     const char *names[3] = {"quant_fast_in_fp16", "quant_fast_in_fp16 kv", "quant_portable_in_fp16"};
-    const int kv_how = qattn_kernels_launch_quant_fast_in_fp16_kv_how(&qp[1], &qp[2]);
-    printf("K and V by launch_quant_kv: %s\n", kv_how == 1   ? "one grid (half the device each)"
-                                                : kv_how == 2 ? "side by side (two streams, half the device each)"
-                                                              : "one after the other");
+    const qattn_kernels_kvmode kv_mode = qattn_kernels_quant_kv_mode(qs->quant_kv_modes(&qp[1], &qp[2]),
+                                                                    route_of(qs, &qp[1]), route_of(qs, &qp[2]));
+    printf("K and V by launch_quant_kv: %s\n", kv_mode == QATTN_KERNELS_KV_ONE_GRID ? "one grid (half the device each)"
+                                                : kv_mode == QATTN_KERNELS_KV_STREAMS
+                                                    ? "side by side (two streams, half the device each)"
+                                                    : "one after the other");
     float tq[3][4][BENCH_RUNS];
     for (int v = 0; v < 3; v++) {
         const qattn_kernels_sig *sig = find_sig(v == 2 ? "quant_portable_in_fp16" : "quant_fast_in_fp16");

@@ -360,6 +360,41 @@ static void expect_unsupported(const char *spec, int d, const char *mask, const 
     }
 }
 
+/* the dispatcher's path choice: ck-i8fp8bf16 (d 64) fits the MFMA and the
+ * portable instance; MFMA is preferred, pb.paths restricts the choice, and
+ * a path no fitting instance has is named in the error */
+static void check_path_choice(void)
+{
+    qattn_scheme s;
+    qattn_err err;
+    if (qattn_scheme_parse("ck-i8fp8bf16", &s, &err)) {
+        CHECK(0, "parse: %s", err.msg);
+        return;
+    }
+    qattn_kernels_problem pb;
+    memset(&pb, 0, sizeof pb);
+    pb.nseq = 1;
+    pb.hq = pb.hkv = 1;
+    pb.d = 64;
+    pb.seqlen_q = pb.seqlen_k = 64;
+    pb.in = QATTN_FMT_FP16;
+    pb.cc = -1;
+    const qattn_kernels_sig *a = NULL;
+    int rc = qattn_kernels_find(&s, &pb, &a, NULL, &err);
+    CHECK(rc == 0 && a->path == QATTN_KERNELS_PATH_MFMA, "default: %s", rc ? err.msg : a->name);
+    pb.paths = 1u << QATTN_KERNELS_PATH_PORTABLE;
+    rc = qattn_kernels_find(&s, &pb, &a, NULL, &err);
+    CHECK(rc == 0 && a->path == QATTN_KERNELS_PATH_PORTABLE, "portable asked for: %s", rc ? err.msg : a->name);
+    pb.paths = 1u << QATTN_KERNELS_PATH_WGMMA;
+    rc = qattn_kernels_find(&s, &pb, &a, NULL, &err);
+    CHECK(rc == QATTN_KERNELS_ERR_UNSUPPORTED, "wgmma asked for: rc %d", rc);
+    if (rc) {
+        CHECK_STR_CONTAINS(err.msg, "paths asked for");
+        CHECK_STR_CONTAINS(err.msg, "mfma: any device");
+    }
+    CHECK(!strcmp(qattn_kernels_path_name(QATTN_KERNELS_PATH_WGMMA), "wgmma"), "path name");
+}
+
 int main(int argc, char **argv)
 {
     (void)argv;
@@ -429,6 +464,7 @@ int main(int argc, char **argv)
     unsetenv("QATTN_SIM_MFMA");
 
     /* the dispatcher names what is unsupported */
+    check_path_choice();
     expect_unsupported("sage2-8b", 96, "none", "head dim 96");
     expect_unsupported("sage1-vb", 128, "none", "p=int8");
     expect_unsupported("sage2-8b q=int8@token,ch:32", 128, "none", "split along channels");

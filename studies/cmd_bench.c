@@ -36,9 +36,6 @@
 #ifdef QATTN_HAVE_GPU
 #include "qattn/formats.h"
 
-/* 1 when the fast fp16 quantization instance runs p with its streamed
- * kernel (kernels/quant_stream.h: the input read from DRAM once) */
-int qattn_kernels_launch_quant_fast_in_fp16_stream(const qattn_kernels_quant_params *p);
 
 static int parse_ints(const char *s, int *v, int max, int lo, int hi)
 {
@@ -249,6 +246,11 @@ int qattn_cmd_bench(int argc, char **argv)
                     memset(&pl, 0, sizeof pl);
                     if ((rc = qattn_kernels_plan_init(&pl, &sch[si], &pb, &io, &err)))
                         break;
+                    {
+                        char line[512];
+                        fprintf(stderr, "bench: %s d=%d causal=%d N=%d: %s\n", names[si], d, causals[ci], n,
+                                qattn_kernels_plan_describe(&pl, line, sizeof line));
+                    }
                     const int nq = pl.quantize[0] + pl.quantize[1] + pl.quantize[2];
                     const int r = portable ? (reps < 5 ? reps : 5) : reps, w = portable ? 1 : 3;
                     double mk = 0, me = 0, mq = 0, mc = 0, mn;
@@ -276,7 +278,8 @@ int qattn_cmd_bench(int argc, char **argv)
                         double traffic = floor_bytes;
                         for (int i = 0; i < 3; i++) {
                             const size_t ws = pl.quantize[i] ? qattn_kernels_quant_work_size(&pl.qp[i]) : 0;
-                            if (ws && !(fast && qattn_kernels_launch_quant_fast_in_fp16_stream(&pl.qp[i])))
+                            /* the streamed route reads the input from DRAM once */
+                            if (ws && !(fast && pl.qp[i].route == QATTN_KERNELS_QROUTE_STREAMED))
                                 traffic += (double)bytes + 2.0 * (double)ws;
                         }
                         if (nq) {

@@ -163,6 +163,8 @@ static int emulate(const qattn_scheme *s, const problem *pr, float *oe, float *l
     return rc;
 }
 
+static int verbose_plan; /* --verbose: each plan's instances and routes on stderr */
+
 /* run s through a plan on pr (quant instance forced to qsig when not NULL);
  * 1 = the dispatcher gave the attention to another instance than want
  * (want NULL: any), 0 = measured into x, < 0 = error */
@@ -186,6 +188,7 @@ static int run_gpu(const qattn_scheme *s, const problem *pr, qattn_fmt in, const
     pb.lse = 1;
     pb.in = in;
     pb.scale = pr->softmax_scale;
+    pb.paths = want ? 1u << want->path : 0; /* the instance under test, not a more preferred path's */
     const qattn_kernels_sig *a = NULL;
     int rc = qattn_kernels_find(s, &pb, &a, NULL, err);
     if (rc)
@@ -222,8 +225,17 @@ static int run_gpu(const qattn_scheme *s, const problem *pr, qattn_fmt in, const
     io.cu_seqlens_k = pr->varlen ? pr->cu_k : NULL;
     if ((rc = qattn_kernels_plan_init(&pl, s, &pb, &io, err)))
         goto done;
-    if (qsig)
+    if (qsig) { /* the quantization instance under test: its own routes, the dispatcher's choice */
         pl.quant_sig = qsig;
+        for (int i = 0; i < 3; i++) {
+            pl.qp[i].route = QATTN_KERNELS_QROUTE_AUTO;
+            pl.qp[i].kv = QATTN_KERNELS_KV_AUTO;
+        }
+    }
+    if (verbose_plan) {
+        char line[512];
+        fprintf(stderr, "  plan: %s\n", qattn_kernels_plan_describe(&pl, line, sizeof line));
+    }
     if ((rc = qattn_kernels_plan_quantize(&pl, NULL, 1, err)) || (rc = qattn_kernels_plan_attend(&pl, NULL, err)) ||
         (rc = qattn_kernels_dev_sync(err)) || (rc = qattn_kernels_dev_from(og, dout, nq * ob, err)) ||
         (rc = qattn_kernels_dev_from(lse_g, dlse, nl * 4, err)))
@@ -378,6 +390,7 @@ int qattn_cmd_gpu_check(int argc, char **argv)
     if (out && (prc = qattn_cli_check_out_file("gpu-check", "--out", out)))
         return prc;
     const int ndata = (int)ndata_v, nlayers = (int)nlayers_v;
+    verbose_plan = verbose;
     qattn_err err;
     if (list) { /* the scheme each instance is checked with; no GPU needed */
         int bad = 0;
@@ -558,9 +571,7 @@ int qattn_cmd_gpu_check(int argc, char **argv)
         const row *r = &rows[ri];
         const int pass = r->failed == 0 && r->cases > 0;
         nfail += !pass;
-        const char *path = r->sig->path == QATTN_KERNELS_PATH_MMA    ? "mma"
-                           : r->sig->path == QATTN_KERNELS_PATH_MFMA ? "mfma"
-                                                                     : "portable";
+        const char *path = qattn_kernels_path_name(r->sig->path);
         fprintf(f, "%s,%s,%s,%d,%.3e,%d,%s,%d,\"%s\",%.8f,%.2e,%.2e,%d\n", dev, date, r->sig->name, r->cases,
                 r->max_err, pass, path, r->sig->head_dim, r->scheme, r->min_cos, r->max_dlse, r->max_gap, r->skipped);
         if (out)

@@ -55,9 +55,7 @@ static void print_json(void)
     printf(", \"kernels\": [\n");
     for (size_t i = 0; i < qattn_kernels_count(); i++) {
         const qattn_kernels_sig *g = qattn_kernels_get(i);
-        const char *path = g->path == QATTN_KERNELS_PATH_MMA    ? "mma"
-                           : g->path == QATTN_KERNELS_PATH_MFMA ? "mfma"
-                                                                : "portable";
+        const char *path = qattn_kernels_path_name(g->path);
         printf("  {\"name\": ");
         json_str(g->name);
         printf(", \"family\": \"%s\", \"path\": \"%s\"",

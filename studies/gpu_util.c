@@ -22,6 +22,8 @@ static int reaches(const qattn_kernels_sig *sig, const char *spec, qattn_scheme 
     pb.d = sig->head_dim;
     pb.seqlen_q = pb.seqlen_k = 256;
     pb.in = s->q.fmt == QATTN_FMT_BF16 ? QATTN_FMT_BF16 : QATTN_FMT_FP16;
+    pb.cc = -1;                  /* whichever device runs it */
+    pb.paths = 1u << sig->path;  /* sig, not a more preferred path's instance */
     const qattn_kernels_sig *a = NULL;
     return qattn_kernels_find(s, &pb, &a, NULL, &err) == 0 && a == sig;
 }

@@ -17,6 +17,10 @@
 #ifndef QATTN_KERNELS_WITH_MMA
 #define QATTN_KERNELS_WITH_MMA 0
 #endif
+/* QATTN_KERNELS_WITH_WGMMA: the NVIDIA wgmma instances are built (sm_90a among the targets) */
+#ifndef QATTN_KERNELS_WITH_WGMMA
+#define QATTN_KERNELS_WITH_WGMMA 0
+#endif
 /* QATTN_KERNELS_WITH_MFMA: the AMD MFMA instances are built (AMD, host simulation) */
 #ifndef QATTN_KERNELS_WITH_MFMA
 #define QATTN_KERNELS_WITH_MFMA 0
@@ -27,8 +31,12 @@ int qattn_kernels_launch_quant_portable_in_bf16(const qattn_kernels_quant_params
 int qattn_kernels_launch_quant_portable_in_fp32(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_quant_fast_in_fp16(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_quant_fast_in_fp16_kv(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v, void *stream, qattn_err *err);
+unsigned qattn_kernels_launch_quant_fast_in_fp16_routes(const qattn_kernels_quant_params *p);
+unsigned qattn_kernels_launch_quant_fast_in_fp16_kv_modes(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v);
 int qattn_kernels_launch_quant_fast_in_bf16(const qattn_kernels_quant_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_quant_fast_in_bf16_kv(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v, void *stream, qattn_err *err);
+unsigned qattn_kernels_launch_quant_fast_in_bf16_routes(const qattn_kernels_quant_params *p);
+unsigned qattn_kernels_launch_quant_fast_in_bf16_kv_modes(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v);
 int qattn_kernels_launch_attn_fwd_portable_d64_qk_int8_pv_e4m3_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_attn_fwd_portable_d64_qk_int8_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_attn_fwd_portable_d64_qk_int8_pv_fp16_acc_fp16(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
@@ -65,6 +73,9 @@ int qattn_kernels_launch_attn_fwd_mma_d128_qk_int8_pv_e4m3_acc_fp22(const qattn_
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
 int qattn_kernels_launch_attn_fwd_mma_d128_qk_int4_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
+int qattn_kernels_launch_attn_fwd_wgmma_d128_qk_int8_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 #if QATTN_KERNELS_WITH_MFMA && QATTN_KERNELS_WITH_D64
 int qattn_kernels_launch_attn_fwd_mfma_d64_qk_int8_pv_e4m3_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
@@ -141,7 +152,9 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .arch = QATTN_KERNELS_ARCHS,
      .layouts = (1u << QATTN_KERNELS_LAYOUT_ROWS) | (1u << QATTN_KERNELS_LAYOUT_TRANSPOSED),
      .launch_quant = qattn_kernels_launch_quant_fast_in_fp16,
-     .launch_quant_kv = qattn_kernels_launch_quant_fast_in_fp16_kv},
+     .launch_quant_kv = qattn_kernels_launch_quant_fast_in_fp16_kv,
+     .quant_routes = qattn_kernels_launch_quant_fast_in_fp16_routes,
+     .quant_kv_modes = qattn_kernels_launch_quant_fast_in_fp16_kv_modes},
     {.name = "quant_fast_in_bf16",
      .family = QATTN_KERNELS_FAMILY_QUANT,
      .path = QATTN_KERNELS_PATH_PORTABLE,
@@ -158,7 +171,9 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .arch = QATTN_KERNELS_ARCHS,
      .layouts = (1u << QATTN_KERNELS_LAYOUT_ROWS) | (1u << QATTN_KERNELS_LAYOUT_TRANSPOSED),
      .launch_quant = qattn_kernels_launch_quant_fast_in_bf16,
-     .launch_quant_kv = qattn_kernels_launch_quant_fast_in_bf16_kv},
+     .launch_quant_kv = qattn_kernels_launch_quant_fast_in_bf16_kv,
+     .quant_routes = qattn_kernels_launch_quant_fast_in_bf16_routes,
+     .quant_kv_modes = qattn_kernels_launch_quant_fast_in_bf16_kv_modes},
 #if QATTN_KERNELS_WITH_D64
     {.name = "attn_fwd_portable_d64_qk_int8_pv_e4m3_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -182,6 +197,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d64_qk_int8_pv_e4m3_acc_fp32},
     {.name = "attn_fwd_portable_d64_qk_int8_pv_e4m3_acc_fp22",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -205,6 +222,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d64_qk_int8_pv_e4m3_acc_fp22},
     {.name = "attn_fwd_portable_d64_qk_int8_pv_fp16_acc_fp16",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -228,6 +247,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d64_qk_int8_pv_fp16_acc_fp16},
     {.name = "attn_fwd_portable_d64_qk_int8_pv_fp16_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -251,6 +272,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d64_qk_int8_pv_fp16_acc_fp32},
     {.name = "attn_fwd_portable_d64_qk_int4_pv_e4m3_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -274,6 +297,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d64_qk_int4_pv_e4m3_acc_fp32},
     {.name = "attn_fwd_portable_d64_qk_int4_pv_e4m3_acc_fp22",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -297,6 +322,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d64_qk_int4_pv_e4m3_acc_fp22},
     {.name = "attn_fwd_portable_d64_qk_int4_pv_fp16_acc_fp16",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -320,6 +347,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d64_qk_int4_pv_fp16_acc_fp16},
     {.name = "attn_fwd_portable_d64_qk_int4_pv_fp16_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -343,6 +372,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d64_qk_int4_pv_fp16_acc_fp32},
     {.name = "attn_fwd_portable_d64_qk_e4m3_pv_e4m3_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -366,6 +397,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d64_qk_e4m3_pv_e4m3_acc_fp32},
     {.name = "attn_fwd_portable_d64_qk_e4m3_pv_e4m3_acc_fp22",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -389,6 +422,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d64_qk_e4m3_pv_e4m3_acc_fp22},
     {.name = "attn_fwd_portable_d64_qk_e4m3_pv_fp16_acc_fp16",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -412,6 +447,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d64_qk_e4m3_pv_fp16_acc_fp16},
     {.name = "attn_fwd_portable_d64_qk_e4m3_pv_fp16_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -435,6 +472,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d64_qk_e4m3_pv_fp16_acc_fp32},
     {.name = "attn_fwd_portable_d64_qk_fp16_pv_fp16_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -458,6 +497,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d64_qk_fp16_pv_fp16_acc_fp32},
     {.name = "attn_fwd_portable_d64_qk_bf16_pv_bf16_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -481,6 +522,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d64_qk_bf16_pv_bf16_acc_fp32},
 #endif
 #if QATTN_KERNELS_WITH_D128
@@ -506,6 +549,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d128_qk_int8_pv_e4m3_acc_fp32},
     {.name = "attn_fwd_portable_d128_qk_int8_pv_e4m3_acc_fp22",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -529,6 +574,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d128_qk_int8_pv_e4m3_acc_fp22},
     {.name = "attn_fwd_portable_d128_qk_int8_pv_fp16_acc_fp16",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -552,6 +599,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d128_qk_int8_pv_fp16_acc_fp16},
     {.name = "attn_fwd_portable_d128_qk_int8_pv_fp16_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -575,6 +624,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d128_qk_int8_pv_fp16_acc_fp32},
     {.name = "attn_fwd_portable_d128_qk_int4_pv_e4m3_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -598,6 +649,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d128_qk_int4_pv_e4m3_acc_fp32},
     {.name = "attn_fwd_portable_d128_qk_int4_pv_e4m3_acc_fp22",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -621,6 +674,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d128_qk_int4_pv_e4m3_acc_fp22},
     {.name = "attn_fwd_portable_d128_qk_int4_pv_fp16_acc_fp16",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -644,6 +699,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d128_qk_int4_pv_fp16_acc_fp16},
     {.name = "attn_fwd_portable_d128_qk_int4_pv_fp16_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -667,6 +724,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d128_qk_int4_pv_fp16_acc_fp32},
     {.name = "attn_fwd_portable_d128_qk_e4m3_pv_e4m3_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -690,6 +749,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d128_qk_e4m3_pv_e4m3_acc_fp32},
     {.name = "attn_fwd_portable_d128_qk_e4m3_pv_e4m3_acc_fp22",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -713,6 +774,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d128_qk_e4m3_pv_e4m3_acc_fp22},
     {.name = "attn_fwd_portable_d128_qk_e4m3_pv_fp16_acc_fp16",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -736,6 +799,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d128_qk_e4m3_pv_fp16_acc_fp16},
     {.name = "attn_fwd_portable_d128_qk_e4m3_pv_fp16_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -759,6 +824,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d128_qk_e4m3_pv_fp16_acc_fp32},
     {.name = "attn_fwd_portable_d128_qk_fp16_pv_fp16_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -782,6 +849,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d128_qk_fp16_pv_fp16_acc_fp32},
     {.name = "attn_fwd_portable_d128_qk_bf16_pv_bf16_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -805,6 +874,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d128_qk_bf16_pv_bf16_acc_fp32},
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
@@ -830,6 +901,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_89 and newer)",
+     .cc_min = 89,
+     .cc_max = 0,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
      .launch_attn = qattn_kernels_launch_attn_fwd_mma_d64_qk_int8_pv_e4m3_acc_fp22},
 #endif
@@ -856,6 +929,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_89 and newer)",
+     .cc_min = 89,
+     .cc_max = 0,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
      .launch_attn = qattn_kernels_launch_attn_fwd_mma_d128_qk_int8_pv_e4m3_acc_fp22},
 #endif
@@ -882,8 +957,38 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_89 and newer)",
+     .cc_min = 89,
+     .cc_max = 0,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
      .launch_attn = qattn_kernels_launch_attn_fwd_mma_d128_qk_int4_pv_e4m3_acc_fp22},
+#endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
+    {.name = "attn_fwd_wgmma_d128_qk_int8_pv_e4m3_acc_fp22",
+     .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
+     .path = QATTN_KERNELS_PATH_WGMMA,
+     .head_dim = 128,
+     .q = QATTN_FMT_INT8,
+     .k = QATTN_FMT_INT8,
+     .p = QATTN_FMT_E4M3,
+     .v = QATTN_FMT_E4M3,
+     .acc = QATTN_ACC_FP22,
+     .two_level = 1,
+     .p_static = 3,
+     .qk_groups = "q: any token pattern, no ,ch:; k: thread:128/8/2 exactly; kblock=128 and acc=fp22+fp32:128 exactly",
+     .v_groups = "tensor or channel (,ch:C)",
+     .smooth = QATTN_SMOOTH_K | QATTN_SMOOTH_V,
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
+              (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 128,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = "sm_90a",
+     .cc_min = 90,
+     .cc_max = 90,
+     .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_qk_int8_pv_e4m3_acc_fp22},
 #endif
 #if QATTN_KERNELS_WITH_MFMA && QATTN_KERNELS_WITH_D64
     {.name = "attn_fwd_mfma_d64_qk_int8_pv_e4m3_acc_fp32",
@@ -908,6 +1013,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 64,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
      .launch_attn = qattn_kernels_launch_attn_fwd_mfma_d64_qk_int8_pv_e4m3_acc_fp32},
 #endif
@@ -934,6 +1041,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 64,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
      .launch_attn = qattn_kernels_launch_attn_fwd_mfma_d64_qk_e4m3_pv_e4m3_acc_fp32},
 #endif
@@ -960,6 +1069,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 64,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
      .launch_attn = qattn_kernels_launch_attn_fwd_mfma_d128_qk_int8_pv_e4m3_acc_fp32},
 #endif
@@ -986,6 +1097,8 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .kblock_max = 64,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
      .launch_attn = qattn_kernels_launch_attn_fwd_mfma_d128_qk_e4m3_pv_e4m3_acc_fp32},
 #endif
