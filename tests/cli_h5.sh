@@ -153,6 +153,26 @@ expect_err "inspect: a heap object 17 bytes longer (libhdf5 loops forever)" \
     env QATTN_H5_CHECK_SECONDS=2 "$Q" inspect "$S/hang.h5"
 ms=$((($(date +%s%N) - t0) / 1000000))
 check "the hanging check is stopped at its limit (${ms} ms)" test "$ms" -lt 8000
+# qattn killed during the check: its child dies at its own alarm (limit + 1 s)
+QATTN_H5_CHECK_SECONDS=1 "$Q" inspect "$S/hang.h5" >/dev/null 2>&1 &
+pid=$!
+sleep 0.5
+kill -KILL "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+sleep 2.5
+# a process whose command line holds $1 (no procps needed)
+running() {
+    local c
+    for c in /proc/[0-9]*/cmdline; do
+        [[ $(tr '\0' ' ' <"$c" 2>/dev/null) == *"$1"* ]] && return 0
+    done
+    return 1
+}
+if running "inspect $S/hang.h5"; then
+    bad "the check's child outlives a killed qattn"
+else
+    ok "the check's child dies when qattn was killed"
+fi
 expect_err "a bad QATTN_H5_CHECK_SECONDS" "QATTN_H5_CHECK_SECONDS" "" \
     env QATTN_H5_CHECK_SECONDS=0 "$Q" inspect "$S/a.h5"
 check "no core file from the crashed checks" bash -c '! ls core* "$1"/core* 2>/dev/null | grep -q .' _ "$S"
