@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "qattn/h5io.h"
 
 int qattn_cli_int(const char *cmd, const char *what, const char *s, long long min, long long max,
                   long long *out)
@@ -165,12 +166,18 @@ int qattn_cli_memory_check(const char *cmd, const char *path, double need)
 
 void qattn_cli_files_usage(FILE *f)
 {
+    double secs = QATTN_H5_CHECK_SECONDS, mb = QATTN_H5_CHECK_MB;
+    qattn_err err;
+    if (qattn_act_check_limits(&secs, &mb, &err))
+        secs = QATTN_H5_CHECK_SECONDS, mb = QATTN_H5_CHECK_MB;
     fprintf(f,
             "\nFiles are checked before any work: every element the q/k/v shapes declare must be\n"
             "stored in the file (no unwritten chunks, no external or virtual data), and a run\n"
             "that would hold more than this machine's %.3g GB of memory (or QATTN_MEMORY_MB MiB\n"
-            "when set) is refused (exit 2).\n",
-            qattn_cli_memory() / 1e9);
+            "when set) is refused (exit 2). libhdf5 first reads each file's metadata in a child\n"
+            "process: a file that crashes it, or keeps it busy longer than %g s or beyond %g MiB\n"
+            "(QATTN_H5_CHECK_SECONDS, QATTN_H5_CHECK_MB), is refused as corrupt (exit 2).\n",
+            qattn_cli_memory() / 1e9, secs, mb);
 }
 
 void qattn_cli_run_opts_usage(FILE *f)

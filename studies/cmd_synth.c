@@ -109,6 +109,7 @@ typedef struct synth_args {
     int64_t *seqlens;
     size_t nseq;
     int f16;
+    int vlen_strings;
     const char *model;
 } synth_args;
 
@@ -117,7 +118,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: qattn synth --out F.h5 --layers L --heads H --kv-heads HK --tokens N --dim D\n"
             "                   [--k-bias X] [--outlier-tokens M] [--seed S] [--seqlens A,B,...]\n"
-            "                   [--dtype f16|f32] [--model NAME]\n"
+            "                   [--dtype f16|f32] [--model NAME] [--vlen-strings]\n"
             "\n"
             "Write synthetic Q/K/V activations (schema qattn-activations/1), deterministic\n"
             "given the seed: gaussian Q and K with per-channel scales, queries correlated\n"
@@ -138,7 +139,9 @@ static void usage(FILE *f)
             "  --dtype f16|f32       stored type (default f16)\n"
             "  --model NAME          value of the 'model' attribute (default synthetic)\n"
             "  --softmax-scale X     write the 'softmax_scale' attribute, 0 < X <= 10000\n"
-            "                        (default: none, readers use 1/sqrt(D))\n");
+            "                        (default: none, readers use 1/sqrt(D))\n"
+            "  --vlen-strings        write the string attributes variable-length, as h5py\n"
+            "                        does (default: fixed-length), to test reading such files\n");
 }
 
 static int input_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -214,6 +217,7 @@ static int parse_args(int argc, char **argv, synth_args *a, int *help)
         {"dtype", QATTN_OPT_STR, &dtype, NULL, 0, 0},
         {"model", QATTN_OPT_STR, &a->model, NULL, 0, 0},
         {"softmax-scale", QATTN_OPT_STR, &sscale, NULL, 0, 0},
+        {"vlen-strings", QATTN_OPT_FLAG, &a->vlen_strings, NULL, 0, 0},
         {NULL, 0, NULL, NULL, 0, 0}};
     int rc = qattn_cli_parse(argc, argv, opts, NULL);
     if (rc) {
@@ -397,6 +401,7 @@ int qattn_cmd_synth(int argc, char **argv)
     m.n = a.tokens;
     m.d = a.dim;
     m.f16 = a.f16;
+    m.vlen_strings = a.vlen_strings;
     m.seqlens = a.seqlens;
     m.nseq = a.nseq;
     m.has_softmax_scale = a.softmax_scale > 0;

@@ -115,6 +115,68 @@ expect_err "inspect unknown option" "unknown option" "" "$Q" inspect "$S/a.h5" -
 expect_err "inspect no file" "missing" "" "$Q" inspect
 expect_err "inspect two files" "exactly one" "" "$Q" inspect "$S/a.h5" "$S/b.h5"
 
+# ---- files corrupt enough to crash or hang libhdf5 ----
+# The check runs in a child process: a crash or a hang there is exit 2 and
+# one line naming the file. Both files differ from a valid one in the size
+# field of one object of the global heap, where h5py-style variable-length
+# strings live.
+expect_ok "synth --vlen-strings" "$Q" synth --out "$S/vlen.h5" "${SMALL[@]}" --vlen-strings
+expect_ok "inspect a file with variable-length strings" "$Q" inspect "$S/vlen.h5"
+check "inspect reads the variable-length model" grep -q "model *synthetic" "$OUT"
+check "synth writes fixed-length strings by default" \
+    bash -c '! h5dump -A "$1" | grep -q H5T_VARIABLE && h5dump -A "$2" | grep -q H5T_VARIABLE' \
+    _ "$S/a.h5" "$S/vlen.h5"
+u64() { od -An -t u8 -j "$2" -N 8 "$1" | tr -d ' '; }
+# put64 FILE OFFSET VALUE: a little-endian u64 in place
+put64() {
+    local b="" i
+    for i in 0 1 2 3 4 5 6 7; do b+=$(printf '\\x%02x' $((($3 >> (8 * i)) & 255))); done
+    printf "$b" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+# GCOL, version, 3 reserved, collection size; then per object: index,
+# refcount, 4 reserved, size (u64), data padded to 8 bytes
+gcol=$(grep -obUaP 'GCOL\x01' "$S/vlen.h5" | head -1 | cut -d: -f1)
+size1=$(u64 "$S/vlen.h5" $((gcol + 24)))
+check "the global heap of the vlen file is found" test -n "$gcol" -a "${size1:-0}" -gt 0
+obj2=$((gcol + 16 + 16 + (size1 + 7) / 8 * 8))
+cp "$S/vlen.h5" "$S/crash.h5"
+put64 "$S/crash.h5" $((gcol + 24)) 2147483647
+expect_err "inspect: a heap object's size 2^31 - 1 (libhdf5 crashes)" \
+    "$S/crash.h5: corrupt HDF5 file: libhdf5 crashed" "" "$Q" inspect "$S/crash.h5"
+expect_err "accuracy: the same file" "$S/crash.h5: corrupt HDF5 file" "$S/acc" \
+    "$Q" accuracy --data "$S/crash.h5" --out "$S/acc" --schemes sage2-8b
+cp "$S/vlen.h5" "$S/hang.h5"
+put64 "$S/hang.h5" $((obj2 + 8)) $(($(u64 "$S/hang.h5" $((obj2 + 8))) + 17))
+t0=$(date +%s%N)
+expect_err "inspect: a heap object 17 bytes longer (libhdf5 loops forever)" \
+    "$S/hang.h5: corrupt HDF5 file: libhdf5 was still reading its metadata after 2 s" "" \
+    env QATTN_H5_CHECK_SECONDS=2 "$Q" inspect "$S/hang.h5"
+ms=$((($(date +%s%N) - t0) / 1000000))
+check "the hanging check is stopped at its limit (${ms} ms)" test "$ms" -lt 8000
+# qattn killed during the check: its child dies at its own alarm (limit + 1 s)
+QATTN_H5_CHECK_SECONDS=1 "$Q" inspect "$S/hang.h5" >/dev/null 2>&1 &
+pid=$!
+sleep 0.5
+kill -KILL "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+sleep 2.5
+# a process whose command line holds $1 (no procps needed)
+running() {
+    local c
+    for c in /proc/[0-9]*/cmdline; do
+        [[ $(tr '\0' ' ' <"$c" 2>/dev/null) == *"$1"* ]] && return 0
+    done
+    return 1
+}
+if running "inspect $S/hang.h5"; then
+    bad "the check's child outlives a killed qattn"
+else
+    ok "the check's child dies when qattn was killed"
+fi
+expect_err "a bad QATTN_H5_CHECK_SECONDS" "QATTN_H5_CHECK_SECONDS" "" \
+    env QATTN_H5_CHECK_SECONDS=0 "$Q" inspect "$S/a.h5"
+check "no core file from the crashed checks" bash -c '! ls core* "$1"/core* 2>/dev/null | grep -q .' _ "$S"
+
 # ---- an interrupted synth leaves nothing behind ----
 BIG=$S/big.h5
 "$Q" synth --out "$BIG" --layers 400 --heads 8 --kv-heads 2 --tokens 2048 --dim 128 \
@@ -147,7 +209,7 @@ fi
 
 # nothing but what the good cases wrote
 extra=$(ls -A "$S" | grep -v -x -e log -e a.h5 -e a2.h5 -e b.h5 -e k0.h5 -e k8.h5 \
-    -e full.h5 -e trunc.h5 -e text.h5 -e empty.h5 -e outdir)
+    -e full.h5 -e trunc.h5 -e text.h5 -e empty.h5 -e outdir -e vlen.h5 -e crash.h5 -e hang.h5)
 check "scratch directory holds only the expected files" test -z "$extra"
 
 lib_finish

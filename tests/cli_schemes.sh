@@ -82,6 +82,9 @@ check "extra spaces: kblock=128, one space between words" \
 expect_err "unknown key" "'foo'" "" "$Q" scheme-check 'sage2-8b foo=bar'
 expect_err "unknown key: says key" "unknown key" "" "$Q" scheme-check 'q=int8@token foo=bar'
 expect_err "unknown preset" "'sage3'" "" "$Q" scheme-check sage3
+# a message quoting an input with a newline is still one line (fuzz_scheme)
+expect_err "a scheme list with a newline" "scheme 'fp16?bogus'" "" \
+    "$Q" accuracy --data "$S/none.h5" --out "$S/acc" --schemes $'fp16\nbogus'
 expect_err "bad group" "'bogus:3'" "" "$Q" scheme-check 'q=int8@bogus:3'
 expect_err "bad group suffix" "'bogus'" "" "$Q" scheme-check 'q=int8@token,bogus'
 expect_err "group ch:0" "'ch:0'" "" "$Q" scheme-check 'q=int8@token,ch:0'

@@ -127,6 +127,9 @@ static void test_masks(void)
     CHECK(qattn_mask_parse("window:2", &m, &err) == QATTN_ERR_ARG, "window needs L,R");
     CHECK(qattn_mask_parse("diagonal", &m, &err) == QATTN_ERR_ARG, "unknown mask");
     CHECK_STR_CONTAINS(err.msg, "diagonal");
+    /* a message quoting its input stays one line (found by fuzz_parsers) */
+    CHECK(qattn_mask_parse("causal\nx\r\ty", &m, &err) == QATTN_ERR_ARG, "mask with a newline");
+    CHECK_STR_CONTAINS(err.msg, "'causal?x??y'");
 }
 
 static void test_smooth_and_qtensor(void)

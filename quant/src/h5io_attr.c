@@ -57,9 +57,10 @@ static int attr_open(const char *path, hid_t obj, const char *name, int required
     return 1;
 }
 
-/* String attribute (fixed- or variable-length) into out[size]. */
+/* String attribute (fixed- or variable-length) into out[size]; *vlen set
+ * to 1 when it is variable-length. */
 static int attr_string(const char *path, hid_t obj, const char *name, int required,
-                       char *out, size_t size, qattn_err *err)
+                       char *out, size_t size, int *vlen, qattn_err *err)
 {
     hid_t a, t, m = -1;
     char why[400];
@@ -82,6 +83,7 @@ static int attr_string(const char *path, hid_t obj, const char *name, int requir
         goto done;
     }
     if (H5Tis_variable_str(t) > 0) {
+        *vlen = 1;
         if (H5Tset_size(m, H5T_VARIABLE) < 0 || H5Aread(a, m, &vbuf) < 0) {
             vbuf = NULL;
             rc = qattn_err_set(err, QATTN_ERR_IO, "%s: cannot read attribute '%s'%s", path,
@@ -222,18 +224,19 @@ static int attr_double(const char *path, hid_t obj, const char *name, int requir
 int qattn_h5_read_attributes(const char *path, hid_t fid, qattn_act_meta *m, qattn_err *err)
 {
     char schema[128];
-    int rc = attr_string(path, fid, "schema", 1, schema, sizeof schema, err);
+    int *vl = &m->vlen_strings;
+    int rc = attr_string(path, fid, "schema", 1, schema, sizeof schema, vl, err);
     if (rc < 0)
         return rc;
     if (strcmp(schema, QATTN_ACT_SCHEMA) != 0)
         return qattn_err_set(err, QATTN_ERR_SCHEMA,
                              "%s: root attribute 'schema' is '%s', expected '%s'", path, schema,
                              QATTN_ACT_SCHEMA);
-    if ((rc = attr_string(path, fid, "model", 1, m->model, sizeof m->model, err)) < 0 ||
-        (rc = attr_string(path, fid, "source", 1, m->source, sizeof m->source, err)) < 0 ||
-        (rc = attr_string(path, fid, "license", 1, m->license, sizeof m->license, err)) < 0 ||
+    if ((rc = attr_string(path, fid, "model", 1, m->model, sizeof m->model, vl, err)) < 0 ||
+        (rc = attr_string(path, fid, "source", 1, m->source, sizeof m->source, vl, err)) < 0 ||
+        (rc = attr_string(path, fid, "license", 1, m->license, sizeof m->license, vl, err)) < 0 ||
         (rc = attr_string(path, fid, "text_source", 1, m->text_source, sizeof m->text_source,
-                          err)) < 0)
+                          vl, err)) < 0)
         return rc;
     static const char *flags[2] = {"rope_applied", "causal"};
     int *dst[2] = {&m->rope_applied, &m->causal};

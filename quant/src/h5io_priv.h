@@ -107,4 +107,10 @@ static inline H5T_order_t native_order(void) { return H5Tget_order(H5T_NATIVE_US
  * code with a message naming path and the attribute. */
 int qattn_h5_read_attributes(const char *path, hid_t fid, qattn_act_meta *m, qattn_err *err);
 
+/* Runs check(path, err) in a forked child under the limits of
+ * qattn_act_check_limits (h5io_guard.c): its result, or QATTN_ERR_IO naming
+ * path when the child crashed or ran out of time. */
+int qattn_h5_isolate(const char *path, int (*check)(const char *path, qattn_err *err),
+                     qattn_err *err);
+
 #endif

@@ -499,30 +499,37 @@ void qattn_act_close(qattn_act_file *f)
     f->fid = -1;
 }
 
-int qattn_act_open(const char *path, qattn_act_file *f, qattn_err *err)
+/* the plain checks, before libhdf5 sees the file: it exists and is a
+ * regular file; *st its status */
+static int check_plain(const char *path, struct stat *st, qattn_err *err)
 {
-    memset(f, 0, sizeof *f);
-    f->fid = -1;
-    if (!path || !path[0])
-        return qattn_err_set(err, QATTN_ERR_ARG, "activation file: empty path");
-    h5_quiet();
-    snprintf(f->path, sizeof f->path, "%s", path);
-
-    /* plain checks first, for clear messages */
     int fd = open(path, O_RDONLY);
     if (fd < 0)
         return qattn_err_set(err, QATTN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    int st_ok = fstat(fd, &st) == 0;
+    int st_ok = fstat(fd, st) == 0;
     close(fd);
-    if (!st_ok || !S_ISREG(st.st_mode))
+    if (!st_ok || !S_ISREG(st->st_mode))
         return qattn_err_set(err, QATTN_ERR_IO, "%s: not a regular file", path);
+    return 0;
+}
+
+/* The whole validation in this process: what the check's child runs, and
+ * then the caller once the child succeeded. */
+static int open_here(const char *path, qattn_act_file *f, struct stat *st, qattn_err *err)
+{
+    memset(f, 0, sizeof *f);
+    f->fid = -1;
+    h5_quiet();
+    snprintf(f->path, sizeof f->path, "%s", path);
+    int rc = check_plain(path, st, err);
+    if (rc)
+        return rc;
     char why[400];
     htri_t is = H5Fis_hdf5(path);
     if (is <= 0) {
         H5Eclear2(H5E_DEFAULT);
         return qattn_err_set(err, QATTN_ERR_IO, "%s: not an HDF5 file%s", path,
-                             st.st_size == 0 ? " (it is empty)" : "");
+                             st->st_size == 0 ? " (it is empty)" : "");
     }
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (fapl >= 0)
@@ -538,8 +545,7 @@ int qattn_act_open(const char *path, qattn_act_file *f, qattn_err *err)
                              trunc ? "truncated or incomplete" : "corrupt or unreadable", why);
     }
     f->fid = fid;
-    int rc = qattn_h5_read_attributes(path, fid, &f->meta, err);
-    if (rc)
+    if ((rc = qattn_h5_read_attributes(path, fid, &f->meta, err)))
         goto fail;
     size_t nl = 0;
     if ((rc = count_layers(path, fid, &nl, err)))
@@ -547,7 +553,7 @@ int qattn_act_open(const char *path, qattn_act_file *f, qattn_err *err)
     ds_info ref[3];
     memset(ref, 0, sizeof ref);
     for (size_t l = 0; l < nl; l++)
-        if ((rc = check_layer(path, fid, l, (long long)st.st_size, ref, err)))
+        if ((rc = check_layer(path, fid, l, (long long)st->st_size, ref, err)))
             goto fail;
     qattn_act_meta *m = &f->meta;
     m->nlayers = nl;
@@ -562,6 +568,46 @@ int qattn_act_open(const char *path, qattn_act_file *f, qattn_err *err)
 fail:
     qattn_act_close(f);
     return rc;
+}
+
+static int check_in_child(const char *path, qattn_err *err)
+{
+    qattn_act_file f;
+    struct stat st;
+    int rc = open_here(path, &f, &st, err);
+    if (!rc)
+        qattn_act_close(&f);
+    return rc;
+}
+
+int qattn_act_open(const char *path, qattn_act_file *f, qattn_err *err)
+{
+    memset(f, 0, sizeof *f);
+    f->fid = -1;
+    if (!path || !path[0])
+        return qattn_err_set(err, QATTN_ERR_ARG, "activation file: empty path");
+    struct stat before, now;
+    int rc = check_plain(path, &before, err);
+    if (!rc)
+        rc = qattn_h5_isolate(path, check_in_child, err);
+    if (!rc)
+        rc = open_here(path, f, &now, err);
+    if (rc)
+        return rc;
+    /* the file opened must be the one the child checked */
+    void *handle = NULL;
+    struct stat opened;
+    if (H5Fget_vfd_handle((hid_t)f->fid, H5P_DEFAULT, &handle) >= 0 && handle &&
+        fstat(*(int *)handle, &opened) == 0 &&
+        (opened.st_dev != before.st_dev || opened.st_ino != before.st_ino ||
+         opened.st_size != before.st_size || opened.st_mtim.tv_sec != before.st_mtim.tv_sec ||
+         opened.st_mtim.tv_nsec != before.st_mtim.tv_nsec)) {
+        qattn_act_close(f);
+        return qattn_err_set(err, QATTN_ERR_IO, "%s: the file changed while it was being "
+                             "checked; try again", path);
+    }
+    H5Eclear2(H5E_DEFAULT);
+    return 0;
 }
 
 /* Reads one dataset into out (float32), checking shape and finiteness. */

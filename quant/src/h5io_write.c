@@ -38,13 +38,17 @@ void qattn_act_write_abort(qattn_act_writer *w)
     writer_cleanup(w);
 }
 
-static int write_str_attr(hid_t fid, const char *name, const char *val)
+/* A UTF-8 string attribute: fixed-length (its bytes in the attribute
+ * itself), or variable-length when vlen (in the global heap, as h5py
+ * writes strings; reading those is where a corrupt file crashes libhdf5). */
+static int write_str_attr(hid_t fid, const char *name, const char *val, int vlen)
 {
     hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR), a = -1;
-    int ok = t >= 0 && sp >= 0 && H5Tset_size(t, H5T_VARIABLE) >= 0 &&
-             H5Tset_cset(t, H5T_CSET_UTF8) >= 0 &&
+    int ok = t >= 0 && sp >= 0 &&
+             H5Tset_size(t, vlen ? H5T_VARIABLE : strlen(val) + 1) >= 0 &&
+             H5Tset_strpad(t, H5T_STR_NULLTERM) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0 &&
              (a = H5Acreate2(fid, name, t, sp, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
-             H5Awrite(a, t, &val) >= 0;
+             H5Awrite(a, t, vlen ? (const void *)&val : (const void *)val) >= 0;
     close_id(&a, H5Aclose);
     close_id(&sp, H5Sclose);
     close_id(&t, H5Tclose);
@@ -188,11 +192,12 @@ int qattn_act_write_begin(qattn_act_writer *w, const char *path, const qattn_act
     w->fid = fid;
     const qattn_act_meta *m = &w->meta;
     long long rope = m->rope_applied, causal = m->causal, vocab = m->vocab_size;
-    int bad = write_str_attr(fid, "schema", QATTN_ACT_SCHEMA) ||
-              write_str_attr(fid, "model", m->model) ||
-              write_str_attr(fid, "source", m->source) ||
-              write_str_attr(fid, "license", m->license) ||
-              write_str_attr(fid, "text_source", m->text_source) ||
+    int vl = m->vlen_strings;
+    int bad = write_str_attr(fid, "schema", QATTN_ACT_SCHEMA, vl) ||
+              write_str_attr(fid, "model", m->model, vl) ||
+              write_str_attr(fid, "source", m->source, vl) ||
+              write_str_attr(fid, "license", m->license, vl) ||
+              write_str_attr(fid, "text_source", m->text_source, vl) ||
               write_num_attr(fid, "rope_applied", H5T_STD_I64LE, H5T_NATIVE_LLONG, &rope) ||
               write_num_attr(fid, "causal", H5T_STD_I64LE, H5T_NATIVE_LLONG, &causal) ||
               (m->has_eval_loss && write_num_attr(fid, "eval_loss", H5T_IEEE_F64LE,

@@ -34,6 +34,11 @@ QATTN_BUILD_PACKAGES=(gcc make cmake pkg-config libhdf5-dev hdf5-tools libgsl-de
 # with clang-15 for gfx90a, clang-19 for gfx942).
 QATTN_AMD_PACKAGES=(hipcc libamdhip64-dev rocm-device-libs clang-19 lld-19)
 
+# Packages to build and run the fuzz harnesses (fuzz/run): Debian 12's
+# clang-19 (also the AMD build's) gets libFuzzer and the sanitizer runtimes
+# from libclang-rt-19-dev, llvm-symbolizer-19 from llvm-19.
+QATTN_FUZZ_PACKAGES=(clang-19 libclang-rt-19-dev llvm-19)
+
 # Packages to draw the figures and build the paper (filled in with the plots).
 QATTN_PAPER_PACKAGES=(gnuplot-nox latexmk texlive-latex-base texlive-latex-recommended)
 

@@ -24,7 +24,8 @@ typedef struct qattn_err {
     char msg[512];
 } qattn_err;
 
-/* printf-style: write the message into e (if e != NULL); returns code. */
+/* printf-style: write the message into e (if e != NULL); returns code.
+ * Control characters (newlines of a quoted input) become '?': one line. */
 int qattn_err_set(qattn_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

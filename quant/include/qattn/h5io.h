@@ -13,7 +13,13 @@
  *
  * Every layer must have the same Hq, Hkv, N, d (and Hq % Hkv == 0). Every
  * failure gives a message naming the file, dataset or attribute and what is
- * wrong with it. */
+ * wrong with it.
+ *
+ * A corrupt file can crash libhdf5 or make it loop forever, so
+ * qattn_act_open validates a file in a forked child process first, under
+ * limits (QATTN_H5_CHECK_SECONDS, QATTN_H5_CHECK_MB in the environment
+ * override the defaults below); it opens the file itself only after the
+ * child succeeded. */
 #ifndef QATTN_H5IO_H
 #define QATTN_H5IO_H
 
@@ -33,6 +39,11 @@ extern "C" {
  * logit into inf and every metric into NaN. */
 #define QATTN_SOFTMAX_SCALE_MAX 1e4
 
+/* The isolated check's limits: wall-clock seconds, and MiB of address space
+ * on top of what the process held when it forked. */
+#define QATTN_H5_CHECK_SECONDS 30
+#define QATTN_H5_CHECK_MB 1024
+
 typedef struct qattn_act_meta {
     char model[256];
     char source[256];
@@ -48,6 +59,9 @@ typedef struct qattn_act_meta {
     double softmax_scale;
     size_t nlayers, hq, hkv, n, d;
     int f16;               /* 1: datasets stored as float16 */
+    int vlen_strings;      /* 1: variable-length string attributes (as h5py
+                            * writes them, in the file's global heap); 0:
+                            * fixed-length, what the writer writes */
     int64_t *seqlens;      /* [nseq] owned, or NULL when absent */
     size_t nseq;
 } qattn_act_meta;
@@ -59,8 +73,21 @@ typedef struct qattn_act_file {
 } qattn_act_file;
 
 /* Open and validate the whole file (attributes, every layer's datasets,
- * shapes, types, seqlens). Does not read the activations themselves. */
+ * shapes, types, seqlens). Does not read the activations themselves. The
+ * validation runs first in a child process: a child that crashes, runs out
+ * of time or memory gives QATTN_ERR_IO, "PATH: corrupt HDF5 file: ...";
+ * bad limits in the environment QATTN_ERR_ARG; no fork QATTN_ERR_NOMEM. */
 int qattn_act_open(const char *path, qattn_act_file *f, qattn_err *err);
+/* The limits qattn_act_open's check runs under (environment or defaults):
+ * 0, or QATTN_ERR_ARG naming the bad variable. */
+int qattn_act_check_limits(double *seconds, double *mb, qattn_err *err);
+/* For fuzzers: functions the check's child calls first thing (start) and
+ * after it wrote its result (end); NULL members, or h NULL: none. */
+typedef struct qattn_act_check_hooks {
+    void (*child_start)(void);
+    void (*child_end)(void);
+} qattn_act_check_hooks;
+void qattn_act_set_check_hooks(const qattn_act_check_hooks *h);
 /* Read layer l into q [hq, n, d], k [hkv, n, d], v [hkv, n, d] as float32.
  * Fails with QATTN_ERR_NAN naming layer, dataset and element on NaN/Inf. */
 int qattn_act_read_layer(qattn_act_file *f, size_t layer, float *q, float *k,
