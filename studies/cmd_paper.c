@@ -9,9 +9,13 @@
  * All output is built in memory first and then written through temporary
  * files renamed into place.
  *
+ * The tables and their inputs come from the study records (registry.h):
+ * tab_<table>.tex for each study with a table, then tab_models.tex and
+ * tab_anchors.tex (the claims of every record), and numbers.tex.
+ *
  * Macro names (letters only):
- *   \QA<study><Model><factor words><Metric>
- *     study: gran, smooth, pv, acc, kbias; Model: ModelA, ModelB, ... in the
+ *   \QA<study><Model><factor words><Metric>   a grid study's summary table
+ *     study: the record's abbrev (gran, smooth, ...); Model: ModelA, ModelB, ... in the
  *     order of results/models.csv (models found only elsewhere follow,
  *     sorted by name); factor words: each factor value spelled in letters
  *     (int4 -> IntFour, e4m3 -> EFourMThree, q+k -> QK, 64 -> SixtyFour),
@@ -29,11 +33,11 @@
  *     (agrees / disagrees / inconclusive), Sentence
  *   \QAclaim<Claim>Word, \QAclaim<Claim>Summary  over all rows of a claim
  *   \QAanchors{Rows,Agree,Disagree,Inconclusive,NoAnchor}, \QAinputsMissing
- *   \QApub...  published values (constants below, from shared/ANCHORS.md)
+ *   \QApub...  published values (the records' pubs, from shared/ANCHORS.md)
  * Whether a comparison agrees with the published finding is derived from its
  * verdict and the claim's direction (see expectation()), never typed in.
- * Macros for the expected grid of each study (studies/CSV.md) and for at
- * least two models are always defined, as "n/a" where there is no data. */
+ * Macros for the grid of each study (its record) and for at least two
+ * models are always defined, as "n/a" where there is no data. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -47,11 +51,7 @@
 
 /* ------------------------------------------------------------ context */
 
-static const char *const input_rel[IN_N] = {
-    "granularity/summary.csv", "smoothing/summary.csv", "pv/summary.csv",
-    "accumulator/summary.csv", "kbias/summary.csv",     "outliers/summary.csv",
-    "pareto/pareto.csv",       "comparisons.csv",       "models.csv",
-};
+#define MAXOUT 64 /* output files */
 
 static unsigned long hash_str(const char *s)
 {
@@ -154,16 +154,16 @@ static int cmp_str(const void *a, const void *b)
 /* models.csv order first, then the models named only by other files, sorted */
 static int collect_models(qattn_paper *c)
 {
-    if (c->in[IN_MODELS].present) {
-        const qattn_csv *t = &c->in[IN_MODELS].t;
+    if (c->mod->present) {
+        const qattn_csv *t = &c->mod->t;
         int col = qattn_csv_col(t, "model");
         for (size_t r = 0; r < t->nrows; r++)
             if (add_model(c, qattn_csv_str(t, r, col)))
                 return QATTN_ERR_NOMEM;
     }
     size_t first_other = c->nmodels;
-    for (int i = 0; i < IN_N; i++) {
-        if (i == IN_MODELS || !c->in[i].present)
+    for (size_t i = 0; i < c->nin; i++) {
+        if (&c->in[i] == c->mod || !c->in[i].present)
             continue;
         const qattn_csv *t = &c->in[i].t;
         int col = qattn_csv_col(t, "model");
@@ -201,64 +201,120 @@ void qattn_paper_not_run(qattn_text *tab, const char *title, const char *label, 
 
 /* ------------------------------------------------------------ command */
 
+qattn_paper_input *qattn_paper_in(qattn_paper *c, const qattn_study_rec *r)
+{
+    for (size_t i = 0; i < c->nin; i++)
+        if (c->in[i].rec == r)
+            return &c->in[i];
+    return NULL;
+}
+
+/* the output files: tab_<table>.tex of each study with a table, then the
+ * paper's own; names[] point into buf; returns their number */
+static int out_names(char (*buf)[64], const char **names)
+{
+    int n = 0;
+    for (size_t i = 0; qattn_studies[i] && n < MAXOUT - 3; i++)
+        if (qattn_studies[i]->input) {
+            snprintf(buf[n], sizeof buf[n], "tab_%s.tex", qattn_studies[i]->table_name);
+            names[n] = buf[n];
+            n++;
+        }
+    names[n++] = "tab_models.tex";
+    names[n++] = "tab_anchors.tex";
+    names[n++] = "numbers.tex";
+    return n;
+}
+
 static void usage(FILE *f)
 {
+    char buf[MAXOUT][64];
+    const char *names[MAXOUT];
+    int n = out_names(buf, names), col = 2;
     fprintf(f,
             "usage: qattn paper-tables [--results DIR] [--out DIR]\n"
             "\n"
             "Write the paper's generated LaTeX from the study CSV files (studies/CSV.md) found\n"
             "under --results (default results):\n"
-            "  tab_granularity.tex tab_smoothing.tex tab_pv.tex tab_accumulator.tex\n"
-            "  tab_kbias.tex tab_outliers.tex tab_models.tex tab_pareto.tex\n"
+            " ");
+    for (int i = 0; i < n - 2; i++) {
+        if (col + 1 + strlen(names[i]) > 80) {
+            fprintf(f, "\n ");
+            col = 2;
+        }
+        col += fprintf(f, " %s", names[i]);
+    }
+    fprintf(f,
+            "\n"
             "  tab_anchors.tex   our paired comparisons (comparisons.csv) next to the\n"
             "                    published findings, with a generated verdict sentence\n"
             "  numbers.tex       \\newcommand macros for every number the text cites\n"
             "into --out (default paper/generated). A study whose CSV is missing gives a\n"
             "table saying \"not run\" and macros expanding to \"n/a\". A malformed CSV or a\n"
-            "missing required column exits with status 2 and writes nothing.\n");
+            "missing required column exits with status 2 and writes nothing. The studies and\n"
+            "their tables: qattn studies --list.\n");
 }
 
-enum { OUT_GRAN, OUT_SMOOTH, OUT_PV, OUT_ACC, OUT_KBIAS, OUT_OUT, OUT_MODELS, OUT_PARETO,
-       OUT_ANCHORS, OUT_NUMBERS, OUT_N };
-static const char *const out_name[OUT_N] = {
-    "tab_granularity.tex", "tab_smoothing.tex", "tab_pv.tex",     "tab_accumulator.tex",
-    "tab_kbias.tex",       "tab_outliers.tex",  "tab_models.tex", "tab_pareto.tex",
-    "tab_anchors.tex",     "numbers.tex"};
-
-static int generate(qattn_paper *c, qattn_text *out)
+/* out[0..n-1] in the order of out_names() */
+static int generate(qattn_paper *c, qattn_text *out, int n)
 {
-    int e;
+    int e = 0, k = 0;
     qattn_text_puts(&c->numbers, "% generated by qattn paper-tables: macros for every number the "
                                  "text cites (do not edit)\n");
-    if ((e = qattn_paper_study_tables(c, &out[OUT_GRAN])) || (e = qattn_paper_outliers_table(c, &out[OUT_OUT])) ||
-        (e = qattn_paper_models_table(c, &out[OUT_MODELS])) || (e = qattn_paper_pareto_table(c, &out[OUT_PARETO])) ||
-        (e = qattn_paper_anchors_table(c, &out[OUT_ANCHORS])))
+    for (size_t i = 0; qattn_studies[i] && !e; i++) {
+        const qattn_study_rec *r = qattn_studies[i];
+        if (r->input)
+            e = (r->table ? r->table : qattn_paper_summary_table)(c, r, &out[k++]);
+    }
+    if (e || (e = qattn_paper_models_table(c, &out[k])) || (e = qattn_paper_anchors_table(c, &out[k + 1])))
         return e;
     qattn_paper_def_pubs(c);
     /* which inputs were there */
     qattn_text missing = {0};
-    for (int i = 0; i < IN_N; i++)
+    for (size_t i = 0; i < c->nin; i++)
         if (!c->in[i].present) {
             if (missing.n)
                 qattn_text_puts(&missing, ", ");
             qattn_text_puts(&missing, "\\texttt{");
-            qattn_text_tex_path(&missing, input_rel[i]);
+            qattn_text_tex_path(&missing, c->in[i].rel);
             qattn_text_puts(&missing, "}");
         }
     qattn_paper_def(c, "QAinputsMissing", missing.n ? qattn_text_str(&missing) : "none", 0);
     qattn_text_free(&missing);
-    qattn_text *nb = &out[OUT_NUMBERS];
-    qattn_text_puts(nb, qattn_text_str(&c->numbers));
-    for (int i = 0; i < OUT_N; i++)
+    qattn_text_puts(&out[n - 1], qattn_text_str(&c->numbers));
+    for (int i = 0; i < n; i++)
         if (out[i].oom || c->numbers.oom)
             return qattn_err_set(&c->err, QATTN_ERR_NOMEM, "out of memory");
     return 0;
 }
 
+/* one input per study with a table, in record order, then comparisons.csv
+ * and models.csv */
+static int inputs_init(qattn_paper *c)
+{
+    size_t n = 2;
+    for (size_t i = 0; qattn_studies[i]; i++)
+        n += qattn_studies[i]->input != NULL;
+    c->in = calloc(n, sizeof *c->in);
+    if (!c->in)
+        return QATTN_ERR_NOMEM;
+    for (size_t i = 0; qattn_studies[i]; i++)
+        if (qattn_studies[i]->input) {
+            c->in[c->nin].rec = qattn_studies[i];
+            c->in[c->nin++].rel = qattn_studies[i]->input;
+        }
+    c->cmp = &c->in[c->nin];
+    c->in[c->nin++].rel = "comparisons.csv";
+    c->mod = &c->in[c->nin];
+    c->in[c->nin++].rel = "models.csv";
+    return 0;
+}
+
 static void ctx_free(qattn_paper *c)
 {
-    for (int i = 0; i < IN_N; i++)
+    for (size_t i = 0; i < c->nin; i++)
         qattn_csv_free(&c->in[i].t);
+    free(c->in);
     for (size_t i = 0; i < c->nmodels; i++)
         free(c->models[i]);
     free(c->models);
@@ -278,7 +334,10 @@ int qattn_cmd_paper_tables(int argc, char **argv)
     int prc = qattn_cli_parse(argc, argv, opts, NULL);
     if (prc)
         return prc == QATTN_CLI_HELP ? (usage(stdout), QATTN_EXIT_OK) : prc;
-    if ((prc = qattn_cli_check_out_dir("paper-tables", outdir, out_name, OUT_N)))
+    char namebuf[MAXOUT][64];
+    const char *out_name[MAXOUT];
+    int nout = out_names(namebuf, out_name);
+    if ((prc = qattn_cli_check_out_dir("paper-tables", outdir, out_name, (size_t)nout)))
         return prc;
     struct stat st;
     if (stat(results, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -287,16 +346,19 @@ int qattn_cmd_paper_tables(int argc, char **argv)
     }
 
     qattn_paper *c = calloc(1, sizeof *c);
-    qattn_text out[OUT_N];
+    qattn_text out[MAXOUT];
     memset(out, 0, sizeof out);
-    if (!c) {
+    if (!c || inputs_init(c)) {
+        if (c)
+            ctx_free(c);
+        free(c);
         fprintf(stderr, "qattn paper-tables: out of memory\n");
         return QATTN_EXIT_FAIL;
     }
     int rc = QATTN_EXIT_OK, e = 0;
-    for (int i = 0; i < IN_N && !e; i++) {
+    for (size_t i = 0; i < c->nin && !e; i++) {
         qattn_paper_input *in = &c->in[i];
-        snprintf(in->path, sizeof in->path, "%s/%s", results, input_rel[i]);
+        snprintf(in->path, sizeof in->path, "%s/%s", results, in->rel);
         if (stat(in->path, &st) != 0 && errno == ENOENT)
             continue;
         e = qattn_csv_load(in->path, &in->t, &c->err);
@@ -309,7 +371,7 @@ int qattn_cmd_paper_tables(int argc, char **argv)
     if (e == QATTN_ERR_NOMEM)
         qattn_err_set(&c->err, e, "out of memory");
     if (!e)
-        e = generate(c, out);
+        e = generate(c, out, nout);
     if (e) {
         fprintf(stderr, "qattn paper-tables: %s\n", c->err.msg);
         rc = e == QATTN_ERR_NOMEM ? QATTN_EXIT_FAIL : QATTN_EXIT_INPUT;
@@ -322,35 +384,36 @@ int qattn_cmd_paper_tables(int argc, char **argv)
         rc = QATTN_EXIT_FAIL;
         goto done;
     }
-    qattn_out files[OUT_N];
-    if (qattn_out_open_all(files, outdir, out_name, OUT_N)) {
+    qattn_out files[MAXOUT];
+    if (qattn_out_open_all(files, outdir, out_name, (size_t)nout)) {
         fprintf(stderr, "qattn paper-tables: cannot write into %s: %s\n", outdir, strerror(errno));
         rc = QATTN_EXIT_FAIL;
         goto done;
     }
-    for (int i = 0; i < OUT_N; i++)
+    for (int i = 0; i < nout; i++)
         fwrite(qattn_text_str(&out[i]), 1, out[i].n, files[i].f); /* errors: ferror at commit */
-    if (qattn_out_commit_all(files, OUT_N)) {
+    if (qattn_out_commit_all(files, (size_t)nout)) {
         fprintf(stderr, "qattn paper-tables: cannot write into %s: %s\n", outdir, strerror(errno));
         rc = QATTN_EXIT_FAIL;
         goto done;
     }
     int nmissing = 0;
-    for (int i = 0; i < IN_N; i++)
+    for (size_t i = 0; i < c->nin; i++)
         nmissing += !c->in[i].present;
-    printf("qattn paper-tables: wrote %d files to %s (%zu model%s", OUT_N, outdir, c->nmodels,
+    printf("qattn paper-tables: wrote %d files to %s (%zu model%s", nout, outdir, c->nmodels,
            c->nmodels == 1 ? "" : "s");
     if (nmissing) {
         printf("; not run:");
-        for (int i = 0; i < IN_N; i++)
+        for (size_t i = 0; i < c->nin; i++)
             if (!c->in[i].present)
-                printf(" %s", input_rel[i]);
+                printf(" %s", c->in[i].rel);
     }
     printf(")\n");
 done:
-    for (int i = 0; i < OUT_N; i++)
+    for (int i = 0; i < nout; i++)
         qattn_text_free(&out[i]);
-    ctx_free(c);
+    if (c)
+        ctx_free(c);
     free(c);
     return rc;
 }

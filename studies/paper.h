@@ -1,6 +1,7 @@
 /* qattn paper-tables: what the table generators share (cmd_paper.c): the
- * inputs read from results/, the models in table order, and the macros
- * defined so far. Macro names: cmd_paper.c. */
+ * inputs read from results/ (one per study record with a table, then
+ * comparisons.csv and models.csv), the models in table order, and the
+ * macros defined so far. Macro names: cmd_paper.c. */
 #ifndef QATTN_PAPER_H
 #define QATTN_PAPER_H
 
@@ -9,17 +10,20 @@
 #include "csvread.h"
 #include "paper_text.h"
 #include "qattn/error.h"
-
-enum { IN_GRAN, IN_SMOOTH, IN_PV, IN_ACC, IN_KBIAS, IN_OUT, IN_PARETO, IN_CMP, IN_MODELS, IN_N };
+#include "registry.h"
 
 typedef struct qattn_paper_input {
+    const qattn_study_rec *rec; /* the study whose table reads it, or NULL */
+    const char *rel;            /* path under results/ */
     char path[1024];
     int present; /* read; else the file was not there */
     qattn_csv t;
 } qattn_paper_input;
 
 typedef struct qattn_paper {
-    qattn_paper_input in[IN_N];
+    qattn_paper_input *in; /* [nin] */
+    size_t nin;
+    qattn_paper_input *cmp, *mod; /* comparisons.csv and models.csv, in in[] */
     char **models; /* [nmodels] model names, in table order */
     size_t nmodels;
     size_t ntags; /* max(2, nmodels): model tags that always get macros */
@@ -44,15 +48,18 @@ int qattn_paper_need_cols(qattn_paper *c, const qattn_csv *t, const char *const 
 /* the table of a study whose CSV (path) was not found */
 void qattn_paper_not_run(qattn_text *tab, const char *title, const char *label, const char *path);
 
+/* the input of study r's table */
+qattn_paper_input *qattn_paper_in(qattn_paper *c, const qattn_study_rec *r);
+
 /* The generators: each writes its table into tab and its macros; 0 or a
- * QATTN_ERR_* with c->err set. */
-#define QATTN_PAPER_NSTUDIES 5 /* the emulation studies' tables, tab[0..4] */
-int qattn_paper_study_tables(qattn_paper *c, qattn_text *tab);
+ * QATTN_ERR_* with c->err set. A study's (qattn_table_fn): */
+int qattn_paper_summary_table(qattn_paper *c, const qattn_study_rec *r, qattn_text *tab); /* grid studies */
+int qattn_paper_outliers_table(qattn_paper *c, const qattn_study_rec *r, qattn_text *tab);
+int qattn_paper_pareto_table(qattn_paper *c, const qattn_study_rec *r, qattn_text *tab);
+/* the paper's own */
 int qattn_paper_models_table(qattn_paper *c, qattn_text *tab);
-int qattn_paper_outliers_table(qattn_paper *c, qattn_text *tab);
-int qattn_paper_pareto_table(qattn_paper *c, qattn_text *tab);
 int qattn_paper_anchors_table(qattn_paper *c, qattn_text *tab);
-/* the published values (\QApub...) */
+/* the published values of every study (\QApub...) */
 void qattn_paper_def_pubs(qattn_paper *c);
 
 #endif

@@ -9,216 +9,73 @@
 
 /* --------------------------------------------- published numbers */
 
-/* Published values, as printed in the papers (shared/ANCHORS.md):
- * SageAttention, arXiv 2410.02367 (\cite{sageattn}); SageAttention2, arXiv
- * 2411.10958 (\cite{sageattn2}). Cosines in percent. */
-typedef struct pubval {
-    const char *name; /* macro name after QApub */
-    const char *tex;  /* the value as printed */
-} pubval;
-
-static const pubval pubs[] = {
-    /* SageAttention: Q,K INT8, P,V in E4M3 / E5M2 / INT8 / FP16, average over layers */
-    {"SaOnePvEFourMThreeCos", "99.94"},
-    {"SaOnePvEFourMThreeRelLOne", "0.0345"},
-    {"SaOnePvEFourMThreeRmse", "\\ensuremath{3.53\\times10^{-3}}"},
-    {"SaOnePvEFiveMTwoCos", "99.81"},
-    {"SaOnePvEFiveMTwoRelLOne", "0.0572"},
-    {"SaOnePvEFiveMTwoRmse", "\\ensuremath{6.11\\times10^{-3}}"},
-    {"SaOnePvIntEightCos", "99.70"},
-    {"SaOnePvIntEightRelLOne", "0.1035"},
-    {"SaOnePvIntEightRmse", "\\ensuremath{6.82\\times10^{-3}}"},
-    {"SaOnePvEFourMThreeWorst", "76.36"},
-    {"SaOnePvEFiveMTwoWorst", "78.98"},
-    {"SaOnePvIntEightWorst", "56.40"},
-    {"SaOnePvFpSixteenCos", "99.99"},
-    /* SageAttention: smoothing K, worst layer, without -> with */
-    {"SaOneSmoothTokenWithout", "62.24"},
-    {"SaOneSmoothTokenWith", "99.47"},
-    {"SaOneSmoothBlockWithout", "30.60"},
-    {"SaOneSmoothBlockWith", "99.31"},
-    {"SaOneSmoothTensorWithout", "41.40"},
-    {"SaOneSmoothTensorWith", "98.06"},
-    {"SaOneFaThreeFpEightWorst", "26.76"},
-    /* SageAttention: FP16 vs FP32 accumulator for P.V */
-    {"SaOneAccFpSixteenCos", "99.98"},
-    {"SaOneAccFpSixteenWorst", "99.84"},
-    {"SaOneTopsRtx", "341"},
-    {"SaOneTopsFaTwoRtx", "165"},
-    /* SageAttention2: granularity with INT4 Q,K */
-    {"SaTwoGranTokenCos", "99.45"},
-    {"SaTwoGranTokenRelLOne", "0.0649"},
-    {"SaTwoGranTokenRmse", "0.0335"},
-    {"SaTwoGranWarpCos", "99.45"},
-    {"SaTwoGranWarpRelLOne", "0.0648"},
-    {"SaTwoGranWarpRmse", "0.0334"},
-    {"SaTwoGranBlockCos", "98.03"},
-    {"SaTwoGranBlockRelLOne", "0.1492"},
-    {"SaTwoGranBlockRmse", "0.0744"},
-    {"SaTwoGranTensorCos", "97.15"},
-    {"SaTwoGranTensorRelLOne", "0.1800"},
-    {"SaTwoGranTensorRmse", "0.0865"},
-    {"SaTwoGranTokenWorst", "96.76"},
-    {"SaTwoGranWarpWorst", "96.71"},
-    {"SaTwoGranBlockWorst", "90.68"},
-    {"SaTwoGranTensorWorst", "85.85"},
-    /* SageAttention2: P,V type with INT4 Q,K */
-    {"SaTwoPvIntEightCos", "77.05"},
-    {"SaTwoPvEFiveMTwoCos", "99.20"},
-    {"SaTwoPvEFourMThreeCos", "99.44"},
-    {"SaTwoPvFpSixteenCos", "99.45"},
-    /* SageAttention2: smoothing ablation */
-    {"SaTwoSmoothNoneCos", "80.04"},
-    {"SaTwoSmoothKCos", "98.07"},
-    {"SaTwoSmoothQCos", "98.30"},
-    {"SaTwoSmoothQKCos", "99.46"},
-    {"SaTwoOverheadThread", "0.35"},
-    {"SaTwoOverheadSmoothQ", "3.7"},
-    {"SaTwoTopsHopper", "900"},
-    {"SaTwoTopsFaThreeFpEight", "892"},
-    {"SaTwoTopsFaTwoHopper", "339"},
-};
-
-static const char *pub(const char *name)
-{
-    for (size_t i = 0; i < sizeof pubs / sizeof pubs[0]; i++)
-        if (!strcmp(pubs[i].name, name))
-            return pubs[i].tex;
-    return "??";
-}
-
+/* \QApub<name> for the published values of every study */
 void qattn_paper_def_pubs(qattn_paper *c)
 {
-    for (size_t i = 0; i < sizeof pubs / sizeof pubs[0]; i++) {
-        qattn_mname m = qattn_mname_make("QApub");
-        qattn_mname_cat(&m, pubs[i].name);
-        qattn_paper_def(c, m.s, pubs[i].tex, 0);
-    }
+    for (size_t i = 0; qattn_studies[i]; i++)
+        for (const qattn_pub *p = qattn_studies[i]->pubs; p && p->name; p++) {
+            qattn_mname m = qattn_mname_make("QApub");
+            qattn_mname_cat(&m, p->name);
+            qattn_paper_def(c, m.s, p->tex, 0);
+        }
 }
 
+/* ------------------------------------------------- anchors table */
 
 static const char *const index_words[] = {"One",   "Two",   "Three", "Four", "Five",
                                           "Six",   "Seven", "Eight", "Nine", "Ten",
                                           "Eleven", "Twelve"};
 
-/* ------------------------------------------------- anchors table */
-
-typedef struct claim_def {
-    const char *claim;     /* comparisons.csv claim */
-    const char *title;     /* bold heading */
-    const char *direction; /* the published direction */
-} claim_def;
-
-static const claim_def claims[] = {
-    {"smooth_k_helps", "Smoothing K helps", "subtracting K's channel mean raises cos"},
-    {"finer_groups_help", "Finer scale groups help", "finer Q/K scale groups raise cos"},
-    {"smoothing_qk_helps", "Smoothing Q and K together helps",
-     "smoothing both Q and K beats no smoothing and smoothing K alone"},
-    {"e4m3_beats_e5m2_pv", "E4M3 beats E5M2 for P and V",
-     "E4M3 storage of P and V is more accurate than E5M2"},
-    {"e4m3_beats_int8_pv", "E4M3 beats INT8 for P and V",
-     "E4M3 storage of P and V is more accurate than INT8"},
-    {"two_level_fixes_fp22", "Two-level accumulation removes the FP22 loss",
-     "accumulating chunks in FP22 and adding them into FP32 beats plain FP22 and loses nothing "
-     "against FP32"},
-    {"fp16_acc_ok", "An FP16 accumulator is enough",
-     "an FP16 P$\\cdot$V accumulator is indistinguishable from FP32"},
-};
-#define NCLAIMS (sizeof claims / sizeof claims[0])
-
-static void published_text(qattn_text *b, const char *claim)
+/* every claim of the studies, in record order; returns their number */
+static size_t all_claims(const qattn_claim **out, size_t max)
 {
-    if (!strcmp(claim, "smooth_k_helps"))
-        qattn_text_printf(b,
-                          "SageAttention~\\cite{sageattn}, INT8 Q,K, worst layer without $\\to$ with "
-                          "smoothing: per-token %s $\\to$ %s\\%%, per-block %s $\\to$ %s\\%%, per-tensor "
-                          "%s $\\to$ %s\\%%. SageAttention2~\\cite{sageattn2}, INT4 Q,K: none %s\\%%, "
-                          "K only %s\\%%.",
-                          pub("SaOneSmoothTokenWithout"), pub("SaOneSmoothTokenWith"),
-                          pub("SaOneSmoothBlockWithout"), pub("SaOneSmoothBlockWith"),
-                          pub("SaOneSmoothTensorWithout"), pub("SaOneSmoothTensorWith"),
-                          pub("SaTwoSmoothNoneCos"), pub("SaTwoSmoothKCos"));
-    else if (!strcmp(claim, "smoothing_qk_helps"))
-        qattn_text_printf(b,
-                          "SageAttention2~\\cite{sageattn2}, INT4 Q,K: no smoothing %s\\%%, K only %s\\%%, "
-                          "Q only %s\\%%, Q and K %s\\%%.",
-                          pub("SaTwoSmoothNoneCos"), pub("SaTwoSmoothKCos"), pub("SaTwoSmoothQCos"),
-                          pub("SaTwoSmoothQKCos"));
-    else if (!strcmp(claim, "finer_groups_help"))
-        qattn_text_printf(b,
-                          "SageAttention2~\\cite{sageattn2}, INT4 Q,K, average (worst layer): per-token "
-                          "%s (%s)\\%%, per-warp %s (%s)\\%%, per-block %s (%s)\\%%, per-tensor %s "
-                          "(%s)\\%%.",
-                          pub("SaTwoGranTokenCos"), pub("SaTwoGranTokenWorst"), pub("SaTwoGranWarpCos"),
-                          pub("SaTwoGranWarpWorst"), pub("SaTwoGranBlockCos"), pub("SaTwoGranBlockWorst"),
-                          pub("SaTwoGranTensorCos"), pub("SaTwoGranTensorWorst"));
-    else if (!strcmp(claim, "e4m3_beats_e5m2_pv"))
-        qattn_text_printf(b,
-                          "SageAttention~\\cite{sageattn}, INT8 Q,K: E4M3 %s\\%% vs E5M2 %s\\%% on "
-                          "average, but %s vs %s\\%% in the worst layer. SageAttention2~\\cite{sageattn2}, "
-                          "INT4 Q,K: %s vs %s\\%%.",
-                          pub("SaOnePvEFourMThreeCos"), pub("SaOnePvEFiveMTwoCos"),
-                          pub("SaOnePvEFourMThreeWorst"), pub("SaOnePvEFiveMTwoWorst"),
-                          pub("SaTwoPvEFourMThreeCos"), pub("SaTwoPvEFiveMTwoCos"));
-    else if (!strcmp(claim, "e4m3_beats_int8_pv"))
-        qattn_text_printf(b,
-                          "SageAttention~\\cite{sageattn}, INT8 Q,K: E4M3 %s\\%% vs INT8 %s\\%% on "
-                          "average (worst layer %s vs %s\\%%). SageAttention2~\\cite{sageattn2}, INT4 "
-                          "Q,K: %s vs %s\\%%.",
-                          pub("SaOnePvEFourMThreeCos"), pub("SaOnePvIntEightCos"),
-                          pub("SaOnePvEFourMThreeWorst"), pub("SaOnePvIntEightWorst"),
-                          pub("SaTwoPvEFourMThreeCos"), pub("SaTwoPvIntEightCos"));
-    else if (!strcmp(claim, "two_level_fixes_fp22"))
-        qattn_text_puts(b, "SageAttention2~\\cite{sageattn2}: FP8 P$\\cdot$V on Ada and Hopper tensor "
-                           "cores accumulates in FP22 (1+8+13 bits); two-level accumulation fixes the "
-                           "loss (no accuracy numbers published).");
-    else if (!strcmp(claim, "fp16_acc_ok"))
-        qattn_text_printf(b,
-                          "SageAttention~\\cite{sageattn}: FP16 and FP32 accumulators indistinguishable "
-                          "(average %s\\%%, worst layer %s\\%%).",
-                          pub("SaOneAccFpSixteenCos"), pub("SaOneAccFpSixteenWorst"));
-}
-
-/* What the published finding predicts for one comparison: that one side
- * (0: a, 1: b) is better, or that it loses nothing against the other. */
-enum { EXPECT_BETTER, EXPECT_NO_LOSS, EXPECT_NONE };
-typedef struct expect {
-    int kind, side;
-} expect;
-
-static int count_str(const char *s, const char *needle)
-{
-    int n = 0;
-    for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle))
-        n++;
+    size_t n = 0;
+    for (size_t i = 0; qattn_studies[i]; i++)
+        for (const qattn_claim *cl = qattn_studies[i]->claims; cl && cl->name && n < max; cl++)
+            out[n++] = cl;
     return n;
 }
 
-static expect expectation(const char *claim, const char *a, const char *b)
+/* a claim's published values: its text with each @Name replaced by the
+ * value of \QApub<Name> ("??" if no study has it) */
+static void published_text(qattn_text *b, const qattn_claim *cl)
 {
-    expect e = {EXPECT_NONE, 0};
-    if (!strcmp(claim, "two_level_fixes_fp22")) {
-        /* the two-level side beats plain fp22, and loses nothing against fp32 */
-        int a2 = strstr(a, "fp22+") != NULL, b2 = strstr(b, "fp22+") != NULL;
-        if (a2 != b2) {
-            const char *other = a2 ? b : a;
-            e.side = a2 ? 0 : 1;
-            e.kind = strstr(other, "fp22") ? EXPECT_BETTER : EXPECT_NO_LOSS;
+    for (const char *s = cl->published; *s;) {
+        if (*s != '@') {
+            size_t n = strcspn(s, "@");
+            qattn_text_add(b, s, n);
+            s += n;
+            continue;
         }
-        return e;
+        char name[128];
+        size_t n = 0;
+        for (s++; ((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z')) && n < sizeof name - 1; s++)
+            name[n++] = *s;
+        name[n] = '\0';
+        const char *v = qattn_studies_pub(name);
+        qattn_text_puts(b, v ? v : "??");
     }
-    if (!strcmp(claim, "fp16_acc_ok")) {
-        /* the side with the fp16 accumulator (fewer fp32s) loses nothing */
-        int na = count_str(a, "fp32"), nb = count_str(b, "fp32");
-        if (na != nb) {
-            e.kind = EXPECT_NO_LOSS;
-            e.side = na < nb ? 0 : 1;
-        }
-        return e;
-    }
-    for (size_t i = 0; i < NCLAIMS; i++)
-        if (!strcmp(claims[i].claim, claim))
-            e.kind = EXPECT_BETTER; /* a is the side the claim names first */
+}
+
+/* the claim called name, or NULL */
+static const qattn_claim *find_claim(const char *name)
+{
+    for (size_t i = 0; qattn_studies[i]; i++)
+        for (const qattn_claim *cl = qattn_studies[i]->claims; cl && cl->name; cl++)
+            if (!strcmp(cl->name, name))
+                return cl;
+    return NULL;
+}
+
+/* What the published finding predicts for one comparison of claim name */
+static qattn_expect expectation(const char *name, const char *a, const char *b)
+{
+    qattn_expect e = {QATTN_EXPECT_NONE, 0};
+    const qattn_claim *cl = find_claim(name);
+    if (cl && cl->expect)
+        return cl->expect(a, b);
+    if (cl)
+        e.kind = QATTN_EXPECT_BETTER; /* a is the side the claim names first */
     return e;
 }
 
@@ -228,13 +85,13 @@ static const char *const word_text[] = {"agrees", "disagrees", "inconclusive", "
 static const char *const word_cap[] = {"Agrees", "Disagrees", "Inconclusive",
                                        "No published anchor"};
 
-static int agreement(expect e, int verdict)
+static int agreement(qattn_expect e, int verdict)
 {
     int winner = verdict == V_A ? 0 : verdict == V_B ? 1 : -1;
     switch (e.kind) {
-    case EXPECT_BETTER:
+    case QATTN_EXPECT_BETTER:
         return winner < 0 ? W_INCONCLUSIVE : winner == e.side ? W_AGREES : W_DISAGREES;
-    case EXPECT_NO_LOSS:
+    case QATTN_EXPECT_NO_LOSS:
         return winner >= 0 && winner != e.side ? W_DISAGREES : W_AGREES;
     default:
         return W_NOANCHOR;
@@ -243,14 +100,14 @@ static int agreement(expect e, int verdict)
 
 /* The generated sentence for one comparison (or several metrics of it with
  * the same outcome), after its word ("Agrees: "); a and b already escaped. */
-static void sentence(qattn_text *o, expect e, int verdict, int word, const char *a, const char *b,
+static void sentence(qattn_text *o, qattn_expect e, int verdict, int word, const char *a, const char *b,
                      const char *metric)
 {
     const char *side = e.side ? b : a, *other = e.side ? a : b;
     int winner = verdict == V_A ? 0 : verdict == V_B ? 1 : -1;
     switch (word) {
     case W_AGREES:
-        if (e.kind == EXPECT_BETTER)
+        if (e.kind == QATTN_EXPECT_BETTER)
             qattn_text_printf(o, "%s is better than %s on %s, as published.", side, other, metric);
         else if (winner < 0)
             qattn_text_printf(o,
@@ -264,7 +121,7 @@ static void sentence(qattn_text *o, expect e, int verdict, int word, const char 
                               side, other, metric);
         break;
     case W_DISAGREES:
-        if (e.kind == EXPECT_BETTER)
+        if (e.kind == QATTN_EXPECT_BETTER)
             qattn_text_printf(o, "%s is better than %s on %s, the opposite of the published finding.",
                               other, side, metric);
         else
@@ -303,7 +160,7 @@ enum { K_CLAIM, K_STUDY, K_MODEL, K_A, K_B, K_METRIC, K_N, K_MA, K_MB, K_D, K_LO
 typedef struct cmp_row {
     size_t r;
     int verdict, word, is_cos;
-    expect e;
+    qattn_expect e;
     qattn_num d, lo, hi, ci, ma, mb;
     char metric[64]; /* TeX */
 } cmp_row;
@@ -340,7 +197,7 @@ static void format_row(const qattn_csv *t, const int *col, const double *vals,
 
 int qattn_paper_anchors_table(qattn_paper *c, qattn_text *tab)
 {
-    qattn_paper_input *in = &c->in[IN_CMP];
+    qattn_paper_input *in = c->cmp;
     qattn_text tmp = {0}, sa = {0}, sbb = {0}, mets = {0};
     int e = 0;
     size_t counts[4] = {0}, rows_total = 0;
@@ -403,9 +260,11 @@ int qattn_paper_anchors_table(qattn_paper *c, qattn_text *tab)
         }
     }
 
-    /* known claims in a fixed order, then any others ("no published anchor") */
-    for (size_t ci = 0; ci <= NCLAIMS; ci++) {
-        const char *claim = ci < NCLAIMS ? claims[ci].claim : NULL;
+    /* the studies' claims in record order, then any others ("no published anchor") */
+    const qattn_claim *claims[64];
+    size_t nclaims = all_claims(claims, 64);
+    for (size_t ci = 0; ci <= nclaims; ci++) {
+        const char *claim = ci < nclaims ? claims[ci]->name : NULL;
         size_t nrows = 0;
         if (t)
             for (size_t r = 0; r < t->nrows; r++)
@@ -415,8 +274,8 @@ int qattn_paper_anchors_table(qattn_paper *c, qattn_text *tab)
             break;
         if (claim) {
             qattn_text_printf(tab, "\\multicolumn{4}{p{15.6cm}}{\\textbf{%s.} Published: %s. ",
-                              claims[ci].title, claims[ci].direction);
-            published_text(tab, claim);
+                              claims[ci]->title, claims[ci]->direction);
+            published_text(tab, claims[ci]);
             qattn_text_puts(tab, "}\\\\\n");
         } else {
             qattn_text_puts(tab, "\\multicolumn{4}{p{15.6cm}}{\\textbf{Other comparisons} (no published "

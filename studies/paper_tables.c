@@ -1,6 +1,6 @@
-/* qattn paper-tables: the study tables (one per emulation study, from its
- * summary.csv), and those of the models, the channel outliers and the
- * accuracy-throughput points. */
+/* qattn paper-tables: the tables of the studies (a grid study's from its
+ * summary.csv; the channel outliers; the accuracy-throughput points) and
+ * of the models. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,76 +8,15 @@
 
 #include "paper.h"
 
-/* ------------------------------------------------ emulation studies */
+/* ------------------------------------------------ grid studies */
 
-#define MAXF 3
-
-typedef struct study_def {
-    const char *name;   /* directory under results/, and the table label */
-    const char *abbrev; /* macro prefix after QA */
-    const char *title;  /* caption */
-    int in;             /* IN_* */
-    int nf;
-    const char *factor[MAXF];     /* CSV column names */
-    const char *head[MAXF];       /* LaTeX column headers */
-    const char *tag[MAXF];        /* macro tag before the value */
-    const char *const *grid[MAXF]; /* expected values (NULL-terminated) */
-    int augmented;                /* kbias: augmented real data */
-    const char *deflt[MAXF];      /* value of a factor whose column is absent (NULL: required) */
-} study_def;
-
-static const char *const g_fmt4[] = {"int4", "int8", "e4m3", "e5m2", NULL};
-static const char *const g_group[] = {"tensor", "block", "warp", "thread", "token", NULL};
-static const char *const g_smooth2[] = {"none", "k", NULL};
-static const char *const g_fmt_i4i8[] = {"int4", "int8", NULL};
-static const char *const g_smooth5[] = {"none", "k", "q", "q+k", "q+k+v", NULL};
-static const char *const g_fmt_i8i4[] = {"int8", "int4", NULL};
-static const char *const g_pv[] = {"fp16", "e4m3", "e5m2", "int8", NULL};
-static const char *const g_accpv[] = {"e4m3", "fp16", NULL};
-static const char *const g_acc[] = {"fp32", "fp16", "fp22", "fp22+fp32", NULL};
-static const char *const g_chunk[] = {"0", "16", "32", "64", "128", "256", "512", NULL};
-static const char *const g_r[] = {"0", "1", "2", "4", "8", "16", "32", NULL};
-static const char *const g_fmt_kb[] = {"int8", "int4", "e4m3", NULL};
-
-static const study_def studies[] = {
-    {"granularity", "gran", "Scale granularity of Q and K", IN_GRAN, 3,
-     {"qk_fmt", "group", "smooth"}, {"Q/K", "group", "smooth"}, {"", "", "Smooth"},
-     {g_fmt4, g_group, g_smooth2}, 0, {NULL, NULL, NULL}},
-    {"smoothing", "smooth", "Smoothing ablation (per-thread Q/K groups)", IN_SMOOTH, 2,
-     {"qk_fmt", "smooth"}, {"Q/K", "smooth"}, {"", "Smooth"}, {g_fmt_i4i8, g_smooth5, NULL}, 0,
-     {NULL, NULL, NULL}},
-    {"pv", "pv", "Storage type of P and V", IN_PV, 2, {"qk_fmt", "pv_fmt"}, {"Q/K", "P/V"},
-     {"", "Pv"}, {g_fmt_i8i4, g_pv, NULL}, 0, {NULL, NULL, NULL}},
-    {"accumulator", "acc", "P$\\cdot$V accumulator", IN_ACC, 3, {"pv", "acc", "chunk"},
-     {"P/V", "accumulator", "chunk $N$"}, {"Pv", "", "Chunk"}, {g_accpv, g_acc, g_chunk}, 0,
-     {"e4m3", NULL, NULL}},
-    {"kbias", "kbias", "K bias sweep (augmented real data)", IN_KBIAS, 3,
-     {"r", "qk_fmt", "smooth"}, {"$r$", "Q/K", "smooth"}, {"R", "", "Smooth"},
-     {g_r, g_fmt_kb, g_smooth2}, 1, {NULL, NULL, NULL}},
-};
-#define NSTUDIES (sizeof studies / sizeof studies[0])
-_Static_assert(NSTUDIES == QATTN_PAPER_NSTUDIES, "paper.h: QATTN_PAPER_NSTUDIES");
-
-/* accumulator grid (studies/CSV.md): chunk 0 exactly for the single-level
- * accumulators; with fp16 P/V only fp32 and fp16 */
-static int grid_valid(const study_def *sd, const char *const *v)
-{
-    if (!strcmp(sd->abbrev, "acc")) {
-        int two = !strcmp(v[1], "fp22+fp32");
-        if (two == !strcmp(v[2], "0"))
-            return 0;
-        return strcmp(v[0], "fp16") || !strcmp(v[1], "fp32") || !strcmp(v[1], "fp16");
-    }
-    return 1;
-}
-
-static qattn_mname cell_base(const study_def *sd, const char *tag, const char *const *v)
+static qattn_mname cell_base(const qattn_study_rec *r, const char *tag, const char *const *v)
 {
     qattn_mname m = qattn_mname_make("QA");
-    qattn_mname_cat(&m, sd->abbrev);
+    qattn_mname_cat(&m, r->abbrev);
     qattn_mname_cat(&m, tag);
-    for (int i = 0; i < sd->nf; i++) {
-        qattn_mname_cat(&m, sd->tag[i]);
+    for (int i = 0; i < r->nf; i++) {
+        qattn_mname_cat(&m, r->factor[i].tag);
         qattn_mname_word(&m, v[i]);
     }
     return m;
@@ -89,50 +28,56 @@ static const char *const cell_metrics[] = {"N",           "CosMean",       "CosL
                                            "RelLOneCi",   "RmseMean"};
 #define NCELLM (sizeof cell_metrics / sizeof cell_metrics[0])
 
-static void def_grid_na(qattn_paper *c, const study_def *sd)
+/* 1 if the point v of the factors' levels is a cell of the grid */
+static int in_grid(const qattn_study *st, int nf, const char *const *v)
 {
-    size_t idx[MAXF] = {0};
+    char factors[160] = "";
+    for (int f = 0; f < nf; f++)
+        snprintf(factors + strlen(factors), sizeof factors - strlen(factors), "%s%s", f ? "," : "", v[f]);
+    for (size_t i = 0; i < st->ncells; i++)
+        if (!strcmp(st->cells[i].factors, factors))
+            return 1;
+    return 0;
+}
+
+/* "n/a" for every cell of the grid not defined yet, for the first ntags
+ * models, in the order of the factors' levels */
+static void def_grid_na(qattn_paper *c, const qattn_study_rec *r)
+{
+    qattn_study st;
+    qattn_studies_grid(r, &st);
+    size_t idx[QATTN_STUDY_MAXF] = {0};
     for (size_t mi = 0; mi < c->ntags; mi++) {
         char tag[16];
         qattn_mname_model(tag, sizeof tag, mi);
         memset(idx, 0, sizeof idx);
         for (;;) {
-            const char *v[MAXF];
-            for (int f = 0; f < sd->nf; f++)
-                v[f] = sd->grid[f][idx[f]];
-            if (grid_valid(sd, v)) {
-                qattn_mname base = cell_base(sd, tag, v);
+            const char *v[QATTN_STUDY_MAXF];
+            for (int f = 0; f < r->nf; f++)
+                v[f] = r->factor[f].levels[idx[f]];
+            if (in_grid(&st, r->nf, v)) {
+                qattn_mname base = cell_base(r, tag, v);
                 for (size_t k = 0; k < NCELLM; k++)
                     qattn_paper_def_metric(c, &base, cell_metrics[k], QATTN_PAPER_NA, 0);
             }
-            int f = sd->nf - 1;
-            while (f >= 0) {
-                if (sd->grid[f][++idx[f]])
-                    break;
-                idx[f] = 0;
-                f--;
-            }
+            int f = r->nf - 1;
+            while (f >= 0 && !r->factor[f].levels[++idx[f]])
+                idx[f--] = 0;
             if (f < 0)
                 break;
         }
     }
+    qattn_study_free(&st);
 }
 
-static const char *factor_cell(const study_def *sd, int f, const char *v)
+int qattn_paper_summary_table(qattn_paper *c, const qattn_study_rec *rec, qattn_text *tab)
 {
-    if (!strcmp(sd->factor[f], "chunk") && !strcmp(v, "0"))
-        return "--";
-    return NULL;
-}
-
-static int study_table(qattn_paper *c, const study_def *sd, qattn_text *tab)
-{
-    qattn_paper_input *in = &c->in[sd->in];
+    qattn_paper_input *in = qattn_paper_in(c, rec);
     char label[64];
-    snprintf(label, sizeof label, "tab:%s", sd->name);
+    snprintf(label, sizeof label, "tab:%s", rec->table_name);
     if (!in->present) {
-        qattn_paper_not_run(tab, sd->title, label, in->path);
-        def_grid_na(c, sd);
+        qattn_paper_not_run(tab, rec->title, label, in->path);
+        def_grid_na(c, rec);
         return 0;
     }
     const qattn_csv *t = &in->t;
@@ -143,14 +88,14 @@ static int study_table(qattn_paper *c, const study_def *sd, qattn_text *tab)
                                       "rmse_mean"};
     enum { C_MODEL, C_LABEL, C_N, C_COS, C_LO, C_HI, C_WH, C_WL, C_WLI, C_L1, C_L1LO, C_L1HI,
            C_RMSE, C_NREQ };
-    int col[C_NREQ], fcol[MAXF];
+    int col[C_NREQ], fcol[QATTN_STUDY_MAXF];
     int e = qattn_paper_need_cols(c, t, req, C_NREQ, col);
     if (e)
         return e;
-    for (int f = 0; f < sd->nf; f++) {
-        fcol[f] = qattn_csv_col(t, sd->factor[f]);
-        if (fcol[f] < 0 && !sd->deflt[f])
-            return qattn_csv_need(t, sd->factor[f], &c->err);
+    for (int f = 0; f < rec->nf; f++) {
+        fcol[f] = qattn_csv_col(t, rec->factor[f].name);
+        if (fcol[f] < 0 && !rec->factor[f].absent)
+            return qattn_csv_need(t, rec->factor[f].name, &c->err);
     }
     /* parse every number first: a bad field is an input error */
     double *vals = calloc(t->nrows * C_NREQ + 1, sizeof *vals);
@@ -178,13 +123,14 @@ static int study_table(qattn_paper *c, const study_def *sd, qattn_text *tab)
         char tag[16];
         qattn_mname_model(tag, sizeof tag, mi);
         qattn_text_puts(tab, "\\begin{table}[tbp]\n\\centering\\footnotesize\\setlength{\\tabcolsep}{4pt}\n\\caption{");
-        qattn_text_puts(tab, sd->title);
+        qattn_text_puts(tab, rec->title);
         qattn_text_puts(tab, ", model \\texttt{");
         qattn_text_tex(tab, model);
         qattn_text_puts(tab, "}.");
-        if (sd->augmented)
-            qattn_text_puts(tab, " Augmented real data: the model's real activations with a per-channel "
-                                 "offset of $r$ channel standard deviations added to K ($r=0$: unmodified).");
+        if (rec->note) {
+            qattn_text_puts(tab, " ");
+            qattn_text_puts(tab, rec->note);
+        }
         qattn_text_puts(tab, " Cos in percent: mean over the $n$ heads, its 95\\% bootstrap interval, "
                              "the worst head, and the worst layer's mean (layer index); relative L1 "
                              "and RMSE are means over heads.}\n");
@@ -192,23 +138,22 @@ static int study_table(qattn_paper *c, const study_def *sd, qattn_text *tab)
             qattn_text_printf(tab, "\\label{%s}", label);
         qattn_text_printf(tab, "\\label{%s-%s}\n", label, tag);
         qattn_text_puts(tab, "\\begin{tabular}{");
-        for (int f = 0; f < sd->nf; f++)
+        for (int f = 0; f < rec->nf; f++)
             qattn_text_puts(tab, "l");
         qattn_text_puts(tab, "rrcrrrr}\n\\toprule\n");
-        for (int f = 0; f < sd->nf; f++)
-            qattn_text_printf(tab, "%s & ", sd->head[f]);
+        for (int f = 0; f < rec->nf; f++)
+            qattn_text_printf(tab, "%s & ", rec->factor[f].head);
         qattn_text_puts(tab, "$n$ & cos (\\%) & 95\\% interval & worst head & worst layer & rel.\\ L1 & "
                              "RMSE \\\\\n\\midrule\n");
         for (size_t r = 0; r < t->nrows; r++) {
             if (strcmp(qattn_csv_str(t, r, col[C_MODEL]), model))
                 continue;
             const double *v = &vals[r * C_NREQ];
-            const char *fv[MAXF];
-            for (int f = 0; f < sd->nf; f++) {
-                fv[f] = fcol[f] >= 0 ? qattn_csv_str(t, r, fcol[f]) : sd->deflt[f];
-                const char *shown = factor_cell(sd, f, fv[f]);
-                if (shown)
-                    qattn_text_puts(tab, shown);
+            const char *fv[QATTN_STUDY_MAXF];
+            for (int f = 0; f < rec->nf; f++) {
+                fv[f] = fcol[f] >= 0 ? qattn_csv_str(t, r, fcol[f]) : rec->factor[f].absent;
+                if (rec->factor[f].dash && !strcmp(fv[f], rec->factor[f].dash))
+                    qattn_text_puts(tab, "--");
                 else
                     qattn_text_tex(tab, fv[f]);
                 qattn_text_puts(tab, " & ");
@@ -230,7 +175,7 @@ static int study_table(qattn_paper *c, const study_def *sd, qattn_text *tab)
                 qattn_text_printf(tab, " (%s)", wli.s);
             qattn_text_printf(tab, " & %s & %s \\\\\n", l1.s, rmse.s);
 
-            qattn_mname base = cell_base(sd, tag, fv);
+            qattn_mname base = cell_base(rec, tag, fv);
             qattn_paper_def_metric(c, &base, "N", nn.s, 1);
             qattn_paper_def_metric(c, &base, "CosMean", mean.s, 0);
             qattn_paper_def_metric(c, &base, "CosLo", lo.s, 0);
@@ -246,7 +191,7 @@ static int study_table(qattn_paper *c, const study_def *sd, qattn_text *tab)
         qattn_text_puts(tab, "\\bottomrule\n\\end{tabular}\n\\end{table}\n");
         first = 0;
     }
-    def_grid_na(c, sd);
+    def_grid_na(c, rec);
     e = 0;
 out:
     free(vals);
@@ -254,19 +199,11 @@ out:
 }
 
 
-int qattn_paper_study_tables(qattn_paper *c, qattn_text *tab)
-{
-    int e = 0;
-    for (size_t i = 0; i < NSTUDIES && !e; i++)
-        e = study_table(c, &studies[i], &tab[i]);
-    return e;
-}
-
 /* ------------------------------------------------------------ models */
 
 int qattn_paper_models_table(qattn_paper *c, qattn_text *tab)
 {
-    qattn_paper_input *in = &c->in[IN_MODELS];
+    qattn_paper_input *in = c->mod;
     static const char *const fields[] = {"Name",   "File",      "Layers",    "Heads",
                                          "KvHeads", "Tokens",   "HeadDim",   "EvalLoss",
                                          "VocabSize", "Source", "TextSource", "License"};
@@ -381,9 +318,9 @@ static const char *const out_metrics[] = {"MaxMeanOverStd", "MaxMeanOverStdLayer
                                           "OutlierChannels", "Channels", "OutlierPercent",
                                           "Layers"};
 
-int qattn_paper_outliers_table(qattn_paper *c, qattn_text *tab)
+int qattn_paper_outliers_table(qattn_paper *c, const qattn_study_rec *rec, qattn_text *tab)
 {
-    qattn_paper_input *in = &c->in[IN_OUT];
+    qattn_paper_input *in = qattn_paper_in(c, rec);
     static const char *const tensors[3] = {"q", "k", "v"};
     static const char *const tnames[3] = {"Q", "K", "V"};
     int e = 0;
@@ -541,7 +478,9 @@ int qattn_paper_outliers_table(qattn_paper *c, qattn_text *tab)
             }
         }
     } else {
-        qattn_paper_not_run(tab, "Channel statistics", "tab:outliers", in->path);
+        char label[64];
+        snprintf(label, sizeof label, "tab:%s", rec->table_name);
+        qattn_paper_not_run(tab, rec->title, label, in->path);
     }
     for (size_t mi = 0; mi < c->ntags; mi++) {
         char tag[16];
@@ -563,9 +502,9 @@ done:
 
 /* ------------------------------------------------------------ pareto */
 
-int qattn_paper_pareto_table(qattn_paper *c, qattn_text *tab)
+int qattn_paper_pareto_table(qattn_paper *c, const qattn_study_rec *rec, qattn_text *tab)
 {
-    qattn_paper_input *in = &c->in[IN_PARETO];
+    qattn_paper_input *in = qattn_paper_in(c, rec);
     char buf[64];
     size_t tot = 0, meas = 0;
     if (in->present) {
@@ -655,7 +594,9 @@ int qattn_paper_pareto_table(qattn_paper *c, qattn_text *tab)
         if (oom)
             return qattn_err_set(&c->err, QATTN_ERR_NOMEM, "out of memory");
     } else {
-        qattn_paper_not_run(tab, "Accuracy and throughput", "tab:pareto", in->path);
+        char label[64];
+        snprintf(label, sizeof label, "tab:%s", rec->table_name);
+        qattn_paper_not_run(tab, rec->title, label, in->path);
     }
     qattn_paper_def(c, "QAparetoPoints", QATTN_PAPER_NA, 0);
     qattn_paper_def(c, "QAparetoMeasured", QATTN_PAPER_NA, 0);

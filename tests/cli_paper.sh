@@ -16,6 +16,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 has() { if grep -qF -- "$2" "$1" 2>/dev/null; then ok; else bad "$1 lacks: $2"; fi; }
 hasnt() { if grep -qF -- "$2" "$1" 2>/dev/null; then bad "$1 has: $2"; else ok; fi; }
 
+# the studies' tables, from their records (qattn studies --tsv), and the paper's own
+TABLES="$("$qattn" studies --tsv | awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+                                       $c["table"] != "-" { sub(/\.tex$/, "", $c["table"]); printf "%s ", $c["table"] }')tab_models"
 R=$dir/results
 mkdir -p "$R"/{granularity,smoothing,pv,accumulator,kbias,outliers,pareto}
 SUMCOLS="n,cos_mean,cos_ci_lo,cos_ci_hi,cos_worst_head,cos_worst_layer,worst_layer,rel_l1_mean,rel_l1_ci_lo,rel_l1_ci_hi,rel_l1_worst_layer,rmse_mean,rmse_ci_lo,rmse_ci_hi,spec"
@@ -107,7 +110,8 @@ write_fakes
 G=$dir/gen
 run_tables "$R" "$G"
 [ "$rc" = 0 ] && ok || bad "paper-tables exit $rc: $(cat "$dir/err")"
-for f in tab_granularity tab_smoothing tab_pv tab_accumulator tab_kbias tab_outliers tab_models tab_pareto tab_anchors numbers; do
+case " $TABLES " in *" tab_granularity "*" tab_pareto "*) ok ;; *) bad "tables from the records: $TABLES" ;; esac
+for f in $TABLES tab_anchors numbers; do
     [ -s "$G/$f.tex" ] && ok || bad "$f.tex missing or empty"
 done
 N=$G/numbers.tex
@@ -252,7 +256,7 @@ has "$N" '\newcommand{\QAaccModelBPvEFourMThreeFpTwentyTwoFpThirtyTwoChunkOneHun
 mkdir -p "$dir/empty"
 run_tables "$dir/empty" "$dir/gen-empty"
 [ "$rc" = 0 ] && ok || bad "empty results: exit $rc: $(cat "$dir/err")"
-for f in tab_granularity tab_smoothing tab_pv tab_accumulator tab_kbias tab_outliers tab_models tab_pareto; do
+for f in $TABLES; do
     has "$dir/gen-empty/$f.tex" 'not run'
 done
 has "$dir/gen-empty/numbers.tex" '\newcommand{\QAgranModelBIntFourThreadSmoothKCosMean}{n/a}'

@@ -86,31 +86,38 @@ MODELS="m-alpha m-beta"
 NM=2
 BOOT=(--boot 200)
 
-factors_of() {
-    case $1 in
-    granularity) echo "qk_fmt,group,smooth" ;;
-    smoothing) echo "qk_fmt,smooth" ;;
-    pv) echo "qk_fmt,pv_fmt" ;;
-    accumulator) echo "pv,acc,chunk" ;;
-    kbias) echo "r,qk_fmt,smooth" ;;
-    pareto-cells) echo "kernel" ;;
-    esac
+# The studies, as their records give them (qattn studies --tsv): the grid
+# studies with their factor columns and values (column=alt|alt;...), and
+# those whose cells the paper's claims compare.
+TSV=$S/studies.tsv
+"$Q" studies --tsv >"$TSV" || { echo "FAIL qattn studies --tsv"; echo "0 passed, 1 failed"; exit 1; }
+tsv_col() { # tsv_col STUDY COLUMN
+    awk -F'\t' -v s="$1" -v col="$2" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $1 == s { print $c[col] }' "$TSV"
 }
-# the documented values, column=alt|alt;...
-PRESETS=$("$Q" schemes | awk '{ printf "%s%s", (NR > 1 ? "|" : ""), $1 }')
-values_of() {
-    case $1 in
-    granularity) echo "qk_fmt=int4|int8|e4m3|e5m2;group=tensor|block|warp|thread|token;smooth=none|k" ;;
-    smoothing) echo "qk_fmt=int4|int8;smooth=none|k|q|q+k|q+k+v" ;;
-    pv) echo "qk_fmt=int8|int4;pv_fmt=fp16|e4m3|e5m2|int8" ;;
-    accumulator) echo "pv=e4m3|fp16;acc=fp32|fp16|fp22|fp22+fp32" ;; # chunk: below
-    kbias) echo "r=0|1|2|4|8|16|32;qk_fmt=int8|int4|e4m3;smooth=none|k" ;;
-    pareto-cells) echo "kernel=$PRESETS" ;;
-    esac
-}
+STUDIES=$(awk -F'\t' 'NR > 1 && $2 == "grid" { printf "%s ", $1 }' "$TSV")
+CLAIM_STUDIES=$(awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["claims"] != "-" { printf "%s ", $1 }' "$TSV")
+factors_of() { tsv_col "$1" factors; }
+values_of() { tsv_col "$1" levels; }
 METRICS="cos,rel_l1,rmse,max_abs,row_cos_min"
 SUMCOLS="n,cos_mean,cos_ci_lo,cos_ci_hi,cos_worst_head,cos_worst_layer,worst_layer,rel_l1_mean,rel_l1_ci_lo,rel_l1_ci_hi,rel_l1_worst_layer,rmse_mean,rmse_ci_lo,rmse_ci_hi,spec"
-STUDIES="granularity smoothing pv accumulator kbias pareto-cells"
+
+# the records themselves: every study is a command; a grid's size is its --list
+for st in $(awk -F'\t' 'NR > 1 { print $1 }' "$TSV"); do
+    check "studies: $st --help names it" bash -c '"$1" "$2" --help | grep -q "^usage: qattn $2 "' _ "$Q" "$st"
+    check "studies: qattn --help lists $st" bash -c '"$1" --help | grep -Eq "^  $2 "' _ "$Q" "$st"
+    if [[ $(tsv_col "$st" kind) == grid ]]; then
+        check "studies: $st has $(tsv_col "$st" cells) cells, as --list prints" \
+            [ "$("$Q" "$st" --list | wc -l)" -eq "$(tsv_col "$st" cells)" ]
+    fi
+done
+check "studies: --list prints every study" \
+    bash -c 'for s in $(awk -F"\t" "NR > 1 { print \$1 }" "$2"); do "$1" studies --list | grep -q "^$s " || exit 1; done' _ "$Q" "$TSV"
+PRESETS=$("$Q" schemes | awk '{ printf "%s%s", (NR > 1 ? "|" : ""), $1 }')
+check "studies: pareto-cells' kernels are presets" \
+    bash -c 'v=$(awk -F"\t" "\$1 == \"pareto-cells\" { print \$4 }" "$1"); v=${v#kernel=}
+             IFS="|"; for k in $v; do [[ "|$2|" == *"|$k|"* ]] || exit 1; done' _ "$TSV" "$PRESETS"
+expect_err "studies: --run without --results" "--results" "" "$Q" studies --run --data "$A"
+expect_err "studies: --data without --run" "--run" "" "$Q" studies --data "$A"
 
 # the grid of `--list` as label|factors|spec
 list_grid() {
@@ -233,6 +240,19 @@ for st in $STUDIES; do
         check "$st: rerun leaves $f.csv byte-identical" cmp -s "$D/$f.csv" "$S/keep/$st.$f.csv"
     done
 done
+
+# ------------------------------------------------- qattn studies --run
+# every study in record order, each as its own command would: the same cells
+if run_ok "studies --run on two models" "$Q" studies --run --data "$A" --data "$B" --results "$S/all" --threads 2; then
+    for st in $STUDIES; do
+        check "studies --run: $st cells.csv as the study's own run" cmp -s "$S/all/$st/cells.csv" "$S/keep/$st.cells.csv"
+    done
+    check "studies --run: logs each study it runs" \
+        bash -c '[[ $(grep -c "^\[qattn\] qattn " "$1") -eq $(($(wc -l <"$2") - 1)) ]]' _ "$ERR" "$TSV"
+fi
+"$Q" studies --run --data "$S/nope.h5" --results "$S/all-bad" >"$OUT" 2>"$ERR"
+check "studies --run: a missing file stops the first study with exit 2" \
+    bash -c '[[ $1 -eq 2 ]] && grep -q "nope.h5" "$2" && [[ ! -e $3 ]]' _ "$?" "$ERR" "$S/all-bad"
 
 # ------------------------------------------------------- resumability
 D=$R/pv
@@ -430,22 +450,24 @@ awk_quiet "compare: verdicts in the set and consistent with the interval and the
       if ($(c[1,"model"]) != "m-alpha" && $(c[1,"model"]) != "m-beta") print "model " $0 }' \
     -v L=$LAYERS -v H=$HEADS "$R/comparisons.csv"
 awk_quiet "compare: every claim of each model for both metrics; a and b are labels of the study" '
-    BEGIN { split("granularity smoothing pv accumulator", ss, " ")
+    BEGIN { split(CS, ss, " ")
             for (i in ss) { f = LD "/" ss[i] ".txt"; while ((getline line < f) > 0) { split(line, p, "|"); lab[ss[i], p[1]] = 1 } } }
     { s = $(c[1,"study"]); if (!((s, $(c[1,"a"])) in lab) || !((s, $(c[1,"b"])) in lab)) print "labels " $0
       k = $(c[1,"claim"]) SUBSEP s SUBSEP $(c[1,"a"]) SUBSEP $(c[1,"b"]) SUBSEP $(c[1,"model"]); cnt[k, $(c[1,"metric"])]++; ks[k] = 1
       studies[s] = 1 }
     END { for (k in ks) if (cnt[k, "cos"] != 1 || cnt[k, "rel_l1"] != 1) print "metrics of " k
           for (i in ss) if (!(ss[i] in studies)) print "no claim from " ss[i] }' \
-    -v LD="$S/list" "$R/comparisons.csv"
+    -v LD="$S/list" -v CS="$CLAIM_STUDIES" "$R/comparisons.csv"
+CELLS=()
+for st in $CLAIM_STUDIES; do CELLS+=("$R/$st/cells.csv"); done
 awk_quiet "compare: mean_a and mean_b are the cells' means" '
-    fi <= 4 { k = ST[fi] SUBSEP $(c[fi,"model"]) SUBSEP $(c[fi,"label"]); sc[k] += $(c[fi,"cos"]); sl[k] += $(c[fi,"rel_l1"]); n[k]++ }
-    fi == 5 { s = $(c[5,"study"]); m = $(c[5,"model"])
-              ka = s SUBSEP m SUBSEP $(c[5,"a"]); kb = s SUBSEP m SUBSEP $(c[5,"b"])
-              if ($(c[5,"metric"]) == "cos") { ea = sc[ka] / n[ka]; eb = sc[kb] / n[kb] } else { ea = sl[ka] / n[ka]; eb = sl[kb] / n[kb] }
-              if (!near($(c[5,"mean_a"]), ea, 1e-9) || !near($(c[5,"mean_b"]), eb, 1e-9)) print $0 " vs " ea " " eb }
-    BEGIN { split("granularity smoothing pv accumulator", ST, " ") }' \
-    "$R/granularity/cells.csv" "$R/smoothing/cells.csv" "$R/pv/cells.csv" "$R/accumulator/cells.csv" "$R/comparisons.csv"
+    fi <= NS { k = ST[fi] SUBSEP $(c[fi,"model"]) SUBSEP $(c[fi,"label"]); sc[k] += $(c[fi,"cos"]); sl[k] += $(c[fi,"rel_l1"]); n[k]++ }
+    fi == NS + 1 { s = $(c[fi,"study"]); m = $(c[fi,"model"])
+              ka = s SUBSEP m SUBSEP $(c[fi,"a"]); kb = s SUBSEP m SUBSEP $(c[fi,"b"])
+              if ($(c[fi,"metric"]) == "cos") { ea = sc[ka] / n[ka]; eb = sc[kb] / n[kb] } else { ea = sl[ka] / n[ka]; eb = sl[kb] / n[kb] }
+              if (!near($(c[fi,"mean_a"]), ea, 1e-9) || !near($(c[fi,"mean_b"]), eb, 1e-9)) print $0 " vs " ea " " eb }
+    BEGIN { NS = split(CS, ST, " ") }' \
+    -v CS="$CLAIM_STUDIES" "${CELLS[@]}" "$R/comparisons.csv"
 check "compare: smoothing K helps int4 per-block on K-biased data (a better, cos and rel_l1)" \
     [ "$(grep -c '^smooth_k_helps,granularity,m-[a-z]*,"int4/block/k","int4/block/none",[a-z0-9_]*,.*,a better$' "$R/comparisons.csv")" -eq 4 ]
 # a study not run: its claims are skipped, the others unchanged
