@@ -209,6 +209,16 @@ qattn_paper_input *qattn_paper_in(qattn_paper *c, const qattn_study_rec *r)
     return NULL;
 }
 
+qattn_paper_input *qattn_paper_open(qattn_paper *c, const qattn_study_rec *r, qattn_text *tab, char *label, size_t n)
+{
+    qattn_paper_input *in = qattn_paper_in(c, r);
+    snprintf(label, n, "tab:%s", r->table_name);
+    if (in->present)
+        return in;
+    qattn_paper_not_run(tab, r->title, label, in->path);
+    return NULL;
+}
+
 /* the output files: tab_<table>.tex of each study with a table, then the
  * paper's own; names[] point into buf; returns their number */
 static int out_names(char (*buf)[64], const char **names)

@@ -90,7 +90,7 @@ static void list(int tsv)
             continue;
         }
         printf("%-14s %s\n", r->name, r->summary);
-        if (r->nf) {
+        if (!r->run) {
             levels_of(r, lv, sizeof lv, ": ", " ", "; ");
             printf("    grid      %zu cells; %s\n", ncells(r), lv);
         } else {

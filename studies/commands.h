@@ -17,6 +17,7 @@ int qattn_cmd_accuracy(int argc, char **argv);
 int qattn_cmd_bench_cpu(int argc, char **argv);
 int qattn_cmd_paper_tables(int argc, char **argv);
 int qattn_cmd_outliers(int argc, char **argv);
+int qattn_cmd_entropy(int argc, char **argv);
 int qattn_cmd_compare(int argc, char **argv);
 int qattn_cmd_pareto(int argc, char **argv);
 int qattn_cmd_studies(int argc, char **argv);

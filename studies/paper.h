@@ -48,14 +48,24 @@ int qattn_paper_need_cols(qattn_paper *c, const qattn_csv *t, const char *const 
 /* the table of a study whose CSV (path) was not found */
 void qattn_paper_not_run(qattn_text *tab, const char *title, const char *label, const char *path);
 
+/* \QA<abbrev><Model tag><factor tags and values> of study r, point v */
+qattn_mname qattn_paper_cell_name(const qattn_study_rec *r, const char *tag, const char *const *v);
+/* "n/a" for metrics of every point of r's factor levels (those in grid, if
+ * not NULL) not defined yet, for the first ntags models */
+void qattn_paper_def_na(qattn_paper *c, const qattn_study_rec *r, const qattn_study *grid,
+                        const char *const *metrics, size_t nmetrics);
 /* the input of study r's table */
 qattn_paper_input *qattn_paper_in(qattn_paper *c, const qattn_study_rec *r);
+/* the same with its label "tab:<table>" into label [n]; NULL, after the
+ * "not run" table into tab, when it was not there */
+qattn_paper_input *qattn_paper_open(qattn_paper *c, const qattn_study_rec *r, qattn_text *tab, char *label, size_t n);
 
 /* The generators: each writes its table into tab and its macros; 0 or a
  * QATTN_ERR_* with c->err set. A study's (qattn_table_fn): */
 int qattn_paper_summary_table(qattn_paper *c, const qattn_study_rec *r, qattn_text *tab); /* grid studies */
 int qattn_paper_outliers_table(qattn_paper *c, const qattn_study_rec *r, qattn_text *tab);
 int qattn_paper_pareto_table(qattn_paper *c, const qattn_study_rec *r, qattn_text *tab);
+int qattn_paper_columns_table(qattn_paper *c, const qattn_study_rec *r, qattn_text *tab); /* r->columns */
 /* the paper's own */
 int qattn_paper_models_table(qattn_paper *c, qattn_text *tab);
 int qattn_paper_anchors_table(qattn_paper *c, qattn_text *tab);

@@ -10,7 +10,7 @@
 
 /* ------------------------------------------------ grid studies */
 
-static qattn_mname cell_base(const qattn_study_rec *r, const char *tag, const char *const *v)
+qattn_mname qattn_paper_cell_name(const qattn_study_rec *r, const char *tag, const char *const *v)
 {
     qattn_mname m = qattn_mname_make("QA");
     qattn_mname_cat(&m, r->abbrev);
@@ -40,12 +40,9 @@ static int in_grid(const qattn_study *st, int nf, const char *const *v)
     return 0;
 }
 
-/* "n/a" for every cell of the grid not defined yet, for the first ntags
- * models, in the order of the factors' levels */
-static void def_grid_na(qattn_paper *c, const qattn_study_rec *r)
+void qattn_paper_def_na(qattn_paper *c, const qattn_study_rec *r, const qattn_study *grid,
+                        const char *const *metrics, size_t nmetrics)
 {
-    qattn_study st;
-    qattn_studies_grid(r, &st);
     size_t idx[QATTN_STUDY_MAXF] = {0};
     for (size_t mi = 0; mi < c->ntags; mi++) {
         char tag[16];
@@ -55,10 +52,10 @@ static void def_grid_na(qattn_paper *c, const qattn_study_rec *r)
             const char *v[QATTN_STUDY_MAXF];
             for (int f = 0; f < r->nf; f++)
                 v[f] = r->factor[f].levels[idx[f]];
-            if (in_grid(&st, r->nf, v)) {
-                qattn_mname base = cell_base(r, tag, v);
-                for (size_t k = 0; k < NCELLM; k++)
-                    qattn_paper_def_metric(c, &base, cell_metrics[k], QATTN_PAPER_NA, 0);
+            if (!grid || in_grid(grid, r->nf, v)) {
+                qattn_mname base = qattn_paper_cell_name(r, tag, v);
+                for (size_t k = 0; k < nmetrics; k++)
+                    qattn_paper_def_metric(c, &base, metrics[k], QATTN_PAPER_NA, 0);
             }
             int f = r->nf - 1;
             while (f >= 0 && !r->factor[f].levels[++idx[f]])
@@ -67,16 +64,22 @@ static void def_grid_na(qattn_paper *c, const qattn_study_rec *r)
                 break;
         }
     }
+}
+
+/* "n/a" for every cell of the grid not defined yet */
+static void def_grid_na(qattn_paper *c, const qattn_study_rec *r)
+{
+    qattn_study st;
+    qattn_studies_grid(r, &st);
+    qattn_paper_def_na(c, r, &st, cell_metrics, NCELLM);
     qattn_study_free(&st);
 }
 
 int qattn_paper_summary_table(qattn_paper *c, const qattn_study_rec *rec, qattn_text *tab)
 {
-    qattn_paper_input *in = qattn_paper_in(c, rec);
     char label[64];
-    snprintf(label, sizeof label, "tab:%s", rec->table_name);
-    if (!in->present) {
-        qattn_paper_not_run(tab, rec->title, label, in->path);
+    qattn_paper_input *in = qattn_paper_open(c, rec, tab, label, sizeof label);
+    if (!in) {
         def_grid_na(c, rec);
         return 0;
     }
@@ -175,7 +178,7 @@ int qattn_paper_summary_table(qattn_paper *c, const qattn_study_rec *rec, qattn_
                 qattn_text_printf(tab, " (%s)", wli.s);
             qattn_text_printf(tab, " & %s & %s \\\\\n", l1.s, rmse.s);
 
-            qattn_mname base = cell_base(rec, tag, fv);
+            qattn_mname base = qattn_paper_cell_name(rec, tag, fv);
             qattn_paper_def_metric(c, &base, "N", nn.s, 1);
             qattn_paper_def_metric(c, &base, "CosMean", mean.s, 0);
             qattn_paper_def_metric(c, &base, "CosLo", lo.s, 0);

@@ -50,6 +50,19 @@ typedef struct qattn_pub {
     const char *name, *tex;
 } qattn_pub;
 
+/* One column of a table drawn straight from a study's CSV (the columns
+ * table, qattn_paper_columns_table): its rows per model, the key factors
+ * first, then these. */
+enum { QATTN_COL_INT, QATTN_COL_G3, QATTN_COL_SIGNED2, QATTN_COL_PTS };
+typedef struct qattn_column {
+    const char *name;    /* CSV column */
+    const char *head;    /* LaTeX column header */
+    int format;          /* QATTN_COL_*: integer, 3 significant digits, signed with 2 decimals, or
+                          * x 100 signed (cos in percentage points) */
+    const char *word;    /* macro \QA<abbrev><Model><key values><word> */
+    const char *lo, *hi; /* CSV columns of its 95% interval, shown after it (macro <word>Ci), or NULL */
+} qattn_column;
+
 /* A study's table in the paper: writes tab_<table>.tex into tab and its
  * macros; 0 or a QATTN_ERR_* with the paper's err set. */
 typedef int (*qattn_table_fn)(struct qattn_paper *c, const struct qattn_study_rec *r, struct qattn_text *tab);
@@ -77,13 +90,15 @@ typedef struct qattn_study_rec {
 
     /* The paper: tab_<table>.tex (label tab:<table>) from results/<input>,
      * with macros \QA<abbrev>...; table NULL is the summary table of a grid
-     * study. No table: input NULL. */
+     * study. No table: input NULL. The columns table shows columns (ended
+     * by a NULL name), keyed by the factors. */
     const char *table_name;
     const char *input;
     const char *abbrev;
     const char *title; /* caption */
     const char *note;  /* a sentence added to the caption, or NULL */
     qattn_table_fn table;
+    const qattn_column *columns;
     /* plots/<figure>.gp, drawn from results/<figure_in> */
     const char *figure, *figure_in;
     /* the findings its cells test, and the published values it cites */

@@ -443,8 +443,48 @@ static const qattn_study_rec pareto_cells = {
     .pubs = pareto_pubs,
 };
 
+/* -------------------------------------------------------------- entropy */
+
+/* reads the pv study's cells: runs after it */
+static const char *const entropy_args[] = {"--pv", "{results}/pv/cells.csv", NULL};
+
+static const qattn_column entropy_columns[] = {
+    {"n", "heads", QATTN_COL_INT, "N", NULL, NULL},
+    {"entropy_norm_mean", "$H/\\ln n_k$", QATTN_COL_G3, "EntropyNorm", NULL, NULL},
+    {"e4m3_minus_int8_mean", "e4m3 $-$ int8", QATTN_COL_PTS, "Diff", NULL, NULL},
+    {"diff_low_entropy", "low $H$", QATTN_COL_PTS, "DiffLow", NULL, NULL},
+    {"diff_high_entropy", "high $H$", QATTN_COL_PTS, "DiffHigh", NULL, NULL},
+    {"spearman", "$\\rho$ [95\\% interval]", QATTN_COL_SIGNED2, "Rho", "spearman_ci_lo", "spearman_ci_hi"},
+    {"e4m3_better", "e4m3 better", QATTN_COL_INT, "EFourMThreeBetter", NULL, NULL},
+    {"int8_better", "int8 better", QATTN_COL_INT, "IntEightBetter", NULL, NULL},
+    {NULL, NULL, 0, NULL, NULL, NULL}};
+
+static const qattn_study_rec entropy = {
+    .name = "entropy",
+    .summary = "study: entropy of each head's attention rows, against its e4m3 and int8 P.V accuracy",
+    .nf = 1,
+    .factor = {{"qk_fmt", fmt_i8i4, "Q/K", "", NULL, NULL}},
+    .run = qattn_cmd_entropy,
+    .threads = 1,
+    .args = entropy_args,
+    .table_name = "entropy",
+    .input = "entropy/summary.csv",
+    .abbrev = "ent",
+    .title = "Attention entropy and the P$\\cdot$V format",
+    .note = "$H/\\ln n_k$: the entropy of a head's float64 attention rows over the log of the keys each "
+            "sees, mean over rows and heads (0: one key takes all; 1: uniform). e4m3 $-$ int8: cos with P and V "
+            "in e4m3 minus cos with both in int8 (the pv study), in percentage points, mean over the heads, "
+            "and over those below and above the median entropy. $\\rho$: Spearman's rank correlation of the "
+            "two over heads, with its 95\\% bootstrap interval. Last: the heads where each format is more "
+            "accurate.",
+    .table = qattn_paper_columns_table,
+    .columns = entropy_columns,
+    .figure = "entropy",
+    .figure_in = "entropy/pv.csv",
+};
+
 /* ---------------------------------------------------------------------- */
 
 /* in run order: a study runs after those whose outputs it reads */
-const qattn_study_rec *const qattn_studies[] = {&granularity, &smoothing, &pv,           &accumulator,
-                                                &kbias,       &outliers,  &pareto_cells, NULL};
+const qattn_study_rec *const qattn_studies[] = {&granularity, &smoothing,    &pv,      &accumulator, &kbias,
+                                                &outliers,    &pareto_cells, &entropy, NULL};

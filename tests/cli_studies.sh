@@ -16,7 +16,10 @@
 #   - kbias: labelled as augmented data; its r=0 cells are the granularity
 #     per-block cells, bit for bit; smooth=k is constant in r while no
 #     smoothing degrades with r on data with a planted K bias;
-#   - outliers, models, compare, pareto: headers, counts, values;
+#   - outliers, models, compare, pareto, entropy: headers, counts, values;
+#   - the study records (qattn studies --tsv) give the studies, their
+#     factors and values, grid sizes and the claims' studies; studies --run
+#     runs every study as its own command would;
 #   - bad inputs exit 2 and write nothing.
 #
 # usage: bash tests/cli_studies.sh /path/to/qattn SCRATCHDIR
@@ -518,6 +521,57 @@ awk_quiet "pareto: sage2-8b gets the largest causal N at the model's head dim; t
     END { if (n != 2) print n " sage2-8b rows" }' -v SRC="$BENCH/h100/attn_fwd_bench.csv" "$R/pareto/pareto.csv"
 expect_err "pareto without pareto-cells results" "summary.csv" "$S/pareto-bad" \
     "$Q" pareto --results "$S/empty-results" --bench "$BENCH" --out "$S/pareto-bad"
+
+# --------------------------------------------------------------- entropy
+D=$R/entropy
+PVC=$S/keep/pv.cells.csv
+if run_ok "entropy on two models" "$Q" entropy --data "$A" --data "$B" --out "$D" --pv "$PVC" "${BOOT[@]}" --threads 2; then
+    check "entropy: heads.csv header" header_is "$D/heads.csv" \
+        "model,layer,head,kv_head,rows,entropy,entropy_norm,pmax,int8_zero_mass"
+    check "entropy: pv.csv header" header_is "$D/pv.csv" \
+        "model,layer,head,qk_fmt,entropy_norm,int8_zero_mass,cos_fp16,cos_e4m3,cos_int8,e4m3_minus_int8,better"
+    check "entropy: summary.csv header" header_is "$D/summary.csv" \
+        "model,qk_fmt,n,entropy_norm_mean,e4m3_minus_int8_mean,diff_low_entropy,diff_high_entropy,spearman,spearman_ci_lo,spearman_ci_hi,zero_mass_spearman,e4m3_better,int8_better"
+    check "entropy: a row per model x layer x head" [ "$(nrows "$D/heads.csv")" -eq $((LAYERS * HEADS * NM)) ]
+    check "entropy: pv.csv a row per head and Q.K format of the pv study" \
+        [ "$(nrows "$D/pv.csv")" -eq $((LAYERS * HEADS * NM * 2)) ]
+    check "entropy: summary a row per model and Q.K format" [ "$(nrows "$D/summary.csv")" -eq $((NM * 2)) ]
+    awk_quiet "entropy: rows, 0 <= H <= ln 96, 0 <= H/ln n <= 1, 0 < pmax <= 1, 0 <= zero mass < 1, kv head" '
+        { if ($(c[1,"rows"]) != 160) print "rows " $0
+          if (!($(c[1,"entropy"]) >= 0 && $(c[1,"entropy"]) <= log(96) + 1e-9)) print "entropy " $0
+          if (!($(c[1,"entropy_norm"]) >= 0 && $(c[1,"entropy_norm"]) <= 1 + 1e-9)) print "entropy_norm " $0
+          if (!($(c[1,"pmax"]) > 0 && $(c[1,"pmax"]) <= 1 + 1e-12)) print "pmax " $0
+          if (!($(c[1,"int8_zero_mass"]) >= 0 && $(c[1,"int8_zero_mass"]) < 1)) print "zero mass " $0
+          if ($(c[1,"kv_head"]) != int($(c[1,"head"]) / (H / KV))) print "kv_head " $0 }' \
+        -v H=$HEADS -v KV=$KVH "$D/heads.csv"
+    awk_quiet "entropy: pv.csv cos are the pv cells; the difference and the better format follow" '
+        fi == 1 { cs[$(c[1,"model"]), $(c[1,"layer"]), $(c[1,"head"]), $(c[1,"label"])] = $(c[1,"cos"]) }
+        fi == 2 { k = $(c[2,"model"]) SUBSEP $(c[2,"layer"]) SUBSEP $(c[2,"head"]); q = $(c[2,"qk_fmt"])
+                  if ($(c[2,"cos_e4m3"]) != cs[k, q "/e4m3"] || $(c[2,"cos_int8"]) != cs[k, q "/int8"] ||
+                      $(c[2,"cos_fp16"]) != cs[k, q "/fp16"]) print "cos " $0
+                  d = $(c[2,"cos_e4m3"]) - $(c[2,"cos_int8"])
+                  if (!near($(c[2,"e4m3_minus_int8"]), d, 1e-9)) print "difference " $0
+                  if ($(c[2,"better"]) != (d > 0 ? "e4m3" : d < 0 ? "int8" : "tie")) print "better " $0 }' \
+        "$PVC" "$D/pv.csv"
+    awk_quiet "entropy: summary counts and means from pv.csv; -1 <= rho in its interval <= 1" '
+        fi == 1 { k = $(c[1,"model"]) SUBSEP $(c[1,"qk_fmt"]); n[k]++; s[k] += $(c[1,"e4m3_minus_int8"])
+                  ne[k] += $(c[1,"better"]) == "e4m3"; ni[k] += $(c[1,"better"]) == "int8" }
+        fi == 2 { k = $(c[2,"model"]) SUBSEP $(c[2,"qk_fmt"])
+                  if ($(c[2,"n"]) != n[k] || $(c[2,"e4m3_better"]) != ne[k] || $(c[2,"int8_better"]) != ni[k]) print "counts " $0
+                  if (!near($(c[2,"e4m3_minus_int8_mean"]), s[k] / n[k], 1e-9)) print "mean " $0
+                  r = $(c[2,"spearman"])
+                  if (!(r >= -1 && r <= 1 && $(c[2,"spearman_ci_lo"]) <= r && r <= $(c[2,"spearman_ci_hi"]))) print "rho " $0 }' \
+        "$D/pv.csv" "$D/summary.csv"
+    check "entropy: studies --run ran it after pv, the same heads" cmp -s "$S/all/entropy/heads.csv" "$D/heads.csv"
+fi
+expect_err "entropy: no --pv" "--pv" "$S/bad-ent" "$Q" entropy --data "$A" --out "$S/bad-ent"
+sed '1s/,pv_fmt,/,pvfmt,/' "$PVC" >"$S/pv-bad.csv"
+expect_err "entropy: pv cells without pv_fmt" "'pv_fmt'" "$S/bad-ent" \
+    "$Q" entropy --data "$A" --out "$S/bad-ent" --pv "$S/pv-bad.csv"
+expect_err "entropy: missing --data file" "nope.h5" "$S/bad-ent" \
+    "$Q" entropy --data "$S/nope.h5" --out "$S/bad-ent" --pv "$PVC"
+expect_err "entropy: --heads out of range" "$A" "$S/bad-ent" \
+    "$Q" entropy --data "$A" --out "$S/bad-ent" --pv "$PVC" --heads 9
 
 # ------------------------------------------------------------ bad inputs
 for st in $STUDIES; do
