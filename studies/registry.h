@@ -86,7 +86,7 @@ typedef struct qattn_study_rec {
      * --threads (threads) and --force (resumable) when given, then args
      * ("{results}" is the results directory). */
     int threads, resumable;
-    const char *const *args;
+    const char *const *args; /* [..] NULL-terminated, or NULL */
 
     /* The paper: tab_<table>.tex (label tab:<table>) from results/<input>,
      * with macros \QA<abbrev>...; table NULL is the summary table of a grid
@@ -98,12 +98,12 @@ typedef struct qattn_study_rec {
     const char *title; /* caption */
     const char *note;  /* a sentence added to the caption, or NULL */
     qattn_table_fn table;
-    const qattn_column *columns;
+    const qattn_column *columns; /* [..] ended by a NULL name, or NULL */
     /* plots/<figure>.gp, drawn from results/<figure_in> */
     const char *figure, *figure_in;
     /* the findings its cells test, and the published values it cites */
-    const qattn_claim *claims;
-    const qattn_pub *pubs;
+    const qattn_claim *claims; /* [..] ended by a NULL name, or NULL */
+    const qattn_pub *pubs;     /* [..] ended by a NULL name, or NULL */
 } qattn_study_rec;
 
 extern const qattn_study_rec *const qattn_studies[]; /* in run order, NULL-terminated */
