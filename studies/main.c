@@ -7,6 +7,7 @@
 #endif
 
 #include "commands.h"
+#include "registry.h"
 
 typedef struct qattn_command {
     const char *name;
@@ -22,15 +23,9 @@ static const qattn_command commands[] = {
     {"accuracy", qattn_cmd_accuracy, "measure schemes against float64 attention on an activation file"},
     {"bench-cpu", qattn_cmd_bench_cpu, "time the reference, the emulation and sgemm on this CPU"},
     {"paper-tables", qattn_cmd_paper_tables, "write the paper's generated LaTeX tables and number macros from results/"},
-    {"granularity", qattn_cmd_granularity, "study: Q/K formats x scale groups, with and without smoothing K"},
-    {"smoothing", qattn_cmd_smoothing, "study: smoothing none / K / Q / Q+K / Q+K+V, int4 and int8"},
-    {"pv", qattn_cmd_pv, "study: P and V types after int8 or int4 Q.K"},
-    {"accumulator", qattn_cmd_accumulator, "study: fp32 / fp22 / two-level / fp16 P.V accumulators"},
-    {"kbias", qattn_cmd_kbias, "study (augmented real data): K channel offsets of r std, smoothing on/off"},
-    {"pareto-cells", qattn_cmd_pareto_cells, "study: accuracy of the schemes that have GPU kernels"},
+    {"studies", qattn_cmd_studies, "list the studies (the commands below), or run them all"},
     {"compare", qattn_cmd_compare, "paired comparisons behind the paper's claims"},
     {"pareto", qattn_cmd_pareto, "join kernel-scheme accuracy with measured GPU throughput"},
-    {"outliers", qattn_cmd_outliers, "study: channel statistics of Q, K, V per layer and their outliers"},
     {"models", qattn_cmd_models, "the activation files' provenance as one CSV"},
     {"kernels", qattn_cmd_kernels, "list the GPU kernel instances built in (--json for JSON)"},
     {"gpu-check", qattn_cmd_gpu_check, "GPU: every kernel instance against the CPU emulation"},
@@ -43,6 +38,9 @@ static void usage(FILE *f)
     fprintf(f, "usage: qattn COMMAND [options]   (qattn COMMAND --help for its options)\n\ncommands:\n");
     for (size_t i = 0; i < ncommands; i++)
         fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nstudies (qattn studies --list):\n");
+    for (size_t i = 0; qattn_studies[i]; i++)
+        fprintf(f, "  %-14s %s\n", qattn_studies[i]->name, qattn_studies[i]->summary);
 }
 
 /* What a command printed on stdout must have reached it: a full disk or a
@@ -83,6 +81,9 @@ static int dispatch(int argc, char **argv)
     for (size_t i = 0; i < ncommands; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 1, argv + 1);
+    const qattn_study_rec *r = qattn_studies_find(argv[1]);
+    if (r)
+        return qattn_studies_main(r, argc - 1, argv + 1);
     fprintf(stderr, "qattn: unknown command '%s' (qattn --help lists them)\n", argv[1]);
     return QATTN_EXIT_INPUT;
 }

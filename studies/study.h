@@ -18,10 +18,10 @@ typedef struct qattn_cell {
 } qattn_cell;
 
 typedef struct qattn_study {
-    const char *name;          /* e.g. "granularity" */
-    const char *about;         /* one paragraph for --help */
-    const char *factor_header; /* e.g. "qk_fmt,group,smooth" */
-    qattn_cell *cells;         /* [ncells] */
+    const char *name;        /* e.g. "granularity" */
+    const char *about;       /* one paragraph for --help */
+    char factor_header[160]; /* e.g. "qk_fmt,group,smooth" */
+    qattn_cell *cells;       /* [ncells] */
     size_t ncells;
 } qattn_study;
 

@@ -1,5 +1,6 @@
 /* qattn compare: paired comparisons behind every claim of the paper
- * (results/comparisons.csv); qattn pareto: accuracy of the kernel schemes
+ * (results/comparisons.csv): the pairs of cells in the study records'
+ * claims (registry.h), compared on the same heads; qattn pareto: accuracy of the kernel schemes
  * joined with measured GPU throughput (results/pareto/pareto.csv).
  * Contracts: studies/CSV.md. */
 #define _POSIX_C_SOURCE 200809L
@@ -14,30 +15,7 @@
 #include "commands.h"
 #include "csvread.h"
 #include "qattn/metrics.h"
-
-typedef struct claim {
-    const char *claim, *study, *a, *b;
-} claim;
-
-/* Each published finding, as pairs of study cells compared on the same heads. */
-static const claim claims[] = {
-    {"smooth_k_helps", "granularity", "int8/block/k", "int8/block/none"},
-    {"smooth_k_helps", "granularity", "int4/block/k", "int4/block/none"},
-    {"smooth_k_helps", "granularity", "int8/token/k", "int8/token/none"},
-    {"smooth_k_helps", "granularity", "int8/tensor/k", "int8/tensor/none"},
-    {"finer_groups_help", "granularity", "int4/thread/k", "int4/block/k"},
-    {"finer_groups_help", "granularity", "int4/thread/k", "int4/tensor/k"},
-    {"finer_groups_help", "granularity", "int4/token/k", "int4/thread/k"},
-    {"smoothing_qk_helps", "smoothing", "int4/q+k", "int4/none"},
-    {"smoothing_qk_helps", "smoothing", "int4/q+k", "int4/k"},
-    {"e4m3_beats_e5m2_pv", "pv", "int8/e4m3", "int8/e5m2"},
-    {"e4m3_beats_e5m2_pv", "pv", "int4/e4m3", "int4/e5m2"},
-    {"e4m3_beats_int8_pv", "pv", "int8/e4m3", "int8/int8"},
-    {"e4m3_beats_int8_pv", "pv", "int4/e4m3", "int4/int8"},
-    {"two_level_fixes_fp22", "accumulator", "e4m3/fp22+fp32:64", "e4m3/fp22"},
-    {"two_level_fixes_fp22", "accumulator", "e4m3/fp32", "e4m3/fp22+fp32:64"},
-    {"fp16_acc_ok", "accumulator", "fp16/fp32", "fp16/fp16"},
-};
+#include "registry.h"
 
 typedef struct cells_tab {
     qattn_csv t;
@@ -90,6 +68,47 @@ static size_t pair_up(const cells_tab *ct, const char *model, const char *a, con
     return n;
 }
 
+/* the rows of cells a and b of claim in study, for every model of the
+ * study and both metrics; 0 or QATTN_EXIT_INPUT after a message */
+static int compare_pair(FILE *f, const cells_tab *ct, const char *study, const char *claim, const char *a,
+                        const char *b, size_t nboot, unsigned long seed)
+{
+    int rc = 0;
+    qattn_err err;
+    for (size_t i = 0; i < ct->t.nrows && !rc; i++) {
+        const char *model = qattn_csv_str(&ct->t, i, ct->model);
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = !strcmp(qattn_csv_str(&ct->t, j, ct->model), model);
+        if (seen)
+            continue;
+        for (int m = 0; m < 2 && !rc; m++) {
+            double *xa = malloc(ct->t.nrows * sizeof *xa), *xb = malloc(ct->t.nrows * sizeof *xb);
+            int prc = 0;
+            size_t n = xa && xb ? pair_up(ct, model, a, b, m ? ct->rel_l1 : ct->cos, xa, xb, &err, &prc) : 0;
+            double md = 0, lo = 0, hi = 0;
+            if (prc || (n && qattn_stats_paired(xa, xb, n, nboot, seed, &md, &lo, &hi, &err))) {
+                fprintf(stderr, "qattn compare: %s\n", err.msg);
+                rc = QATTN_EXIT_INPUT;
+            } else if (n) {
+                double ma = 0, mb = 0;
+                for (size_t k = 0; k < n; k++) {
+                    ma += xa[k] / (double)n;
+                    mb += xb[k] / (double)n;
+                }
+                /* cos: higher is better; rel_l1: lower is better */
+                int a_better = m ? hi < 0 : lo > 0, b_better = m ? lo > 0 : hi < 0;
+                fprintf(f, "%s,%s,%s,\"%s\",\"%s\",%s,%zu,%.10g,%.10g,%.10g,%.10g,%.10g,%s\n", claim, study, model,
+                        a, b, m ? "rel_l1" : "cos", n, ma, mb, md, lo, hi,
+                        a_better ? "a better" : b_better ? "b better" : "inconclusive");
+            }
+            free(xa);
+            free(xb);
+        }
+    }
+    return rc;
+}
+
 int qattn_cmd_compare(int argc, char **argv)
 {
     const char *results = NULL, *out = NULL;
@@ -115,13 +134,18 @@ int qattn_cmd_compare(int argc, char **argv)
     }
     if ((parsed = qattn_cli_check_out_file("compare", "--out", out)))
         return parsed;
-    const char *studies[] = {"granularity", "smoothing", "pv", "accumulator"};
-    cells_tab tabs[4];
+    /* the studies with claims, in record order */
+    const qattn_study_rec *studies[64];
+    int ns = 0;
+    for (size_t i = 0; qattn_studies[i] && ns < 64; i++)
+        if (qattn_studies[i]->claims && qattn_studies[i]->claims[0].name)
+            studies[ns++] = qattn_studies[i];
+    cells_tab tabs[64];
     qattn_err err;
     int rc = QATTN_EXIT_OK;
     memset(tabs, 0, sizeof tabs);
-    for (int s = 0; s < 4; s++)
-        if (load_cells(results, studies[s], &tabs[s], &err)) {
+    for (int s = 0; s < ns; s++)
+        if (load_cells(results, studies[s]->name, &tabs[s], &err)) {
             fprintf(stderr, "qattn compare: %s\n", err.msg);
             for (int j = 0; j < s; j++)
                 if (tabs[j].loaded)
@@ -135,49 +159,12 @@ int qattn_cmd_compare(int argc, char **argv)
         goto done;
     }
     fprintf(o.f, "claim,study,model,a,b,metric,n,mean_a,mean_b,mean_diff,ci_lo,ci_hi,verdict\n");
-    for (size_t ci = 0; ci < sizeof claims / sizeof *claims && rc == QATTN_EXIT_OK; ci++) {
-        const claim *cl = &claims[ci];
-        int s = 0;
-        while (strcmp(studies[s], cl->study))
-            s++;
-        const cells_tab *ct = &tabs[s];
-        if (!ct->loaded)
-            continue;
-        /* every model present in that study */
-        for (size_t i = 0; i < ct->t.nrows && rc == QATTN_EXIT_OK; i++) {
-            const char *model = qattn_csv_str(&ct->t, i, ct->model);
-            int seen = 0;
-            for (size_t j = 0; j < i && !seen; j++)
-                seen = !strcmp(qattn_csv_str(&ct->t, j, ct->model), model);
-            if (seen)
-                continue;
-            for (int m = 0; m < 2; m++) {
-                double *xa = malloc(ct->t.nrows * sizeof *xa), *xb = malloc(ct->t.nrows * sizeof *xb);
-                int prc = 0;
-                size_t n = xa && xb ? pair_up(ct, model, cl->a, cl->b, m ? ct->rel_l1 : ct->cos, xa, xb, &err, &prc)
-                                    : 0;
-                double md = 0, lo = 0, hi = 0;
-                if (prc || (n && qattn_stats_paired(xa, xb, n, (size_t)nboot, (unsigned long)seed, &md, &lo, &hi,
-                                                    &err))) {
-                    fprintf(stderr, "qattn compare: %s\n", err.msg);
-                    rc = QATTN_EXIT_INPUT;
-                } else if (n) {
-                    double ma = 0, mb = 0;
-                    for (size_t k = 0; k < n; k++) {
-                        ma += xa[k] / (double)n;
-                        mb += xb[k] / (double)n;
-                    }
-                    /* cos: higher is better; rel_l1: lower is better */
-                    int a_better = m ? hi < 0 : lo > 0, b_better = m ? lo > 0 : hi < 0;
-                    fprintf(o.f, "%s,%s,%s,\"%s\",\"%s\",%s,%zu,%.10g,%.10g,%.10g,%.10g,%.10g,%s\n", cl->claim,
-                            cl->study, model, cl->a, cl->b, m ? "rel_l1" : "cos", n, ma, mb, md, lo, hi,
-                            a_better ? "a better" : b_better ? "b better" : "inconclusive");
-                }
-                free(xa);
-                free(xb);
-            }
-        }
-    }
+    for (int s = 0; s < ns && rc == QATTN_EXIT_OK; s++)
+        for (const qattn_claim *cl = studies[s]->claims; cl->name && rc == QATTN_EXIT_OK; cl++)
+            for (size_t pi = 0; cl->pairs[pi][0] && rc == QATTN_EXIT_OK; pi++)
+                if (tabs[s].loaded)
+                    rc = compare_pair(o.f, &tabs[s], studies[s]->name, cl->name, cl->pairs[pi][0], cl->pairs[pi][1],
+                                      (size_t)nboot, (unsigned long)seed);
     if (rc != QATTN_EXIT_OK)
         qattn_out_abort(&o);
     else if (qattn_out_commit(&o)) {
@@ -186,7 +173,7 @@ int qattn_cmd_compare(int argc, char **argv)
         rc = QATTN_EXIT_FAIL;
     }
 done:
-    for (int s = 0; s < 4; s++)
+    for (int s = 0; s < ns; s++)
         if (tabs[s].loaded)
             qattn_csv_free(&tabs[s].t);
     return rc;

@@ -16,8 +16,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 has() { if grep -qF -- "$2" "$1" 2>/dev/null; then ok; else bad "$1 lacks: $2"; fi; }
 hasnt() { if grep -qF -- "$2" "$1" 2>/dev/null; then bad "$1 has: $2"; else ok; fi; }
 
+# the studies' tables, from their records (qattn studies --tsv), and the paper's own
+TABLES="$("$qattn" studies --tsv | awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+                                       $c["table"] != "-" { sub(/\.tex$/, "", $c["table"]); printf "%s ", $c["table"] }')tab_models"
 R=$dir/results
-mkdir -p "$R"/{granularity,smoothing,pv,accumulator,kbias,outliers,pareto}
+mkdir -p "$R"/{granularity,smoothing,pv,accumulator,kbias,outliers,pareto,entropy}
 SUMCOLS="n,cos_mean,cos_ci_lo,cos_ci_hi,cos_worst_head,cos_worst_layer,worst_layer,rel_l1_mean,rel_l1_ci_lo,rel_l1_ci_hi,rel_l1_worst_layer,rmse_mean,rmse_ci_lo,rmse_ci_hi,spec"
 MODELS="qattn-alpha qattn_beta"
 
@@ -91,6 +94,11 @@ write_fakes() {
       echo 'fp16_acc_ok,accumulator,qattn_beta,fp16/fp32,fp16/fp16,rel_l1,96,0.011,0.012,-0.001,-0.003,0.001,inconclusive'
       echo 'two_level_fixes_fp22,accumulator,qattn_beta,e4m3/fp32,e4m3/fp22+fp32:64,cos,96,0.99996,0.99995,0.00001,0.000005,0.000015,a better'
     } >"$R/comparisons.csv"
+    { echo "model,qk_fmt,n,entropy_norm_mean,e4m3_minus_int8_mean,diff_low_entropy,diff_high_entropy,spearman,spearman_ci_lo,spearman_ci_hi,zero_mass_spearman,e4m3_better,int8_better"
+      echo "qattn-alpha,int8,96,0.4414,-0.000225,-0.000277,-0.000174,0.868,0.709,0.953,0.35,0,96"
+      echo "qattn-alpha,int4,96,0.4414,-0.000214,-0.000268,-0.000161,0.811,0.640,0.899,0.46,1,95"
+      echo "qattn_beta,int8,96,0.5197,0.00021,nan,-0.000161,-0.898,-0.96,-0.76,0.0,60,36"
+    } >"$R/entropy/summary.csv"
     { echo "model,file,layers,heads,kv_heads,tokens,head_dim,eval_loss,vocab_size,source,text_source,license"
       echo 'qattn_beta,data/beta.h5,3,8,2,4096,64,2.5312,32000,"trained here, 100% from scratch",TinyStories,CC-BY 4.0'
       echo 'qattn-alpha,data/alpha.h5,3,8,2,4096,128,3.01,32000,trained here,wikitext,MIT'
@@ -107,7 +115,8 @@ write_fakes
 G=$dir/gen
 run_tables "$R" "$G"
 [ "$rc" = 0 ] && ok || bad "paper-tables exit $rc: $(cat "$dir/err")"
-for f in tab_granularity tab_smoothing tab_pv tab_accumulator tab_kbias tab_outliers tab_models tab_pareto tab_anchors numbers; do
+case " $TABLES " in *" tab_granularity "*" tab_pareto "*) ok ;; *) bad "tables from the records: $TABLES" ;; esac
+for f in $TABLES tab_anchors numbers; do
     [ -s "$G/$f.tex" ] && ok || bad "$f.tex missing or empty"
 done
 N=$G/numbers.tex
@@ -158,6 +167,15 @@ has "$N" '\newcommand{\QAparetoMeasured}{1}'
 has "$N" '\newcommand{\QAparetoUnmeasured}{2}'
 has "$N" '\newcommand{\QAparetoModelBUnmeasured}{1}'
 has "$N" '\newcommand{\QAparetoDevices}{NVIDIA H100 80GB HBM3}'
+# entropy: the columns table from the record, a row per Q.K format
+E=$G/tab_entropy.tex
+has "$E" '\label{tab:entropy}\label{tab:entropy-ModelA}'
+has "$E" 'int8 & 96 & 0.520 & +0.021 & n/a & \ensuremath{-}0.016 & \ensuremath{-}0.90 [\ensuremath{-}0.96, \ensuremath{-}0.76] & 60 & 36 \\'
+has "$E" 'int4 & 96 & 0.441 & \ensuremath{-}0.021 & \ensuremath{-}0.027 & \ensuremath{-}0.016 & +0.81 [+0.64, +0.90] & 1 & 95 \\'
+has "$N" '\newcommand{\QAentModelBIntEightRhoCi}{[+0.71, +0.95]}'
+has "$N" '\newcommand{\QAentModelAIntEightEFourMThreeBetter}{60}'
+has "$N" '\newcommand{\QAentModelAIntFourRho}{n/a}'
+has "$N" '\newcommand{\QAentModelBIntEightDiffLow}{\ensuremath{-}0.028}'
 # anchors: published numbers, ours with intervals, words from the verdicts
 A=$G/tab_anchors.tex
 has "$A" '30.60 $\to$ 99.31'
@@ -252,7 +270,7 @@ has "$N" '\newcommand{\QAaccModelBPvEFourMThreeFpTwentyTwoFpThirtyTwoChunkOneHun
 mkdir -p "$dir/empty"
 run_tables "$dir/empty" "$dir/gen-empty"
 [ "$rc" = 0 ] && ok || bad "empty results: exit $rc: $(cat "$dir/err")"
-for f in tab_granularity tab_smoothing tab_pv tab_accumulator tab_kbias tab_outliers tab_models tab_pareto; do
+for f in $TABLES; do
     has "$dir/gen-empty/$f.tex" 'not run'
 done
 has "$dir/gen-empty/numbers.tex" '\newcommand{\QAgranModelBIntFourThreadSmoothKCosMean}{n/a}'

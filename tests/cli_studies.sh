@@ -16,7 +16,10 @@
 #   - kbias: labelled as augmented data; its r=0 cells are the granularity
 #     per-block cells, bit for bit; smooth=k is constant in r while no
 #     smoothing degrades with r on data with a planted K bias;
-#   - outliers, models, compare, pareto: headers, counts, values;
+#   - outliers, models, compare, pareto, entropy: headers, counts, values;
+#   - the study records (qattn studies --tsv) give the studies, their
+#     factors and values, grid sizes and the claims' studies; studies --run
+#     runs every study as its own command would;
 #   - bad inputs exit 2 and write nothing.
 #
 # usage: bash tests/cli_studies.sh /path/to/qattn SCRATCHDIR
@@ -86,31 +89,38 @@ MODELS="m-alpha m-beta"
 NM=2
 BOOT=(--boot 200)
 
-factors_of() {
-    case $1 in
-    granularity) echo "qk_fmt,group,smooth" ;;
-    smoothing) echo "qk_fmt,smooth" ;;
-    pv) echo "qk_fmt,pv_fmt" ;;
-    accumulator) echo "pv,acc,chunk" ;;
-    kbias) echo "r,qk_fmt,smooth" ;;
-    pareto-cells) echo "kernel" ;;
-    esac
+# The studies, as their records give them (qattn studies --tsv): the grid
+# studies with their factor columns and values (column=alt|alt;...), and
+# those whose cells the paper's claims compare.
+TSV=$S/studies.tsv
+"$Q" studies --tsv >"$TSV" || { echo "FAIL qattn studies --tsv"; echo "0 passed, 1 failed"; exit 1; }
+tsv_col() { # tsv_col STUDY COLUMN
+    awk -F'\t' -v s="$1" -v col="$2" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $1 == s { print $c[col] }' "$TSV"
 }
-# the documented values, column=alt|alt;...
-PRESETS=$("$Q" schemes | awk '{ printf "%s%s", (NR > 1 ? "|" : ""), $1 }')
-values_of() {
-    case $1 in
-    granularity) echo "qk_fmt=int4|int8|e4m3|e5m2;group=tensor|block|warp|thread|token;smooth=none|k" ;;
-    smoothing) echo "qk_fmt=int4|int8;smooth=none|k|q|q+k|q+k+v" ;;
-    pv) echo "qk_fmt=int8|int4;pv_fmt=fp16|e4m3|e5m2|int8" ;;
-    accumulator) echo "pv=e4m3|fp16;acc=fp32|fp16|fp22|fp22+fp32" ;; # chunk: below
-    kbias) echo "r=0|1|2|4|8|16|32;qk_fmt=int8|int4|e4m3;smooth=none|k" ;;
-    pareto-cells) echo "kernel=$PRESETS" ;;
-    esac
-}
+STUDIES=$(awk -F'\t' 'NR > 1 && $2 == "grid" { printf "%s ", $1 }' "$TSV")
+CLAIM_STUDIES=$(awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["claims"] != "-" { printf "%s ", $1 }' "$TSV")
+factors_of() { tsv_col "$1" factors; }
+values_of() { tsv_col "$1" levels; }
 METRICS="cos,rel_l1,rmse,max_abs,row_cos_min"
 SUMCOLS="n,cos_mean,cos_ci_lo,cos_ci_hi,cos_worst_head,cos_worst_layer,worst_layer,rel_l1_mean,rel_l1_ci_lo,rel_l1_ci_hi,rel_l1_worst_layer,rmse_mean,rmse_ci_lo,rmse_ci_hi,spec"
-STUDIES="granularity smoothing pv accumulator kbias pareto-cells"
+
+# the records themselves: every study is a command; a grid's size is its --list
+for st in $(awk -F'\t' 'NR > 1 { print $1 }' "$TSV"); do
+    check "studies: $st --help names it" bash -c '"$1" "$2" --help | grep -q "^usage: qattn $2 "' _ "$Q" "$st"
+    check "studies: qattn --help lists $st" bash -c '"$1" --help | grep -Eq "^  $2 "' _ "$Q" "$st"
+    if [[ $(tsv_col "$st" kind) == grid ]]; then
+        check "studies: $st has $(tsv_col "$st" cells) cells, as --list prints" \
+            [ "$("$Q" "$st" --list | wc -l)" -eq "$(tsv_col "$st" cells)" ]
+    fi
+done
+check "studies: --list prints every study" \
+    bash -c 'for s in $(awk -F"\t" "NR > 1 { print \$1 }" "$2"); do "$1" studies --list | grep -q "^$s " || exit 1; done' _ "$Q" "$TSV"
+PRESETS=$("$Q" schemes | awk '{ printf "%s%s", (NR > 1 ? "|" : ""), $1 }')
+check "studies: pareto-cells' kernels are presets" \
+    bash -c 'v=$(awk -F"\t" "\$1 == \"pareto-cells\" { print \$4 }" "$1"); v=${v#kernel=}
+             IFS="|"; for k in $v; do [[ "|$2|" == *"|$k|"* ]] || exit 1; done' _ "$TSV" "$PRESETS"
+expect_err "studies: --run without --results" "--results" "" "$Q" studies --run --data "$A"
+expect_err "studies: --data without --run" "--run" "" "$Q" studies --data "$A"
 
 # the grid of `--list` as label|factors|spec
 list_grid() {
@@ -233,6 +243,19 @@ for st in $STUDIES; do
         check "$st: rerun leaves $f.csv byte-identical" cmp -s "$D/$f.csv" "$S/keep/$st.$f.csv"
     done
 done
+
+# ------------------------------------------------- qattn studies --run
+# every study in record order, each as its own command would: the same cells
+if run_ok "studies --run on two models" "$Q" studies --run --data "$A" --data "$B" --results "$S/all" --threads 2; then
+    for st in $STUDIES; do
+        check "studies --run: $st cells.csv as the study's own run" cmp -s "$S/all/$st/cells.csv" "$S/keep/$st.cells.csv"
+    done
+    check "studies --run: logs each study it runs" \
+        bash -c '[[ $(grep -c "^\[qattn\] qattn " "$1") -eq $(($(wc -l <"$2") - 1)) ]]' _ "$ERR" "$TSV"
+fi
+"$Q" studies --run --data "$S/nope.h5" --results "$S/all-bad" >"$OUT" 2>"$ERR"
+check "studies --run: a missing file stops the first study with exit 2" \
+    bash -c '[[ $1 -eq 2 ]] && grep -q "nope.h5" "$2" && [[ ! -e $3 ]]' _ "$?" "$ERR" "$S/all-bad"
 
 # ------------------------------------------------------- resumability
 D=$R/pv
@@ -430,22 +453,24 @@ awk_quiet "compare: verdicts in the set and consistent with the interval and the
       if ($(c[1,"model"]) != "m-alpha" && $(c[1,"model"]) != "m-beta") print "model " $0 }' \
     -v L=$LAYERS -v H=$HEADS "$R/comparisons.csv"
 awk_quiet "compare: every claim of each model for both metrics; a and b are labels of the study" '
-    BEGIN { split("granularity smoothing pv accumulator", ss, " ")
+    BEGIN { split(CS, ss, " ")
             for (i in ss) { f = LD "/" ss[i] ".txt"; while ((getline line < f) > 0) { split(line, p, "|"); lab[ss[i], p[1]] = 1 } } }
     { s = $(c[1,"study"]); if (!((s, $(c[1,"a"])) in lab) || !((s, $(c[1,"b"])) in lab)) print "labels " $0
       k = $(c[1,"claim"]) SUBSEP s SUBSEP $(c[1,"a"]) SUBSEP $(c[1,"b"]) SUBSEP $(c[1,"model"]); cnt[k, $(c[1,"metric"])]++; ks[k] = 1
       studies[s] = 1 }
     END { for (k in ks) if (cnt[k, "cos"] != 1 || cnt[k, "rel_l1"] != 1) print "metrics of " k
           for (i in ss) if (!(ss[i] in studies)) print "no claim from " ss[i] }' \
-    -v LD="$S/list" "$R/comparisons.csv"
+    -v LD="$S/list" -v CS="$CLAIM_STUDIES" "$R/comparisons.csv"
+CELLS=()
+for st in $CLAIM_STUDIES; do CELLS+=("$R/$st/cells.csv"); done
 awk_quiet "compare: mean_a and mean_b are the cells' means" '
-    fi <= 4 { k = ST[fi] SUBSEP $(c[fi,"model"]) SUBSEP $(c[fi,"label"]); sc[k] += $(c[fi,"cos"]); sl[k] += $(c[fi,"rel_l1"]); n[k]++ }
-    fi == 5 { s = $(c[5,"study"]); m = $(c[5,"model"])
-              ka = s SUBSEP m SUBSEP $(c[5,"a"]); kb = s SUBSEP m SUBSEP $(c[5,"b"])
-              if ($(c[5,"metric"]) == "cos") { ea = sc[ka] / n[ka]; eb = sc[kb] / n[kb] } else { ea = sl[ka] / n[ka]; eb = sl[kb] / n[kb] }
-              if (!near($(c[5,"mean_a"]), ea, 1e-9) || !near($(c[5,"mean_b"]), eb, 1e-9)) print $0 " vs " ea " " eb }
-    BEGIN { split("granularity smoothing pv accumulator", ST, " ") }' \
-    "$R/granularity/cells.csv" "$R/smoothing/cells.csv" "$R/pv/cells.csv" "$R/accumulator/cells.csv" "$R/comparisons.csv"
+    fi <= NS { k = ST[fi] SUBSEP $(c[fi,"model"]) SUBSEP $(c[fi,"label"]); sc[k] += $(c[fi,"cos"]); sl[k] += $(c[fi,"rel_l1"]); n[k]++ }
+    fi == NS + 1 { s = $(c[fi,"study"]); m = $(c[fi,"model"])
+              ka = s SUBSEP m SUBSEP $(c[fi,"a"]); kb = s SUBSEP m SUBSEP $(c[fi,"b"])
+              if ($(c[fi,"metric"]) == "cos") { ea = sc[ka] / n[ka]; eb = sc[kb] / n[kb] } else { ea = sl[ka] / n[ka]; eb = sl[kb] / n[kb] }
+              if (!near($(c[fi,"mean_a"]), ea, 1e-9) || !near($(c[fi,"mean_b"]), eb, 1e-9)) print $0 " vs " ea " " eb }
+    BEGIN { NS = split(CS, ST, " ") }' \
+    -v CS="$CLAIM_STUDIES" "${CELLS[@]}" "$R/comparisons.csv"
 check "compare: smoothing K helps int4 per-block on K-biased data (a better, cos and rel_l1)" \
     [ "$(grep -c '^smooth_k_helps,granularity,m-[a-z]*,"int4/block/k","int4/block/none",[a-z0-9_]*,.*,a better$' "$R/comparisons.csv")" -eq 4 ]
 # a study not run: its claims are skipped, the others unchanged
@@ -496,6 +521,57 @@ awk_quiet "pareto: sage2-8b gets the largest causal N at the model's head dim; t
     END { if (n != 2) print n " sage2-8b rows" }' -v SRC="$BENCH/h100/attn_fwd_bench.csv" "$R/pareto/pareto.csv"
 expect_err "pareto without pareto-cells results" "summary.csv" "$S/pareto-bad" \
     "$Q" pareto --results "$S/empty-results" --bench "$BENCH" --out "$S/pareto-bad"
+
+# --------------------------------------------------------------- entropy
+D=$R/entropy
+PVC=$S/keep/pv.cells.csv
+if run_ok "entropy on two models" "$Q" entropy --data "$A" --data "$B" --out "$D" --pv "$PVC" "${BOOT[@]}" --threads 2; then
+    check "entropy: heads.csv header" header_is "$D/heads.csv" \
+        "model,layer,head,kv_head,rows,entropy,entropy_norm,pmax,int8_zero_mass"
+    check "entropy: pv.csv header" header_is "$D/pv.csv" \
+        "model,layer,head,qk_fmt,entropy_norm,int8_zero_mass,cos_fp16,cos_e4m3,cos_int8,e4m3_minus_int8,better"
+    check "entropy: summary.csv header" header_is "$D/summary.csv" \
+        "model,qk_fmt,n,entropy_norm_mean,e4m3_minus_int8_mean,diff_low_entropy,diff_high_entropy,spearman,spearman_ci_lo,spearman_ci_hi,zero_mass_spearman,e4m3_better,int8_better"
+    check "entropy: a row per model x layer x head" [ "$(nrows "$D/heads.csv")" -eq $((LAYERS * HEADS * NM)) ]
+    check "entropy: pv.csv a row per head and Q.K format of the pv study" \
+        [ "$(nrows "$D/pv.csv")" -eq $((LAYERS * HEADS * NM * 2)) ]
+    check "entropy: summary a row per model and Q.K format" [ "$(nrows "$D/summary.csv")" -eq $((NM * 2)) ]
+    awk_quiet "entropy: rows, 0 <= H <= ln 96, 0 <= H/ln n <= 1, 0 < pmax <= 1, 0 <= zero mass < 1, kv head" '
+        { if ($(c[1,"rows"]) != 160) print "rows " $0
+          if (!($(c[1,"entropy"]) >= 0 && $(c[1,"entropy"]) <= log(96) + 1e-9)) print "entropy " $0
+          if (!($(c[1,"entropy_norm"]) >= 0 && $(c[1,"entropy_norm"]) <= 1 + 1e-9)) print "entropy_norm " $0
+          if (!($(c[1,"pmax"]) > 0 && $(c[1,"pmax"]) <= 1 + 1e-12)) print "pmax " $0
+          if (!($(c[1,"int8_zero_mass"]) >= 0 && $(c[1,"int8_zero_mass"]) < 1)) print "zero mass " $0
+          if ($(c[1,"kv_head"]) != int($(c[1,"head"]) / (H / KV))) print "kv_head " $0 }' \
+        -v H=$HEADS -v KV=$KVH "$D/heads.csv"
+    awk_quiet "entropy: pv.csv cos are the pv cells; the difference and the better format follow" '
+        fi == 1 { cs[$(c[1,"model"]), $(c[1,"layer"]), $(c[1,"head"]), $(c[1,"label"])] = $(c[1,"cos"]) }
+        fi == 2 { k = $(c[2,"model"]) SUBSEP $(c[2,"layer"]) SUBSEP $(c[2,"head"]); q = $(c[2,"qk_fmt"])
+                  if ($(c[2,"cos_e4m3"]) != cs[k, q "/e4m3"] || $(c[2,"cos_int8"]) != cs[k, q "/int8"] ||
+                      $(c[2,"cos_fp16"]) != cs[k, q "/fp16"]) print "cos " $0
+                  d = $(c[2,"cos_e4m3"]) - $(c[2,"cos_int8"])
+                  if (!near($(c[2,"e4m3_minus_int8"]), d, 1e-9)) print "difference " $0
+                  if ($(c[2,"better"]) != (d > 0 ? "e4m3" : d < 0 ? "int8" : "tie")) print "better " $0 }' \
+        "$PVC" "$D/pv.csv"
+    awk_quiet "entropy: summary counts and means from pv.csv; -1 <= rho in its interval <= 1" '
+        fi == 1 { k = $(c[1,"model"]) SUBSEP $(c[1,"qk_fmt"]); n[k]++; s[k] += $(c[1,"e4m3_minus_int8"])
+                  ne[k] += $(c[1,"better"]) == "e4m3"; ni[k] += $(c[1,"better"]) == "int8" }
+        fi == 2 { k = $(c[2,"model"]) SUBSEP $(c[2,"qk_fmt"])
+                  if ($(c[2,"n"]) != n[k] || $(c[2,"e4m3_better"]) != ne[k] || $(c[2,"int8_better"]) != ni[k]) print "counts " $0
+                  if (!near($(c[2,"e4m3_minus_int8_mean"]), s[k] / n[k], 1e-9)) print "mean " $0
+                  r = $(c[2,"spearman"])
+                  if (!(r >= -1 && r <= 1 && $(c[2,"spearman_ci_lo"]) <= r && r <= $(c[2,"spearman_ci_hi"]))) print "rho " $0 }' \
+        "$D/pv.csv" "$D/summary.csv"
+    check "entropy: studies --run ran it after pv, the same heads" cmp -s "$S/all/entropy/heads.csv" "$D/heads.csv"
+fi
+expect_err "entropy: no --pv" "--pv" "$S/bad-ent" "$Q" entropy --data "$A" --out "$S/bad-ent"
+sed '1s/,pv_fmt,/,pvfmt,/' "$PVC" >"$S/pv-bad.csv"
+expect_err "entropy: pv cells without pv_fmt" "'pv_fmt'" "$S/bad-ent" \
+    "$Q" entropy --data "$A" --out "$S/bad-ent" --pv "$S/pv-bad.csv"
+expect_err "entropy: missing --data file" "nope.h5" "$S/bad-ent" \
+    "$Q" entropy --data "$S/nope.h5" --out "$S/bad-ent" --pv "$PVC"
+expect_err "entropy: --heads out of range" "$A" "$S/bad-ent" \
+    "$Q" entropy --data "$A" --out "$S/bad-ent" --pv "$PVC" --heads 9
 
 # ------------------------------------------------------------ bad inputs
 for st in $STUDIES; do

@@ -268,6 +268,77 @@ static void test_reference_property(void)
     free(o);
 }
 
+/* row statistics of float64 attention against the naive softmax per row */
+static void test_reference_rows(void)
+{
+    /* known: d = 1, logits [0, ln 3]: P = [1/4, 3/4] */
+    float q[1] = {1}, k[2] = {0, (float)log(3.0)}, v[2] = {0, 0};
+    qattn_head h = {q, k, v, 1, 2, 1, NULL, 0};
+    qattn_mask m = mask("none");
+    double ent[40], pmax[40], tail[40];
+    size_t nk[40];
+    qattn_ref_rows rows = {ent, pmax, tail, nk, 0.5};
+    qattn_err err;
+    CHECK(qattn_ref_head_rows(&h, &m, 1.0, &rows, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(ent[0], -(0.25 * log(0.25) + 0.75 * log(0.75)), 1e-7);
+    CHECK_NEAR(pmax[0], 0.75, 1e-7);
+    CHECK_NEAR(tail[0], 0.25, 1e-7); /* 1/4 < 0.5 x 3/4 */
+    CHECK(nk[0] == 2, "2 keys");
+    /* equal scores: ln n and 1 / n; causal-br rows that see nothing: zeros */
+    float qz[4] = {0, 0, 0, 0}, kz[3] = {1, 2, 3};
+    qattn_head hz = {qz, kz, kz, 4, 3, 1, NULL, 0};
+    m = mask("causal-br");
+    CHECK(qattn_ref_head_rows(&hz, &m, 1.0, &rows, &err) == 0, "%s", err.msg);
+    CHECK(ent[0] == 0 && pmax[0] == 0 && tail[0] == 0 && nk[0] == 0, "fully masked row: zeros");
+    for (size_t i = 1; i < 4; i++) {
+        CHECK(nk[i] == i, "row %zu sees %zu keys", i, nk[i]);
+        CHECK_NEAR(ent[i], log((double)i), 1e-12);
+        CHECK_NEAR(pmax[i], 1.0 / (double)i, 1e-12);
+        CHECK(tail[i] == 0, "no tail");
+    }
+    /* random rows, packed sequences [13, 27] with causal masks: the naive
+     * softmax of every row */
+    size_t n = 40, d = 8;
+    int64_t seqlens[2] = {13, 27};
+    float *qr = malloc(n * d * 4), *kr = malloc(n * d * 4);
+    fill(qr, n * d, 2, 0);
+    fill(kr, n * d, 2, 0.3);
+    qattn_head hr = {qr, kr, kr, n, n, d, seqlens, 2};
+    m = mask("causal");
+    rows.tail_frac = 1.0 / 254;
+    CHECK(qattn_ref_head_rows(&hr, &m, 0, &rows, &err) == 0, "%s", err.msg);
+    double worst = 0;
+    for (size_t i = 0, off = 0, sgi = 0; i < n; i++) {
+        if (i == off + (size_t)seqlens[sgi])
+            off += (size_t)seqlens[sgi++];
+        double sc[40], mx = -INFINITY, l = 0, e = 0, pm = 0, tl = 0;
+        for (size_t j = off; j <= i; j++) {
+            sc[j] = 0;
+            for (size_t c = 0; c < d; c++)
+                sc[j] += (double)qr[i * d + c] * kr[j * d + c];
+            sc[j] /= sqrt((double)d);
+            mx = fmax(mx, sc[j]);
+        }
+        for (size_t j = off; j <= i; j++)
+            l += exp(sc[j] - mx);
+        for (size_t j = off; j <= i; j++) {
+            double p = exp(sc[j] - mx) / l;
+            e -= p * log(p);
+            pm = fmax(pm, p);
+        }
+        for (size_t j = off; j <= i; j++)
+            tl += exp(sc[j] - mx) / l < pm / 254 ? exp(sc[j] - mx) / l : 0;
+        CHECK(nk[i] == i - off + 1, "row %zu: %zu keys", i, nk[i]);
+        worst = fmax(worst, fmax(fabs(ent[i] - e), fmax(fabs(pmax[i] - pm), fabs(tail[i] - tl))));
+    }
+    CHECK(worst < 1e-12, "rows = naive softmax per row (%g)", worst);
+    rows.entropy = rows.pmax = rows.tail = NULL;
+    rows.nkeys = NULL;
+    CHECK(qattn_ref_head_rows(&hr, &m, 0, &rows, &err) == 0, "no outputs asked for");
+    free(qr);
+    free(kr);
+}
+
 static void emu_one(const char *spec, const float *q, const float *k, const float *v, size_t sk, size_t d,
                     double scale, float *o)
 {
@@ -563,6 +634,7 @@ int main(void)
     test_smooth_and_qtensor();
     test_reference_known();
     test_reference_property();
+    test_reference_rows();
     test_emulation_known();
     test_emulation_property();
     return check_done();

@@ -573,15 +573,8 @@ static int emu_segment(const qattn_scheme *s, const float *q, const float *k, co
     }
     for (size_t i0 = 0; i0 < sq; i0 += EMU_TILE) {
         size_t rows = sq - i0 < EMU_TILE ? sq - i0 : EMU_TILE;
-        size_t klo = sk, khi = 0;
-        for (size_t i = i0; i < i0 + rows; i++) {
-            size_t lo, hi;
-            qattn_mask_range(m, i, sq, sk, &lo, &hi);
-            if (lo < hi) {
-                klo = lo < klo ? lo : klo;
-                khi = hi > khi ? hi : khi;
-            }
-        }
+        size_t klo, khi;
+        qattn_mask_tile_range(m, i0, rows, sq, sk, &klo, &khi);
         size_t jt0 = 0, nk = 0;
         if (klo < khi) {
             jt0 = klo / kb * kb;

@@ -64,6 +64,21 @@ void qattn_mask_range(const qattn_mask *m, size_t i, size_t sq, size_t sk, size_
     *hi = (size_t)b;
 }
 
+void qattn_mask_tile_range(const qattn_mask *m, size_t i0, size_t rows, size_t sq, size_t sk, size_t *klo,
+                           size_t *khi)
+{
+    *klo = sk;
+    *khi = 0;
+    for (size_t i = i0; i < i0 + rows; i++) {
+        size_t lo, hi;
+        qattn_mask_range(m, i, sq, sk, &lo, &hi);
+        if (lo < hi) {
+            *klo = lo < *klo ? lo : *klo;
+            *khi = hi > *khi ? hi : *khi;
+        }
+    }
+}
+
 int qattn_mask_allows(const qattn_mask *m, size_t i, size_t j, size_t sq, size_t sk)
 {
     size_t lo, hi;

@@ -73,17 +73,8 @@ static int ref_segment(const float *q, const float *k, const float *v, size_t sq
     for (size_t i0 = 0; i0 < sq; i0 += REF_TILE) {
         size_t rows = sq - i0 < REF_TILE ? sq - i0 : REF_TILE;
         /* keys any row of the tile may see */
-        size_t klo = sk, khi = 0;
-        for (size_t i = i0; i < i0 + rows; i++) {
-            size_t lo, hi;
-            qattn_mask_range(m, i, sq, sk, &lo, &hi);
-            if (lo < hi) {
-                if (lo < klo)
-                    klo = lo;
-                if (hi > khi)
-                    khi = hi;
-            }
-        }
+        size_t klo, khi;
+        qattn_mask_tile_range(m, i0, rows, sq, sk, &klo, &khi);
         if (klo >= khi) { /* every row fully masked */
             memset(o + i0 * d, 0, rows * d * sizeof *o);
             if (lse)
@@ -132,15 +123,23 @@ done:
     return rc;
 }
 
-int qattn_ref_head(const qattn_head *h, const qattn_mask *m, double scale, double *o, double *lse, qattn_err *err)
+int qattn_head_begin(const qattn_head *h, double *scale, size_t *nseg, qattn_err *err)
 {
-    size_t nseg;
-    int rc = qattn_head_check(h, &nseg, err);
+    int rc = qattn_head_check(h, nseg, err);
     if (rc)
         return rc;
     qattn_blas_init();
-    if (!(scale > 0.0))
-        scale = 1.0 / sqrt((double)h->d);
+    if (!(*scale > 0.0))
+        *scale = 1.0 / sqrt((double)h->d);
+    return QATTN_OK;
+}
+
+int qattn_ref_head(const qattn_head *h, const qattn_mask *m, double scale, double *o, double *lse, qattn_err *err)
+{
+    size_t nseg;
+    int rc = qattn_head_begin(h, &scale, &nseg, err);
+    if (rc)
+        return rc;
     for (size_t s = 0; s < nseg; s++) {
         size_t off, sq, sk;
         qattn_head_segment(h, s, &off, &sq, &sk);

@@ -35,6 +35,10 @@ int qattn_mask_allows(const qattn_mask *m, size_t i, size_t j, size_t sq,
 /* Range of keys [*lo, *hi) query i may see; empty when *lo >= *hi. */
 void qattn_mask_range(const qattn_mask *m, size_t i, size_t sq, size_t sk,
                       size_t *lo, size_t *hi);
+/* Keys [*klo, *khi) that any of the query rows i0 .. i0 + rows - 1 may see;
+ * empty (*klo = sk, *khi = 0) when every one is fully masked. */
+void qattn_mask_tile_range(const qattn_mask *m, size_t i0, size_t rows,
+                           size_t sq, size_t sk, size_t *klo, size_t *khi);
 
 /* ---- smoothing ---- */
 /* mean over rows of x [n, d] per channel: mean [d] (accumulated in double) */
@@ -98,6 +102,21 @@ int qattn_emu_head(const qattn_scheme *s, const qattn_head *h,
 /* The emulation's 2^x: a few ulp from exact, independent of the C library,
  * results below 2^-126 flushed to 0 (as ex2.approx.ftz on the GPU). */
 float qattn_emu_exp2(float x);
+
+/* ---- the rows of float64 attention ---- */
+/* What each query row of the float64 softmax looks like, with the scores,
+ * mask and scale of qattn_ref_head; any output may be NULL. A row that sees
+ * no key gets 0 everywhere. */
+typedef struct qattn_ref_rows {
+    double *entropy; /* [sq] -sum p ln p, in nats (0 .. ln nkeys) */
+    double *pmax;    /* [sq] the largest p */
+    double *tail;    /* [sq] the sum of the p below tail_frac x pmax */
+    size_t *nkeys;   /* [sq] keys the row sees */
+    double tail_frac;
+} qattn_ref_rows;
+
+int qattn_ref_head_rows(const qattn_head *h, const qattn_mask *m, double scale,
+                        const qattn_ref_rows *rows, qattn_err *err);
 
 /* ---- multi-head with GQA: q head h reads kv head h / (hq / hkv) ---- */
 typedef struct qattn_mha {
