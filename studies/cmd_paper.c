@@ -33,7 +33,7 @@
  *     (agrees / disagrees / inconclusive), Sentence
  *   \QAclaim<Claim>Word, \QAclaim<Claim>Summary  over all rows of a claim
  *   \QAanchors{Rows,Agree,Disagree,Inconclusive,NoAnchor}, \QAinputsMissing
- *   \QApub...  published values (the records' pubs, from shared/ANCHORS.md)
+ *   \QApub...  published values (the records' pubs, from docs/ANCHORS.md)
  * Whether a comparison agrees with the published finding is derived from its
  * verdict and the claim's direction (see expectation()), never typed in.
  * Macros for the grid of each study (its record) and for at least two

@@ -1,6 +1,6 @@
 /* The studies of the paper, one record each (registry.h): grid, claims,
  * published values, figure and table. CSV contracts: studies/CSV.md;
- * published values as printed in the papers (shared/ANCHORS.md):
+ * published values as printed in the papers (docs/ANCHORS.md):
  * SageAttention, arXiv 2410.02367 (\cite{sageattn}); SageAttention2, arXiv
  * 2411.10958 (\cite{sageattn2}); cosines in percent. */
 #include <stdio.h>
