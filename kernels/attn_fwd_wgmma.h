@@ -1,6 +1,6 @@
 /* Attention forward, Hopper (sm_90a) warpgroup-MMA implementation of the
- * sage2-8b-sm90 scheme for head dim 128 (int8 Q.K with per-thread scale
- * groups, e4m3 P and V, fp22 + fp32:128 accumulation): its own instance
+ * sage2-8b-sm90 scheme for head dims 64 and 128 (int8 Q.K with per-thread
+ * scale groups, e4m3 P and V, fp22 + fp32:128 accumulation): its own instance
  * (path wgmma), with the same params, scheme and checks as the mma.sync
  * instance of attn_fwd_mma.h. The dispatcher takes it on sm_90
  * (QATTN_MMA_SYNC=1 in the environment: the mma.sync instance, for
@@ -21,8 +21,9 @@
  *     barriers only, so the two drift apart and one's softmax overlaps the
  *     other's MMAs; P.V of block j and Q.K of block j + 1 are issued back to
  *     back, so the tensor core computes Q.K(j + 1) during the O update.
- * K rows and V^T rows of 128 bytes, 128-byte swizzled for the wgmma
- * descriptors.
+ * Q and K rows of d bytes (128- or 64-byte swizzle), V^T rows of 128 keys
+ * (128-byte swizzle), for the wgmma descriptors; d = 64: two k-steps of
+ * Q.K, P.V by m64n64k32.
  *
  *   Q.K  wgmma m64n128k32 s8 (A = Q, B = K from shared memory), 4 k-steps;
  *        S = float(acc) * (sq sk c2), fused into the exponent
@@ -50,9 +51,10 @@
 #define QATTN_WGMMA_KB 128
 #define QATTN_WGMMA_BM 128
 #define QATTN_WGMMA_THREADS 384 /* a producer warpgroup and two consumer warpgroups */
-#define QATTN_WGMMA_STAGES 4     /* key blocks in flight (K and V^T, 16 KB each) */
-/* Q tile + the stages + 1 KB to align to 1024 */
-#define QATTN_WGMMA_SMEM (16384 + QATTN_WGMMA_STAGES * 32768 + 1024)
+#define QATTN_WGMMA_STAGES 4     /* key blocks in flight (K and V^T, d x 128 bytes each) */
+/* shared memory for head dim d: the Q tile (128 x d bytes), the stages (K and
+ * V^T) and 1 KB to align to 1024 */
+#define QATTN_WGMMA_SMEM(d) (QATTN_WGMMA_BM * (d) + QATTN_WGMMA_STAGES * 2 * QATTN_WGMMA_KB * (d) + 1024)
 
 static __device__ __forceinline__ uint32_t qattn_wgmma_smem_addr(const void *p)
 {
@@ -61,6 +63,27 @@ static __device__ __forceinline__ uint32_t qattn_wgmma_smem_addr(const void *p)
 
 /* byte offset of 16-byte chunk ch of row r in a 128-byte-swizzled tile */
 static __device__ __forceinline__ int qattn_sw128(int r, int ch) { return r * 128 + ((ch ^ (r & 7)) << 4); }
+/* ... in a tile of D-byte rows (Q, K: D = head dim), swizzled by the row
+ * length: 128 bytes, or 64 */
+template <int D>
+static __device__ __forceinline__ int qattn_swd(int r, int ch)
+{
+    return D == 128 ? qattn_sw128(r, ch) : r * 64 + ((ch ^ ((r >> 1) & 3)) << 4);
+}
+template <int D>
+static __device__ __forceinline__ uint64_t qattn_wgmma_desc_d(uint32_t smem_addr)
+{
+    return D == 128 ? qattn_wgmma_desc_sw128(smem_addr) : qattn_wgmma_desc_sw64(smem_addr);
+}
+/* P.V of 32 keys: O (64 x D) (+)= P (registers) * V^T (descriptor) */
+template <int D>
+static __device__ __forceinline__ void qattn_wgmma_pv(float *d, const uint32_t *a, uint64_t db, int accumulate)
+{
+    if (D == 128)
+        qattn_wgmma_m64n128k32_e4m3_rs(d, a, db, accumulate);
+    else
+        qattn_wgmma_m64n64k32_e4m3_rs(d, a, db, accumulate);
+}
 
 /* Online softmax of one key block for a thread's rows A (g) and B (g + 8):
  * acc = the int32 S accumulators (tile t, columns in the sigma key order),
@@ -159,11 +182,12 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(const int (&acc)[QATT
 
 /* the O update of one key block: O = O * alpha + P.V (the block's P.V
  * accumulated from 0 by the tensor core, fp22, then into fp32) */
-static __device__ __forceinline__ void qattn_wgmma_o_update(float (&o)[16][4], const float (&pv)[64], float alA,
+template <int NO>
+static __device__ __forceinline__ void qattn_wgmma_o_update(float (&o)[NO][4], const float (&pv)[NO * 4], float alA,
                                                             float alB)
 {
 #pragma unroll
-    for (int n = 0; n < 16; n++) {
+    for (int n = 0; n < NO; n++) {
         o[n][0] = __fmaf_rn(o[n][0], alA, pv[4 * n]);
         o[n][1] = __fmaf_rn(o[n][1], alA, pv[4 * n + 1]);
         o[n][2] = __fmaf_rn(o[n][2], alB, pv[4 * n + 2]);
@@ -174,15 +198,18 @@ static __device__ __forceinline__ void qattn_wgmma_o_update(float (&o)[16][4], c
 template <int D>
 __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p)
 {
-    static_assert(D == 128, "the wgmma kernel is written for head dim 128 (one 128-byte swizzled row)");
+    static_assert(D == 128 || D == 64, "the wgmma kernel is written for head dims 64 and 128 (swizzled rows)");
 #if QATTN_WGMMA
     constexpr int KB = QATTN_WGMMA_KB, BM = QATTN_WGMMA_BM, S = QATTN_WGMMA_STAGES;
     constexpr int NT = KB / 8; /* n-tiles of S */
     constexpr int NO = D / 8;  /* n-tiles of O */
+    constexpr int CH = D / 16; /* 16-byte chunks of a Q / K row */
+    constexpr int KBYTES = KB * D, STAGE = 2 * KB * D; /* a stage: K [KB][D B], then V^T [D][KB B] */
+    constexpr int RP = 2048 / D;                       /* K rows the producer's 128 threads copy per pass */
     QATTN_DYNAMIC_SHARED(uint8_t, smem_raw);
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
-    uint8_t *sQ = smem;             /* [128 rows][128 B] swizzled */
-    uint8_t *sStage = smem + 16384; /* stage s: K [128][128 B] at s * 32768, V^T [128][128 B] 16384 further */
+    uint8_t *sQ = smem;               /* [128 rows][D B] swizzled */
+    uint8_t *sStage = smem + BM * D; /* stage s at s * STAGE */
     __shared__ __align__(8) uint64_t s_bar[2 * S + 1]; /* full[S], empty[S], Q */
     const uint32_t bar0 = qattn_wgmma_smem_addr(s_bar);
 #define QATTN_WS_FULL(s) (bar0 + 8u * (uint32_t)(s))
@@ -226,35 +253,39 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             const uint8_t *qg = (const uint8_t *)p.q + (int64_t)b * p.q_sb + tq0 * p.q_st + (int64_t)h * p.q_sh;
             const int qst = (int)p.q_st;
 #pragma unroll
-            for (int e = wt; e < BM * 8; e += 128) {
-                const int r = e >> 3, ch = e & 7, ok = i0 + r < sq;
-                qattn_cp_async16(sQ + qattn_sw128(r, ch), qg + (ok ? (int64_t)(i0 + r) * qst + ch * 16 : 0),
+            for (int e = wt; e < BM * CH; e += 128) {
+                const int r = e / CH, ch = e % CH, ok = i0 + r < sq;
+                qattn_cp_async16(sQ + qattn_swd<D>(r, ch), qg + (ok ? (int64_t)(i0 + r) * qst + ch * 16 : 0),
                                  ok ? 16 : 0);
             }
             qattn_cp_async_mbar_arrive(QATTN_WS_QBAR);
-            /* this thread's 16-byte chunk ch of rows r0 + 16 x (x = 0..7) of K and V^T: K row
-             * r0 + 16 x holds key 16 x + sigma(r0) of the block (sigma(c) = 16h + 4i + 2u + e
-             * for c = 16h + 8u + 2i + e; here h = x mod 2) */
-            const int r0 = wt >> 3, ch = wt & 7;
-            const int kperm = 4 * ((r0 >> 1) & 3) + 2 * ((r0 >> 3) & 1) + (r0 & 1);
+            /* this thread's 16-byte chunk ch of K rows r0 + RP x (x < KB / RP): K row r0 + RP x
+             * holds key RP x + sigma(r0) of the block (sigma(c) = 16h + 4i + 2u + e for
+             * c = 16h + 8u + 2i + e, within 32 keys); and chunk vch of V^T rows (channels)
+             * v0 + 16 x (x < D / 16), 128 keys a row */
+            const int r0 = wt / CH, ch = wt % CH, v0 = wt >> 3, vch = wt & 7;
+            const int kperm = 16 * ((r0 >> 4) & 1) + 4 * ((r0 >> 1) & 3) + 2 * ((r0 >> 3) & 1) + (r0 & 1);
             const int kst = (int)p.k_st, vst = (int)p.v_st;
             const uint8_t *kg = (const uint8_t *)p.k + (int64_t)b * p.k_sb + tk0 * p.k_st + (int64_t)hk * p.k_sh +
                                 (int64_t)kperm * kst + ch * 16;
             const uint8_t *vg = (const uint8_t *)p.v + (int64_t)b * p.v_sb + (int64_t)hk * p.v_sh +
-                                (int64_t)r0 * vst + ch * 16; /* V^T row r0 */
-            const int soff = qattn_sw128(r0, ch);
+                                (int64_t)v0 * vst + vch * 16; /* V^T row v0 */
+            const int soff = qattn_swd<D>(r0, ch), voff = qattn_sw128(v0, vch);
             for (int j0 = J0, it = 0; j0 < J1; j0 += KB, it++) {
                 const int stage = it % S;
                 if (it >= S) /* the consumers' release of this stage's previous block: completion it / S - 1 */
                     qattn_mbar_wait(QATTN_WS_EMPTY(stage), (uint32_t)((it / S - 1) & 1));
-                uint8_t *sK = sStage + stage * 32768 + soff, *sV = sK + 16384;
+                uint8_t *sK = sStage + stage * STAGE + soff, *sV = sStage + stage * STAGE + KBYTES + voff;
                 const uint8_t *kp = kg + (int64_t)j0 * kst, *vp = vg + j0;
                 /* few registers here (setmaxnreg): pointers stepped, not precomputed */
 #pragma unroll 1
-                for (int x = 0; x < 8; x++, kp += 16 * kst, vp += 16 * vst) {
-                    const int ok = j0 + 16 * x + kperm < sk;
-                    qattn_cp_async16(sK + 2048 * x, ok ? kp : kg, ok ? 16 : 0);
-                    qattn_cp_async16(sV + 2048 * x, vp, 16);
+                for (int x = 0; x < (KB / RP > D / 16 ? KB / RP : D / 16); x++, kp += RP * kst, vp += 16 * vst) {
+                    if (x < KB / RP) {
+                        const int ok = j0 + RP * x + kperm < sk;
+                        qattn_cp_async16(sK + 2048 * x, ok ? kp : kg, ok ? 16 : 0);
+                    }
+                    if (x < D / 16)
+                        qattn_cp_async16(sV + 2048 * x, vp, 16);
                 }
                 qattn_cp_async_mbar_arrive(QATTN_WS_FULL(stage));
             }
@@ -277,18 +308,18 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
     const float c2 = p.c2, pmul = p.pmul, lpmul = log2f(pmul);
-    const uint32_t aQ = qattn_wgmma_smem_addr(sQ) + (uint32_t)(cw * 64 * 128);
+    const uint32_t aQ = qattn_wgmma_smem_addr(sQ) + (uint32_t)(cw * 64 * D);
 
     int acc[NT * 4]; /* S, written by the first k-step (accumulate = 0) */
     auto issue_qk = [&](int stg) {
-        const uint32_t aK = qattn_wgmma_smem_addr(sStage + stg * 32768);
+        const uint32_t aK = qattn_wgmma_smem_addr(sStage + stg * STAGE);
 #pragma unroll
         for (int x = 0; x < NT * 4; x++)
             qattn_wgmma_fence_reg(acc[x]);
         qattn_wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < D / 32; kk++)
-            qattn_wgmma_m64n128k32_s8(acc, qattn_wgmma_desc_sw128(aQ + 32 * kk), qattn_wgmma_desc_sw128(aK + 32 * kk),
+            qattn_wgmma_m64n128k32_s8(acc, qattn_wgmma_desc_d<D>(aQ + 32 * kk), qattn_wgmma_desc_d<D>(aK + 32 * kk),
                                       kk > 0);
         qattn_wgmma_commit();
     };
@@ -303,7 +334,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     for (int j0 = J0; j0 < J1; j0 += KB) {
         const int nstg = stage == S - 1 ? 0 : stage + 1;
         const uint32_t nphase = stage == S - 1 ? phase ^ 1u : phase;
-        const uint32_t aV = qattn_wgmma_smem_addr(sStage + stage * 32768) + 16384;
+        const uint32_t aV = qattn_wgmma_smem_addr(sStage + stage * STAGE) + KBYTES;
         qattn_wgmma_wait<0>(); /* S of this block */
 #pragma unroll
         for (int x = 0; x < NT * 4; x++)
@@ -324,7 +355,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
         qattn_wgmma_fence();
 #pragma unroll
         for (int q = 0; q < KB / 32; q++)
-            qattn_wgmma_m64n128k32_e4m3_rs(pv, pf[q], qattn_wgmma_desc_sw128(aV + 32 * q), q > 0);
+            qattn_wgmma_pv<D>(pv, pf[q], qattn_wgmma_desc_sw128(aV + 32 * q), q > 0);
         qattn_wgmma_commit();
         if (j0 + KB < J1) {
             qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
@@ -339,7 +370,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
 #pragma unroll
         for (int x = 0; x < NO * 4; x++)
             qattn_wgmma_fence_reg(pv[x]);
-        qattn_wgmma_o_update(o, pv, alA, alB);
+        qattn_wgmma_o_update<NO>(o, pv, alA, alB);
         stage = nstg;
         phase = nphase;
     }
@@ -370,7 +401,7 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "attn wgmma: needs an sm_90 GPU and a build for sm_90a (GPU sm_%d, built for %s)", cc,
                              QATTN_KERNELS_ARCHS);
-    const size_t smem = QATTN_WGMMA_SMEM;
+    const size_t smem = QATTN_WGMMA_SMEM(D);
     void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D>;
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                     "attn wgmma: raising the shared-memory limit");

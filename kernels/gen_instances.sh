@@ -231,9 +231,9 @@ $(attn_entry)
 "
 done
 # the NVIDIA warpgroup-MMA path (attn_fwd_wgmma.h): the same scheme as the
-# int8 mma.sync instance for d 128, on sm_90 in a build for sm_90a
+# int8 mma.sync instances (d 64, 128), on sm_90 in a build for sm_90a
 # (QATTN_KERNELS_WITH_WGMMA); compiled with the mma.sync instances
-for d in 128; do
+for d in $head_dims; do
     case " $head_dims " in *" $d "*) ;; *) continue ;; esac
     name="attn_fwd_wgmma_d${d}_qk_int8_pv_e4m3_acc_fp22"
     fn="qattn_kernels_launch_${name}"
@@ -243,7 +243,11 @@ for d in 128; do
         echo
         echo "QATTN_ATTN_FWD_WGMMA_INSTANCE(${d}, ${fn})"
     } >"$out/${name}.hip"
-    cmake_mma_128="${cmake_mma_128} ${name}.hip"
+    if [ "$d" = 64 ]; then
+        cmake_mma_64="${cmake_mma_64} ${name}.hip"
+    else
+        cmake_mma_128="${cmake_mma_128} ${name}.hip"
+    fi
     decls="${decls}#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D${d}
 int ${fn}(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
@@ -339,7 +343,7 @@ EOF
     echo "set(QATTN_KERNELS_QUANT_INSTANCES${cmake_quant})"
     echo "set(QATTN_KERNELS_ATTN_INSTANCES_D64${cmake_attn_64})"
     echo "set(QATTN_KERNELS_ATTN_INSTANCES_D128${cmake_attn_128})"
-    echo "# NVIDIA only (mma.sync, and wgmma for d 128)"
+    echo "# NVIDIA only (mma.sync and wgmma)"
     echo "set(QATTN_KERNELS_MMA_INSTANCES_D64${cmake_mma_64})"
     echo "set(QATTN_KERNELS_MMA_INSTANCES_D128${cmake_mma_128})"
     echo "# AMD and the host simulation (MFMA)"

@@ -37,7 +37,7 @@ run_check() {
     for f in data/*.h5; do [ -f "$f" ] && data+=(--data "$f"); done
     qattn gpu-check --out "$out/gpu_check.csv" "${data[@]}" --verbose || status=1
     test_kernels_mma || status=1
-    echo "-- the same with the mma.sync kernel for d=128 (QATTN_MMA_SYNC=1; sm_90 runs wgmma by default)"
+    echo "-- the same with the mma.sync instances (QATTN_MMA_SYNC=1; sm_90 takes wgmma by default)"
     QATTN_MMA_SYNC=1 test_kernels_mma || status=1
     test_kernels_quant_gpu || status=1
     summary+=("gpu-check: $(awk -F, 'NR > 1 { n++; p += $6 } END { printf "%d of %d instances pass", p, n }' "$out/gpu_check.csv")")
@@ -64,12 +64,12 @@ run_sanitize() {
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     local n=0 bad=0
     for tool in memcheck racecheck; do
-        for inst in attn_fwd_mma_d128 attn_fwd_mma_d64 attn_fwd_portable_d128_qk_int8_pv_e4m3_acc_fp22 \
-            attn_fwd_portable_d64_qk_int4_pv_fp16_acc_fp16 quant_fast_in_fp16 quant_portable_in_fp32; do
+        for inst in attn_fwd_wgmma_d128 attn_fwd_wgmma_d64 attn_fwd_mma_d128 attn_fwd_mma_d64 \
+            attn_fwd_portable_d128_qk_int8_pv_e4m3_acc_fp22 attn_fwd_portable_d64_qk_int4_pv_fp16_acc_fp16 \
+            quant_fast_in_fp16 quant_portable_in_fp32; do
             san "$tool" "$inst" qattn gpu-check --quick --instance "$inst"
         done
-        # the mma.sync d=128 kernel too; the quantization kernels' own test
-        QATTN_MMA_SYNC=1 san "$tool" "attn_fwd_mma_d128 (QATTN_MMA_SYNC=1)" qattn gpu-check --quick --instance attn_fwd_mma_d128
+        # the quantization kernels' own test
         san "$tool" "test_kernels_quant_gpu --small" test_kernels_quant_gpu --small
     done
     rm -f "$out/san_tmp.log"

@@ -248,6 +248,18 @@ static __device__ __forceinline__ uint64_t qattn_wgmma_desc_sw128(uint32_t smem_
     return d;
 }
 
+/* the same with the 64-byte swizzle: rows of 64 bytes in 512-byte atoms of
+ * 8 rows (16-byte chunk c of row r stored at chunk c ^ ((r / 2) % 4)) */
+static __device__ __forceinline__ uint64_t qattn_wgmma_desc_sw64(uint32_t smem_addr)
+{
+    uint64_t d = 0;
+    d |= (uint64_t)((smem_addr & 0x3FFFFu) >> 4); /* start address, bits 0-13 */
+    d |= (uint64_t)1 << 16;                       /* leading byte offset (unused for swizzled K-major) */
+    d |= (uint64_t)(512 >> 4) << 32;              /* stride byte offset: 8-row atoms 512 B apart */
+    d |= (uint64_t)2 << 62;                       /* layout: 64-byte swizzle */
+    return d;
+}
+
 static __device__ __forceinline__ void qattn_wgmma_fence(void)
 {
 #if QATTN_WGMMA
@@ -385,6 +397,25 @@ static __device__ __forceinline__ void qattn_wgmma_m64n128k32_e4m3_rs(float *d, 
                    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
                    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
                    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+#else
+    (void)d, (void)a, (void)db, (void)accumulate;
+#endif
+}
+
+/* d[32] (f32) (+)= A (e4m3, 64 x 32, registers a[4]) * B (e4m3, 32 x 64,
+ * descriptor, K-major): P.V for head dim 64 */
+static __device__ __forceinline__ void qattn_wgmma_m64n64k32_e4m3_rs(float *d, const uint32_t *a, uint64_t db,
+                                                                    int accumulate)
+{
+#if QATTN_WGMMA
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
 #else
     (void)d, (void)a, (void)db, (void)accumulate;
