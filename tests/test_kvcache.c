@@ -1,7 +1,7 @@
 /* KV caches and split-KV decode: known answers by hand, the page map, paged
  * = contiguous bit for bit, split-KV against one pass within the stated
  * bound, quantized caches against qattn_qtensor, appends token by token =
- * at once, bad inputs. */
+ * at once, prefill + decode steps = one causal pass, bad inputs. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -601,6 +601,86 @@ static void test_quantized(void)
     prob_free(&p);
 }
 
+/* a serving loop: a chunk of prefill, then decode token by token, each
+ * step appending to the cache and attending with sq = the new tokens and
+ * sk = the cache; every row equals the same row of one causal pass over
+ * the whole sequences (an unscaled cache does not change once written) */
+static void test_serving(void)
+{
+    int64_t n[2] = {40, 23}, pre[2] = {12, 7};
+    prob p = prob_make(2, n, n, 8, 2, 16);
+    size_t no = p.hq * p.tq * p.d, nl = p.hq * p.tq;
+    float *of = malloc(no * 4), *lf = malloc(nl * 4);
+    float *qs = malloc(16 * p.hq * p.d * 4), *kt = malloc(16 * p.hkv * p.d * 4), *vt = malloc(16 * p.hkv * p.d * 4);
+    qattn_err err;
+    const char *fmts[2] = {"fp32", "fp16"};
+    for (int fi = 0; fi < 2; fi++) {
+        /* the whole sequences, rounded as the cache stores them */
+        prob r = p;
+        r.k = malloc(p.hkv * p.tk * p.d * 4);
+        r.v = malloc(p.hkv * p.tk * p.d * 4);
+        qattn_fmt f = operand(fmts[fi], NULL).fmt;
+        for (size_t i = 0; i < p.hkv * p.tk * p.d; i++) {
+            r.k[i] = qattn_fmt_round(f, p.k[i]);
+            r.v[i] = qattn_fmt_round(f, p.v[i]);
+        }
+        qattn_kv_batch bf = batch_of(&r);
+        /* one split: split boundaries move with sk */
+        qattn_kv_opts op = opts("causal-br", 1);
+        CHECK(qattn_kv_emu(&bf, &op, of, lf, NULL, NULL, &err) == 0, "%s", err.msg);
+        int32_t table[2 * 8];
+        for (int i = 0; i < 16; i++)
+            table[i] = (int32_t)((i * 5) % 16);
+        qattn_kvcache_cfg cfg = {16, 5, p.hkv, p.d, 2, 8, table, operand(fmts[fi], NULL), operand(fmts[fi], NULL)};
+        qattn_kvcache c;
+        CHECK(qattn_kvcache_init(&c, &cfg, &err) == 0, "%s", err.msg);
+        int same = 1, steps = 0;
+        size_t qoff = 0;
+        for (size_t s = 0; s < 2; s++) {
+            for (size_t j = 0; j < (size_t)n[s];) {
+                size_t m = j == 0 ? (size_t)pre[s] : 1;
+                tokens_of(&p, p.k, s, j, j + m, kt);
+                tokens_of(&p, p.v, s, j, j + m, vt);
+                CHECK(qattn_kvcache_append(&c, s, kt, vt, m, &err) == 0, "%s", err.msg);
+                for (size_t h = 0; h < p.hq; h++)
+                    memcpy(qs + h * m * p.d, p.q + (h * p.tq + qoff + j) * p.d, m * p.d * 4);
+                /* sequence s alone: batch of the cache's sequences 0 .. s with
+                 * only s's rows (earlier ones given one row each, ignored) */
+                int64_t sqb[2] = {1, 1}, skb[2] = {1, 1};
+                sqb[s] = (int64_t)m;
+                skb[s] = (int64_t)(j + m);
+                float *qb = malloc(p.hq * (m + 1) * p.d * 4), *ob = malloc(p.hq * (m + 1) * p.d * 4), lb[17 * 8];
+                size_t tq = m + s, off = s; /* sequence 0's dummy row first when s = 1 */
+                for (size_t h = 0; h < p.hq; h++) {
+                    memset(qb + h * tq * p.d, 0, off * p.d * 4);
+                    memcpy(qb + (h * tq + off) * p.d, qs + h * m * p.d, m * p.d * 4);
+                }
+                qattn_kv_batch bc = {s + 1, p.hq, p.hkv, p.d, sqb, skb, qb, NULL, NULL, &c};
+                CHECK(qattn_kv_emu(&bc, &op, ob, lb, NULL, NULL, &err) == 0, "%s", err.msg);
+                for (size_t h = 0; h < p.hq; h++) {
+                    same &= same_floats(ob + (h * tq + off) * p.d, of + (h * p.tq + qoff + j) * p.d, m * p.d);
+                    same &= same_floats(lb + h * tq + off, lf + h * p.tq + qoff + j, m);
+                }
+                free(qb);
+                free(ob);
+                j += m;
+                steps++;
+            }
+            qoff += (size_t)n[s];
+        }
+        CHECK(same, "%s cache: %d prefill and decode steps = one causal pass", fmts[fi], steps);
+        qattn_kvcache_free(&c);
+        free(r.k);
+        free(r.v);
+    }
+    free(of);
+    free(lf);
+    free(qs);
+    free(kt);
+    free(vt);
+    prob_free(&p);
+}
+
 int main(void)
 {
     test_known();
@@ -609,5 +689,6 @@ int main(void)
     test_paged();
     test_split();
     test_quantized();
+    test_serving();
     return check_done();
 }
