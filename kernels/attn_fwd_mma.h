@@ -458,23 +458,23 @@ static int qattn_attn_fwd_mma_run(const qattn_kernels_attn_params &p, void *stre
 }
 
 /* what the mma.sync and the wgmma kernels need of p (head dim D, Q / K codes
- * QF) */
-template <int D, int QF>
+ * QF, key blocks of KB keys, each one fp22 chunk) */
+template <int D, int QF, int KB = QATTN_MMA_KB>
 static int qattn_attn_fwd_mma_check(const qattn_kernels_attn_params &p, qattn_err *err)
 {
     if (p.d != D)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: instance for head dim %d called with d = %d", D, p.d);
-    if (p.kblock != QATTN_MMA_KB || (p.acc_chunk != 0 && p.acc_chunk % QATTN_MMA_KB != 0))
-        return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: needs kblock=%d and acc=fp22+fp32:%d (got %d, %d)",
-                             QATTN_MMA_KB, QATTN_MMA_KB, p.kblock, p.acc_chunk);
+    if (p.kblock != KB || (p.acc_chunk != 0 && p.acc_chunk % KB != 0))
+        return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: needs kblock=%d and acc=fp22+fp32:%d (got %d, %d)", KB,
+                             KB, p.kblock, p.acc_chunk);
     /* V is read transposed (the sig's v_layout): v_st is the channel stride npad */
-    if (p.v_st <= 0 || p.v_st % QATTN_MMA_KB || p.v_st < p.seqlen_k)
+    if (p.v_st <= 0 || p.v_st % KB || p.v_st < p.seqlen_k)
         return qattn_err_set(err, QATTN_ERR_ARG,
-                             "attn mma: needs V transposed, [hkv, nseq, d, npad] with npad %% %d == 0 (v_st %lld)",
-                             QATTN_MMA_KB, (long long)p.v_st);
-    if (p.k_group.tok != QATTN_TOK_THREAD || p.k_group.b != QATTN_MMA_KB || p.k_group.s != 8 || p.k_group.w != 2 ||
+                             "attn mma: needs V transposed, [hkv, nseq, d, npad] with npad %% %d == 0 (v_st %lld)", KB,
+                             (long long)p.v_st);
+    if (p.k_group.tok != QATTN_TOK_THREAD || p.k_group.b != KB || p.k_group.s != 8 || p.k_group.w != 2 ||
         p.k_group.ch != 0)
-        return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: K scales must be thread:128/8/2");
+        return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: K scales must be thread:%d/8/2", KB);
     if (!p.q_scale || !p.k_scale || p.q_mean)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: needs scaled %s Q/K and no Q smoothing",
                              QF == QATTN_FMT_INT4 ? "int4" : "int8");

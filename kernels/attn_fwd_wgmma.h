@@ -48,13 +48,12 @@
 
 #include "attn_fwd_mma.h" /* the checks, key-block range, masks and epilogue of the mma path */
 
-#define QATTN_WGMMA_KB 128
 #define QATTN_WGMMA_BM 128
 #define QATTN_WGMMA_THREADS 384 /* a producer warpgroup and two consumer warpgroups */
 #define QATTN_WGMMA_STAGES 4     /* key blocks in flight (K and V^T, d x 128 bytes each) */
-/* shared memory for head dim d: the Q tile (128 x d bytes), the stages (K and
- * V^T) and 1 KB to align to 1024 */
-#define QATTN_WGMMA_SMEM(d) (QATTN_WGMMA_BM * (d) + QATTN_WGMMA_STAGES * 2 * QATTN_WGMMA_KB * (d) + 1024)
+/* shared memory for head dim d and key blocks of kb keys: the Q tile (128 x d
+ * bytes), the stages (K and V^T) and 1 KB to align to 1024 */
+#define QATTN_WGMMA_SMEM(d, kb) (QATTN_WGMMA_BM * (d) + QATTN_WGMMA_STAGES * 2 * (kb) * (d) + 1024)
 
 static __device__ __forceinline__ uint32_t qattn_wgmma_smem_addr(const void *p)
 {
@@ -74,6 +73,15 @@ template <int D>
 static __device__ __forceinline__ uint64_t qattn_wgmma_desc_d(uint32_t smem_addr)
 {
     return D == 128 ? qattn_wgmma_desc_sw128(smem_addr) : qattn_wgmma_desc_sw64(smem_addr);
+}
+/* Q.K of 32 channels: S (64 x KB, int32) (+)= Q (descriptor) * K^T (descriptor) */
+template <int KB>
+static __device__ __forceinline__ void qattn_wgmma_qk(int *acc, uint64_t da, uint64_t db, int accumulate)
+{
+    if (KB == 128)
+        qattn_wgmma_m64n128k32_s8(acc, da, db, accumulate);
+    else
+        qattn_wgmma_m64n64k32_s8(acc, da, db, accumulate);
 }
 /* P.V of 32 keys: O (64 x D) (+)= P (registers) * V^T (descriptor) */
 template <int D>
@@ -102,13 +110,14 @@ static __device__ __forceinline__ void qattn_wgmma_pv(float *d, const uint32_t *
  * keys have u = -inf; f is raised to 1e-30 at least so that -inf f stays
  * -inf (f = 0 only when the Q row's or the K group's codes are all 0, where
  * acc = 0 and the result is the same). */
-static __device__ __forceinline__ void qattn_wgmma_softmax(const int (&acc)[QATTN_WGMMA_KB / 2], int j0, int loA,
+template <int KB>
+static __device__ __forceinline__ void qattn_wgmma_softmax(const int (&acc)[KB / 2], int j0, int loA,
                                                            int hiA, int loB, int hiB, float fA0, float fA1, float fB0,
                                                            float fB1, float lpmul, float &mA, float &mB, float &lA,
                                                            float &lB, float &alA, float &alB,
-                                                           uint32_t (&pf)[QATTN_WGMMA_KB / 32][4])
+                                                           uint32_t (&pf)[KB / 32][4])
 {
-    constexpr int KB = QATTN_WGMMA_KB, NT = KB / 8;
+    constexpr int NT = KB / 8;
     const int qi = (int)threadIdx.x & 3;
     fA0 = fmaxf(fA0, 1e-30f), fA1 = fmaxf(fA1, 1e-30f), fB0 = fmaxf(fB0, 1e-30f), fB1 = fmaxf(fB1, 1e-30f);
     float u[NT][4];
@@ -195,17 +204,19 @@ static __device__ __forceinline__ void qattn_wgmma_o_update(float (&o)[NO][4], c
     }
 }
 
-template <int D>
+template <int D, int KB>
 __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p)
 {
     static_assert(D == 128 || D == 64, "the wgmma kernel is written for head dims 64 and 128 (swizzled rows)");
+    static_assert(KB == 128 || KB == 64, "key blocks of 64 or 128 keys (V^T rows of KB bytes, swizzled)");
 #if QATTN_WGMMA
-    constexpr int KB = QATTN_WGMMA_KB, BM = QATTN_WGMMA_BM, S = QATTN_WGMMA_STAGES;
+    constexpr int BM = QATTN_WGMMA_BM, S = QATTN_WGMMA_STAGES;
     constexpr int NT = KB / 8; /* n-tiles of S */
     constexpr int NO = D / 8;  /* n-tiles of O */
     constexpr int CH = D / 16; /* 16-byte chunks of a Q / K row */
     constexpr int KBYTES = KB * D, STAGE = 2 * KB * D; /* a stage: K [KB][D B], then V^T [D][KB B] */
     constexpr int RP = 2048 / D;                       /* K rows the producer's 128 threads copy per pass */
+    constexpr int VR = 2048 / KB;                      /* V^T rows (channels) per pass */
     QATTN_DYNAMIC_SHARED(uint8_t, smem_raw);
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
     uint8_t *sQ = smem;               /* [128 rows][D B] swizzled */
@@ -262,15 +273,15 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             /* this thread's 16-byte chunk ch of K rows r0 + RP x (x < KB / RP): K row r0 + RP x
              * holds key RP x + sigma(r0) of the block (sigma(c) = 16h + 4i + 2u + e for
              * c = 16h + 8u + 2i + e, within 32 keys); and chunk vch of V^T rows (channels)
-             * v0 + 16 x (x < D / 16), 128 keys a row */
-            const int r0 = wt / CH, ch = wt % CH, v0 = wt >> 3, vch = wt & 7;
+             * v0 + VR x (x < D / VR), KB keys a row */
+            const int r0 = wt / CH, ch = wt % CH, v0 = wt / (KB / 16), vch = wt % (KB / 16);
             const int kperm = 16 * ((r0 >> 4) & 1) + 4 * ((r0 >> 1) & 3) + 2 * ((r0 >> 3) & 1) + (r0 & 1);
             const int kst = (int)p.k_st, vst = (int)p.v_st;
             const uint8_t *kg = (const uint8_t *)p.k + (int64_t)b * p.k_sb + tk0 * p.k_st + (int64_t)hk * p.k_sh +
                                 (int64_t)kperm * kst + ch * 16;
             const uint8_t *vg = (const uint8_t *)p.v + (int64_t)b * p.v_sb + (int64_t)hk * p.v_sh +
                                 (int64_t)v0 * vst + vch * 16; /* V^T row v0 */
-            const int soff = qattn_swd<D>(r0, ch), voff = qattn_sw128(v0, vch);
+            const int soff = qattn_swd<D>(r0, ch), voff = qattn_swd<KB>(v0, vch);
             for (int j0 = J0, it = 0; j0 < J1; j0 += KB, it++) {
                 const int stage = it % S;
                 if (it >= S) /* the consumers' release of this stage's previous block: completion it / S - 1 */
@@ -279,12 +290,12 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                 const uint8_t *kp = kg + (int64_t)j0 * kst, *vp = vg + j0;
                 /* few registers here (setmaxnreg): pointers stepped, not precomputed */
 #pragma unroll 1
-                for (int x = 0; x < (KB / RP > D / 16 ? KB / RP : D / 16); x++, kp += RP * kst, vp += 16 * vst) {
+                for (int x = 0; x < (KB / RP > D / VR ? KB / RP : D / VR); x++, kp += RP * kst, vp += VR * vst) {
                     if (x < KB / RP) {
                         const int ok = j0 + RP * x + kperm < sk;
                         qattn_cp_async16(sK + 2048 * x, ok ? kp : kg, ok ? 16 : 0);
                     }
-                    if (x < D / 16)
+                    if (x < D / VR)
                         qattn_cp_async16(sV + 2048 * x, vp, 16);
                 }
                 qattn_cp_async_mbar_arrive(QATTN_WS_FULL(stage));
@@ -319,8 +330,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
         qattn_wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < D / 32; kk++)
-            qattn_wgmma_m64n128k32_s8(acc, qattn_wgmma_desc_d<D>(aQ + 32 * kk), qattn_wgmma_desc_d<D>(aK + 32 * kk),
-                                      kk > 0);
+            qattn_wgmma_qk<KB>(acc, qattn_wgmma_desc_d<D>(aQ + 32 * kk), qattn_wgmma_desc_d<D>(aK + 32 * kk), kk > 0);
         qattn_wgmma_commit();
     };
     if (J0 < J1) {
@@ -340,11 +350,12 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
         for (int x = 0; x < NT * 4; x++)
             qattn_wgmma_fence_reg(acc[x]);
 
-        /* K scales: thread:128/8/2, groups 2(i mod 2) + (t mod 2) of this block */
-        const float ks0 = ksc[(j0 >> 7) * 4 + 2 * (qi & 1)], ks1 = ksc[(j0 >> 7) * 4 + 2 * (qi & 1) + 1];
+        /* K scales: thread:KB/8/2, groups 2(i mod 2) + (t mod 2) of this block */
+        const int kblk = (int)((unsigned)j0 / (unsigned)KB); /* j0 >= 0 */
+        const float ks0 = ksc[kblk * 4 + 2 * (qi & 1)], ks1 = ksc[kblk * 4 + 2 * (qi & 1) + 1];
         float alA, alB;
         uint32_t pf[KB / 32][4]; /* A fragments (e4m3) of keys 32q..32q+31 */
-        qattn_wgmma_softmax(acc, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2, qsB * ks0 * c2,
+        qattn_wgmma_softmax<KB>(acc, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2, qsB * ks0 * c2,
                             qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf);
 
         /* ---- P.V of this block, then Q.K of the next ---- */
@@ -355,7 +366,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
         qattn_wgmma_fence();
 #pragma unroll
         for (int q = 0; q < KB / 32; q++)
-            qattn_wgmma_pv<D>(pv, pf[q], qattn_wgmma_desc_sw128(aV + 32 * q), q > 0);
+            qattn_wgmma_pv<D>(pv, pf[q], qattn_wgmma_desc_d<KB>(aV + 32 * q), q > 0);
         qattn_wgmma_commit();
         if (j0 + KB < J1) {
             qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
@@ -387,13 +398,14 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
 #endif
 }
 
-/* the launch of a wgmma instance (head dim D, int8 Q / K codes): the mma
- * instance's checks; sm_90 and a build with sm_90a (sig cc 90..90) */
-template <int D>
+/* the launch of a wgmma instance (head dim D, key blocks of KB keys, int8 Q /
+ * K codes): the mma instance's checks for KB; sm_90 and a build with sm_90a
+ * (sig cc 90..90) */
+template <int D, int KB>
 static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void *stream, qattn_err *err)
 {
     const qattn_kernels_attn_params p = *pp;
-    int rc = qattn_attn_fwd_mma_check<D, QATTN_FMT_INT8>(p, err);
+    int rc = qattn_attn_fwd_mma_check<D, QATTN_FMT_INT8, KB>(p, err);
     if (rc || p.seqlen_q <= 0)
         return rc;
     const int cc = qattn_kernels_dev_cc();
@@ -401,8 +413,8 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "attn wgmma: needs an sm_90 GPU and a build for sm_90a (GPU sm_%d, built for %s)", cc,
                              QATTN_KERNELS_ARCHS);
-    const size_t smem = QATTN_WGMMA_SMEM(D);
-    void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D>;
+    const size_t smem = QATTN_WGMMA_SMEM(D, KB);
+    void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D, KB>;
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                     "attn wgmma: raising the shared-memory limit");
     const dim3 grid((unsigned)((p.seqlen_q + QATTN_WGMMA_BM - 1) / QATTN_WGMMA_BM), (unsigned)p.hq, (unsigned)p.nseq);
@@ -411,11 +423,12 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
     return QATTN_OK;
 }
 
-/* one instance: extern "C" launch function NAME for head dim D, int8 Q / K */
-#define QATTN_ATTN_FWD_WGMMA_INSTANCE(D, NAME)                                             \
+/* one instance: extern "C" launch function NAME for head dim D, key blocks
+ * of KB keys, int8 Q / K */
+#define QATTN_ATTN_FWD_WGMMA_INSTANCE(D, KB, NAME)                                         \
     extern "C" int NAME(const qattn_kernels_attn_params *p, void *stream, qattn_err *err) \
     {                                                                                      \
-        return qattn_attn_fwd_wgmma_launch<D>(p, stream, err);                            \
+        return qattn_attn_fwd_wgmma_launch<D, KB>(p, stream, err);                        \
     }
 
 #endif

@@ -229,20 +229,21 @@ static int v_group_ok(const qattn_operand *op)
 {
     return !qattn_fmt_is_scaled(op->fmt) || qattn_group_token_uniform(&op->group);
 }
-/* the mma.sync path (attn_fwd_mma.h): Q any token pattern without ,ch:
- * (one scale per row); K exactly thread:128/8/2 (the keys a thread holds in
- * even / odd n-tiles share one scale per 128-key block); V token-uniform */
-static int mma_groups_ok(const qattn_scheme *s)
+/* the mma.sync and wgmma paths (attn_fwd_mma.h, attn_fwd_wgmma.h): Q any
+ * token pattern without ,ch: (one scale per row); K exactly thread:KB/8/2
+ * for key blocks of KB keys (the keys a thread holds in even / odd n-tiles
+ * share one scale per block); V token-uniform */
+static int mma_groups_ok(const qattn_scheme *s, int kb)
 {
     const qattn_group *k = &s->k.group;
     return qattn_fmt_is_scaled(s->q.fmt) && qattn_fmt_is_scaled(s->k.fmt) && s->q.group.ch == 0 &&
-           k->tok == QATTN_TOK_THREAD && k->b == 128 && k->s == 8 && k->w == 2 && k->ch == 0 && v_group_ok(&s->v);
+           k->tok == QATTN_TOK_THREAD && k->b == kb && k->s == 8 && k->w == 2 && k->ch == 0 && v_group_ok(&s->v);
 }
 static int k_groups(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
 {
     (void)pb;
     if (g->path == QATTN_KERNELS_PATH_MMA || g->path == QATTN_KERNELS_PATH_WGMMA)
-        return mma_groups_ok(s);
+        return mma_groups_ok(s, g->kblock_max);
     /* the portable and the MFMA path (attn_fwd_mfma.h: a scale per key
      * staged with the key block, one per row held by its lane) */
     return qk_group_ok(&s->q) && qk_group_ok(&s->k) && v_group_ok(&s->v);

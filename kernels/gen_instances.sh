@@ -230,35 +230,39 @@ $(attn_entry)
 #endif
 "
 done
-# the NVIDIA warpgroup-MMA path (attn_fwd_wgmma.h): the same scheme as the
-# int8 mma.sync instances (d 64, 128), on sm_90 in a build for sm_90a
-# (QATTN_KERNELS_WITH_WGMMA); compiled with the mma.sync instances
+# the NVIDIA warpgroup-MMA path (attn_fwd_wgmma.h): the int8 mma.sync
+# instances' scheme (d 64, 128) with key blocks of 128 keys (sage2-8b-sm90)
+# and of 64 (sage2-8b: thread:64/8/2 K scales, fp22+fp32:64), on sm_90 in a
+# build for sm_90a (QATTN_KERNELS_WITH_WGMMA); compiled with the mma.sync
+# instances
 for d in $head_dims; do
-    case " $head_dims " in *" $d "*) ;; *) continue ;; esac
-    name="attn_fwd_wgmma_d${d}_qk_int8_pv_e4m3_acc_fp22"
-    fn="qattn_kernels_launch_${name}"
-    {
-        banner "Attention forward (quantized), NVIDIA wgmma path: d=${d}, Q/K int8, P/V e4m3, fp22+fp32:128."
-        echo '#include "../attn_fwd_wgmma.h"'
-        echo
-        echo "QATTN_ATTN_FWD_WGMMA_INSTANCE(${d}, ${fn})"
-    } >"$out/${name}.hip"
-    if [ "$d" = 64 ]; then
-        cmake_mma_64="${cmake_mma_64} ${name}.hip"
-    else
-        cmake_mma_128="${cmake_mma_128} ${name}.hip"
-    fi
-    decls="${decls}#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D${d}
+    for kb in 128 64; do
+        case $kb in 128) tag="" ;; *) tag="_kb${kb}" ;; esac
+        name="attn_fwd_wgmma_d${d}${tag}_qk_int8_pv_e4m3_acc_fp22"
+        fn="qattn_kernels_launch_${name}"
+        {
+            banner "Attention forward (quantized), NVIDIA wgmma path: d=${d}, key blocks of ${kb}, Q/K int8, P/V e4m3, fp22+fp32:${kb}."
+            echo '#include "../attn_fwd_wgmma.h"'
+            echo
+            echo "QATTN_ATTN_FWD_WGMMA_INSTANCE(${d}, ${kb}, ${fn})"
+        } >"$out/${name}.hip"
+        if [ "$d" = 64 ]; then
+            cmake_mma_64="${cmake_mma_64} ${name}.hip"
+        else
+            cmake_mma_128="${cmake_mma_128} ${name}.hip"
+        fi
+        decls="${decls}#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D${d}
 int ${fn}(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 "
-    qk=int8 path=WGMMA pv=e4m3 acc_e=QATTN_ACC_FP22 two=1 pstatic=3 smooth="QATTN_SMOOTH_K | QATTN_SMOOTH_V"
-    kblock=128 groups="q: any token pattern, no ,ch:; k: thread:128/8/2 exactly; kblock=128 and acc=fp22+fp32:128 exactly"
-    vgroups="tensor or channel (,ch:C)" arch='"sm_90a"' vlayout=QATTN_KERNELS_LAYOUT_TRANSPOSED ccmin=90 ccmax=90
-    entries="${entries}#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D${d}
+        qk=int8 path=WGMMA pv=e4m3 acc_e=QATTN_ACC_FP22 two=1 pstatic=3 smooth="QATTN_SMOOTH_K | QATTN_SMOOTH_V"
+        kblock=$kb groups="q: any token pattern, no ,ch:; k: thread:${kb}/8/2 exactly; kblock=${kb} and acc=fp22+fp32:${kb} exactly"
+        vgroups="tensor or channel (,ch:C)" arch='"sm_90a"' vlayout=QATTN_KERNELS_LAYOUT_TRANSPOSED ccmin=90 ccmax=90
+        entries="${entries}#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D${d}
 $(attn_entry)
 #endif
 "
+    done
 done
 ccmin=0 ccmax=0
 

@@ -64,7 +64,7 @@ run_sanitize() {
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     local n=0 bad=0
     for tool in memcheck racecheck; do
-        for inst in attn_fwd_wgmma_d128 attn_fwd_wgmma_d64 attn_fwd_mma_d128 attn_fwd_mma_d64 \
+        for inst in attn_fwd_wgmma_d128_qk attn_fwd_wgmma_d64_qk attn_fwd_wgmma_d128_kb64 attn_fwd_wgmma_d64_kb64 attn_fwd_mma_d128 attn_fwd_mma_d64 \
             attn_fwd_portable_d128_qk_int8_pv_e4m3_acc_fp22 attn_fwd_portable_d64_qk_int4_pv_fp16_acc_fp16 \
             quant_fast_in_fp16 quant_portable_in_fp32; do
             san "$tool" "$inst" qattn gpu-check --quick --instance "$inst"

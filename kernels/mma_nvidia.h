@@ -377,6 +377,24 @@ static __device__ __forceinline__ void qattn_wgmma_m64n128k32_s8(int *d, uint64_
 #endif
 }
 
+/* d[32] (s32) (+)= A (s8, 64 x 32, descriptor) * B (s8, 32 x 64, descriptor),
+ * both K-major: Q.K of 64 keys */
+static __device__ __forceinline__ void qattn_wgmma_m64n64k32_s8(int *d, uint64_t da, uint64_t db, int accumulate)
+{
+#if QATTN_WGMMA
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p;\n}\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+                   "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+                   "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+                   "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
+                 : "l"(da), "l"(db), "r"(accumulate));
+#else
+    (void)d, (void)da, (void)db, (void)accumulate;
+#endif
+}
+
 /* d[64] (f32) (+)= A (e4m3, 64 x 32, registers a[4]: the m16n8k32 A layout per
  * warp) * B (e4m3, 32 x 128, descriptor, K-major); the tensor core keeps
  * about 22 bits of the sum (acc=fp22) */

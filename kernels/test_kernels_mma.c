@@ -519,18 +519,40 @@ int main(int argc, char **argv)
         run_plan_case(128, 4, 1, 1000, "causal");
         run_plan_case(64, 2, 2, 700, "none");
     }
-    /* sage2-8b (kblock=64) is not the mma instance's scheme: the portable one runs it */
+    /* sage2-8b (kblock=64, K thread:64/8/2, fp22+fp32:64) is not the mma.sync
+     * instances' scheme: the wgmma kb64 instance runs it where one can (sm_90
+     * and a build for sm_90a), else the portable one; with kblock=32 only the
+     * portable one */
     {
-        qattn_scheme s;
         qattn_kernels_problem pb;
         memset(&pb, 0, sizeof pb);
         pb.nseq = pb.hq = pb.hkv = 1;
         pb.d = 128;
         pb.seqlen_q = pb.seqlen_k = 256;
         pb.in = QATTN_FMT_FP16;
-        const qattn_kernels_sig *sig = NULL;
-        int rc = qattn_scheme_parse("sage2-8b", &s, &err) || qattn_kernels_find(&s, &pb, &sig, NULL, &err);
-        CHECK(rc == 0 && sig->path == QATTN_KERNELS_PATH_PORTABLE, "sage2-8b should fall back to the portable path");
+        int wgmma = 0; /* a wgmma kb64 instance is built and this GPU runs it */
+        for (size_t i = 0; i < qattn_kernels_count(); i++) {
+            const qattn_kernels_sig *g = qattn_kernels_get(i);
+            wgmma |= g->path == QATTN_KERNELS_PATH_WGMMA && g->kblock_max == 64 && g->head_dim == 128;
+        }
+        const char *sync = getenv("QATTN_MMA_SYNC"); /* the dispatcher's override drops wgmma */
+        wgmma = wgmma && qattn_kernels_dev_cc() == 90 && !(sync && sync[0] == '1');
+        const struct {
+            const char *spec;
+            int path;
+        } fb[] = {
+            {"sage2-8b", wgmma ? QATTN_KERNELS_PATH_WGMMA : QATTN_KERNELS_PATH_PORTABLE},
+            {"q=int8@thread:32/8/1 k=int8@thread:32/8/2 p=e4m3@static v=e4m3@channel smooth=k acc=fp22+fp32:32 "
+             "kblock=32 out=bf16",
+             QATTN_KERNELS_PATH_PORTABLE},
+        };
+        for (size_t i = 0; i < sizeof fb / sizeof fb[0]; i++) {
+            qattn_scheme s;
+            const qattn_kernels_sig *sig = NULL;
+            int rc = qattn_scheme_parse(fb[i].spec, &s, &err) || qattn_kernels_find(&s, &pb, &sig, NULL, &err);
+            CHECK(rc == 0 && (int)sig->path == fb[i].path, "%s: path %s, expected %s", fb[i].spec,
+                  rc == 0 ? qattn_kernels_path_name(sig->path) : "none", qattn_kernels_path_name(fb[i].path));
+        }
     }
     return check_done();
 }
