@@ -483,8 +483,47 @@ static const qattn_study_rec entropy = {
     .figure_in = "entropy/pv.csv",
 };
 
+/* -------------------------------------------------------------- kvcache */
+
+static const char *const kv_k[] = {"fp16",       "int8-token", "int8-channel", "int8-block", "int4-token",
+                                   "int4-channel", "int4-block", "e4m3-token",  "e4m3-channel", "e4m3-block",
+                                   NULL};
+static const char *const kv_v[] = {"fp16", "int8", "int4", "e4m3", NULL};
+
+static const qattn_column kvcache_columns[] = {
+    {"n", "heads", QATTN_COL_INT, "N", NULL, NULL},
+    {"one_minus_cos_mean", "$1-\\cos$ [95\\% interval]", QATTN_COL_G3, "OneMinusCos", "one_minus_cos_ci_lo",
+     "one_minus_cos_ci_hi"},
+    {"one_minus_cos_worst_head", "worst head", QATTN_COL_G3, "OneMinusCosWorstHead", NULL, NULL},
+    {"rel_l1_mean", "rel-L1 [95\\% interval]", QATTN_COL_G3, "RelLOne", "rel_l1_ci_lo", "rel_l1_ci_hi"},
+    {NULL, NULL, 0, NULL, NULL, NULL}};
+
+static const qattn_study_rec kvcache = {
+    .name = "kvcache",
+    .summary = "study: quantized KV caches in decode, K per token vs per channel (KIVI), V per token",
+    .nf = 3,
+    .factor = {{"k_cache", kv_k, "K cache", "K", NULL, NULL},
+               {"smooth", smooth2, "smooth", "Smooth", NULL, NULL},
+               {"v_cache", kv_v, "V cache", "V", NULL, NULL}},
+    .run = qattn_cmd_kvcache,
+    .threads = 1,
+    .table_name = "kvcache",
+    .input = "kvcache/summary.csv",
+    .abbrev = "kv",
+    .title = "Quantized KV caches in decode",
+    .note = "Every query row attends to the cache of the tokens before it (every 16th row and the last of "
+            "each sequence); Q and P in fp32. K cache: format and scale group, per token or per channel over "
+            "groups of 32 tokens (the newest unfilled group kept in fp32, as KIVI's residual); smooth $k$: K "
+            "minus its channel mean over the sequence. $1-\\cos$ and rel-L1 against float64 attention of the "
+            "unquantized cache, mean over heads with the 95\\% bootstrap interval.",
+    .table = qattn_paper_columns_table,
+    .columns = kvcache_columns,
+    .figure = "kvcache",
+    .figure_in = "kvcache/summary.csv",
+};
+
 /* ---------------------------------------------------------------------- */
 
 /* in run order: a study runs after those whose outputs it reads */
 const qattn_study_rec *const qattn_studies[] = {&granularity, &smoothing,    &pv,      &accumulator, &kbias,
-                                                &outliers,    &pareto_cells, &entropy, NULL};
+                                                &outliers,    &pareto_cells, &entropy, &kvcache, NULL};

@@ -20,7 +20,7 @@ hasnt() { if grep -qF -- "$2" "$1" 2>/dev/null; then bad "$1 has: $2"; else ok; 
 TABLES="$("$qattn" studies --tsv | awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
                                        $c["table"] != "-" { sub(/\.tex$/, "", $c["table"]); printf "%s ", $c["table"] }')tab_models"
 R=$dir/results
-mkdir -p "$R"/{granularity,smoothing,pv,accumulator,kbias,outliers,pareto,entropy}
+mkdir -p "$R"/{granularity,smoothing,pv,accumulator,kbias,outliers,pareto,entropy,kvcache}
 SUMCOLS="n,cos_mean,cos_ci_lo,cos_ci_hi,cos_worst_head,cos_worst_layer,worst_layer,rel_l1_mean,rel_l1_ci_lo,rel_l1_ci_hi,rel_l1_worst_layer,rmse_mean,rmse_ci_lo,rmse_ci_hi,spec"
 MODELS="qattn-alpha qattn_beta"
 
@@ -99,6 +99,12 @@ write_fakes() {
       echo "qattn-alpha,int4,96,0.4414,-0.000214,-0.000268,-0.000161,0.811,0.640,0.899,0.46,1,95"
       echo "qattn_beta,int8,96,0.5197,0.00021,nan,-0.000161,-0.898,-0.96,-0.76,0.0,60,36"
     } >"$R/entropy/summary.csv"
+    { echo "model,label,k_cache,smooth,v_cache,n,cos_mean,cos_ci_lo,cos_ci_hi,cos_worst_head,one_minus_cos_mean,one_minus_cos_ci_lo,one_minus_cos_ci_hi,one_minus_cos_worst_head,rel_l1_mean,rel_l1_ci_lo,rel_l1_ci_hi,rel_l1_worst_head,k_spec,v_spec"
+      echo 'qattn-alpha,fp16/none/fp16,fp16,none,fp16,32,1,1,1,1,2.4e-14,1.9e-14,3e-14,3e-14,1.9e-07,1.8e-07,2e-07,2.1e-07,"fp16","fp16"'
+      echo 'qattn-alpha,int4-token/none/fp16,int4-token,none,fp16,32,0.9867,0.9843,0.9895,0.9726,0.01327,0.01052,0.01569,0.0274,0.1373,0.13,0.145,0.2,"int4@token","fp16"'
+      echo 'qattn-alpha,int4-channel/k/fp16,int4-channel,k,fp16,32,0.99774,0.99698,0.99831,0.98827,0.002261,0.001692,0.003018,0.01173,0.04951,0.045,0.054,0.09,"int4@block:32,ch:1","fp16"'
+      echo 'qattn_beta,int8-channel/none/int8,int8-channel,none,int8,32,0.99998,0.99997,0.99999,0.99995,2.32e-05,2.19e-05,2.45e-05,5e-05,0.006932,0.0065,0.0073,0.009,"int8@block:32,ch:1","int8@token"'
+    } >"$R/kvcache/summary.csv"
     { echo "model,file,layers,heads,kv_heads,tokens,head_dim,eval_loss,vocab_size,source,text_source,license"
       echo 'qattn_beta,data/beta.h5,3,8,2,4096,64,2.5312,32000,"trained here, 100% from scratch",TinyStories,CC-BY 4.0'
       echo 'qattn-alpha,data/alpha.h5,3,8,2,4096,128,3.01,32000,trained here,wikitext,MIT'

@@ -16,7 +16,8 @@
 #   - kbias: labelled as augmented data; its r=0 cells are the granularity
 #     per-block cells, bit for bit; smooth=k is constant in r while no
 #     smoothing degrades with r on data with a planted K bias;
-#   - outliers, models, compare, pareto, entropy: headers, counts, values;
+#   - outliers, models, compare, pareto, entropy, kvcache: headers, counts,
+#     values (kvcache: groups that never close equal the fp16 cache);
 #   - the study records (qattn studies --tsv) give the studies, their
 #     factors and values, grid sizes and the claims' studies; studies --run
 #     runs every study as its own command would;
@@ -572,6 +573,64 @@ expect_err "entropy: missing --data file" "nope.h5" "$S/bad-ent" \
     "$Q" entropy --data "$S/nope.h5" --out "$S/bad-ent" --pv "$PVC"
 expect_err "entropy: --heads out of range" "$A" "$S/bad-ent" \
     "$Q" entropy --data "$A" --out "$S/bad-ent" --pv "$PVC" --heads 9
+
+# --------------------------------------------------------------- kvcache
+# 25 cells; rows sampled every 16th of each sequence and its last row:
+# 15,31,47,63 of 64 and 15,...,95 of 96 = 10 rows a layer
+D=$R/kvcache
+KVCELLS=25
+if run_ok "kvcache on two models" "$Q" kvcache --data "$A" --data "$B" --out "$D" "${BOOT[@]}" --threads 2; then
+    check "kvcache: cells.csv header" header_is "$D/cells.csv" \
+        "model,layer,head,label,k_cache,smooth,v_cache,rows,cos,rel_l1,rmse,max_abs,row_cos_min,k_spec,v_spec"
+    check "kvcache: summary.csv header" header_is "$D/summary.csv" \
+        "model,label,k_cache,smooth,v_cache,n,cos_mean,cos_ci_lo,cos_ci_hi,cos_worst_head,one_minus_cos_mean,one_minus_cos_ci_lo,one_minus_cos_ci_hi,one_minus_cos_worst_head,rel_l1_mean,rel_l1_ci_lo,rel_l1_ci_hi,rel_l1_worst_head,k_spec,v_spec"
+    check "kvcache: a row per model x layer x head x cell" \
+        [ "$(nrows "$D/cells.csv")" -eq $((KVCELLS * LAYERS * HEADS * NM)) ]
+    check "kvcache: summary a row per model x cell" [ "$(nrows "$D/summary.csv")" -eq $((KVCELLS * NM)) ]
+    awk_quiet "kvcache: label, levels of the record, specs, 10 rows, metrics in range, fp16 exact, int8 close" '
+        { k = $(c[1,"k_cache"]); sm = $(c[1,"smooth"]); v = $(c[1,"v_cache"])
+          if ($(c[1,"label"]) != k "/" sm "/" v) print "label " $0
+          if (index("|" KL "|", "|" k "|") == 0 || index("|" VL "|", "|" v "|") == 0 || (sm != "none" && sm != "k")) print "level " $0
+          f = substr(k, 1, 4); g = substr(k, 6)
+          ks = k == "fp16" ? "fp16" : f "@" (g == "token" ? "token" : g == "channel" ? "block:32,ch:1" : "block:32")
+          sp = $(c[1,"k_spec"]); gsub(/;/, ",", sp) # unquote turns the comma inside a field into ;
+          if (sp != ks || $(c[1,"v_spec"]) != (v == "fp16" ? "fp16" : v "@token")) print "spec " $0
+          if ($(c[1,"rows"]) != 10) print "rows " $0
+          x = $(c[1,"cos"]); l = $(c[1,"rel_l1"])
+          if (!isnum(x) || x < -1 || x > 1 + 1e-9 || !isnum(l) || l < 0) print "metric " $0
+          if (k == "fp16" && v == "fp16" && (x < 0.999999 || l > 1e-5)) print "fp16 " $0
+          if (k ~ /^(int8|fp16)/ && v ~ /^(int8|fp16)/ && x < 0.999) print "int8 " $0
+          n[$(c[1,"model"]), $(c[1,"label"])]++ }
+        END { for (i in n) if (n[i] != H * L) print "heads of " i ": " n[i] }' \
+        -v KL="$(tsv_col kvcache levels | sed 's/^k_cache=//; s/;.*//')" -v VL="fp16|int8|int4|e4m3" \
+        -v H=$HEADS -v L=$LAYERS "$D/cells.csv"
+    awk_quiet "kvcache: summary means and worst heads from the cells, in their intervals" '
+        fi == 1 { k = $(c[1,"model"]) SUBSEP $(c[1,"label"]); n[k]++; s[k] += $(c[1,"cos"]); l[k] += $(c[1,"rel_l1"])
+                  if (!(k in w) || $(c[1,"cos"]) < w[k]) w[k] = $(c[1,"cos"]) }
+        fi == 2 { k = $(c[2,"model"]) SUBSEP $(c[2,"label"]); m = $(c[2,"cos_mean"])
+                  if ($(c[2,"n"]) != n[k] || !near(m, s[k] / n[k], 1e-9) || !near($(c[2,"rel_l1_mean"]), l[k] / n[k], 1e-9)) print "mean " $0
+                  if (!near($(c[2,"cos_worst_head"]), w[k], 1e-9) || !near($(c[2,"one_minus_cos_mean"]), 1 - m, 1e-9) ||
+                      !near($(c[2,"one_minus_cos_worst_head"]), 1 - w[k], 1e-9)) print "worst " $0
+                  if (!($(c[2,"cos_ci_lo"]) <= m + 1e-12 && m <= $(c[2,"cos_ci_hi"]) + 1e-12)) print "interval " $0 }' \
+        "$D/cells.csv" "$D/summary.csv"
+    check "kvcache: studies --run ran it, the same cells" cmp -s "$S/all/kvcache/cells.csv" "$D/cells.csv"
+fi
+# groups longer than any sequence never close: the per-channel and
+# per-block K caches hold the fp32 residual only, which is the fp16 data
+if run_ok "kvcache: --group 128 --stride 1" "$Q" kvcache --data "$A" --out "$S/kv-g128" --group 128 --stride 1 --boot 0 --layers 1; then
+    awk_quiet "kvcache: --group 128: open groups equal the fp16 cache; every row sampled" '
+        { if ($(c[1,"rows"]) != 160) print "rows " $0
+          h = $(c[1,"head"]); lb = $(c[1,"label"])
+          if (lb == "fp16/none/fp16") { base[h] = $(c[1,"cos"]) SUBSEP $(c[1,"rel_l1"]) }
+          if (lb ~ /^(int8|int4|e4m3)-(channel|block)\/none\/fp16$/) { got[h, lb] = $(c[1,"cos"]) SUBSEP $(c[1,"rel_l1"]); ng++ } }
+        END { for (i in got) { split(i, p, SUBSEP); if (got[i] != base[p[1]]) print "differs " p[2] " head " p[1] }
+              if (ng != 6 * 4) print ng " cells" }' "$S/kv-g128/cells.csv"
+fi
+expect_err "kvcache: no --out" "--out" "" "$Q" kvcache --data "$A"
+expect_err "kvcache: --stride 0" "--stride" "$S/bad-kv" "$Q" kvcache --data "$A" --out "$S/bad-kv" --stride 0
+expect_err "kvcache: --group 0" "--group" "$S/bad-kv" "$Q" kvcache --data "$A" --out "$S/bad-kv" --group 0
+expect_err "kvcache: missing --data file" "nope.h5" "$S/bad-kv" "$Q" kvcache --data "$S/nope.h5" --out "$S/bad-kv"
+expect_err "kvcache: --heads out of range" "$A" "$S/bad-kv" "$Q" kvcache --data "$A" --out "$S/bad-kv" --heads 9
 
 # ------------------------------------------------------------ bad inputs
 for st in $STUDIES; do
