@@ -409,6 +409,13 @@ int qattn_kernels_find(const qattn_scheme *s, const qattn_kernels_problem *pbin,
         c.s[c.n++] = &qattn_kernels_table[i];
     if ((rc = narrow(&c, k_attn, o_attn, s, pb, "attention forward (no instance was built)", err)))
         return rc;
+    /* paths asked for explicitly: those first, so that the message names
+     * what those paths cannot do (e.g. `qattn kernels --plan`'s fast paths) */
+    if (pbin->paths) {
+        snprintf(what, sizeof what, "the paths asked for on this device (sm_%d)", pb->cc);
+        if ((rc = narrow(&c, k_device, o_device, s, pb, what, err)))
+            return rc;
+    }
     snprintf(what, sizeof what, "head dim %d", pb->d);
     if ((rc = narrow(&c, k_dim, o_dim, s, pb, what, err)))
         return rc;
@@ -432,9 +439,15 @@ int qattn_kernels_find(const qattn_scheme *s, const qattn_kernels_problem *pbin,
         snprintf(what, sizeof what, "%s=%s@%s (Q/K scales split along channels)", qk_group_ok(&s->q) ? "k" : "q",
                  qattn_fmt_name(qk_group_ok(&s->q) ? s->k.fmt : s->q.fmt),
                  qattn_group_format(qk_group_ok(&s->q) ? &s->k.group : &s->q.group, grp, sizeof grp));
-    else
+    else if (!v_group_ok(&s->v))
         snprintf(what, sizeof what, "v=%s@%s (V scales that vary along tokens)", qattn_fmt_name(s->v.fmt),
                  qattn_group_format(&s->v.group, grp, sizeof grp));
+    else {
+        char grp2[64];
+        snprintf(what, sizeof what, "the scale groups q=%s@%s k=%s@%s", qattn_fmt_name(s->q.fmt),
+                 qattn_group_format(&s->q.group, grp, sizeof grp), qattn_fmt_name(s->k.fmt),
+                 qattn_group_format(&s->k.group, grp2, sizeof grp2));
+    }
     if ((rc = narrow(&c, k_groups, o_groups, s, pb, what, err)))
         return rc;
     snprintf(what, sizeof what, "smoothing %s%s%s", s->smooth & QATTN_SMOOTH_Q ? "q" : "",
@@ -799,4 +812,16 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
     p->acc_chunk = s->acc_chunk;
     p->smooth = s->smooth;
     return QATTN_OK;
+}
+
+const char *qattn_kernels_hw_limit(const qattn_scheme *s, int cc)
+{
+    const int fp8_pv = s->p == QATTN_FMT_E4M3 || s->p == QATTN_FMT_E5M2;
+    if ((cc == 89 || cc == 90) && fp8_pv && s->acc == QATTN_ACC_FP32)
+        return "acc=fp32 with fp8 P.V: the fp8 tensor-core MMA of sm_89 / sm_90 keeps about 22 bits of its sum "
+               "(fp22), so only the portable path accumulates in fp32 exactly";
+    if (cc == 90 && (s->q.fmt == QATTN_FMT_INT4 || s->k.fmt == QATTN_FMT_INT4))
+        return "int4 Q.K: sm_90 has no int4 tensor-core MMA (ptxas emulates mma.s4); int4 codes are int8 values, "
+               "so a Hopper kernel unpacks them to int8 (exact)";
+    return NULL;
 }
