@@ -2,10 +2,10 @@
  * hip_port.h). An operand runs as its params' route says (or as the
  * dispatcher would choose when the route is left at auto): the streamed
  * kernel (quant_stream.h), the statistics and combine kernels followed by
- * the lean or the tiled encode kernel (quant_fast.h), or the portable
- * kernels (quant_portable.h); K and V at once in one grid, side by side on
- * two streams, or one after the other. QATTN_QUANT_FAST_INSTANCE defines an
- * instance. */
+ * the lean or the tiled encode kernel (quant_fast.h: quant_stats.h,
+ * quant_lean.h, quant_tiled.h), or the portable kernels (quant_portable.h);
+ * K and V at once in one grid, side by side on two streams, or one after
+ * the other. QATTN_QUANT_FAST_INSTANCE defines an instance. */
 #ifndef QATTN_KERNELS_QUANT_LAUNCH_H
 #define QATTN_KERNELS_QUANT_LAUNCH_H
 

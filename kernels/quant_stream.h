@@ -38,8 +38,15 @@
  * codes are stored with the streaming hint (qattn_port_st_stream): they are
  * not read again, and the slices waiting for their second read stay in L2.
  *
- * Codes without a division: qattn_qs_code8 (quant_fast.h; the lean kernel
+ * Codes without a division: qattn_qs_code8 (quant_codes.h; the lean kernel
  * takes them too).
+ *
+ * The body (qattn_qs_body) runs named stages: the ring (qattn_qs_ring_init,
+ * _produce, _take); phase 1 (qattn_qs_phase1: qattn_qs_stats_tile,
+ * _stats_reduce, _stats_partials, qattn_qs_group_wait, qattn_qs_combine,
+ * qattn_qs_group_reset, qattn_qs_channel_scales); phase 2
+ * (qattn_qs_codes_tile: qattn_qs_tile_scales, then qattn_qs_put_codes or
+ * qattn_qs_put_vt).
  *
  * K and V can share one grid (qattn_qs_kv_kernel, launched by
  * quant_launch.h's launch_quant_kv): K's grid on the first blocks, V's on the
@@ -146,12 +153,6 @@ static __device__ __forceinline__ void qattn_qs_vt_flush32(const uint4 *stage, u
     }
 }
 
-/* a compile-time flag as an argument (qattn_qs_kernel's tile2) */
-template <bool B>
-struct qattn_qs_bool {
-    static constexpr bool value = B;
-};
-
 /* f(r) for the thread's rows r < nv (of 8): unrolled, with no branch
  * between the rows, for whole tiles (nv = 8); a loop for the tail */
 template <typename F>
@@ -167,11 +168,18 @@ static __device__ __forceinline__ void qattn_qs_rows(int nv, F f)
     }
 }
 
+/* the thread's rows (of 8) from token `row` on that lie among a sequence's n tokens */
+static __device__ __forceinline__ int qattn_qs_nv(int64_t n, int64_t row)
+{
+    const int64_t left = n - row;
+    return left < 0 ? 0 : left > 8 ? 8 : (int)left;
+}
+
 /* one unit (head, sequence) as the producer and the consumer see it */
 typedef struct qattn_qs_unit {
     int u, h, b;        /* unit u = h * nseq + b */
     int64_t t0, n, toff; /* qattn_quant_seq */
-    int nt1, nt2;       /* tiles of phase 1 (the sequence's n tokens) and phase 2 (see qattn_qs_range) */
+    int nt1, nt2;       /* tiles of phase 1 (the sequence's n tokens) and phase 2 (qattn_qs_unit_of) */
 } qattn_qs_unit;
 
 static __device__ __forceinline__ void qattn_qs_unit_of(const qattn_kernels_quant_params &p, int u, qattn_qs_unit &un)
@@ -198,94 +206,619 @@ static __device__ __forceinline__ void qattn_qs_slice(const qattn_qs_args &a, in
     t = t < t1 ? t : t1;
 }
 
+/* ---- the stages of qattn_qs_body. They fill their results through
+ * references (a struct returned by value, or the shared-memory base passed
+ * in, changes the kernels' PTX) ---- */
+
+/* a thread's place: lane (k, c) of warp w holds channels 8c .. 8c + 7 of tile rows r0 .. r0 + 7 */
+typedef struct qattn_qs_thread {
+    int tid, lane, w, c, k, r0;
+    int rank, g; /* the block: slice `rank` of group g */
+} qattn_qs_thread;
+
+template <int LC>
+static __device__ __forceinline__ void qattn_qs_thread_of(const qattn_qs_args &a, int bid, qattn_qs_thread &th)
+{
+    enum { L = 1 << LC, WR = 8 * (32 >> LC) /* rows of a warp */ };
+    th.tid = (int)threadIdx.x;
+    th.lane = th.tid & 31;
+    th.w = th.tid >> 5;
+    th.c = th.lane & (L - 1);
+    th.k = th.lane >> LC;
+    th.r0 = th.w * WR + 8 * th.k;
+    th.rank = (int)((unsigned)bid % (unsigned)a.nrank);
+    th.g = (int)((unsigned)bid / (unsigned)a.nrank);
+}
+
+/* the block's dynamic shared memory, laid out as qattn_qs_smem_s says */
+typedef struct qattn_qs_shared {
+    unsigned char *ring;   /* [S][TT][D] 16-bit input rows */
+    unsigned char *tstage; /* TR: [D][TT] codes */
+    double *red;           /* statistics, smoothing: [NW][D] sums (at tstage) */
+    float *redmn, *redmx;  /* statistics, uniform groups: [NW][D] minima, maxima */
+    float *cmean;          /* smoothing: [D] channel means */
+    float *cscale;         /* uniform groups: [D] scales of the channel groups */
+    unsigned *cmax;        /* [D] amax bits of the channel groups */
+    unsigned *gmax;        /* token-local groups: [3][TT] amax bits of the token groups */
+    float4 *wsc;           /* token-local groups: [NW][WR] scale, lo, hi of each row's group */
+} qattn_qs_shared;
+
+template <int SM, int UNI, int TR, int LC>
+static __device__ __forceinline__ void qattn_qs_shared_of(qattn_qs_shared &sh)
+{
+    enum {
+        NW = (16 << LC) / 32, D = 8 << LC, TT = QATTN_QS_TT, SMT = SM == QATTN_KERNELS_SMOOTH_TOKENS,
+        S = qattn_qs_stages(D, TR, SMT, UNI)
+    };
+    QATTN_DYNAMIC_SHARED(uint4, qs_smem);
+    sh.ring = (unsigned char *)qs_smem;
+    sh.tstage = sh.ring + (size_t)S * TT * D * 2;
+    sh.red = (double *)sh.tstage;
+    sh.redmn = (float *)(sh.red + (SM ? NW * D : 0));
+    sh.redmx = sh.redmn + NW * D;
+    sh.cmean = (float *)(sh.tstage + qattn_qs_smem_mid(D, TR, SMT, UNI));
+    sh.cscale = TR ? (float *)(sh.tstage + qattn_qs_smem_red(D, SMT, UNI)) : sh.cmean + (SMT ? D : 0);
+    sh.cmax = (unsigned *)(sh.cscale + D);
+    sh.gmax = sh.cmax + D;
+    sh.wsc = (float4 *)(sh.gmax + 3 * TT);
+}
+
+/* The ring of S tiles: its producer copies the thread's 8 rows of the next
+ * tile of the block's work (the phase 1 and 2 slices of its units in turn)
+ * S - 1 tiles ahead of its consumer. The field order is not arbitrary:
+ * with it the kernels' PTX is the uncut body's up to register numbers. */
+typedef struct qattn_qs_ring {
+    int t1, t;            /* the producer's tiles [t, t1) of its slice left */
+    qattn_qs_unit un;     /* its unit (un.u = units: no tiles left) */
+    int ph;               /* its phase (1, 2) */
+    const uint16_t *x;    /* the unit's row r0 of tile 0, the thread's channels */
+    int issued, consumed; /* tiles copied, tiles read (a tile's stage: its number % S) */
+} qattn_qs_ring;
+
+/* the thread's first row and channel of unit un in p.x */
+static __device__ __forceinline__ const uint16_t *qattn_qs_unit_x(const qattn_kernels_quant_params &p,
+                                                                 const qattn_qs_unit &un, const qattn_qs_thread &th)
+{
+    return qattn_qf_seq_x(p, un.b, un.t0, un.h) + (int64_t)th.r0 * p.x_stride_tok + th.c * 8;
+}
+
+/* the producer at the next non-empty slice from its (unit, phase) on */
+template <int STATS>
+static __device__ __forceinline__ void qattn_qs_ring_next(qattn_qs_ring &rg, const qattn_kernels_quant_params &p,
+                                                          const qattn_qs_args &a, const qattn_qs_thread &th,
+                                                          int units)
+{
+    while (rg.un.u < units) {
+        if (rg.t < rg.t1)
+            return;
+        if (rg.ph == 1) {
+            rg.ph = 2;
+        } else {
+            if (rg.un.u + a.ngroup >= units) {
+                rg.un.u = units;
+                return;
+            }
+            qattn_qs_unit_of(p, rg.un.u + a.ngroup, rg.un);
+            rg.x = qattn_qs_unit_x(p, rg.un, th);
+            rg.ph = STATS ? 1 : 2;
+        }
+        qattn_qs_slice(a, th.rank, rg.ph == 1 ? rg.un.nt1 : rg.un.nt2, rg.t, rg.t1);
+    }
+}
+
+/* the producer's next tile, if any, into its stage of ring ([S][TT][D] rows; 16-byte async copies), then a commit */
+template <int STATS, int S, int LC>
+static __device__ __forceinline__ void qattn_qs_ring_produce(qattn_qs_ring &rg, unsigned char *ring,
+                                                             const qattn_kernels_quant_params &p,
+                                                             const qattn_qs_args &a, const qattn_qs_thread &th,
+                                                             int units)
+{
+    enum { D = 8 << LC, TT = QATTN_QS_TT };
+    if (rg.un.u < units) {
+        const int nv = qattn_qs_nv(rg.un.n, (int64_t)rg.t * TT + th.r0);
+        const uint16_t *x = rg.x + (int64_t)rg.t * TT * p.x_stride_tok;
+        unsigned char *dst = ring + ((size_t)(rg.issued % S) * TT + th.r0) * D * 2 + th.c * 16;
+        qattn_qs_rows(nv, [&](int j) { qattn_port_cp16(dst + j * D * 2, x + j * p.x_stride_tok); });
+        rg.issued++;
+        rg.t++;
+        qattn_qs_ring_next<STATS>(rg, p, a, th, units);
+    }
+    qattn_port_cp_commit();
+}
+
+/* the ring of the block's units g, g + ngroup, ...: the producer at its first slice, S - 1 tiles issued */
+template <int STATS, int S, int LC>
+static __device__ __forceinline__ void qattn_qs_ring_init(qattn_qs_ring &rg, unsigned char *ring,
+                                                          const qattn_kernels_quant_params &p, const qattn_qs_args &a,
+                                                          const qattn_qs_thread &th, int units)
+{
+    rg.ph = STATS ? 1 : 2;
+    qattn_qs_unit_of(p, th.g, rg.un);
+    rg.x = qattn_qs_unit_x(p, rg.un, th);
+    qattn_qs_slice(a, th.rank, rg.ph == 1 ? rg.un.nt1 : rg.un.nt2, rg.t, rg.t1);
+    qattn_qs_ring_next<STATS>(rg, p, a, th, units);
+    for (int i = 0; i < S - 1; i++) /* tiles 0 .. S - 2; each tile t read issues tile t + S - 1 first */
+        qattn_qs_ring_produce<STATS, S, LC>(rg, ring, p, a, th, units);
+}
+
+/* the consumer's next tile: tile + S - 1 issued (into the stage read last), this tile's copies waited for; the
+ * thread's rows of it ([8][D / 8] uint4 apart), channels 8c .. 8c + 7 (the caller counts it consumed when done) */
+template <int STATS, int S, int LC>
+static __device__ __forceinline__ const uint4 *qattn_qs_ring_take(qattn_qs_ring &rg, unsigned char *ring,
+                                                                 const qattn_kernels_quant_params &p,
+                                                                 const qattn_qs_args &a, const qattn_qs_thread &th,
+                                                                 int units)
+{
+    enum { D = 8 << LC, TT = QATTN_QS_TT };
+    qattn_qs_ring_produce<STATS, S, LC>(rg, ring, p, a, th, units);
+    qattn_port_cp_wait(S - 1);
+    return (const uint4 *)(ring + ((size_t)(rg.consumed % S) * TT + th.r0) * D * 2 + th.c * 16);
+}
+
+/* phase 1, one tile: the thread's nv rows into its channels' sums s, minima mn and maxima mx, or magnitudes m16 */
+template <int IN, int SM, int UNI, int LC>
+static __device__ __forceinline__ void qattn_qs_stats_tile(const uint4 *src, int nv, double (&s)[8], float (&mn)[8],
+                                                           float (&mx)[8], unsigned (&m16)[4])
+{
+    enum { D = 8 << LC };
+    auto row = [&](int r) {
+        const uint4 v = src[r * D / 8];
+        if (UNI && !SM) { /* the largest 16-bit magnitudes, two channels a word: the channel amax exactly */
+            m16[0] = qattn_port_vmaxu2(m16[0], v.x & 0x7fff7fffu);
+            m16[1] = qattn_port_vmaxu2(m16[1], v.y & 0x7fff7fffu);
+            m16[2] = qattn_port_vmaxu2(m16[2], v.z & 0x7fff7fffu);
+            m16[3] = qattn_port_vmaxu2(m16[3], v.w & 0x7fff7fffu);
+        } else {
+            QATTN_UNROLL
+            for (int j = 0; j < 8; j++) {
+                const float f = qattn_qf_dec<IN>(v, j);
+                if (SM && !UNI && IN == QATTN_FMT_FP16) /* one conversion, not two */
+                    s[j] += qattn_port_f16_to_f64(
+                        (unsigned short)((j < 2 ? v.x : j < 4 ? v.y : j < 6 ? v.z : v.w) >> (16 * (j & 1))));
+                else if (SM)
+                    s[j] += (double)f;
+                if (UNI) {
+                    mn[j] = fminf(mn[j], f);
+                    mx[j] = fmaxf(mx[j], f);
+                }
+            }
+        }
+    };
+    qattn_qs_rows(nv, row); /* whole tiles: the conversions of the 8 rows overlap */
+}
+
+/* the block's statistics: over the lanes that hold the same channels, then a row per warp into sh.red* ([NW][D]) */
+template <int IN, int SM, int UNI, int LC>
+static __device__ __forceinline__ void qattn_qs_stats_reduce(const qattn_qs_shared &sh, const qattn_qs_thread &th,
+                                                             double (&s)[8], float (&mn)[8], float (&mx)[8],
+                                                             unsigned (&m16)[4])
+{
+    enum { L = 1 << LC, D = 8 << LC };
+    QATTN_UNROLL
+    for (int o = L; o < 32; o <<= 1)
+        QATTN_UNROLL
+        for (int j = 0; j < 8; j++) {
+            if (SM)
+                s[j] += __shfl_xor(s[j], o);
+            if (UNI && SM) {
+                mn[j] = fminf(mn[j], __shfl_xor(mn[j], o));
+                mx[j] = fmaxf(mx[j], __shfl_xor(mx[j], o));
+            }
+            if (UNI && !SM && j < 4)
+                m16[j] = qattn_port_vmaxu2(m16[j], __shfl_xor(m16[j], o));
+        }
+    __syncthreads(); /* red shares the V^T stages: their last reads are done */
+    if (th.k == 0)
+        QATTN_UNROLL
+        for (int j = 0; j < 8; j++) {
+            const int e = th.w * D + th.c * 8 + j;
+            if (SM)
+                sh.red[e] = s[j];
+            if (UNI && SM) {
+                sh.redmn[e] = mn[j];
+                sh.redmx[e] = mx[j];
+            } else if (UNI) { /* the largest magnitude of the channel: exact as a float */
+                const unsigned hbits = j & 1 ? m16[j >> 1] >> 16 : m16[j >> 1] & 0xffffu;
+                const float f = IN == QATTN_FMT_BF16 ? qattn_num_u2f(hbits << 16)
+                                                     : qattn_port_f16_to_f32((unsigned short)hbits);
+                sh.redmn[e] = -f;
+                sh.redmx[e] = f;
+            }
+        }
+    __syncthreads();
+}
+
+/* the block's partials (chunk `rank` of p.work's [heads, nseq, nchunk, D]) from the rows of sh.red*, warps in order */
+template <int SM, int UNI, int TR, int LC>
+static __device__ __forceinline__ void qattn_qs_stats_partials(const qattn_kernels_quant_params &p,
+                                                               const qattn_qs_shared &sh, const qattn_qs_thread &th,
+                                                               int64_t hb, int64_t nchunk, unsigned &nonfin)
+{
+    enum { NT = 16 << LC, NW = NT / 32, D = 8 << LC };
+    const int64_t all = (int64_t)p.heads * p.nseq * nchunk * D;
+    const int64_t o = (hb * nchunk + th.rank) * D;
+    double *wsum = (double *)p.work;
+    float *wmn = (float *)(wsum + all), *wmx = wmn + all;
+    for (int ch = th.tid; ch < D; ch += NT) {
+        double sum = 0.0;
+        float lo1 = qattn_num_u2f(QATTN_NUM_INF), hi1 = -lo1;
+        for (int ww = 0; ww < NW; ww++) { /* warps in order */
+            if (SM)
+                sum += sh.red[ww * D + ch];
+            if (UNI) {
+                lo1 = fminf(lo1, sh.redmn[ww * D + ch]);
+                hi1 = fmaxf(hi1, sh.redmx[ww * D + ch]);
+            }
+        }
+        /* a NaN or Inf input makes the sum non-finite (smoothing) or the magnitude Inf / NaN */
+        if (SM ? !(fabs(sum) <= 1.79769313486231570e308) : UNI && !(hi1 <= 3.40282347e38f))
+            nonfin = 1u;
+        wsum[o + ch] = sum;
+        wmn[o + ch] = lo1;
+        wmx[o + ch] = hi1;
+    }
+    if (TR) /* cmax in the stage region, which phase 2 wrote */
+        for (int i = th.tid; i < D; i += NT)
+            sh.cmax[i] = 0u;
+}
+
+/* the group's wait at unit u (counted in at cnt[2u], out at cnt[2u + 1]); to thread 0 the blocks out before it */
+static __device__ __forceinline__ unsigned qattn_qs_group_wait(unsigned *cnt, int u, const qattn_qs_args &a, int tid)
+{
+    /* the block's partials before its count: the barrier, then one
+     * thread's (cumulative) device-scope fence, as a grid barrier does */
+    __syncthreads();
+    unsigned left_n = 0u;
+    if (tid == 0) {
+        __threadfence();
+        atomicAdd(&cnt[2 * u], 1u);
+        while (((volatile unsigned *)cnt)[2 * u] < (unsigned)a.nrank)
+            qattn_port_pause();
+        __threadfence();
+        left_n = atomicAdd(&cnt[2 * u + 1], 1u); /* read after the combine (its latency hidden) */
+    }
+    __syncthreads();
+    return left_n;
+}
+
+/* the last block out of the wait leaves unit u's counters zero for the next launch (the plan zeroes them once) */
+static __device__ __forceinline__ void qattn_qs_group_reset(unsigned *cnt, int u, unsigned left_n,
+                                                            const qattn_qs_args &a, int tid)
+{
+    if (tid == 0 && left_n == (unsigned)a.nrank - 1u) {
+        cnt[2 * u] = 0u;
+        cnt[2 * u + 1] = 0u;
+    }
+}
+
+/* the combine: the group's partials in rank order (qattn_qf_combine_body's arithmetic) -> sh.cmean, sh.cmax */
+template <int SM, int UNI, int LC>
+static __device__ __forceinline__ void qattn_qs_combine(const qattn_kernels_quant_params &p, const qattn_qs_args &a,
+                                                        const qattn_qs_shared &sh, const qattn_qs_thread &th,
+                                                        const qattn_qs_unit &un, int64_t hb, int64_t nchunk)
+{
+    enum { NT = 16 << LC, D = 8 << LC };
+    const int64_t all = (int64_t)p.heads * p.nseq * nchunk * D;
+    const int64_t o = hb * nchunk * D;
+    const volatile double *wsum = (const volatile double *)p.work;
+    const volatile float *wmn = (const volatile float *)(wsum + all), *wmx = wmn + all;
+    for (int ch = th.tid; ch < D; ch += NT) {
+        double sum = 0.0;
+        float lo1 = qattn_num_u2f(QATTN_NUM_INF), hi1 = -lo1;
+        for (int r1 = 0; r1 < a.nrank; r1 += QATTN_QS_FLUSH) {
+            double ps[QATTN_QS_FLUSH];
+            float pn[QATTN_QS_FLUSH], px1[QATTN_QS_FLUSH];
+            QATTN_UNROLL
+            for (int q = 0; q < QATTN_QS_FLUSH; q++) {
+                const int64_t e = o + (int64_t)(r1 + q < a.nrank ? r1 + q : r1) * D + ch;
+                ps[q] = SM ? wsum[e] : 0.0;
+                pn[q] = UNI ? wmn[e] : 0.0f;
+                px1[q] = UNI ? wmx[e] : 0.0f;
+            }
+            QATTN_UNROLL
+            for (int q = 0; q < QATTN_QS_FLUSH; q++)
+                if (r1 + q < a.nrank) {
+                    sum += ps[q];
+                    lo1 = pn[q] < lo1 ? pn[q] : lo1;
+                    hi1 = px1[q] > hi1 ? px1[q] : hi1;
+                }
+        }
+        float m = 0.0f;
+        if (SM) {
+            m = un.n > 0 ? (float)(sum / (double)un.n) : 0.0f;
+            sh.cmean[ch] = m;
+            if (th.rank == 0)
+                p.mean[hb * D + ch] = m;
+        }
+        if (UNI) {
+            const float up = hi1 - m, down = m - lo1;
+            float am = up > down ? up : down;
+            am = am > 0.0f ? am : 0.0f;
+            if (am > 0.0f)
+                atomicMax(&sh.cmax[a.g.chshift >= 0 ? ch >> a.g.chshift : ch / p.group.ch], qattn_num_f2u(am));
+        }
+    }
+}
+
+/* the channel-group scales from sh.cmax into sh.cscale (and p.scale), then the thread's 8 channels' into registers */
+template <int FMT, int SM, int UNI, int TR, int LC>
+static __device__ __forceinline__ void qattn_qs_channel_scales(const qattn_kernels_quant_params &p,
+                                                               const qattn_qs_args &a, const qattn_qs_shared &sh,
+                                                               const qattn_qs_thread &th, int64_t hb, float (&mean)[8],
+                                                               float (&sc)[8], float (&lo)[8], float (&hi)[8])
+{
+    enum { NT = 16 << LC };
+    __syncthreads();
+    if (UNI)
+        for (int gi = th.tid; gi < p.nch; gi += NT) {
+            const float sg = qattn_num_scale_for(FMT, qattn_num_u2f(sh.cmax[gi]), p.group.e8m0);
+            sh.cscale[gi] = sg;
+            sh.cmax[gi] = 0u;
+            if (th.rank == 0)
+                p.scale[hb * p.nch + gi] = sg;
+        }
+    __syncthreads();
+    QATTN_UNROLL
+    for (int j = 0; j < 8; j++) {
+        const int ch = th.c * 8 + j;
+        if (SM)
+            mean[j] = sh.cmean[ch];
+        if (UNI) {
+            sc[j] = sh.cscale[a.g.chshift >= 0 ? ch >> a.g.chshift : ch / p.group.ch];
+            qattn_qs_brk(sc[j], lo[j], hi[j]);
+        }
+    }
+    if (TR) /* every thread has read cscale before the stage, which holds it, is written */
+        __syncthreads();
+}
+
+/* phase 1 of unit un: tiles -> partials -> the group's wait -> combine -> the thread's means, scales, brackets */
+template <int IN, int FMT, int SM, int UNI, int TR, int LC>
+static __device__ __forceinline__ void qattn_qs_phase1(const qattn_kernels_quant_params &p, const qattn_qs_args &a,
+                                                       const qattn_qs_shared &sh, const qattn_qs_thread &th,
+                                                       qattn_qs_ring &rg, int units, const qattn_qs_unit &un,
+                                                       int64_t hb, unsigned *cnt, int64_t nchunk, unsigned &nonfin,
+                                                       float (&mean)[8], float (&sc)[8], float (&lo)[8],
+                                                       float (&hi)[8])
+{
+    enum {
+        D = 8 << LC, TT = QATTN_QS_TT, SMT = SM == QATTN_KERNELS_SMOOTH_TOKENS, STATS = SMT || UNI,
+        S = qattn_qs_stages(D, TR, SMT, UNI)
+    };
+    double s[8];
+    float mn[8], mx[8];
+    unsigned m16[4] = {0u, 0u, 0u, 0u};
+    QATTN_UNROLL
+    for (int j = 0; j < 8; j++) {
+        s[j] = 0.0;
+        mn[j] = qattn_num_u2f(QATTN_NUM_INF);
+        mx[j] = -mn[j];
+    }
+    int t, t1;
+    qattn_qs_slice(a, th.rank, un.nt1, t, t1);
+    for (; t < t1; t++) {
+        const uint4 *src = qattn_qs_ring_take<STATS, S, LC>(rg, sh.ring, p, a, th, units);
+        qattn_qs_stats_tile<IN, SM, UNI, LC>(src, qattn_qs_nv(un.n, (int64_t)t * TT + th.r0), s, mn, mx, m16);
+        rg.consumed++;
+    }
+    qattn_qs_stats_reduce<IN, SM, UNI, LC>(sh, th, s, mn, mx, m16);
+    qattn_qs_stats_partials<SM, UNI, TR, LC>(p, sh, th, hb, nchunk, nonfin);
+    const unsigned left_n = qattn_qs_group_wait(cnt, un.u, a, th.tid);
+    qattn_qs_combine<SM, UNI, LC>(p, a, sh, th, un, hb, nchunk);
+    qattn_qs_group_reset(cnt, un.u, left_n, a, th.tid);
+    qattn_qs_channel_scales<FMT, SM, UNI, TR, LC>(p, a, sh, th, hb, mean, sc, lo, hi);
+}
+
+/* token-local groups, the same in every tile (registers, not indexed loads from the arguments in the tile loop) */
+typedef struct qattn_qs_rowgroups {
+    int rm;     /* the group of the row whose maximum the lane ends with (qattn_qs_rowmax) */
+    int row;    /* lanes < WR: the group of the warp's row `lane` */
+    bool first; /* lanes < WR: whether that row is its group's first */
+} qattn_qs_rowgroups;
+
+template <int UNI, int LC>
+static __device__ __forceinline__ void qattn_qs_rowgroups_of(const qattn_qs_args &a, const qattn_qs_thread &th,
+                                                             qattn_qs_rowgroups &gr)
+{
+    enum { WR = 8 * (32 >> LC) };
+    const int srow = th.w * WR + (th.lane < WR ? th.lane : 0);
+    gr.rm = UNI ? 0 : a.g.grp[th.r0 + qattn_qs_rowmax_row<LC>(th.c)];
+    gr.row = UNI ? 0 : a.g.grp[srow];
+    gr.first = !UNI && (a.first[srow >> 5] >> (srow & 31) & 1u);
+}
+
+/* row r's value of the thread's channel j, less the channel mean when smoothed */
+template <int IN, int SM>
+static __device__ __forceinline__ float qattn_qs_val(const uint4 (&raw)[8], const float (&mean)[8], int r, int j)
+{
+    return SM ? qattn_qf_dec<IN>(raw[r], j) - mean[j] : qattn_qf_dec<IN>(raw[r], j);
+}
+
+/* phase 2, token-local groups: rows' amax -> group amax (sh.gmax third gsel, a barrier) -> sh.wsc and p.scale */
+template <int IN, int FMT, int SM, int LC>
+static __device__ __forceinline__ void qattn_qs_tile_scales(const qattn_kernels_quant_params &p, const qattn_qs_args &a,
+                                                            const qattn_qs_shared &sh, const qattn_qs_thread &th,
+                                                            const qattn_qs_rowgroups &gr, int t, int64_t hb, int gsel,
+                                                            int nv, const uint4 (&raw)[8], const float (&mean)[8],
+                                                            float (&xv)[8][8], unsigned &nonfin)
+{
+    enum { NT = 16 << LC, TT = QATTN_QS_TT, WR = 8 * (32 >> LC) };
+    unsigned *gm = sh.gmax + gsel * TT;
+    float am[8];
+    QATTN_UNROLL
+    for (int r = 0; r < 8; r++) {
+        am[r] = 0.0f;
+        if (SM) { /* the smoothed values, kept in xv for the codes */
+            QATTN_UNROLL
+            for (int j = 0; j < 8; j++) {
+                xv[r][j] = qattn_qs_val<IN, SM>(raw, mean, r, j);
+                am[r] = fmaxf(am[r], fabsf(xv[r][j]));
+            }
+        } else { /* the largest 16-bit magnitude, Inf / NaN included */
+            am[r] = qattn_qf_amax16<IN>(raw[r], nonfin);
+        }
+    }
+    {
+        const float rm = qattn_qs_rowmax<LC>(am, th.c);
+        const int rr = qattn_qs_rowmax_row<LC>(th.c);
+        if ((LC == 3 || !(th.c & 1)) && rr < nv && rm > 0.0f)
+            atomicMax(&gm[gr.rm], qattn_num_f2u(rm));
+    }
+    __syncthreads();
+    /* gmax of two tiles back: read before this barrier, next written after the next one */
+    unsigned *gm2 = sh.gmax + (gsel == 0 ? 2 : gsel - 1) * TT;
+    if (NT >= TT) {
+        if (th.tid < TT)
+            gm2[th.tid] = 0u;
+    } else {
+        for (int i = th.tid; i < TT; i += NT)
+            gm2[i] = 0u;
+    }
+    if (th.lane < WR) {
+        float4 e;
+        e.x = qattn_num_scale_for(FMT, qattn_num_u2f(gm[gr.row]), p.group.e8m0);
+        qattn_qs_brk(e.x, e.y, e.z);
+        e.w = 0.0f;
+        sh.wsc[th.w * WR + th.lane] = e;
+        const int64_t gg = (int64_t)t * a.g.gpt + gr.row;
+        if (gr.first && gg < p.ntok)
+            p.scale[hb * p.ntok + gg] = e.x;
+    }
+    qattn_port_syncwarp();
+}
+
+/* phase 2, rows layout: the thread's 8 rows' codes without a branch; rows whose brackets disagree again, exactly */
+template <int IN, int FMT, int SM, int UNI, int LC>
+static __device__ __forceinline__ void qattn_qs_put_codes(const qattn_kernels_quant_params &p,
+                                                          const qattn_qs_shared &sh, const qattn_qs_thread &th,
+                                                          const qattn_qs_unit &un, int64_t tb, int nv,
+                                                          const uint4 (&raw)[8], const float (&xv)[8][8],
+                                                          const float (&mean)[8], const float (&sc)[8],
+                                                          const float (&lo)[8], const float (&hi)[8])
+{
+    enum { D = 8 << LC, ROWB = QATTN_KERNELS_ROW(FMT, D) }; /* = p.row (qattn_qf_lean_takes): immediate offsets */
+    const int r0 = th.r0, c = th.c;
+    uint8_t *dst = (uint8_t *)p.codes + ((int64_t)un.h * p.tokens + un.toff + tb + r0) * ROWB;
+    auto put = [&](int r, uint2 cw) {
+        if (FMT == QATTN_FMT_INT4)
+            qattn_port_st_stream((unsigned *)(dst + r * ROWB + c * 4), cw.x);
+        else
+            qattn_port_st_stream((uint2 *)(dst + r * ROWB + c * 8), cw);
+    };
+    /* row r's values, scales and brackets (per channel, or its group's from wsc) */
+    auto row_in = [&](int r, float(&v)[8], float(&s8)[8], float(&lo8)[8], float(&hi8)[8]) {
+        const float4 e = UNI ? float4{0.0f, 0.0f, 0.0f, 0.0f} : sh.wsc[r0 + r];
+        QATTN_UNROLL
+        for (int j = 0; j < 8; j++) {
+            v[j] = !UNI && SM ? xv[r][j] : qattn_qs_val<IN, SM>(raw, mean, r, j);
+            s8[j] = UNI ? sc[j] : e.x;
+            lo8[j] = UNI ? lo[j] : e.y;
+            hi8[j] = UNI ? hi[j] : e.z;
+        }
+    };
+    unsigned dm = 0u;
+    QATTN_UNROLL
+    for (int r = 0; r < 8; r++) {
+        float v[8], s8[8], lo8[8], hi8[8];
+        row_in(r, v, s8, lo8, hi8);
+        unsigned d;
+        const uint2 cw = qattn_qs_code8<FMT>(v, lo8, hi8, d);
+        if (r < nv)
+            put(r, cw);
+        dm |= d && r < nv ? 1u << r : 0u;
+    }
+    if (dm)
+        QATTN_UNROLL
+        for (int r = 0; r < 8; r++)
+            if (dm >> r & 1u) {
+                float v[8], s8[8], lo8[8], hi8[8];
+                row_in(r, v, s8, lo8, hi8);
+                put(r, qattn_qs_code8_exact<FMT>(v, s8, lo8));
+            }
+}
+
+/* phase 2, V^T (uniform groups, 8-bit codes): the codes along tokens into sh.tstage, flushed by each 32-token group */
+template <int IN, int FMT, int SM, int LC>
+static __device__ __forceinline__ void qattn_qs_put_vt(const qattn_kernels_quant_params &p, const qattn_qs_shared &sh,
+                                                       const qattn_qs_thread &th, int64_t hb, int64_t tb, int nv,
+                                                       const uint4 (&raw)[8], const float (&mean)[8],
+                                                       const float (&sc)[8], const float (&lo)[8],
+                                                       const float (&hi)[8])
+{
+    enum { D = 8 << LC, SL = QATTN_QS_TT / 8, WPG = 32 / (8 * (32 >> LC)) /* warps of a 32-token group */ };
+    uint2 *stage = (uint2 *)sh.tstage;
+    /* the warps of tokens 32 P .. 32 P + 31 write and flush their columns of the stage alone */
+    const int P = th.w / WPG;
+    auto gsync = [&]() {
+        if (WPG == 1)
+            qattn_port_syncwarp();
+        else
+            qattn_port_bar_sync(1 + P, 32 * WPG);
+    };
+    gsync(); /* the group's flush of the previous tile has read its columns */
+    qattn_qf_vt_codes<FMT, SL>(FMT, stage, (th.r0 >> 3) ^ (th.c & (SL - 1)), th.c, nv, sc, lo, hi,
+                               [&](int r, int j) { return qattn_qs_val<IN, SM>(raw, mean, r, j); });
+    gsync();
+    qattn_qs_vt_flush32<D>((const uint4 *)stage, (uint8_t *)p.codes + hb * D * p.npad + tb, p.npad, P,
+                           th.tid - P * 32 * WPG, 32 * WPG);
+}
+
+/* phase 2, tile t: the thread's rows (WHOLE: all 8 inside, no row tests) -> token-local scales -> codes or V^T */
+template <bool WHOLE, int IN, int FMT, int SM, int UNI, int TR, int LC>
+static __device__ __forceinline__ void qattn_qs_codes_tile(const qattn_kernels_quant_params &p, const qattn_qs_args &a,
+                                                           const qattn_qs_shared &sh, const qattn_qs_thread &th,
+                                                           const qattn_qs_rowgroups &gr, const qattn_qs_unit &un,
+                                                           int t, int64_t tb, int64_t hb, int gsel, const uint4 *src,
+                                                           int nv_tile, const float (&mean)[8], const float (&sc)[8],
+                                                           const float (&lo)[8], const float (&hi)[8],
+                                                           unsigned &nonfin)
+{
+    enum { D = 8 << LC };
+    const int nv = WHOLE ? 8 : nv_tile;
+    uint4 raw[8];
+    QATTN_UNROLL
+    for (int r = 0; r < 8; r++)
+        raw[r] = r < nv ? src[r * D / 8] : uint4{0u, 0u, 0u, 0u};
+    float xv[8][8]; /* token-local groups, smoothed: the values, computed once for the row maxima */
+    if (!UNI)
+        qattn_qs_tile_scales<IN, FMT, SM, LC>(p, a, sh, th, gr, t, hb, gsel, nv, raw, mean, xv, nonfin);
+    if (!TR)
+        qattn_qs_put_codes<IN, FMT, SM, UNI, LC>(p, sh, th, un, tb, nv, raw, xv, mean, sc, lo, hi);
+    else
+        qattn_qs_put_vt<IN, FMT, SM, LC>(p, sh, th, hb, tb, nv, raw, mean, sc, lo, hi);
+}
+
 /* the work of block `bid` of a grid of the streamed kernel for p */
 template <int IN, int FMT, int SM, int UNI, int TR, int LC>
 static __device__ __forceinline__ void qattn_qs_body(const qattn_kernels_quant_params &p, const qattn_qs_args &a,
                                                      int bid)
 {
     enum {
-        L = 1 << LC, RPI = 32 >> LC, NT = 16 << LC, NW = NT / 32, D = 8 << LC, TT = QATTN_QS_TT,
-        WR = 8 * RPI, /* rows of a warp */
-        SL = QATTN_QS_TT / 8, SMT = SM == QATTN_KERNELS_SMOOTH_TOKENS, STATS = SMT || UNI,
-        S = qattn_qs_stages(D, TR, SMT, UNI),
-        WPG = 32 / WR /* V^T: warps of a 32-token group (its own stage columns and barrier) */
+        NT = 16 << LC, D = 8 << LC, TT = QATTN_QS_TT, SMT = SM == QATTN_KERNELS_SMOOTH_TOKENS, STATS = SMT || UNI,
+        S = qattn_qs_stages(D, TR, SMT, UNI)
     };
-    QATTN_DYNAMIC_SHARED(uint4, qs_smem);
-    unsigned char *ring = (unsigned char *)qs_smem;
-    unsigned char *tstage = ring + (size_t)S * TT * D * 2;               /* TR: [D][TT] codes */
-    double *red = (double *)tstage;                                      /* STATS: [NW][D] sums, minima, maxima */
-    float *redmn = (float *)(red + (SM ? NW * D : 0)), *redmx = redmn + NW * D;
-    float *cmean = (float *)(tstage + qattn_qs_smem_mid(D, TR, SMT, UNI));
-    float *cscale = TR ? (float *)(tstage + qattn_qs_smem_red(D, SMT, UNI)) : cmean + (SMT ? D : 0);
-    unsigned *cmax = (unsigned *)(cscale + D), *gmax = cmax + D; /* gmax: [3][TT] (token-local groups, not TR) */
-    float4 *wsc = (float4 *)(gmax + 3 * TT);                     /* [NW][WR] (token-local groups) */
-
-    const int tid = (int)threadIdx.x, lane = tid & 31, w = tid >> 5, c = lane & (L - 1), k = lane >> LC;
-    const int r0 = w * WR + 8 * k; /* the thread's rows r0 .. r0 + 7 of a tile, channels 8c .. 8c + 7 */
-    const int rank = (int)((unsigned)bid % (unsigned)a.nrank), g = (int)((unsigned)bid / (unsigned)a.nrank);
+    qattn_qs_shared sh;
+    qattn_qs_shared_of<SM, UNI, TR, LC>(sh);
+    qattn_qs_thread th;
+    qattn_qs_thread_of<LC>(a, bid, th);
     const int units = p.heads * p.nseq;
-    for (int i = tid; i < (UNI ? 0 : 3 * TT); i += NT)
-        gmax[i] = 0u;
-    for (int i = tid; i < D; i += NT)
-        cmax[i] = 0u;
+    for (int i = th.tid; i < (UNI ? 0 : 3 * TT); i += NT)
+        sh.gmax[i] = 0u;
+    for (int i = th.tid; i < D; i += NT)
+        sh.cmax[i] = 0u;
     __syncthreads();
-    if (g >= a.ngroup)
+    if (th.g >= a.ngroup)
         return;
     unsigned *cnt = (unsigned *)((unsigned char *)p.work + (STATS ? qattn_qf_stats_bytes(p) : 0));
     const int64_t nchunk = qattn_qf_nchunk(p);
 
-    /* the producer: the thread's 8 rows of the next tile into the ring, S - 1 tiles ahead */
-    qattn_qs_unit pu = {};
-    int pph = STATS ? 1 : 2, pt = 0, pt1 = 0;
-    const uint16_t *px = (const uint16_t *)0; /* the unit's row r0 of tile 0, the thread's channels */
-    auto pnext = [&]() { /* the next non-empty phase from (pu, pph) on */
-        while (pu.u < units) {
-            if (pt < pt1)
-                return;
-            if (pph == 1) {
-                pph = 2;
-            } else {
-                if (pu.u + a.ngroup >= units) {
-                    pu.u = units;
-                    return;
-                }
-                qattn_qs_unit_of(p, pu.u + a.ngroup, pu);
-                px = qattn_qf_seq_x(p, pu.b, pu.t0, pu.h) + (int64_t)r0 * p.x_stride_tok + c * 8;
-                pph = STATS ? 1 : 2;
-            }
-            qattn_qs_slice(a, rank, pph == 1 ? pu.nt1 : pu.nt2, pt, pt1);
-        }
-    };
-    qattn_qs_unit_of(p, g, pu);
-    px = qattn_qf_seq_x(p, pu.b, pu.t0, pu.h) + (int64_t)r0 * p.x_stride_tok + c * 8;
-    qattn_qs_slice(a, rank, pph == 1 ? pu.nt1 : pu.nt2, pt, pt1);
-    pnext();
-    int issued = 0, consumed = 0, gsel = 0; /* gsel: this tile's third of gmax (phase-2 tiles so far, mod 3) */
-    auto produce = [&]() {
-        if (pu.u < units) {
-            const int64_t left = pu.n - ((int64_t)pt * TT + r0);
-            const int nv = left < 0 ? 0 : left > 8 ? 8 : (int)left;
-            const uint16_t *x = px + (int64_t)pt * TT * p.x_stride_tok;
-            unsigned char *dst = ring + ((size_t)(issued % S) * TT + r0) * D * 2 + c * 16;
-            qattn_qs_rows(nv, [&](int j) { qattn_port_cp16(dst + j * D * 2, x + j * p.x_stride_tok); });
-            issued++;
-            pt++;
-            pnext();
-        }
-        qattn_port_cp_commit();
-    };
-    for (int i = 0; i < S - 1; i++) /* tiles 0 .. S - 2; each tile t read issues tile t + S - 1 first */
-        produce();
-
+    qattn_qs_ring rg = {};
+    qattn_qs_ring_init<STATS, S, LC>(rg, sh.ring, p, a, th, units);
+    int gsel = 0; /* this tile's third of gmax (phase-2 tiles so far, mod 3) */
     unsigned nonfin = 0u;
-    /* token-local groups, the same in every tile (registers, not indexed
-     * loads from the arguments in the tile loop): the group of the row whose
-     * maximum the lane ends with; lanes < WR: the group of the warp's row
-     * `lane` and whether that row is its group's first */
-    const int srow = w * WR + (lane < WR ? lane : 0);
-    const int gi_rm = UNI ? 0 : a.g.grp[r0 + qattn_qs_rowmax_row<LC>(c)], gi_row = UNI ? 0 : a.g.grp[srow];
-    const bool first_row = !UNI && (a.first[srow >> 5] >> (srow & 31) & 1u);
-    for (int u = g; u < units; u += a.ngroup) {
+    qattn_qs_rowgroups gr;
+    qattn_qs_rowgroups_of<UNI, LC>(a, th, gr);
+    for (int u = th.g; u < units; u += a.ngroup) {
         qattn_qs_unit un;
         qattn_qs_unit_of(p, u, un);
         const int64_t hb = (int64_t)un.h * p.nseq + un.b;
@@ -293,328 +826,24 @@ static __device__ __forceinline__ void qattn_qs_body(const qattn_kernels_quant_p
         QATTN_UNROLL
         for (int j = 0; j < 8; j++)
             mean[j] = sc[j] = lo[j] = hi[j] = 0.0f;
-
-        if (STATS) { /* ---- phase 1 ---- */
-            double s[8];
-            float mn[8], mx[8];
-            unsigned m16[4] = {0u, 0u, 0u, 0u};
-            QATTN_UNROLL
-            for (int j = 0; j < 8; j++) {
-                s[j] = 0.0;
-                mn[j] = qattn_num_u2f(QATTN_NUM_INF);
-                mx[j] = -mn[j];
-            }
-            int t, t1;
-            qattn_qs_slice(a, rank, un.nt1, t, t1);
-            for (; t < t1; t++) {
-                produce();                 /* tile t + S - 1 goes out (into tile t - 1's stage) */
-                qattn_port_cp_wait(S - 1); /* then tile t's copies are done */
-                const uint4 *src = (const uint4 *)(ring + ((size_t)(consumed % S) * TT + r0) * D * 2 + c * 16);
-                const int64_t left = un.n - ((int64_t)t * TT + r0);
-                const int nv = left < 0 ? 0 : left > 8 ? 8 : (int)left;
-                auto row = [&](int r) {
-                    const uint4 v = src[r * D / 8];
-                    if (UNI && !SM) {
-                        m16[0] = qattn_port_vmaxu2(m16[0], v.x & 0x7fff7fffu);
-                        m16[1] = qattn_port_vmaxu2(m16[1], v.y & 0x7fff7fffu);
-                        m16[2] = qattn_port_vmaxu2(m16[2], v.z & 0x7fff7fffu);
-                        m16[3] = qattn_port_vmaxu2(m16[3], v.w & 0x7fff7fffu);
-                    } else {
-                        QATTN_UNROLL
-                        for (int j = 0; j < 8; j++) {
-                            const float f = qattn_qf_dec<IN>(v, j);
-                            if (SM && !UNI && IN == QATTN_FMT_FP16) /* one conversion, not two */
-                                s[j] += qattn_port_f16_to_f64(
-                                    (unsigned short)((j < 2 ? v.x : j < 4 ? v.y : j < 6 ? v.z : v.w) >> (16 * (j & 1))));
-                            else if (SM)
-                                s[j] += (double)f;
-                            if (UNI) {
-                                mn[j] = fminf(mn[j], f);
-                                mx[j] = fmaxf(mx[j], f);
-                            }
-                        }
-                    }
-                };
-                qattn_qs_rows(nv, row); /* whole tiles: the conversions of the 8 rows overlap */
-                consumed++;
-            }
-            /* the block's partials: over the lanes of a warp that hold the same channels, then over the warps */
-            QATTN_UNROLL
-            for (int o = L; o < 32; o <<= 1)
-                QATTN_UNROLL
-                for (int j = 0; j < 8; j++) {
-                    if (SM)
-                        s[j] += __shfl_xor(s[j], o);
-                    if (UNI && SM) {
-                        mn[j] = fminf(mn[j], __shfl_xor(mn[j], o));
-                        mx[j] = fmaxf(mx[j], __shfl_xor(mx[j], o));
-                    }
-                    if (UNI && !SM && j < 4)
-                        m16[j] = qattn_port_vmaxu2(m16[j], __shfl_xor(m16[j], o));
-                }
-            __syncthreads(); /* red shares the V^T stages: their last reads are done */
-            if (k == 0)
-                QATTN_UNROLL
-                for (int j = 0; j < 8; j++) {
-                    const int e = w * D + c * 8 + j;
-                    if (SM)
-                        red[e] = s[j];
-                    if (UNI && SM) {
-                        redmn[e] = mn[j];
-                        redmx[e] = mx[j];
-                    } else if (UNI) { /* the largest magnitude of the channel: exact as a float */
-                        const unsigned hbits = j & 1 ? m16[j >> 1] >> 16 : m16[j >> 1] & 0xffffu;
-                        const float f = IN == QATTN_FMT_BF16 ? qattn_num_u2f(hbits << 16)
-                                                             : qattn_port_f16_to_f32((unsigned short)hbits);
-                        redmn[e] = -f;
-                        redmx[e] = f;
-                    }
-                }
-            __syncthreads();
-            {
-                const int64_t all = (int64_t)p.heads * p.nseq * nchunk * D;
-                const int64_t o = (hb * nchunk + rank) * D;
-                double *wsum = (double *)p.work;
-                float *wmn = (float *)(wsum + all), *wmx = wmn + all;
-                for (int ch = tid; ch < D; ch += NT) {
-                    double sum = 0.0;
-                    float lo1 = qattn_num_u2f(QATTN_NUM_INF), hi1 = -lo1;
-                    for (int ww = 0; ww < NW; ww++) { /* warps in order */
-                        if (SM)
-                            sum += red[ww * D + ch];
-                        if (UNI) {
-                            lo1 = fminf(lo1, redmn[ww * D + ch]);
-                            hi1 = fmaxf(hi1, redmx[ww * D + ch]);
-                        }
-                    }
-                    /* a NaN or Inf input makes the sum non-finite (smoothing) or the magnitude Inf / NaN */
-                    if (SM ? !(fabs(sum) <= 1.79769313486231570e308) : UNI && !(hi1 <= 3.40282347e38f))
-                        nonfin = 1u;
-                    wsum[o + ch] = sum;
-                    wmn[o + ch] = lo1;
-                    wmx[o + ch] = hi1;
-                }
-                if (TR) /* cmax in the stage region, which phase 2 wrote */
-                    for (int i = tid; i < D; i += NT)
-                        cmax[i] = 0u;
-            }
-            /* the block's partials before its count: the barrier, then one
-             * thread's (cumulative) device-scope fence, as a grid barrier does */
-            __syncthreads();
-            unsigned left_n = 0u; /* tid 0: blocks of the group that had left the wait before this one */
-            if (tid == 0) {
-                __threadfence();
-                atomicAdd(&cnt[2 * u], 1u);
-                while (((volatile unsigned *)cnt)[2 * u] < (unsigned)a.nrank)
-                    qattn_port_pause();
-                __threadfence();
-                left_n = atomicAdd(&cnt[2 * u + 1], 1u); /* read after the combine (its latency hidden) */
-            }
-            __syncthreads();
-            /* combine: the group's partials in rank order (qattn_qf_combine_body's arithmetic) */
-            {
-                const int64_t all = (int64_t)p.heads * p.nseq * nchunk * D;
-                const int64_t o = hb * nchunk * D;
-                const volatile double *wsum = (const volatile double *)p.work;
-                const volatile float *wmn = (const volatile float *)(wsum + all), *wmx = wmn + all;
-                for (int ch = tid; ch < D; ch += NT) {
-                    double sum = 0.0;
-                    float lo1 = qattn_num_u2f(QATTN_NUM_INF), hi1 = -lo1;
-                    for (int r1 = 0; r1 < a.nrank; r1 += QATTN_QS_FLUSH) {
-                        double ps[QATTN_QS_FLUSH];
-                        float pn[QATTN_QS_FLUSH], px1[QATTN_QS_FLUSH];
-                        QATTN_UNROLL
-                        for (int q = 0; q < QATTN_QS_FLUSH; q++) {
-                            const int64_t e = o + (int64_t)(r1 + q < a.nrank ? r1 + q : r1) * D + ch;
-                            ps[q] = SM ? wsum[e] : 0.0;
-                            pn[q] = UNI ? wmn[e] : 0.0f;
-                            px1[q] = UNI ? wmx[e] : 0.0f;
-                        }
-                        QATTN_UNROLL
-                        for (int q = 0; q < QATTN_QS_FLUSH; q++)
-                            if (r1 + q < a.nrank) {
-                                sum += ps[q];
-                                lo1 = pn[q] < lo1 ? pn[q] : lo1;
-                                hi1 = px1[q] > hi1 ? px1[q] : hi1;
-                            }
-                    }
-                    float m = 0.0f;
-                    if (SM) {
-                        m = un.n > 0 ? (float)(sum / (double)un.n) : 0.0f;
-                        cmean[ch] = m;
-                        if (rank == 0)
-                            p.mean[hb * D + ch] = m;
-                    }
-                    if (UNI) {
-                        const float up = hi1 - m, down = m - lo1;
-                        float am = up > down ? up : down;
-                        am = am > 0.0f ? am : 0.0f;
-                        if (am > 0.0f)
-                            atomicMax(&cmax[a.g.chshift >= 0 ? ch >> a.g.chshift : ch / p.group.ch],
-                                      qattn_num_f2u(am));
-                    }
-                }
-            }
-            /* the last block to leave the wait leaves both counters of the
-             * unit zero for the next launch (the plan zeroes them once) */
-            if (tid == 0 && left_n == (unsigned)a.nrank - 1u) {
-                cnt[2 * u] = 0u;
-                cnt[2 * u + 1] = 0u;
-            }
-            __syncthreads();
-            if (UNI)
-                for (int gi = tid; gi < p.nch; gi += NT) {
-                    const float sg = qattn_num_scale_for(FMT, qattn_num_u2f(cmax[gi]), p.group.e8m0);
-                    cscale[gi] = sg;
-                    cmax[gi] = 0u;
-                    if (rank == 0)
-                        p.scale[hb * p.nch + gi] = sg;
-                }
-            __syncthreads();
-            QATTN_UNROLL
-            for (int j = 0; j < 8; j++) {
-                const int ch = c * 8 + j;
-                if (SM)
-                    mean[j] = cmean[ch];
-                if (UNI) {
-                    sc[j] = cscale[a.g.chshift >= 0 ? ch >> a.g.chshift : ch / p.group.ch];
-                    qattn_qs_brk(sc[j], lo[j], hi[j]);
-                }
-            }
-            if (TR) /* every thread has read cscale before the stage, which holds it, is written */
-                __syncthreads();
-        }
-
-        /* ---- phase 2: codes ---- */
+        if (STATS)
+            qattn_qs_phase1<IN, FMT, SM, UNI, TR, LC>(p, a, sh, th, rg, units, un, hb, cnt, nchunk, nonfin, mean, sc,
+                                                      lo, hi);
+        /* phase 2: codes */
         int t, t1;
-        qattn_qs_slice(a, rank, un.nt2, t, t1);
+        qattn_qs_slice(a, th.rank, un.nt2, t, t1);
         for (; t < t1; t++) {
-            produce();
-            qattn_port_cp_wait(S - 1);
-            const uint4 *src = (const uint4 *)(ring + ((size_t)(consumed % S) * TT + r0) * D * 2 + c * 16);
-            const int64_t tb = (int64_t)t * TT, left = un.n - (tb + r0);
-            const int nv_tile = left < 0 ? 0 : left > 8 ? 8 : (int)left;
-            /* the tile's work, compiled twice: for whole tiles (every thread 8 rows, no row tests) and for
-             * the others */
-            auto tile2 = [&](auto whole) {
-                const int nv = decltype(whole)::value ? 8 : nv_tile;
-                uint4 raw[8];
-                QATTN_UNROLL
-                for (int r = 0; r < 8; r++)
-                    raw[r] = r < nv ? src[r * D / 8] : uint4{0u, 0u, 0u, 0u};
-#define QATTN_QS_VAL(r, j) (SM ? qattn_qf_dec<IN>(raw[r], j) - mean[j] : qattn_qf_dec<IN>(raw[r], j))
-                float xv[8][8]; /* token-local groups, smoothed: the values, computed once for the row maxima */
-#define QATTN_QS_XV(r, j) (!UNI && SM ? xv[r][j] : QATTN_QS_VAL(r, j))
-                if (!UNI) { /* token-local groups: rows' amax -> group amax (a barrier) -> each warp its rows' scales */
-                    unsigned *gm = gmax + gsel * TT;
-                    float am[8];
-                    QATTN_UNROLL
-                    for (int r = 0; r < 8; r++) {
-                        am[r] = 0.0f;
-                        if (SM) {
-                            QATTN_UNROLL
-                            for (int j = 0; j < 8; j++) {
-                                xv[r][j] = QATTN_QS_VAL(r, j);
-                                am[r] = fmaxf(am[r], fabsf(xv[r][j]));
-                            }
-                        } else { /* the largest 16-bit magnitude, Inf / NaN included */
-                            am[r] = qattn_qf_amax16<IN>(raw[r], nonfin);
-                        }
-                    }
-                    {
-                        const float rm = qattn_qs_rowmax<LC>(am, c);
-                        const int rr = qattn_qs_rowmax_row<LC>(c);
-                        if ((LC == 3 || !(c & 1)) && rr < nv && rm > 0.0f)
-                            atomicMax(&gm[gi_rm], qattn_num_f2u(rm));
-                    }
-                    __syncthreads();
-                    /* gmax of two tiles back: read before this barrier, next written after the next one */
-                    unsigned *gm2 = gmax + (gsel == 0 ? 2 : gsel - 1) * TT;
-                    if (NT >= TT) {
-                        if (tid < TT)
-                            gm2[tid] = 0u;
-                    } else {
-                        for (int i = tid; i < TT; i += NT)
-                            gm2[i] = 0u;
-                    }
-                    if (lane < WR) {
-                        float4 e;
-                        e.x = qattn_num_scale_for(FMT, qattn_num_u2f(gm[gi_row]), p.group.e8m0);
-                        qattn_qs_brk(e.x, e.y, e.z);
-                        e.w = 0.0f;
-                        wsc[w * WR + lane] = e;
-                        const int64_t gg = (int64_t)t * a.g.gpt + gi_row;
-                        if (first_row && gg < p.ntok)
-                            p.scale[hb * p.ntok + gg] = e.x;
-                    }
-                    qattn_port_syncwarp();
-                }
-                if (!TR) { /* the codes of the 8 rows without a branch; the rare rows whose brackets disagree
-                            * are written again afterwards from the exact quotients */
-                    enum { ROWB = QATTN_KERNELS_ROW(FMT, D) }; /* = p.row (qattn_qf_lean_takes): immediate offsets */
-                    uint8_t *dst = (uint8_t *)p.codes + ((int64_t)un.h * p.tokens + un.toff + tb + r0) * ROWB;
-                    auto put = [&](int r, uint2 cw) {
-                        if (FMT == QATTN_FMT_INT4)
-                            qattn_port_st_stream((unsigned *)(dst + r * ROWB + c * 4), cw.x);
-                        else
-                            qattn_port_st_stream((uint2 *)(dst + r * ROWB + c * 8), cw);
-                    };
-                    /* row r's values, scales and brackets (per channel, or its group's from wsc) */
-                    auto row_in = [&](int r, float(&v)[8], float(&s8)[8], float(&lo8)[8], float(&hi8)[8]) {
-                        const float4 e = UNI ? float4{0.0f, 0.0f, 0.0f, 0.0f} : wsc[r0 + r];
-                        QATTN_UNROLL
-                        for (int j = 0; j < 8; j++) {
-                            v[j] = QATTN_QS_XV(r, j);
-                            s8[j] = UNI ? sc[j] : e.x;
-                            lo8[j] = UNI ? lo[j] : e.y;
-                            hi8[j] = UNI ? hi[j] : e.z;
-                        }
-                    };
-                    unsigned dm = 0u;
-                    QATTN_UNROLL
-                    for (int r = 0; r < 8; r++) {
-                        float v[8], s8[8], lo8[8], hi8[8];
-                        row_in(r, v, s8, lo8, hi8);
-                        unsigned d;
-                        const uint2 cw = qattn_qs_code8<FMT>(v, lo8, hi8, d);
-                        if (r < nv)
-                            put(r, cw);
-                        dm |= d && r < nv ? 1u << r : 0u;
-                    }
-                    if (dm)
-                        QATTN_UNROLL
-                        for (int r = 0; r < 8; r++)
-                            if (dm >> r & 1u) {
-                                float v[8], s8[8], lo8[8], hi8[8];
-                                row_in(r, v, s8, lo8, hi8);
-                                put(r, qattn_qs_code8_exact<FMT>(v, s8, lo8));
-                            }
-                } else { /* V^T (UNI, 8-bit codes): channel j's codes of the 8 rows along tokens (lean's stage) */
-                    uint2 *stage = (uint2 *)tstage;
-                    /* the warps of tokens 32 P .. 32 P + 31 write and flush their columns of the stage alone */
-                    const int P = w / WPG;
-                    auto gsync = [&]() {
-                        if (WPG == 1)
-                            qattn_port_syncwarp();
-                        else
-                            qattn_port_bar_sync(1 + P, 32 * WPG);
-                    };
-                    gsync(); /* the group's flush of the previous tile has read its columns */
-                    qattn_qf_vt_codes<FMT, SL>(FMT, stage, (r0 >> 3) ^ (c & (SL - 1)), c, nv, sc, lo, hi,
-                                               [&](int r, int j) { return QATTN_QS_VAL(r, j); });
-                    gsync();
-                    qattn_qs_vt_flush32<D>((const uint4 *)stage, (uint8_t *)p.codes + hb * D * p.npad + tb, p.npad, P,
-                                           tid - P * 32 * WPG, 32 * WPG);
-                }
-            };
+            const uint4 *src = qattn_qs_ring_take<STATS, S, LC>(rg, sh.ring, p, a, th, units);
+            const int64_t tb = (int64_t)t * TT;
+            const int nv_tile = qattn_qs_nv(un.n, tb + th.r0);
             if (tb + TT <= un.n) /* the block's choice: the barriers and shuffles inside need every thread */
-                tile2(qattn_qs_bool<true>());
+                qattn_qs_codes_tile<true, IN, FMT, SM, UNI, TR, LC>(p, a, sh, th, gr, un, t, tb, hb, gsel, src,
+                                                                    nv_tile, mean, sc, lo, hi, nonfin);
             else
-                tile2(qattn_qs_bool<false>());
-#undef QATTN_QS_VAL
-#undef QATTN_QS_XV
+                qattn_qs_codes_tile<false, IN, FMT, SM, UNI, TR, LC>(p, a, sh, th, gr, un, t, tb, hb, gsel, src,
+                                                                     nv_tile, mean, sc, lo, hi, nonfin);
             gsel = gsel == 2 ? 0 : gsel + 1;
-            consumed++;
+            rg.consumed++;
         }
     }
     qattn_port_cp_wait(0);
