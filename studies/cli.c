@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "qattn/h5io.h"
+#include "select.h"
 
 int qattn_cli_int(const char *cmd, const char *what, const char *s, long long min, long long max,
                   long long *out)
@@ -162,6 +163,36 @@ int qattn_cli_memory_check(const char *cmd, const char *path, double need)
                     "than the %.3g GB of memory %s\n",
             cmd, path, need / 1e9, have / 1e9, env && *env ? "QATTN_MEMORY_MB allows" : "this machine has");
     return QATTN_EXIT_INPUT;
+}
+
+int qattn_cli_open_selected(const char *cmd, const char *path, const char *layers, const char *heads,
+                            qattn_act_file *f, size_t *lsel, size_t *nl, size_t *hsel, size_t *nh)
+{
+    qattn_err err;
+    if (qattn_act_open(path, f, &err)) {
+        fprintf(stderr, "qattn %s: %s\n", cmd, err.msg);
+        return QATTN_EXIT_INPUT;
+    }
+    const qattn_act_meta *mt = &f->meta;
+    if (((mt->nlayers > 1024 || mt->hq > 1024) &&
+         qattn_err_set(&err, QATTN_ERR_RANGE, "more than 1024 layers or heads")) ||
+        qattn_select_parse(layers, mt->nlayers, lsel, nl, &err) || qattn_select_parse(heads, mt->hq, hsel, nh, &err)) {
+        fprintf(stderr, "qattn %s: %s: %s\n", cmd, path, err.msg);
+        qattn_act_close(f);
+        return QATTN_EXIT_INPUT;
+    }
+    return 0;
+}
+
+int qattn_cli_distinct_model(const char *cmd, const char *const *data, char (*models)[256], size_t fi)
+{
+    for (size_t j = 0; j < fi; j++)
+        if (!strcmp(models[j], models[fi])) {
+            fprintf(stderr, "qattn %s: %s and %s are both model '%s' (one --data file per model)\n", cmd, data[j],
+                    data[fi], models[fi]);
+            return QATTN_EXIT_INPUT;
+        }
+    return 0;
 }
 
 void qattn_cli_files_usage(FILE *f)

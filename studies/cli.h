@@ -64,6 +64,18 @@ double qattn_cli_head_bytes(size_t n, size_t d);
  * machine can hold is bad input, checked before anything is allocated. */
 int qattn_cli_memory_check(const char *cmd, const char *path, double need);
 
+struct qattn_act_file;
+/* Opens activation file `path` for study cmd and checks what every study
+ * checks before any work: at most 1024 layers and heads, and the --layers /
+ * --heads selections (NULL: all) fit it. On success *f is open, the
+ * selections are in lsel[1024] / hsel[1024] (*nl, *nh) and the return is 0;
+ * else one line on stderr, *f closed, and the exit status. */
+int qattn_cli_open_selected(const char *cmd, const char *path, const char *layers, const char *heads,
+                            struct qattn_act_file *f, size_t *lsel, size_t *nl, size_t *hsel, size_t *nh);
+/* 0 when the model name of file fi (models[fi]) differs from those of files
+ * 0 .. fi - 1; else QATTN_EXIT_INPUT after one line naming both files */
+int qattn_cli_distinct_model(const char *cmd, const char *const *data, char (*models)[256], size_t fi);
+
 /* the --help paragraph on what an activation file must hold and the
  * memory a run may take (the commands that read layers print it) */
 void qattn_cli_files_usage(FILE *f);

@@ -347,23 +347,13 @@ static int validate_file(const qattn_study *st, const char *path, const qattn_ru
 {
     qattn_act_file f;
     qattn_err err;
-    if (qattn_act_open(path, &f, &err)) {
-        fprintf(stderr, "qattn %s: %s\n", st->name, err.msg);
-        return QATTN_EXIT_INPUT;
-    }
+    size_t lsel[1024], hsel[1024], nl = 0, nh = 0;
+    int rc = qattn_cli_open_selected(st->name, path, ro->layers, ro->heads, &f, lsel, &nl, hsel, &nh);
+    if (rc)
+        return rc;
     const qattn_act_meta *mt = &f.meta;
     snprintf(model, size, "%s", mt->model);
-    size_t lsel[1024], hsel[1024], nl = 0, nh = 0;
-    int rc = 0;
-    if (((mt->nlayers > 1024 || mt->hq > 1024) &&
-         qattn_err_set(&err, QATTN_ERR_RANGE, "more than 1024 layers or heads")) ||
-        qattn_select_parse(ro->layers, mt->nlayers, lsel, &nl, &err) ||
-        qattn_select_parse(ro->heads, mt->hq, hsel, &nh, &err)) {
-        fprintf(stderr, "qattn %s: %s: %s\n", st->name, path, err.msg);
-        rc = QATTN_EXIT_INPUT;
-    }
-    if (!rc)
-        rc = qattn_cli_memory_check(st->name, path, study_bytes(mt, nh, omp_get_max_threads()));
+    rc = qattn_cli_memory_check(st->name, path, study_bytes(mt, nh, omp_get_max_threads()));
     size_t nd = mt->n * mt->d;
     float *q = NULL, *k = NULL, *v = NULL;
     if (!rc && (!(q = malloc(mt->hq * nd * sizeof *q)) || !(k = malloc(mt->hkv * nd * sizeof *k)) ||
@@ -469,12 +459,8 @@ int qattn_study_main(qattn_study *st, int argc, char **argv)
     }
     for (size_t fi = 0; fi < ndata; fi++) {
         int vrc = validate_file(st, data[fi], &ro, names[fi], sizeof names[fi]);
-        for (size_t j = 0; j < fi && !vrc; j++)
-            if (!strcmp(names[j], names[fi])) {
-                fprintf(stderr, "qattn %s: %s and %s are both model '%s' (one --data file per model)\n", st->name,
-                        data[j], data[fi], names[fi]);
-                vrc = QATTN_EXIT_INPUT;
-            }
+        if (!vrc)
+            vrc = qattn_cli_distinct_model(st->name, data, names, fi);
         if (vrc) {
             free(names);
             return vrc;

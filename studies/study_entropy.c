@@ -191,32 +191,18 @@ static int run_files(const char *const *data, size_t ndata, const qattn_run_opts
     /* every file and selection checked before any work */
     for (size_t fi = 0; fi < ndata; fi++) {
         qattn_act_file f;
-        size_t sel[1024], ns;
-        if (qattn_act_open(data[fi], &f, &err)) {
-            fprintf(stderr, "qattn entropy: %s\n", err.msg);
-            return QATTN_EXIT_INPUT;
-        }
+        size_t lsel[1024], hsel[1024], nl, nh;
+        int rc = qattn_cli_open_selected("entropy", data[fi], ro->layers, ro->heads, &f, lsel, &nl, hsel, &nh);
+        if (rc)
+            return rc;
         const qattn_act_meta *mt = &f.meta;
         snprintf(models[fi], 256, "%s", mt->model);
-        int rc = 0;
-        if (((mt->nlayers > 1024 || mt->hq > 1024) &&
-             qattn_err_set(&err, QATTN_ERR_RANGE, "more than 1024 layers or heads")) ||
-            qattn_select_parse(ro->layers, mt->nlayers, sel, &ns, &err) ||
-            qattn_select_parse(ro->heads, mt->hq, sel, &ns, &err)) {
-            fprintf(stderr, "qattn entropy: %s: %s\n", data[fi], err.msg);
-            rc = QATTN_EXIT_INPUT;
-        }
         double nd = (double)mt->n * (double)mt->d;
+        rc = qattn_cli_memory_check("entropy", data[fi],
+                                    (double)(mt->hq + 2 * mt->hkv) * nd * 4 +
+                                        omp_get_max_threads() * ((double)mt->n * 32 + 2 * nd * 8));
         if (!rc)
-            rc = qattn_cli_memory_check("entropy", data[fi],
-                                        (double)(mt->hq + 2 * mt->hkv) * nd * 4 +
-                                            omp_get_max_threads() * ((double)mt->n * 32 + 2 * nd * 8));
-        for (size_t j = 0; j < fi && !rc; j++)
-            if (!strcmp(models[j], models[fi])) {
-                fprintf(stderr, "qattn entropy: %s and %s are both model '%s' (one --data file per model)\n",
-                        data[j], data[fi], models[fi]);
-                rc = QATTN_EXIT_INPUT;
-            }
+            rc = qattn_cli_distinct_model("entropy", data, models, fi);
         qattn_act_close(&f);
         if (rc)
             return rc;

@@ -262,33 +262,19 @@ static int run_files(const char *const *data, size_t ndata, const run_cfg *rc, h
     qattn_err err;
     for (size_t fi = 0; fi < ndata; fi++) {
         qattn_act_file f;
-        size_t sel[1024], ns;
-        if (qattn_act_open(data[fi], &f, &err)) {
-            fprintf(stderr, "qattn kvcache: %s\n", err.msg);
-            return QATTN_EXIT_INPUT;
-        }
+        size_t lsel[1024], hsel[1024], nl, nh;
+        int rc2 = qattn_cli_open_selected("kvcache", data[fi], rc->layers, rc->heads, &f, lsel, &nl, hsel, &nh);
+        if (rc2)
+            return rc2;
         const qattn_act_meta *mt = &f.meta;
         snprintf(models[fi], 256, "%s", mt->model);
-        int rc2 = 0;
-        if (((mt->nlayers > 1024 || mt->hq > 1024) &&
-             qattn_err_set(&err, QATTN_ERR_RANGE, "more than 1024 layers or heads")) ||
-            qattn_select_parse(rc->layers, mt->nlayers, sel, &ns, &err) ||
-            qattn_select_parse(rc->heads, mt->hq, sel, &ns, &err)) {
-            fprintf(stderr, "qattn kvcache: %s: %s\n", data[fi], err.msg);
-            rc2 = QATTN_EXIT_INPUT;
-        }
         double nd = (double)mt->n * (double)mt->d;
+        rc2 = qattn_cli_memory_check("kvcache", data[fi],
+                                     (double)(mt->hq + 2 * mt->hkv) * nd * 4 * 2 +
+                                         omp_get_max_threads() * (double)mt->hkv * nd * 8 +
+                                         (double)NCELLS * mt->hq * nd * 4 / (double)rc->stride);
         if (!rc2)
-            rc2 = qattn_cli_memory_check("kvcache", data[fi],
-                                         (double)(mt->hq + 2 * mt->hkv) * nd * 4 * 2 +
-                                             omp_get_max_threads() * (double)mt->hkv * nd * 8 +
-                                             (double)NCELLS * mt->hq * nd * 4 / (double)rc->stride);
-        for (size_t j = 0; j < fi && !rc2; j++)
-            if (!strcmp(models[j], models[fi])) {
-                fprintf(stderr, "qattn kvcache: %s and %s are both model '%s' (one --data file per model)\n",
-                        data[j], data[fi], models[fi]);
-                rc2 = QATTN_EXIT_INPUT;
-            }
+            rc2 = qattn_cli_distinct_model("kvcache", data, models, fi);
         qattn_act_close(&f);
         if (rc2)
             return rc2;
