@@ -959,12 +959,8 @@ static void test_writer_failures(void)
 
 int main(void)
 {
-    rm_tree(DIR_);
-    if (mkdir(DIR_, 0755) != 0) {
-        fprintf(stderr, "cannot create %s: %s\n", DIR_, strerror(errno));
+    if (scratch_begin(DIR_))
         return 1;
-    }
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     test_round_trip(0);
     test_round_trip(1);
     test_raw_compressed(DT_F32);

@@ -181,12 +181,8 @@ static void test_guard(void)
 
 int main(void)
 {
-    rm_tree(DIR_);
-    if (mkdir(DIR_, 0755) != 0) {
-        fprintf(stderr, "cannot create %s: %s\n", DIR_, strerror(errno));
+    if (scratch_begin(DIR_))
         return 1;
-    }
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     test_guard();
     rm_tree(DIR_);
     return check_done();
