@@ -97,6 +97,14 @@ char *qattn_kernels_describe(const qattn_kernels_sig *g, char *buf, size_t len)
                  g->arch);
         return buf;
     }
+    if (g->family == QATTN_KERNELS_FAMILY_DECODE) {
+        char cf[96];
+        fmt_set(g->cache_fmts, cf, sizeof cf);
+        snprintf(buf, len, "decode %s: d=%d; q %s -> out %s; cache %s%s; %s; masks %s; split-KV + combine; %s; [%s]",
+                 qattn_kernels_path_name(g->path), g->head_dim, in, out, cf,
+                 g->cache_is_in ? " (16-bit: the query's dtype)" : "", g->qk_groups, masks, cc, g->arch);
+        return buf;
+    }
     snprintf(buf, len,
              "attn-fwd %s: d=%d q=%s k=%s p=%s%s v=%s acc=%s%s; qk groups %s; v groups %s; kblock<=%d; masks %s; "
              "varlen %s; gqa %s; lse %s; out %s; %s; [%s]",

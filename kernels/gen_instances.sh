@@ -192,6 +192,64 @@ for d in $head_dims; do
 "
 done
 
+# the decode family (qattn_kernels_decode.h): split-KV over a paged cache.
+# Portable (decode_portable.h): any cache format and scale group, any query
+# and output dtype, bit for bit the emulation's qattn_kv_emu; every backend.
+all_masks="(1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) | (1u << QATTN_MASK_WINDOW)"
+all_dtypes="(1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32)"
+# the registry entry of a decode instance, from name, path, d, cfmts, cgroups,
+# isin, bpsm, kblock, groups (words), arch, ccmin / ccmax and fn
+decode_entry() {
+    echo "    {.name = \"${name}\",
+     .family = QATTN_KERNELS_FAMILY_DECODE,
+     .path = QATTN_KERNELS_PATH_${path},
+     .head_dim = ${d},
+     .qk_groups = \"${groups}\",
+     .v_groups = \"${groups}\",
+     .masks = ${all_masks},
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = ${kblock},
+     .in_fmts = ${infmts},
+     .out_fmts = ${all_dtypes},
+     .arch = ${arch},
+     .cc_min = ${ccmin:-0},
+     .cc_max = ${ccmax:-0},
+     .cache_fmts = ${cfmts},
+     .cache_groups = ${cgroups},
+     .cache_is_in = ${isin},
+     .blocks_per_sm = ${bpsm},
+     .launch_decode = ${fn}},"
+}
+for d in $head_dims; do
+    name="decode_portable_d${d}"
+    fn="qattn_kernels_launch_${name}"
+    {
+        banner "Decode (split-KV over a paged cache), portable path: d=${d}."
+        echo '#include "../decode_portable.h"'
+        echo
+        echo "QATTN_DECODE_PORTABLE_INSTANCE(${d}, ${fn})"
+    } >"$out/${name}.hip"
+    if [ "$d" = 64 ]; then
+        cmake_attn_64="${cmake_attn_64} ${name}.hip"
+    else
+        cmake_attn_128="${cmake_attn_128} ${name}.hip"
+    fi
+    decls="${decls}#if QATTN_KERNELS_WITH_D${d}
+int ${fn}(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
+#endif
+"
+    path=PORTABLE kblock=128 infmts="${all_dtypes}" isin=0 bpsm=8 arch=QATTN_KERNELS_ARCHS
+    cfmts="(1u << QATTN_FMT_FP32) | (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_INT8) | (1u << QATTN_FMT_INT4) | (1u << QATTN_FMT_E4M3) | (1u << QATTN_FMT_E5M2)"
+    cgroups="QATTN_KERNELS_CACHE_TOKEN | QATTN_KERNELS_CACHE_BLOCK | QATTN_KERNELS_CACHE_CHANNELS"
+    groups="cache: any format; token, block:G, warp:G (open group fp32), ,ch:C, ,e8m0"
+    entries="${entries}#if QATTN_KERNELS_WITH_D${d}
+$(decode_entry)
+#endif
+"
+done
+
 # the NVIDIA mma.sync fast path (attn_fwd_mma.h, mma_nvidia.h): int8 Q.K
 # (m16n8k32 s8; d 64 and 128) or int4 Q.K (m16n8k64 s4; d 128) with
 # per-thread scale groups, e4m3 P.V, fp22 + fp32 every 128 keys; V read

@@ -57,6 +57,17 @@ int qattn_kernels_dev_cc(void)
 #endif
 }
 
+int qattn_kernels_dev_sm_count(void)
+{
+    int dev = 0, n = 0;
+    if (hipGetDevice(&dev) != hipSuccess ||
+        hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess || n <= 0) {
+        (void)hipGetLastError();
+        return 1;
+    }
+    return n;
+}
+
 int qattn_kernels_dev_alloc(void **p, size_t bytes, qattn_err *err)
 {
     *p = NULL;

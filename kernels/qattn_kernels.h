@@ -55,7 +55,9 @@ enum qattn_kernels_status {
 
 typedef enum qattn_kernels_family {
     QATTN_KERNELS_FAMILY_QUANT = 0, /* smoothing + quantization of one operand */
-    QATTN_KERNELS_FAMILY_ATTN_FWD   /* attention forward (quantized or baseline) */
+    QATTN_KERNELS_FAMILY_ATTN_FWD,  /* attention forward (quantized or baseline) */
+    QATTN_KERNELS_FAMILY_DECODE     /* split-KV attention over a paged KV cache, and its combine
+                                     * (qattn_kernels_decode.h) */
 } qattn_kernels_family;
 
 /* The code path of an instance, in the dispatcher's order of preference
@@ -106,6 +108,14 @@ typedef enum qattn_kernels_kvmode {
 
 typedef struct qattn_kernels_quant_params qattn_kernels_quant_params;
 typedef struct qattn_kernels_attn_params qattn_kernels_attn_params;
+typedef struct qattn_kernels_decode_params qattn_kernels_decode_params;
+
+/* decode: the scale groups of a quantized cache an instance reads (bits) */
+enum {
+    QATTN_KERNELS_CACHE_TOKEN = 1,   /* one scale per token (group token) */
+    QATTN_KERNELS_CACHE_BLOCK = 2,   /* one scale per G tokens (block:G, warp:G), open group in fp32 */
+    QATTN_KERNELS_CACHE_CHANNELS = 4 /* scales split along channels (ch:C) */
+};
 
 /* An instance's signature. Bit sets are (1u << enum value). */
 typedef struct qattn_kernels_sig {
@@ -138,6 +148,13 @@ typedef struct qattn_kernels_sig {
     int (*launch_quant_kv)(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v, void *stream,
                            qattn_err *err);
     int (*launch_attn)(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+    /* decode: cache formats K and V may have (bits 1u << qattn_fmt), QATTN_KERNELS_CACHE_* bits,
+     * 1 when a 16-bit cache must have the query's dtype; the split kernel (and the combine after
+     * it when num_splits > 1) */
+    unsigned cache_fmts, cache_groups;
+    int cache_is_in;
+    int blocks_per_sm;    /* decode: blocks of the split kernel a multiprocessor holds (the split rule) */
+    int (*launch_decode)(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
     /* quant: the routes (bit set, 1u << qattn_kernels_qroute) the instance can take for p, and the K, V
      * modes (1u << qattn_kernels_kvmode) for the pair k, v; NULL: portable only, one after the other */
     unsigned (*quant_routes)(const qattn_kernels_quant_params *p);
@@ -386,4 +403,6 @@ int qattn_kernels_dev_time(qattn_kernels_timed_fn fn, void *ctx, int warmup, int
 #ifdef __cplusplus
 }
 #endif
+
+#include "qattn_kernels_decode.h"
 #endif

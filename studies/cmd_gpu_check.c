@@ -400,7 +400,9 @@ int qattn_cmd_gpu_check(int argc, char **argv)
                 continue;
             qattn_scheme s;
             char spec[512];
-            if (g->family != QATTN_KERNELS_FAMILY_ATTN_FWD)
+            if (g->family == QATTN_KERNELS_FAMILY_DECODE)
+                snprintf(spec, sizeof spec, "(decode: checked by test_kernels_decode_gpu)");
+            else if (g->family != QATTN_KERNELS_FAMILY_ATTN_FWD)
                 snprintf(spec, sizeof spec, "(quantization: inside sage2-8b-sm90, sage2-4b, sage1-b, fa3-fp8)");
             else if (qattn_gpu_scheme_for(g, &s, spec, sizeof spec)) {
                 snprintf(spec, sizeof spec, "NO SCHEME reaches this instance");
@@ -437,8 +439,8 @@ int qattn_cmd_gpu_check(int argc, char **argv)
     size_t nrows = 0;
     for (size_t i = 0; i < nk; i++) {
         const qattn_kernels_sig *g = qattn_kernels_get(i);
-        if (filter && !strstr(g->name, filter))
-            continue;
+        if ((filter && !strstr(g->name, filter)) || g->family == QATTN_KERNELS_FAMILY_DECODE)
+            continue; /* decode instances: test_kernels_decode_gpu (kernels/gpu_run.sh) */
         rows[nrows].sig = g;
         rows[nrows].min_cos = 1.0;
         nrows++;

@@ -61,7 +61,10 @@ static void print_json(void)
         printf("  {\"name\": ");
         json_str(g->name);
         printf(", \"family\": \"%s\", \"path\": \"%s\"",
-               g->family == QATTN_KERNELS_FAMILY_QUANT ? "quant" : "attn-fwd", path);
+               g->family == QATTN_KERNELS_FAMILY_QUANT    ? "quant"
+               : g->family == QATTN_KERNELS_FAMILY_DECODE ? "decode"
+                                                          : "attn-fwd",
+               path);
         if (g->family == QATTN_KERNELS_FAMILY_ATTN_FWD) {
             const char *acc = g->acc == QATTN_ACC_FP16 ? "fp16" : g->acc == QATTN_ACC_FP22 ? "fp22" : "fp32";
             printf(", \"head_dim\": %d, \"q\": \"%s\", \"k\": \"%s\", \"p\": \"%s\", \"p_static\": [%s%s%s], "

@@ -65,6 +65,12 @@ int qattn_kernels_launch_attn_fwd_portable_d128_qk_e4m3_pv_fp16_acc_fp16(const q
 int qattn_kernels_launch_attn_fwd_portable_d128_qk_e4m3_pv_fp16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_attn_fwd_portable_d128_qk_fp16_pv_fp16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 int qattn_kernels_launch_attn_fwd_portable_d128_qk_bf16_pv_bf16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#if QATTN_KERNELS_WITH_D64
+int qattn_kernels_launch_decode_portable_d64(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_D128
+int qattn_kernels_launch_decode_portable_d128(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
+#endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
 int qattn_kernels_launch_attn_fwd_mma_d64_qk_int8_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
@@ -886,6 +892,52 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cc_min = 0,
      .cc_max = 0,
      .launch_attn = qattn_kernels_launch_attn_fwd_portable_d128_qk_bf16_pv_bf16_acc_fp32},
+#endif
+#if QATTN_KERNELS_WITH_D64
+    {.name = "decode_portable_d64",
+     .family = QATTN_KERNELS_FAMILY_DECODE,
+     .path = QATTN_KERNELS_PATH_PORTABLE,
+     .head_dim = 64,
+     .qk_groups = "cache: any format; token, block:G, warp:G (open group fp32), ,ch:C, ,e8m0",
+     .v_groups = "cache: any format; token, block:G, warp:G (open group fp32), ,ch:C, ,e8m0",
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) | (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 128,
+     .in_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
+     .cache_fmts = (1u << QATTN_FMT_FP32) | (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_INT8) | (1u << QATTN_FMT_INT4) | (1u << QATTN_FMT_E4M3) | (1u << QATTN_FMT_E5M2),
+     .cache_groups = QATTN_KERNELS_CACHE_TOKEN | QATTN_KERNELS_CACHE_BLOCK | QATTN_KERNELS_CACHE_CHANNELS,
+     .cache_is_in = 0,
+     .blocks_per_sm = 8,
+     .launch_decode = qattn_kernels_launch_decode_portable_d64},
+#endif
+#if QATTN_KERNELS_WITH_D128
+    {.name = "decode_portable_d128",
+     .family = QATTN_KERNELS_FAMILY_DECODE,
+     .path = QATTN_KERNELS_PATH_PORTABLE,
+     .head_dim = 128,
+     .qk_groups = "cache: any format; token, block:G, warp:G (open group fp32), ,ch:C, ,e8m0",
+     .v_groups = "cache: any format; token, block:G, warp:G (open group fp32), ,ch:C, ,e8m0",
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) | (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 128,
+     .in_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS,
+     .cc_min = 0,
+     .cc_max = 0,
+     .cache_fmts = (1u << QATTN_FMT_FP32) | (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_INT8) | (1u << QATTN_FMT_INT4) | (1u << QATTN_FMT_E4M3) | (1u << QATTN_FMT_E5M2),
+     .cache_groups = QATTN_KERNELS_CACHE_TOKEN | QATTN_KERNELS_CACHE_BLOCK | QATTN_KERNELS_CACHE_CHANNELS,
+     .cache_is_in = 0,
+     .blocks_per_sm = 8,
+     .launch_decode = qattn_kernels_launch_decode_portable_d128},
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
     {.name = "attn_fwd_mma_d64_qk_int8_pv_e4m3_acc_fp22",

@@ -103,6 +103,11 @@ static int parse_operand(const char *key, const char *val, qattn_operand *op, qa
     return QATTN_OK;
 }
 
+int qattn_operand_parse(const char *what, const char *spec, qattn_operand *op, qattn_err *err)
+{
+    return parse_operand(what, spec, op, err);
+}
+
 static int parse_p(const char *val, qattn_scheme *s, qattn_err *err)
 {
     char fmtname[32];

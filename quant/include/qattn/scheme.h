@@ -60,6 +60,10 @@ typedef struct qattn_scheme {
     qattn_fmt out;    /* fp32, fp16, bf16 */
 } qattn_scheme;
 
+/* Parse one operand, "fmt" or "fmt@group" (as in k=int8@token); messages
+ * start with what=spec. */
+int qattn_operand_parse(const char *what, const char *spec, qattn_operand *op, qattn_err *err);
+
 /* Parse a scheme string or a preset name. Unknown keys, bad values and
  * unknown presets give QATTN_ERR_ARG with a message naming the word. */
 int qattn_scheme_parse(const char *spec, qattn_scheme *s, qattn_err *err);

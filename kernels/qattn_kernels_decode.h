@@ -1,0 +1,140 @@
+/* qattn GPU kernels, decode family: split-KV attention of a varlen batch of
+ * query rows (decode sq = 1..16, chunked prefill) over a paged, optionally
+ * quantized KV cache, GQA packed, with an fp32 LSE combine of the splits
+ * (docs/DESIGN.md "KV caches and split-KV"; the emulation is qattn_kv_emu).
+ *
+ * The cache on the device (qattn_kernels_kvcache_dev) is the emulation's
+ * qattn_kvcache in storage form:
+ *   k, v       [num_pages, page_size, hkv, row] stored elements (row =
+ *              QATTN_KERNELS_ROW(fmt, d); fp32 / fp16 / bf16 values, or
+ *              int8 / int4 / e4m3 / e5m2 codes): the token at position pos of
+ *              sequence s is row pos % page_size of page table[s][pos / page_size];
+ *   k_scale, v_scale  [nseq, hkv, ntok, nch] fp32 (scaled formats): the
+ *              scale of position pos, channel c is at token group pos / G
+ *              (G = 1 for group token) and channel group c / C;
+ *   k_open, v_open    [nseq, hkv, G, d] fp32 (block:G / warp:G groups): the
+ *              values of the open group, positions G * floor(len / G) ..
+ *              len - 1 (KIVI's residual), at row pos % G;
+ *   len        [nseq] tokens in the cache; a batch attends to all of them.
+ * Value of (s, h, pos, c): the open group's fp32 value, else code * scale. */
+#ifndef QATTN_KERNELS_DECODE_H
+#define QATTN_KERNELS_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qattn/kvcache.h"
+#include "qattn_kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QATTN_KERNELS_DECODE_SPLITS_MAX 256 /* most splits the plan takes */
+
+typedef struct qattn_kernels_kvcache_dev {
+    void *k, *v;                 /* [num_pages, page_size, hkv, row] device */
+    float *k_scale, *v_scale;    /* [nseq, hkv, ntok, nch] device, or NULL (unscaled) */
+    float *k_open, *v_open;      /* [nseq, hkv, G, d] device, or NULL (no open group) */
+    int32_t *table;              /* [nseq, max_pages] device page ids (-1: none) */
+    int *len;                    /* [nseq] device */
+    int64_t num_pages;
+    int page_size, max_pages, nseq, hkv, d;
+    qattn_operand kop, vop;      /* storage formats and scale groups */
+    int k_ntok, k_nch, v_ntok, v_nch;
+    int owned;                   /* 1: qattn_kernels_kvcache_dev_free frees the buffers */
+} qattn_kernels_kvcache_dev;
+
+/* Copy an emulated cache c to the device in storage form (codes, scales,
+ * open groups, table, lengths). Errors: a format the device cannot store
+ * (e8m0 elements), device errors. */
+int qattn_kernels_kvcache_upload(qattn_kernels_kvcache_dev *dev, const qattn_kvcache *c, qattn_err *err);
+void qattn_kernels_kvcache_dev_free(qattn_kernels_kvcache_dev *dev);
+
+/* one problem: nseq sequences, sq rows each (the longest with varlen), over
+ * the whole cache of each sequence */
+typedef struct qattn_kernels_decode_problem {
+    int nseq, hq, hkv, d;
+    int seqlen_q;          /* rows per sequence; with cu_q, the longest */
+    int max_seqlen_k;      /* longest cache length (sizes the split rule) */
+    qattn_mask mask;       /* on (sq, len) of each sequence: causal-br for decode / chunked prefill */
+    double scale;          /* softmax scale; <= 0: 1/sqrt(d) */
+    int lse;               /* 1: LSE wanted */
+    qattn_fmt in, out;     /* query dtype (fp16, bf16, fp32), output dtype */
+    qattn_operand k, v;    /* the cache's storage (qattn_kvcache_cfg's) */
+    int num_splits;        /* 0: the plan's rule (qattn_kernels_decode_splits), else 1 .. SPLITS_MAX */
+    int kblock;            /* portable path: online-softmax block (the emulation's kblock); 0: 64 */
+    int cc;                /* as qattn_kernels_problem's: 0 asks the device, -1 no device check */
+    unsigned paths;        /* bit set of paths the dispatcher may take; 0: all */
+} qattn_kernels_decode_problem;
+
+struct qattn_kernels_decode_params {
+    const void *q;         /* dtype in; element (b, h, t, c) at q[b*q_sb + (t0 + t)*q_st + h*q_sh + c],
+                            * t0 = cu_q[b] or 0 */
+    qattn_fmt in;
+    int64_t q_sb, q_sh, q_st;
+    void *o;               /* dtype out, the same element rule */
+    qattn_fmt out;
+    int64_t o_sb, o_sh, o_st;
+    float *lse;            /* [hq, Tq] natural log, or NULL; (b, h, t) at h*lse_sh + t0'(b) + t,
+                            * t0'(b) = cu_q[b] or b * seqlen_q */
+    int64_t lse_sh;        /* Tq */
+    const int *cu_q;       /* [nseq + 1] device, or NULL (seqlen_q rows each) */
+    int nseq, hq, hkv, d, seqlen_q;
+    qattn_kernels_kvcache_dev cache; /* device pointers of the cache */
+    qattn_mask mask;
+    float c2;              /* softmax scale * log2(e) */
+    int kblock;            /* portable: online-softmax block */
+    int num_splits;        /* 1: o and lse written directly; else partials, then the combine */
+    float *o_part;         /* [num_splits, hq, Tq, d] fp32 normalized partial outputs (num_splits > 1) */
+    float *lse_part;       /* [num_splits, hq, Tq] natural-log LSE of each split, -inf without a key */
+};
+
+/* Fill p for pb from the query and output tensors (strides in elements), lse
+ * ([hq, tokens_q] device or NULL), cu_q (device or NULL), tokens_q (Tq), the
+ * device cache and the partial buffers (sized by qattn_kernels_decode_part_sizes
+ * for p's num_splits, NULL when it is 1). num_splits must be set (>= 1). */
+int qattn_kernels_decode_fill(qattn_kernels_decode_params *p, const qattn_kernels_decode_problem *pb,
+                              const qattn_kernels_tensor *q, const qattn_kernels_tensor *o, float *lse,
+                              int64_t tokens_q, const int *cu_q, const qattn_kernels_kvcache_dev *cache,
+                              int num_splits, float *o_part, float *lse_part, qattn_err *err);
+void qattn_kernels_decode_part_sizes(const qattn_kernels_decode_problem *pb, int64_t tokens_q, int num_splits,
+                                     size_t *o_part, size_t *lse_part);
+
+/* The decode instance for pb (the most preferred path the device runs), or
+ * a message naming what no instance takes. */
+int qattn_kernels_decode_find(const qattn_kernels_decode_problem *pb, const qattn_kernels_sig **sig, qattn_err *err);
+
+/* The split rule (docs/DESIGN.md "KV caches and split-KV"): with B = blocks
+ * one split needs (nseq x hkv x row tiles of 16 packed rows) and slots =
+ * the device's multiprocessors x blocks each holds, the smallest n in
+ * 1 .. max with wave efficiency n B / (ceil(n B / slots) slots) >= 0.85 and
+ * n B >= slots, where max = min(SPLITS_MAX, ceil(max_seqlen_k / 256)) (a
+ * split keeps at least 256 keys); n = 1 when B alone fills the chip. */
+int qattn_kernels_decode_splits(const qattn_kernels_decode_problem *pb, int sm_count, int blocks_per_sm);
+
+typedef struct qattn_kernels_decode_plan {
+    qattn_kernels_decode_problem pb;
+    const qattn_kernels_sig *sig;
+    qattn_kernels_decode_params p;
+    int num_splits;
+    void *dev[4];          /* owned device buffers (partials, cu_q) */
+    int ndev;
+} qattn_kernels_decode_plan;
+
+/* A plan for pb over the device cache: the instance, num_splits (pb's, or
+ * the rule's on the current device), the partial buffers. q, o: device
+ * tensors; cu_q: [nseq + 1] host offsets or NULL; lse [hq, Tq] device or NULL. */
+int qattn_kernels_decode_plan_init(qattn_kernels_decode_plan *pl, const qattn_kernels_decode_problem *pb,
+                                   const qattn_kernels_tensor *q, const qattn_kernels_tensor *o, float *lse,
+                                   const int *cu_q, const qattn_kernels_kvcache_dev *cache, qattn_err *err);
+int qattn_kernels_decode_plan_run(const qattn_kernels_decode_plan *pl, void *stream, qattn_err *err);
+void qattn_kernels_decode_plan_free(qattn_kernels_decode_plan *pl);
+
+/* the current device's multiprocessor count (1 in the host simulation) */
+int qattn_kernels_dev_sm_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
