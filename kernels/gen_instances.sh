@@ -288,6 +288,51 @@ $(attn_entry)
 #endif
 "
 done
+# the decode family's NVIDIA mma.sync path (decode_mma.h): one cache format
+# for K and V (fp16 / bf16 in the query's dtype; int8 / e4m3 with a scale
+# per token, run in fp16), GQA-packed rows, any page size; registered under
+# QATTN_KERNELS_WITH_MMA with the mma.sync instances
+for d in $head_dims; do
+    for cf in bf16 fp16 int8 e4m3; do
+        CF=$(echo "$cf" | tr a-z A-Z)
+        name="decode_mma_d${d}_cache_${cf}"
+        fn="qattn_kernels_launch_${name}"
+        {
+            banner "Decode (split-KV over a paged cache), NVIDIA mma.sync path: d=${d}, ${cf} cache."
+            echo '#include "../decode_mma.h"'
+            echo
+            echo "QATTN_DECODE_MMA_INSTANCE(${d}, QATTN_FMT_${CF}, ${fn})"
+        } >"$out/${name}.hip"
+        if [ "$d" = 64 ]; then
+            cmake_mma_64="${cmake_mma_64} ${name}.hip"
+            bpsm=3
+        else
+            cmake_mma_128="${cmake_mma_128} ${name}.hip"
+            bpsm=1
+        fi
+        decls="${decls}#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D${d}
+int ${fn}(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
+#endif
+"
+        path=MMA kblock=1024 cfmts="1u << QATTN_FMT_${CF}" arch='QATTN_KERNELS_ARCHS " (kernel body: sm_80 and newer)"'
+        case "$cf" in
+        bf16 | fp16)
+            infmts="1u << QATTN_FMT_${CF}" isin=1 cgroups=0 ccmin=80
+            groups="cache: ${cf} K and V, unscaled; Q.K and P.V in ${cf} (P rounded to ${cf})" ;;
+        *)
+            infmts="(1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16)" isin=0 cgroups=QATTN_KERNELS_CACHE_TOKEN
+            ccmin=80
+            [ "$cf" = e4m3 ] && ccmin=89
+            groups="cache: ${cf} K and V, one scale per token; Q.K and P.V in fp16 (codes exact, bf16 queries converted)" ;;
+        esac
+        ccmax=0
+        entries="${entries}#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D${d}
+$(decode_entry)
+#endif
+"
+    done
+done
+ccmin=0 ccmax=0
 # the NVIDIA warpgroup-MMA path (attn_fwd_wgmma.h): the int8 mma.sync
 # instances' scheme (d 64, 128) with key blocks of 128 keys (sage2-8b-sm90)
 # and of 64 (sage2-8b: thread:64/8/2 K scales, fp22+fp32:64), on sm_90 in a

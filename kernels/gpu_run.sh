@@ -17,6 +17,9 @@
 #             family (mma, portable attention, fast and portable quant)
 #   bench     qattn bench + kernels/bench_torch.py -> OUTDIR/attn_fwd_bench.csv;
 #             test_kernels_quant_gpu --bench (quantization vs D2D copy)
+#   decode    the decode family (not in the default list): test_kernels_decode_gpu,
+#             its memcheck / racecheck (--quick), qattn decode-bench +
+#             kernels/bench_torch_decode.py -> OUTDIR/decode_bench.csv
 #   quant     the quantization kernels alone (not in the default list):
 #             test_kernels_quant_gpu, its memcheck / racecheck, --bench with
 #             the streamed kernel (tiles per slice 2, 4, 8) and without it
@@ -76,6 +79,21 @@ run_sanitize() {
     summary+=("compute-sanitizer: $((n - bad)) of $n runs clean")
 }
 
+run_decode() {
+    local cs
+    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    test_kernels_decode_gpu >"$out/decode_check.log" 2>&1 || status=1
+    tail -3 "$out/decode_check.log"
+    summary+=("decode check: $(tail -1 "$out/decode_check.log")")
+    local n=0 bad=0
+    for tool in memcheck racecheck; do
+        san "$tool" "test_kernels_decode_gpu --quick" test_kernels_decode_gpu --quick
+    done
+    summary+=("decode compute-sanitizer: $((n - bad)) of $n runs clean")
+    qattn decode-bench --out "$out/decode_raw.csv" ${QATTN_DECODE_BENCH_ARGS:-} || status=1
+    python3 kernels/bench_torch_decode.py --in "$out/decode_raw.csv" --out "$out/decode_bench.csv" || status=1
+}
+
 run_quant() {
     local cs
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -116,7 +134,7 @@ run_bench() {
 
 for s in "${steps[@]}"; do
     case "$s" in
-    check | sanitize | bench | quant)
+    check | sanitize | bench | quant | decode)
         echo "== $s" >&2
         "run_$s" > >(tee "$out/$s.log") 2>&1
         ;;

@@ -101,6 +101,22 @@ static __device__ __forceinline__ void qattn_mma_m16n8k16_f16_f32(float *d, cons
 #endif
 }
 
+/* as qattn_mma_m16n8k16_f16_f32 with bf16 A and B */
+static __device__ __forceinline__ void qattn_mma_m16n8k16_bf16_f32(float *d, const uint32_t *a, const uint32_t *b,
+                                                                   const float *c)
+{
+#if QATTN_MMA_SM80
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %11, %12, %13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+          "f"(c[3]));
+#else
+    (void)a, (void)b;
+    d[0] = c[0], d[1] = c[1], d[2] = c[2], d[3] = c[3];
+#endif
+}
+
 /* two e4m3 codes (bits 0..7, 8..15) to two fp16 (exact: every e4m3 value is an fp16 value) */
 static __device__ __forceinline__ uint32_t qattn_cvt_f16x2_e4m3x2(uint32_t x)
 {
@@ -172,6 +188,23 @@ static __device__ __forceinline__ void qattn_ldmatrix_x4(uint32_t *r, const void
 #if QATTN_MMA_SM80
     uint32_t a = (uint32_t)__cvta_generic_to_shared(smem_row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#else
+    (void)smem_row;
+    r[0] = r[1] = r[2] = r[3] = 0u;
+#endif
+}
+
+/* ldmatrix .x4 .trans of 16-bit data: lanes 8m..8m+7 give the addresses of
+ * rows 0..7 (8 elements each) of matrix m; register m of lane 4g + i holds
+ * elements (rows 2i, 2i+1; column g) of matrix m (a B fragment of m16n8k16
+ * from a k-major tile) */
+static __device__ __forceinline__ void qattn_ldmatrix_x4_trans(uint32_t *r, const void *smem_row)
+{
+#if QATTN_MMA_SM80
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(smem_row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(a));
 #else

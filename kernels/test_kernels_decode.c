@@ -8,8 +8,8 @@
  * decode instance that takes a case, on the device, within tolerances:
  *   portable  max |O - O_emu| <= 1e-5 max |V|, |dLSE| <= 1e-5 (exp2f / expf
  *             against the emulation's: a few ulp);
- *   fast      max |O - O_emu| <= 1e-2 max |V| (P in the 16-bit MMA type:
- *             2^-9 relative per element), |dLSE| <= 1e-3.
+ *   fast      max |O - O_emu| <= 3e-3 max |V| (P in the 16-bit MMA type:
+ *             2^-9 relative per element), |dLSE| <= 1e-4.
  * Also the split rule on a table of shapes and the dispatcher's messages. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -242,7 +242,7 @@ static int run_case(const dcase *tc, unsigned paths, const char *label)
                 CHECK(bitdiff == 0 && lsediff == 0, "%s: %ld outputs and %ld LSEs differ from the emulation", label,
                       bitdiff, lsediff);
             } else {
-                double tol = fast ? 1e-2 : 1e-5, ltol = fast ? 1e-3 : 1e-5;
+                double tol = fast ? 3e-3 : 1e-5, ltol = fast ? 1e-4 : 1e-5;
                 if (tc->out != QATTN_FMT_FP32)
                     tol += tc->out == QATTN_FMT_BF16 ? 8e-3 : 1e-3; /* one output rounding step apart */
                 CHECK(maxe <= tol * vmax, "%s: max |O - O_emu| %.3g > %.1g max|V| (%.3g)", label, maxe, tol, vmax);

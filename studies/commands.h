@@ -26,5 +26,6 @@ int qattn_cmd_models(int argc, char **argv);
 int qattn_cmd_kernels(int argc, char **argv);
 int qattn_cmd_gpu_check(int argc, char **argv);
 int qattn_cmd_bench(int argc, char **argv);
+int qattn_cmd_decode_bench(int argc, char **argv);
 
 #endif

@@ -30,6 +30,7 @@ static const qattn_command commands[] = {
     {"kernels", qattn_cmd_kernels, "list the GPU kernel instances built in (--json for JSON)"},
     {"gpu-check", qattn_cmd_gpu_check, "GPU: every kernel instance against the CPU emulation"},
     {"bench", qattn_cmd_bench, "GPU: kernel-only and end-to-end TOPS of the attention kernels"},
+    {"decode-bench", qattn_cmd_decode_bench, "GPU: split-KV decode over a paged KV cache against a D2D copy"},
 };
 static const size_t ncommands = sizeof commands / sizeof commands[0];
 

@@ -80,6 +80,30 @@ int qattn_kernels_launch_attn_fwd_mma_d128_qk_int8_pv_e4m3_acc_fp22(const qattn_
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
 int qattn_kernels_launch_attn_fwd_mma_d128_qk_int4_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
+int qattn_kernels_launch_decode_mma_d64_cache_bf16(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
+int qattn_kernels_launch_decode_mma_d64_cache_fp16(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
+int qattn_kernels_launch_decode_mma_d64_cache_int8(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
+int qattn_kernels_launch_decode_mma_d64_cache_e4m3(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
+int qattn_kernels_launch_decode_mma_d128_cache_bf16(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
+int qattn_kernels_launch_decode_mma_d128_cache_fp16(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
+int qattn_kernels_launch_decode_mma_d128_cache_int8(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
+int qattn_kernels_launch_decode_mma_d128_cache_e4m3(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
+#endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
 int qattn_kernels_launch_attn_fwd_wgmma_d64_qk_int8_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
@@ -1022,6 +1046,190 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cc_max = 0,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
      .launch_attn = qattn_kernels_launch_attn_fwd_mma_d128_qk_int4_pv_e4m3_acc_fp22},
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
+    {.name = "decode_mma_d64_cache_bf16",
+     .family = QATTN_KERNELS_FAMILY_DECODE,
+     .path = QATTN_KERNELS_PATH_MMA,
+     .head_dim = 64,
+     .qk_groups = "cache: bf16 K and V, unscaled; Q.K and P.V in bf16 (P rounded to bf16)",
+     .v_groups = "cache: bf16 K and V, unscaled; Q.K and P.V in bf16 (P rounded to bf16)",
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) | (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 1024,
+     .in_fmts = 1u << QATTN_FMT_BF16,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_80 and newer)",
+     .cc_min = 80,
+     .cc_max = 0,
+     .cache_fmts = 1u << QATTN_FMT_BF16,
+     .cache_groups = 0,
+     .cache_is_in = 1,
+     .blocks_per_sm = 3,
+     .launch_decode = qattn_kernels_launch_decode_mma_d64_cache_bf16},
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
+    {.name = "decode_mma_d64_cache_fp16",
+     .family = QATTN_KERNELS_FAMILY_DECODE,
+     .path = QATTN_KERNELS_PATH_MMA,
+     .head_dim = 64,
+     .qk_groups = "cache: fp16 K and V, unscaled; Q.K and P.V in fp16 (P rounded to fp16)",
+     .v_groups = "cache: fp16 K and V, unscaled; Q.K and P.V in fp16 (P rounded to fp16)",
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) | (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 1024,
+     .in_fmts = 1u << QATTN_FMT_FP16,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_80 and newer)",
+     .cc_min = 80,
+     .cc_max = 0,
+     .cache_fmts = 1u << QATTN_FMT_FP16,
+     .cache_groups = 0,
+     .cache_is_in = 1,
+     .blocks_per_sm = 3,
+     .launch_decode = qattn_kernels_launch_decode_mma_d64_cache_fp16},
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
+    {.name = "decode_mma_d64_cache_int8",
+     .family = QATTN_KERNELS_FAMILY_DECODE,
+     .path = QATTN_KERNELS_PATH_MMA,
+     .head_dim = 64,
+     .qk_groups = "cache: int8 K and V, one scale per token; Q.K and P.V in fp16 (codes exact, bf16 queries converted)",
+     .v_groups = "cache: int8 K and V, one scale per token; Q.K and P.V in fp16 (codes exact, bf16 queries converted)",
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) | (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 1024,
+     .in_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16),
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_80 and newer)",
+     .cc_min = 80,
+     .cc_max = 0,
+     .cache_fmts = 1u << QATTN_FMT_INT8,
+     .cache_groups = QATTN_KERNELS_CACHE_TOKEN,
+     .cache_is_in = 0,
+     .blocks_per_sm = 3,
+     .launch_decode = qattn_kernels_launch_decode_mma_d64_cache_int8},
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
+    {.name = "decode_mma_d64_cache_e4m3",
+     .family = QATTN_KERNELS_FAMILY_DECODE,
+     .path = QATTN_KERNELS_PATH_MMA,
+     .head_dim = 64,
+     .qk_groups = "cache: e4m3 K and V, one scale per token; Q.K and P.V in fp16 (codes exact, bf16 queries converted)",
+     .v_groups = "cache: e4m3 K and V, one scale per token; Q.K and P.V in fp16 (codes exact, bf16 queries converted)",
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) | (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 1024,
+     .in_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16),
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_80 and newer)",
+     .cc_min = 89,
+     .cc_max = 0,
+     .cache_fmts = 1u << QATTN_FMT_E4M3,
+     .cache_groups = QATTN_KERNELS_CACHE_TOKEN,
+     .cache_is_in = 0,
+     .blocks_per_sm = 3,
+     .launch_decode = qattn_kernels_launch_decode_mma_d64_cache_e4m3},
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
+    {.name = "decode_mma_d128_cache_bf16",
+     .family = QATTN_KERNELS_FAMILY_DECODE,
+     .path = QATTN_KERNELS_PATH_MMA,
+     .head_dim = 128,
+     .qk_groups = "cache: bf16 K and V, unscaled; Q.K and P.V in bf16 (P rounded to bf16)",
+     .v_groups = "cache: bf16 K and V, unscaled; Q.K and P.V in bf16 (P rounded to bf16)",
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) | (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 1024,
+     .in_fmts = 1u << QATTN_FMT_BF16,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_80 and newer)",
+     .cc_min = 80,
+     .cc_max = 0,
+     .cache_fmts = 1u << QATTN_FMT_BF16,
+     .cache_groups = 0,
+     .cache_is_in = 1,
+     .blocks_per_sm = 1,
+     .launch_decode = qattn_kernels_launch_decode_mma_d128_cache_bf16},
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
+    {.name = "decode_mma_d128_cache_fp16",
+     .family = QATTN_KERNELS_FAMILY_DECODE,
+     .path = QATTN_KERNELS_PATH_MMA,
+     .head_dim = 128,
+     .qk_groups = "cache: fp16 K and V, unscaled; Q.K and P.V in fp16 (P rounded to fp16)",
+     .v_groups = "cache: fp16 K and V, unscaled; Q.K and P.V in fp16 (P rounded to fp16)",
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) | (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 1024,
+     .in_fmts = 1u << QATTN_FMT_FP16,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_80 and newer)",
+     .cc_min = 80,
+     .cc_max = 0,
+     .cache_fmts = 1u << QATTN_FMT_FP16,
+     .cache_groups = 0,
+     .cache_is_in = 1,
+     .blocks_per_sm = 1,
+     .launch_decode = qattn_kernels_launch_decode_mma_d128_cache_fp16},
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
+    {.name = "decode_mma_d128_cache_int8",
+     .family = QATTN_KERNELS_FAMILY_DECODE,
+     .path = QATTN_KERNELS_PATH_MMA,
+     .head_dim = 128,
+     .qk_groups = "cache: int8 K and V, one scale per token; Q.K and P.V in fp16 (codes exact, bf16 queries converted)",
+     .v_groups = "cache: int8 K and V, one scale per token; Q.K and P.V in fp16 (codes exact, bf16 queries converted)",
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) | (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 1024,
+     .in_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16),
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_80 and newer)",
+     .cc_min = 80,
+     .cc_max = 0,
+     .cache_fmts = 1u << QATTN_FMT_INT8,
+     .cache_groups = QATTN_KERNELS_CACHE_TOKEN,
+     .cache_is_in = 0,
+     .blocks_per_sm = 1,
+     .launch_decode = qattn_kernels_launch_decode_mma_d128_cache_int8},
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
+    {.name = "decode_mma_d128_cache_e4m3",
+     .family = QATTN_KERNELS_FAMILY_DECODE,
+     .path = QATTN_KERNELS_PATH_MMA,
+     .head_dim = 128,
+     .qk_groups = "cache: e4m3 K and V, one scale per token; Q.K and P.V in fp16 (codes exact, bf16 queries converted)",
+     .v_groups = "cache: e4m3 K and V, one scale per token; Q.K and P.V in fp16 (codes exact, bf16 queries converted)",
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) | (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 1024,
+     .in_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16),
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_80 and newer)",
+     .cc_min = 89,
+     .cc_max = 0,
+     .cache_fmts = 1u << QATTN_FMT_E4M3,
+     .cache_groups = QATTN_KERNELS_CACHE_TOKEN,
+     .cache_is_in = 0,
+     .blocks_per_sm = 1,
+     .launch_decode = qattn_kernels_launch_decode_mma_d128_cache_e4m3},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
     {.name = "attn_fwd_wgmma_d64_qk_int8_pv_e4m3_acc_fp22",

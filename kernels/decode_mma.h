@@ -1,0 +1,380 @@
+/* Decode family, NVIDIA mma.sync path (sm_80+; e4m3 caches sm_89+): split-KV
+ * over a paged cache on the tensor cores, for decode's memory-bound shapes.
+ *
+ * A block (4 warps) owns one kv head of one sequence, 16 packed query rows
+ * (row r = token (r / grp), q head hk * grp + r % grp: GQA packing, so a
+ * decode step's 8 heads share one read of the cache) and one split. The
+ * split's keys go in chunks of 32 round robin to the warps; each warp keeps
+ * its own online softmax over its chunks and its own 2-stage cp.async ring
+ * of K and V rows, found through the block table key by key. Per chunk:
+ * S = Q K^T (m16n8k16, B fragments by ldmatrix from the K rows), times c2
+ * (and the key's scale for 8-bit caches), masked, base-2 online softmax
+ * with ex2.approx, P rounded to the MMA type (V's per-token scale folded
+ * into P), O += P V (ldmatrix .trans of the V rows). The four warps' states
+ * merge through shared memory at the end; o and lse go out as the portable
+ * kernel writes them (num_splits = 1), or as partials for the combine.
+ *
+ * Types: a 16-bit cache runs in its dtype (the query's); an 8-bit cache
+ * (int8, e4m3; scales per token) runs in fp16: codes widened exactly into a
+ * 16-bit tile in shared memory, bf16 queries converted to fp16 (exact in
+ * fp16's normal range, |q| in [2^-14, 65504]). Differs from the emulation by
+ * P's rounding (2^-9 bf16, 2^-12 fp16 relative) and ex2.approx. */
+#ifndef QATTN_KERNELS_DECODE_MMA_H
+#define QATTN_KERNELS_DECODE_MMA_H
+
+#include "decode_portable.h"
+#include "mma_nvidia.h"
+
+#define QATTN_DMMA_WARPS 4
+#define QATTN_DMMA_KC 32    /* keys per chunk */
+#define QATTN_DMMA_STAGES 2 /* chunks in flight per warp */
+#define QATTN_DMMA_ROWS 16  /* packed query rows per block */
+
+/* shared memory of one warp: STAGES x (K, V) chunks as loaded, then (8-bit
+ * caches) one widened 16-bit (K, V) chunk; rows padded 16 bytes so that
+ * ldmatrix's eight rows fall in distinct banks */
+template <int D, int CF>
+struct qattn_dmma_layout {
+    static const int ELT = (CF == QATTN_FMT_FP16 || CF == QATTN_FMT_BF16) ? 2 : 1; /* stored bytes per value */
+    static const int RAW_ROW = D * ELT + (ELT == 2 ? 16 : 0);                     /* bytes per loaded row */
+    static const int ROW16 = D * 2 + 16;                                          /* bytes per 16-bit row */
+    static const int RAW_CHUNK = QATTN_DMMA_KC * RAW_ROW;
+    static const int WIDE = ELT == 2 ? 0 : 2 * QATTN_DMMA_KC * ROW16;
+    static const int WARP = QATTN_DMMA_STAGES * 2 * RAW_CHUNK + WIDE;
+    static const int MERGE = QATTN_DMMA_ROWS * (D + 2) * 4; /* per warp: O, m, l in fp32 */
+    static const int BYTES = QATTN_DMMA_WARPS * (WARP > MERGE ? WARP : MERGE);
+};
+
+/* f16x2 / bf16x2 of two floats, low half first */
+template <int QT>
+static __device__ __forceinline__ uint32_t qattn_dmma_pack(float lo, float hi)
+{
+    return QT == QATTN_FMT_BF16 ? qattn_cvt_bf16x2_f32(lo, hi) : qattn_cvt_f16x2_f32(lo, hi);
+}
+
+template <int QT>
+static __device__ __forceinline__ void qattn_dmma_mma(float *d, const uint32_t *a, const uint32_t *b)
+{
+    if (QT == QATTN_FMT_BF16)
+        qattn_mma_m16n8k16_bf16_f32(d, a, b, d);
+    else
+        qattn_mma_m16n8k16_f16_f32(d, a, b, d);
+}
+
+/* four 8-bit codes to four fp16 (two f16x2 words), exactly */
+template <int CF>
+static __device__ __forceinline__ void qattn_dmma_widen4(uint32_t w, uint32_t *lo, uint32_t *hi)
+{
+    if (CF == QATTN_FMT_INT8) {
+        /* 0x64XX is 1024 + XX in fp16: (x + 128) as a byte under 0x64, minus 1152 */
+        const uint32_t u = w ^ 0x80808080u;
+        uint32_t a, b;
+        asm("prmt.b32 %0, %1, %2, 0x4140;\n" : "=r"(a) : "r"(u), "r"(0x64646464u));
+        asm("prmt.b32 %0, %1, %2, 0x4342;\n" : "=r"(b) : "r"(u), "r"(0x64646464u));
+        const uint32_t bias = 0x64806480u; /* 1152, 1152 */
+        asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(*lo) : "r"(a), "r"(bias));
+        asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(*hi) : "r"(b), "r"(bias));
+    } else {
+        *lo = qattn_cvt_f16x2_e4m3x2(w & 0xffffu);
+        *hi = qattn_cvt_f16x2_e4m3x2(w >> 16);
+    }
+}
+
+template <int D, int CF, int QT>
+__global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel(qattn_kernels_decode_params p)
+{
+    typedef qattn_dmma_layout<D, CF> L;
+    const int KC = QATTN_DMMA_KC, ST = QATTN_DMMA_STAGES, NW = QATTN_DMMA_WARPS;
+    const int PPR = D * L::ELT / 16; /* 16-byte pieces per loaded row */
+    const int NT = D / 8;            /* n-tiles of O */
+    extern __shared__ __align__(16) unsigned char qattn_dmma_smem[];
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int grp = p.hq / p.hkv;
+    const int hk = (int)blockIdx.x % p.hkv, rt = (int)blockIdx.x / p.hkv;
+    const int b = (int)blockIdx.y, sp = (int)blockIdx.z;
+    int64_t tq0, tu0;
+    int sq;
+    qattn_decode_rows(p, b, &tq0, &tu0, &sq);
+    const int nrows = sq * grp, r0 = rt * QATTN_DMMA_ROWS;
+    if (r0 >= nrows)
+        return;
+    const int64_t sk = p.cache.len[b], ns = p.num_splits;
+    const int64_t a = sp * sk / ns, e = (sp + 1) * sk / ns;
+    /* this lane's rows g and g + 8: their keys [lo, hi) within the split */
+    int64_t rlo[2], rhi[2];
+    for (int i = 0; i < 2; i++) {
+        const int r = r0 + g + 8 * i;
+        rlo[i] = 0, rhi[i] = 0;
+        if (r < nrows) {
+            qattn_num_mask_range(p.mask, r / grp, sq, sk, &rlo[i], &rhi[i]);
+            rlo[i] = rlo[i] > a ? rlo[i] : a;
+            rhi[i] = rhi[i] < e ? rhi[i] : e;
+        }
+    }
+    /* the block's keys: the union over its tokens (masks are monotone in the token) */
+    int64_t kbeg, kend, lo1, hi1;
+    {
+        const int i0 = r0 / grp, i1 = (r0 + QATTN_DMMA_ROWS - 1 < nrows ? r0 + QATTN_DMMA_ROWS - 1 : nrows - 1) / grp;
+        qattn_num_mask_range(p.mask, i0, sq, sk, &kbeg, &hi1);
+        qattn_num_mask_range(p.mask, i1, sq, sk, &lo1, &kend);
+        kbeg = kbeg > a ? kbeg : a;
+        kend = kend < e ? kend : e;
+    }
+    const int nchunk = kend > kbeg ? (int)((kend - kbeg + KC - 1) / KC) : 0;
+
+    /* Q fragments of the 16 rows (zeros for rows past the sequence) */
+    uint32_t qa[D / 16][4];
+    {
+        const int ra = r0 + g, rb = r0 + g + 8;
+        const int64_t qa_at = (int64_t)b * p.q_sb + (tu0 + ra / grp) * p.q_st + (int64_t)(hk * grp + ra % grp) * p.q_sh;
+        const int64_t qb_at = (int64_t)b * p.q_sb + (tu0 + rb / grp) * p.q_st + (int64_t)(hk * grp + rb % grp) * p.q_sh;
+        for (int ks = 0; ks < D / 16; ks++)
+            for (int half = 0; half < 2; half++) {
+                const int c = ks * 16 + half * 8 + 2 * t4;
+                float xa0 = 0.f, xa1 = 0.f, xb0 = 0.f, xb1 = 0.f;
+                if (ra < nrows) {
+                    xa0 = qattn_decode_ld(p.in, p.q, qa_at, c);
+                    xa1 = qattn_decode_ld(p.in, p.q, qa_at, c + 1);
+                }
+                if (rb < nrows) {
+                    xb0 = qattn_decode_ld(p.in, p.q, qb_at, c);
+                    xb1 = qattn_decode_ld(p.in, p.q, qb_at, c + 1);
+                }
+                qa[ks][half * 2] = qattn_dmma_pack<QT>(xa0, xa1);
+                qa[ks][half * 2 + 1] = qattn_dmma_pack<QT>(xb0, xb1);
+            }
+    }
+
+    unsigned char *wsm = qattn_dmma_smem + warp * L::WARP;
+    const int64_t row_elems = (int64_t)p.hkv * D; /* elements per token in the pool */
+    const unsigned char *kpool = (const unsigned char *)p.cache.k, *vpool = (const unsigned char *)p.cache.v;
+    const float *ksc = p.cache.k_scale ? p.cache.k_scale + ((int64_t)b * p.hkv + hk) * p.cache.k_ntok : 0;
+    const float *vsc = p.cache.v_scale ? p.cache.v_scale + ((int64_t)b * p.hkv + hk) * p.cache.v_ntok : 0;
+    const int32_t *table = p.cache.table + (int64_t)b * p.cache.max_pages;
+    const int ps = p.cache.page_size;
+
+    /* issue the loads of chunk c (this warp's) into stage st */
+    auto issue = [&](int c, int st) {
+        const int64_t x = kbeg + (int64_t)c * KC + lane;
+        int64_t off = 0;
+        const int ok = x < kend;
+        if (ok)
+            off = (((int64_t)table[x / ps] * ps + x % ps) * row_elems + (int64_t)hk * D) * L::ELT;
+        unsigned char *ks = wsm + st * 2 * L::RAW_CHUNK, *vs = ks + L::RAW_CHUNK;
+#pragma unroll
+        for (int i = 0; i < KC * PPR / 32; i++) {
+            const int piece = i * 32 + lane, key = piece / PPR, part = piece % PPR;
+            const long long o = __shfl_sync(0xffffffffu, (long long)off, key);
+            const int v = __shfl_sync(0xffffffffu, ok, key);
+            qattn_cp_async16(ks + key * L::RAW_ROW + part * 16, kpool + o + part * 16, v ? 16 : 0);
+            qattn_cp_async16(vs + key * L::RAW_ROW + part * 16, vpool + o + part * 16, v ? 16 : 0);
+        }
+    };
+
+    float o[NT][4];
+    for (int n = 0; n < NT; n++)
+        o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+
+    const int mine = nchunk > warp ? (nchunk - warp + NW - 1) / NW : 0; /* chunks of this warp */
+    for (int s = 0; s < ST - 1; s++) {
+        if (s < mine)
+            issue(warp + s * NW, s);
+        qattn_cp_async_commit();
+    }
+    for (int it = 0; it < mine; it++) {
+        const int c = warp + it * NW;
+        if (it + ST - 1 < mine)
+            issue(warp + (it + ST - 1) * NW, (it + ST - 1) % ST);
+        qattn_cp_async_commit();
+        qattn_cp_async_wait<ST - 1>();
+        __syncwarp();
+        const unsigned char *kt = wsm + (it % ST) * 2 * L::RAW_CHUNK, *vt = kt + L::RAW_CHUNK;
+        int row16 = L::RAW_ROW;
+        if (L::ELT == 1) { /* widen the codes into the 16-bit chunk */
+            unsigned char *wk = wsm + ST * 2 * L::RAW_CHUNK, *wv = wk + KC * L::ROW16;
+#pragma unroll
+            for (int i = 0; i < KC * PPR / 32; i++) {
+                const int piece = i * 32 + lane, key = piece / PPR, part = piece % PPR;
+                for (int tv = 0; tv < 2; tv++) {
+                    const uint4 w = *(const uint4 *)((tv ? vt : kt) + key * L::RAW_ROW + part * 16);
+                    uint4 h0, h1;
+                    qattn_dmma_widen4<CF>(w.x, &h0.x, &h0.y);
+                    qattn_dmma_widen4<CF>(w.y, &h0.z, &h0.w);
+                    qattn_dmma_widen4<CF>(w.z, &h1.x, &h1.y);
+                    qattn_dmma_widen4<CF>(w.w, &h1.z, &h1.w);
+                    unsigned char *dst = (tv ? wv : wk) + key * L::ROW16 + part * 32;
+                    *(uint4 *)dst = h0;
+                    *(uint4 *)(dst + 16) = h1;
+                }
+            }
+            __syncwarp();
+            kt = wk, vt = wv, row16 = L::ROW16;
+        }
+        /* S = Q K^T over the chunk's 32 keys: 4 n-tiles of 8 keys */
+        float s[4][4];
+        for (int j = 0; j < 4; j++)
+            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++)
+#pragma unroll
+            for (int j = 0; j < 4; j += 2) {
+                uint32_t bf[4];
+                const int key = 8 * (j + (lane >> 4)) + (lane & 7), ch = 16 * ks + 8 * ((lane >> 3) & 1);
+                qattn_ldmatrix_x4(bf, kt + key * row16 + ch * 2);
+                qattn_dmma_mma<QT>(s[j], qa[ks], bf);
+                qattn_dmma_mma<QT>(s[j + 1], qa[ks], bf + 2);
+            }
+        /* scale, mask, online softmax (rows g: s[j][0..1], g + 8: s[j][2..3]) */
+        const int64_t x0 = kbeg + (int64_t)c * KC;
+        float mx[2] = {m[0], m[1]};
+        for (int j = 0; j < 4; j++)
+            for (int q = 0; q < 4; q++) {
+                const int64_t x = x0 + 8 * j + 2 * t4 + (q & 1);
+                const int ri = q >> 1;
+                float v = s[j][q] * p.c2;
+                if (ksc && x < kend)
+                    v = v * ksc[x];
+                v = (x >= rlo[ri] && x < rhi[ri]) ? v : -INFINITY;
+                s[j][q] = v;
+                mx[ri] = fmaxf(mx[ri], v);
+            }
+        float alpha[2], base[2];
+        for (int ri = 0; ri < 2; ri++) {
+            mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 1));
+            mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 2));
+            base[ri] = mx[ri] == -INFINITY ? 0.f : mx[ri];
+            alpha[ri] = qattn_ex2_approx(m[ri] - base[ri]);
+            m[ri] = mx[ri];
+            l[ri] *= alpha[ri];
+        }
+        uint32_t pa[2][4];
+        for (int j = 0; j < 4; j++) {
+            float pv[4];
+            for (int q = 0; q < 4; q++) {
+                const int ri = q >> 1;
+                const float pe = qattn_ex2_approx(s[j][q] - base[ri]);
+                l[ri] += pe;
+                pv[q] = pe;
+                if (vsc) {
+                    const int64_t x = x0 + 8 * j + 2 * t4 + (q & 1);
+                    pv[q] = x < kend ? pe * vsc[x] : 0.f;
+                }
+            }
+            pa[j >> 1][(j & 1) * 2] = qattn_dmma_pack<QT>(pv[0], pv[1]);
+            pa[j >> 1][(j & 1) * 2 + 1] = qattn_dmma_pack<QT>(pv[2], pv[3]);
+        }
+        for (int n = 0; n < NT; n++) {
+            o[n][0] *= alpha[0], o[n][1] *= alpha[0];
+            o[n][2] *= alpha[1], o[n][3] *= alpha[1];
+        }
+        /* O += P V: 2 k-blocks of 16 keys, n-tiles of 8 channels in pairs */
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++)
+#pragma unroll
+            for (int n = 0; n < NT; n += 2) {
+                uint32_t bf[4];
+                const int key = 16 * kk + 8 * ((lane >> 3) & 1) + (lane & 7), ch = 8 * (n + (lane >> 4));
+                qattn_ldmatrix_x4_trans(bf, vt + key * row16 + ch * 2);
+                qattn_dmma_mma<QT>(o[n], pa[kk], bf);
+                qattn_dmma_mma<QT>(o[n + 1], pa[kk], bf + 2);
+            }
+        __syncwarp();
+    }
+    qattn_cp_async_wait<0>();
+    for (int ri = 0; ri < 2; ri++) {
+        l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 1);
+        l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 2);
+    }
+    __syncthreads(); /* the rings are free: merge the warps' states */
+    float *mo = (float *)(qattn_dmma_smem) + warp * QATTN_DMMA_ROWS * (D + 2);
+    for (int n = 0; n < NT; n++)
+        for (int q = 0; q < 4; q++)
+            mo[(g + 8 * (q >> 1)) * (D + 2) + 8 * n + 2 * t4 + (q & 1)] = o[n][q];
+    if (t4 == 0)
+        for (int ri = 0; ri < 2; ri++) {
+            mo[(g + 8 * ri) * (D + 2) + D] = m[ri];
+            mo[(g + 8 * ri) * (D + 2) + D + 1] = l[ri];
+        }
+    __syncthreads();
+    const float *ms = (const float *)qattn_dmma_smem;
+    const int stride_w = QATTN_DMMA_ROWS * (D + 2);
+    for (int idx = (int)threadIdx.x; idx < QATTN_DMMA_ROWS * D; idx += NW * 32) {
+        const int r = idx / D, c = idx % D, pr = r0 + r;
+        if (pr >= nrows)
+            continue;
+        float mm = -INFINITY;
+        for (int w = 0; w < NW; w++)
+            mm = fmaxf(mm, ms[w * stride_w + r * (D + 2) + D]);
+        float ll = 0.f, acc = 0.f;
+        if (mm != -INFINITY)
+            for (int w = 0; w < NW; w++) {
+                const float mw = ms[w * stride_w + r * (D + 2) + D];
+                if (mw == -INFINITY)
+                    continue;
+                const float wt = qattn_ex2_approx(mw - mm);
+                ll += wt * ms[w * stride_w + r * (D + 2) + D + 1];
+                acc += wt * ms[w * stride_w + r * (D + 2) + c];
+            }
+        const int empty = mm == -INFINITY;
+        const float ov = empty ? 0.f : acc / ll;
+        const int i = pr / grp, h = hk * grp + pr % grp;
+        const int64_t row = (int64_t)h * p.lse_sh + tq0 + i;
+        if (ns == 1)
+            qattn_decode_put(p, (int64_t)b * p.o_sb + (tu0 + i) * p.o_st + (int64_t)h * p.o_sh + c, ov);
+        else
+            p.o_part[((int64_t)sp * p.hq * p.lse_sh + row) * D + c] = ov;
+        if (c == 0) {
+            const float lse = empty ? -INFINITY : (mm + log2f(ll)) * 0.69314718055994530942f;
+            if (ns == 1) {
+                if (p.lse)
+                    p.lse[row] = lse;
+            } else {
+                p.lse_part[(int64_t)sp * p.hq * p.lse_sh + row] = lse;
+            }
+        }
+    }
+}
+
+template <int D, int CF, int QT>
+static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipStream_t stream, qattn_err *err)
+{
+    typedef qattn_dmma_layout<D, CF> L;
+    void (*k)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT>;
+    QATTN_DECODE_CHECK(hipFuncSetAttribute((const void *)k, hipFuncAttributeMaxDynamicSharedMemorySize, L::BYTES),
+                       "decode: raising the shared-memory limit");
+    const int rows = p.seqlen_q * (p.hq / p.hkv);
+    const dim3 grid((unsigned)(p.hkv * ((rows + QATTN_DMMA_ROWS - 1) / QATTN_DMMA_ROWS)), (unsigned)p.nseq,
+                    (unsigned)p.num_splits);
+    hipLaunchKernelGGL(k, grid, dim3(QATTN_DMMA_WARPS * 32), (size_t)L::BYTES, stream, p);
+    QATTN_DECODE_CHECK(hipGetLastError(), "decode mma kernel launch");
+    return qattn_decode_combine_launch<D>(p, stream, err);
+}
+
+/* CF: the cache format (both K and V); 16-bit caches run in the query's
+ * dtype, 8-bit ones in fp16 */
+template <int D, int CF>
+static int qattn_decode_mma_launch(const qattn_kernels_decode_params *pp, void *stream, qattn_err *err)
+{
+    const qattn_kernels_decode_params p = *pp;
+    int rc = qattn_decode_check(p, D, err);
+    if (rc)
+        return rc;
+    if (p.cache.kop.fmt != CF || p.cache.vop.fmt != CF || p.cache.k_open || p.cache.v_open ||
+        (p.cache.k_scale && p.cache.k_nch != 1) || (p.cache.v_scale && p.cache.v_nch != 1))
+        return qattn_err_set(err, QATTN_ERR_ARG, "decode mma: a cache this instance does not read");
+    if (p.seqlen_q <= 0)
+        return QATTN_OK;
+    if (CF == QATTN_FMT_BF16)
+        return qattn_decode_mma_launch_t<D, CF, QATTN_FMT_BF16>(p, (hipStream_t)stream, err);
+    return qattn_decode_mma_launch_t<D, CF, QATTN_FMT_FP16>(p, (hipStream_t)stream, err);
+}
+
+#define QATTN_DECODE_MMA_INSTANCE(D, CF, NAME)                                              \
+    extern "C" int NAME(const qattn_kernels_decode_params *p, void *stream, qattn_err *err) \
+    {                                                                                       \
+        return qattn_decode_mma_launch<D, CF>(p, stream, err);                              \
+    }
+
+#endif

@@ -1,0 +1,298 @@
+/* qattn decode-bench: the decode family's speed on the GPU. For each cache
+ * format and shape (sk keys per sequence, batch, hkv kv heads, hq = 8 hkv, one
+ * query row, d = 128, causal-br): a paged cache (pages of --page tokens in a
+ * shuffled order) of random values (int8 / e4m3: random codes, a random scale
+ * per token), timed with device events (median of --reps runs) with the
+ * plan's num_splits, and with num_splits = 1 beside it where the plan splits.
+ * kv_gbs = bytes of K and V (codes and scales) over the time; copy_gbs = a
+ * device-to-device copy of 1 GiB in the same run, counted read + write. The
+ * torch column is left empty: kernels/bench_torch_decode.py fills it in the
+ * same device call. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "gpu_util.h"
+
+#ifdef QATTN_HAVE_GPU
+#include "qattn/formats.h"
+#include "qattn/scheme.h"
+
+typedef struct dtctx {
+    const qattn_kernels_decode_plan *pl;
+    void *dst;
+    const void *src;
+    size_t bytes;
+} dtctx;
+
+static int timed(void *c, qattn_err *err)
+{
+    const dtctx *t = (const dtctx *)c;
+    if (t->bytes)
+        return qattn_kernels_dev_copy(t->dst, t->src, t->bytes, err);
+    return qattn_kernels_decode_plan_run(t->pl, NULL, err);
+}
+
+static uint64_t mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* n bytes of random valid storage of format f (no NaN, never all zero) */
+static void fill_random(qattn_fmt f, unsigned char *x, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i += 2) {
+        uint64_t z = mix(seed + (i + 1) * 0x9E3779B97F4A7C15ull);
+        float u = (float)((double)(z >> 11) / 9007199254740992.0 * 4.0 - 2.0);
+        uint16_t h = f == QATTN_FMT_BF16 ? qattn_bf16_encode(u) : qattn_fp16_encode(u);
+        if (f == QATTN_FMT_INT8) {
+            x[i] = (unsigned char)(int8_t)((int)(z & 0xff) % 255 - 127);
+            if (i + 1 < n)
+                x[i + 1] = (unsigned char)(int8_t)((int)((z >> 8) & 0xff) % 255 - 127);
+        } else if (f == QATTN_FMT_E4M3) {
+            x[i] = qattn_e4m3_encode(u * 100.0f);
+            if (i + 1 < n)
+                x[i + 1] = qattn_e4m3_encode(-u * 37.0f);
+        } else {
+            memcpy(x + i, &h, i + 1 < n ? 2 : 1);
+        }
+    }
+}
+
+/* dst [n bytes] on the device from a 64 MiB host pattern, copied in pieces */
+static int fill_device(qattn_fmt f, void *dst, size_t n, uint64_t seed, qattn_err *err)
+{
+    const size_t piece = (size_t)64 << 20;
+    unsigned char *h = malloc(piece);
+    if (!h)
+        return qattn_err_set(err, QATTN_ERR_NOMEM, "out of host memory");
+    fill_random(f, h, piece, seed);
+    int rc = 0;
+    for (size_t at = 0; at < n && !rc; at += piece)
+        rc = qattn_kernels_dev_to((unsigned char *)dst + at, h, n - at < piece ? n - at : piece, err);
+    free(h);
+    return rc;
+}
+
+typedef struct shape {
+    int sk, batch, hkv;
+} shape;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: qattn decode-bench [--out FILE.csv] [--caches LIST] [--shapes LIST] [--page P] [--reps R]\n\n"
+            "Times split-KV decode over a paged KV cache on the GPU (one query row per sequence,\n"
+            "hq = 8 hkv, d = 128, causal-br): the plan's num_splits, and num_splits = 1 beside it\n"
+            "where the plan splits; a 1 GiB device-to-device copy in the same run. The torch\n"
+            "column is filled by kernels/bench_torch_decode.py.\n\n"
+            "  --caches LIST   cache operands, comma-separated (default bf16,int8@token,e4m3@token)\n"
+            "  --shapes LIST   SK:BATCH:HKV triples, comma-separated (default 1024:1:1,32768:1:1,\n"
+            "                  131072:1:1,32768:1:8,8192:8:8,32768:8:8,131072:4:8,1024:64:8,8192:64:8)\n"
+            "  --page P        page size in tokens (default 16)\n"
+            "  --reps R        timed runs (default 30)\n"
+            "CSV: device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch\n");
+}
+
+int qattn_cmd_decode_bench(int argc, char **argv)
+{
+    const char *out = NULL, *caches = "bf16,int8@token,e4m3@token",
+               *shapes = "1024:1:1,32768:1:1,131072:1:1,32768:1:8,8192:8:8,32768:8:8,131072:4:8,1024:64:8,8192:64:8";
+    long long page_v = 16, reps_v = 30;
+    const qattn_opt opts[] = {
+        {"out", QATTN_OPT_STR, &out, NULL, 0, 0},
+        {"caches", QATTN_OPT_STR, &caches, NULL, 0, 0},
+        {"shapes", QATTN_OPT_STR, &shapes, NULL, 0, 0},
+        {"page", QATTN_OPT_INT, &page_v, NULL, 1, QATTN_KV_PAGE_MAX},
+        {"reps", QATTN_OPT_INT, &reps_v, NULL, 1, 1000},
+        {NULL, 0, NULL, NULL, 0, 0}};
+    int prc = qattn_cli_parse(argc, argv, opts, NULL);
+    if (prc)
+        return prc == QATTN_CLI_HELP ? (usage(stdout), QATTN_EXIT_OK) : prc;
+    if (out && (prc = qattn_cli_check_out_file("decode-bench", "--out", out)))
+        return prc;
+    qattn_err err;
+    char clist[1024], slist[1024];
+    snprintf(clist, sizeof clist, "%s", caches);
+    snprintf(slist, sizeof slist, "%s", shapes);
+    char *cname[16];
+    qattn_operand cop[16];
+    int nc = 0, nsh = 0;
+    for (char *save = NULL, *tok = strtok_r(clist, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (nc == 16 || qattn_operand_parse("--caches", tok, &cop[nc], &err)) {
+            fprintf(stderr, "qattn decode-bench: %s\n", nc == 16 ? "at most 16 caches" : err.msg);
+            return QATTN_EXIT_INPUT;
+        }
+        cname[nc++] = tok;
+    }
+    shape sh[32];
+    for (char *save = NULL, *tok = strtok_r(slist, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (nsh == 32 || sscanf(tok, "%d:%d:%d", &sh[nsh].sk, &sh[nsh].batch, &sh[nsh].hkv) != 3 || sh[nsh].sk < 1 ||
+            sh[nsh].batch < 1 || sh[nsh].hkv < 1 || sh[nsh].sk > (1 << 24) || sh[nsh].batch > 4096 || sh[nsh].hkv > 64) {
+            fprintf(stderr, "qattn decode-bench: --shapes: bad triple '%s' (SK:BATCH:HKV)\n", tok);
+            return QATTN_EXIT_INPUT;
+        }
+        nsh++;
+    }
+    const int page = (int)page_v, reps = (int)reps_v, d = 128;
+    int ndev = 0;
+    if (qattn_kernels_dev_count(&ndev, &err) || ndev == 0) {
+        fprintf(stderr, "qattn decode-bench: no GPU found (%s)\n", ndev ? err.msg : "device count 0");
+        return QATTN_EXIT_INPUT;
+    }
+    char devname[256], dev[64], date[16];
+    if (qattn_kernels_dev_name(devname, sizeof devname, &err)) {
+        fprintf(stderr, "qattn decode-bench: %s\n", err.msg);
+        return QATTN_EXIT_FAIL;
+    }
+    qattn_gpu_device_slug(devname, dev, sizeof dev);
+    qattn_gpu_date(date, sizeof date);
+
+    /* the copy, once */
+    const size_t cbytes = (size_t)1 << 30;
+    void *ca = NULL, *cb = NULL;
+    double copy_gbs = 0.0, mn = 0.0, ms = 0.0;
+    int rc = qattn_kernels_dev_alloc(&ca, cbytes, &err) || qattn_kernels_dev_alloc(&cb, cbytes, &err) ||
+             fill_device(QATTN_FMT_BF16, ca, cbytes, 99, &err);
+    if (!rc) {
+        dtctx tc = {NULL, cb, ca, cbytes};
+        rc = qattn_kernels_dev_time(timed, &tc, 3, reps, &ms, &mn, &err);
+        copy_gbs = 2.0 * (double)cbytes / (ms * 1e-3) * 1e-9;
+    }
+    qattn_kernels_dev_free(ca), qattn_kernels_dev_free(cb);
+    if (rc) {
+        fprintf(stderr, "qattn decode-bench: %s\n", err.msg);
+        return QATTN_EXIT_FAIL;
+    }
+    fprintf(stderr, "qattn decode-bench: %s; copy %.0f GB/s (read + write)\n", devname, copy_gbs);
+    qattn_out o;
+    FILE *f = stdout;
+    if (out) {
+        if (qattn_out_open(&o, out)) {
+            fprintf(stderr, "qattn decode-bench: cannot write %s\n", out);
+            return QATTN_EXIT_FAIL;
+        }
+        f = o.f;
+    }
+    fprintf(f, "device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch\n");
+    uint64_t seed = 7;
+    for (int ci = 0; ci < nc && !rc; ci++)
+        for (int si = 0; si < nsh && !rc; si++) {
+            qattn_cli_progress("decode-bench", (size_t)(ci * nsh + si), (size_t)(nc * nsh));
+            const shape s = sh[si];
+            const int hq = 8 * s.hkv, pages_per = (s.sk + page - 1) / page;
+            const int64_t npages = (int64_t)s.batch * pages_per;
+            const qattn_operand op = cop[ci];
+            const int scaled = qattn_fmt_is_scaled(op.fmt);
+            const size_t elt = op.fmt == QATTN_FMT_FP32 ? 4 : (op.fmt == QATTN_FMT_FP16 || op.fmt == QATTN_FMT_BF16) ? 2 : 1;
+            const size_t pool = (size_t)npages * page * s.hkv * d * elt;
+            qattn_kernels_kvcache_dev dc;
+            memset(&dc, 0, sizeof dc);
+            dc.num_pages = npages, dc.page_size = page, dc.max_pages = pages_per, dc.nseq = s.batch;
+            dc.hkv = s.hkv, dc.d = d, dc.kop = op, dc.vop = op;
+            const qattn_fmt qf = op.fmt == QATTN_FMT_FP16 ? QATTN_FMT_FP16 : QATTN_FMT_BF16;
+            void *qd = NULL, *od = NULL;
+            int32_t *tab = malloc((size_t)npages * sizeof *tab);
+            int *lens = malloc((size_t)s.batch * sizeof *lens);
+            float *sc = NULL;
+            rc = !tab || !lens ? qattn_err_set(&err, QATTN_ERR_NOMEM, "out of host memory") : 0;
+            if (!rc) {
+                for (int64_t i = 0; i < npages; i++)
+                    tab[i] = (int32_t)i;
+                for (int64_t i = npages - 1; i > 0; i--) { /* pages in a shuffled order */
+                    int64_t j = (int64_t)(mix(seed++) % (uint64_t)(i + 1));
+                    int32_t t = tab[i];
+                    tab[i] = tab[j], tab[j] = t;
+                }
+                for (int b = 0; b < s.batch; b++)
+                    lens[b] = s.sk;
+            }
+            rc = rc || qattn_kernels_dev_alloc(&dc.k, pool, &err) || fill_device(op.fmt, dc.k, pool, seed++, &err) ||
+                 qattn_kernels_dev_alloc(&dc.v, pool, &err) || fill_device(op.fmt, dc.v, pool, seed++, &err) ||
+                 qattn_kernels_dev_alloc((void **)&dc.table, (size_t)npages * 4, &err) ||
+                 qattn_kernels_dev_to(dc.table, tab, (size_t)npages * 4, &err) ||
+                 qattn_kernels_dev_alloc((void **)&dc.len, (size_t)s.batch * 4, &err) ||
+                 qattn_kernels_dev_to(dc.len, lens, (size_t)s.batch * 4, &err);
+            const size_t nsc = (size_t)s.batch * s.hkv * pages_per * page;
+            if (!rc && scaled) {
+                dc.k_ntok = dc.v_ntok = pages_per * page, dc.k_nch = dc.v_nch = 1;
+                sc = malloc(nsc * sizeof *sc);
+                rc = !sc ? qattn_err_set(&err, QATTN_ERR_NOMEM, "out of host memory") : 0;
+                for (size_t i = 0; i < nsc && sc; i++)
+                    sc[i] = (float)(0.01 + 0.01 * (double)(mix(seed + i) >> 11) / 9007199254740992.0);
+                rc = rc || qattn_kernels_dev_alloc((void **)&dc.k_scale, nsc * 4, &err) ||
+                     qattn_kernels_dev_to(dc.k_scale, sc, nsc * 4, &err) ||
+                     qattn_kernels_dev_alloc((void **)&dc.v_scale, nsc * 4, &err) ||
+                     qattn_kernels_dev_to(dc.v_scale, sc, nsc * 4, &err);
+            }
+            const size_t qbytes = (size_t)s.batch * hq * d * 2;
+            rc = rc || qattn_kernels_dev_alloc(&qd, qbytes, &err) || fill_device(qf, qd, qbytes, seed++, &err) ||
+                 qattn_kernels_dev_alloc(&od, qbytes, &err);
+            /* bytes the kernel must read: K and V of every token and kv head, scales included */
+            const double kv = 2.0 * (double)s.batch * s.hkv * s.sk * ((double)d * (double)elt + (scaled ? 4.0 : 0.0));
+            int tried[2] = {0, 1}; /* the plan's num_splits, then 1 */
+            int planned = 0;
+            for (int pass = 0; pass < 2 && !rc; pass++) {
+                qattn_kernels_decode_problem pb;
+                memset(&pb, 0, sizeof pb);
+                pb.nseq = s.batch, pb.hq = hq, pb.hkv = s.hkv, pb.d = d, pb.seqlen_q = 1, pb.max_seqlen_k = s.sk;
+                pb.mask.kind = QATTN_MASK_CAUSAL_BR;
+                pb.in = pb.out = qf;
+                pb.k = pb.v = op;
+                pb.num_splits = tried[pass];
+                if (pass == 1 && planned == 1)
+                    break; /* the plan did not split */
+                qattn_kernels_tensor qt = {qd, (int64_t)hq * d, d, (int64_t)hq * d};
+                qattn_kernels_tensor ot = {od, (int64_t)hq * d, d, (int64_t)hq * d};
+                qattn_kernels_decode_plan pl;
+                if ((rc = qattn_kernels_decode_plan_init(&pl, &pb, &qt, &ot, NULL, NULL, &dc, &err)))
+                    break;
+                if (pass == 0)
+                    planned = pl.num_splits;
+                dtctx tc = {&pl, NULL, NULL, 0};
+                rc = qattn_kernels_dev_time(timed, &tc, 3, reps, &ms, &mn, &err);
+                if (!rc) {
+                    fprintf(f, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%.2f,%.1f,%.1f,\n", dev, date, pl.sig->name, cname[ci], s.sk,
+                            s.batch, hq, s.hkv, pl.num_splits, ms * 1e3, kv / (ms * 1e-3) * 1e-9, copy_gbs);
+                    fprintf(stderr, "decode-bench: %-12s sk %-6d batch %-2d hkv %d: %-26s splits %-3d %9.2f us  %7.1f GB/s "
+                                    "(%.2f of the copy)\n",
+                            cname[ci], s.sk, s.batch, s.hkv, pl.sig->name, pl.num_splits, ms * 1e3,
+                            kv / (ms * 1e-3) * 1e-9, kv / (ms * 1e-3) * 1e-9 / copy_gbs);
+                }
+                qattn_kernels_decode_plan_free(&pl);
+            }
+            free(tab), free(lens), free(sc);
+            qattn_kernels_dev_free(qd), qattn_kernels_dev_free(od);
+            dc.owned = 1;
+            qattn_kernels_kvcache_dev_free(&dc);
+        }
+    qattn_cli_progress("decode-bench", (size_t)(nc * nsh), (size_t)(nc * nsh));
+    if (rc) {
+        fprintf(stderr, "qattn decode-bench: %s\n", err.msg);
+        if (out)
+            qattn_out_abort(&o);
+        return QATTN_EXIT_FAIL;
+    }
+    if (out && qattn_out_commit(&o)) {
+        fprintf(stderr, "qattn decode-bench: cannot write %s\n", out);
+        return QATTN_EXIT_FAIL;
+    }
+    return QATTN_EXIT_OK;
+}
+#else
+int qattn_cmd_decode_bench(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: qattn decode-bench ... (this qattn was built without GPU kernels: QATTN_GPU=off)\n");
+            return QATTN_EXIT_OK;
+        }
+    fprintf(stderr, "qattn decode-bench: this qattn was built without GPU kernels (configure with -DQATTN_GPU=nvidia "
+                    "or amd)\n");
+    return QATTN_EXIT_INPUT;
+}
+#endif
