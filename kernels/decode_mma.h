@@ -27,7 +27,7 @@
 
 #define QATTN_DMMA_WARPS 4
 #define QATTN_DMMA_KC 32    /* keys per chunk */
-#define QATTN_DMMA_STAGES 2 /* chunks in flight per warp */
+#define QATTN_DMMA_STAGES 3 /* chunks in flight per warp */
 #define QATTN_DMMA_ROWS 16  /* packed query rows per block */
 
 /* shared memory of one warp: STAGES x (K, V) chunks as loaded, then (8-bit
@@ -39,8 +39,10 @@ struct qattn_dmma_layout {
     static const int RAW_ROW = D * ELT + (ELT == 2 ? 16 : 0);                     /* bytes per loaded row */
     static const int ROW16 = D * 2 + 16;                                          /* bytes per 16-bit row */
     static const int RAW_CHUNK = QATTN_DMMA_KC * RAW_ROW;
+    static const int SCALES = ELT == 2 ? 0 : 2 * QATTN_DMMA_KC * 4; /* the chunk's K and V scales */
+    static const int STAGE = 2 * RAW_CHUNK + SCALES;
     static const int WIDE = ELT == 2 ? 0 : 2 * QATTN_DMMA_KC * ROW16;
-    static const int WARP = QATTN_DMMA_STAGES * 2 * RAW_CHUNK + WIDE;
+    static const int WARP = QATTN_DMMA_STAGES * STAGE + WIDE;
     static const int MERGE = QATTN_DMMA_ROWS * (D + 2) * 4; /* per warp: O, m, l in fp32 */
     static const int BYTES = QATTN_DMMA_WARPS * (WARP > MERGE ? WARP : MERGE);
 };
@@ -161,7 +163,12 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
         const int ok = x < kend;
         if (ok)
             off = (((int64_t)table[x / ps] * ps + x % ps) * row_elems + (int64_t)hk * D) * L::ELT;
-        unsigned char *ks = wsm + st * 2 * L::RAW_CHUNK, *vs = ks + L::RAW_CHUNK;
+        unsigned char *ks = wsm + st * L::STAGE, *vs = ks + L::RAW_CHUNK;
+        if (L::SCALES) { /* lane's key's scales, 4 bytes each */
+            float *ss = (float *)(vs + L::RAW_CHUNK);
+            qattn_cp_async4(ss + lane, ksc + (ok ? x : 0), ok ? 4 : 0);
+            qattn_cp_async4(ss + KC + lane, vsc + (ok ? x : 0), ok ? 4 : 0);
+        }
 #pragma unroll
         for (int i = 0; i < KC * PPR / 32; i++) {
             const int piece = i * 32 + lane, key = piece / PPR, part = piece % PPR;
@@ -190,10 +197,11 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
         qattn_cp_async_commit();
         qattn_cp_async_wait<ST - 1>();
         __syncwarp();
-        const unsigned char *kt = wsm + (it % ST) * 2 * L::RAW_CHUNK, *vt = kt + L::RAW_CHUNK;
+        const unsigned char *kt = wsm + (it % ST) * L::STAGE, *vt = kt + L::RAW_CHUNK;
+        const float *kss = (const float *)(vt + L::RAW_CHUNK), *vss = kss + KC; /* 8-bit: the chunk's scales */
         int row16 = L::RAW_ROW;
         if (L::ELT == 1) { /* widen the codes into the 16-bit chunk */
-            unsigned char *wk = wsm + ST * 2 * L::RAW_CHUNK, *wv = wk + KC * L::ROW16;
+            unsigned char *wk = wsm + ST * L::STAGE, *wv = wk + KC * L::ROW16;
 #pragma unroll
             for (int i = 0; i < KC * PPR / 32; i++) {
                 const int piece = i * 32 + lane, key = piece / PPR, part = piece % PPR;
@@ -234,8 +242,8 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
                 const int64_t x = x0 + 8 * j + 2 * t4 + (q & 1);
                 const int ri = q >> 1;
                 float v = s[j][q] * p.c2;
-                if (ksc && x < kend)
-                    v = v * ksc[x];
+                if (L::SCALES)
+                    v = v * kss[8 * j + 2 * t4 + (q & 1)];
                 v = (x >= rlo[ri] && x < rhi[ri]) ? v : -INFINITY;
                 s[j][q] = v;
                 mx[ri] = fmaxf(mx[ri], v);
@@ -257,10 +265,8 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
                 const float pe = qattn_ex2_approx(s[j][q] - base[ri]);
                 l[ri] += pe;
                 pv[q] = pe;
-                if (vsc) {
-                    const int64_t x = x0 + 8 * j + 2 * t4 + (q & 1);
-                    pv[q] = x < kend ? pe * vsc[x] : 0.f;
-                }
+                if (L::SCALES)
+                    pv[q] = pe * vss[8 * j + 2 * t4 + (q & 1)];
             }
             pa[j >> 1][(j & 1) * 2] = qattn_dmma_pack<QT>(pv[0], pv[1]);
             pa[j >> 1][(j & 1) * 2 + 1] = qattn_dmma_pack<QT>(pv[2], pv[3]);

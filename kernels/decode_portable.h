@@ -212,11 +212,18 @@ __global__ void __launch_bounds__(QATTN_DECODE_THREADS) qattn_decode_portable_ke
 }
 
 /* the combine of qattn_kv_combine: one block per (row, q head), one thread
- * per channel; o_part [ns, hq, Tq, d] with Tq = lse_sh */
+ * per channel; o_part [ns, hq, Tq, d] with Tq = lse_sh. The weights are
+ * formed in parallel, summed by one thread in split order, and each
+ * channel's sum runs in split order too (the emulation's bits) with its
+ * loads issued ahead. */
+#define QATTN_DECODE_COMBINE_SMAX 256 /* splits staged in shared memory */
 template <int D>
 __global__ void __launch_bounds__(QATTN_DECODE_THREADS) qattn_decode_combine_kernel(qattn_kernels_decode_params p)
 {
     const int NT = QATTN_DECODE_THREADS;
+    __shared__ float sW[QATTN_DECODE_COMBINE_SMAX];
+    __shared__ float sRed[QATTN_DECODE_THREADS];
+    __shared__ float sSum;
     const int tid = (int)threadIdx.x, i = (int)blockIdx.x, h = (int)blockIdx.y, b = (int)blockIdx.z;
     int64_t tq0, tu0;
     int sq;
@@ -224,41 +231,54 @@ __global__ void __launch_bounds__(QATTN_DECODE_THREADS) qattn_decode_combine_ker
     if (i >= sq)
         return;
     const int64_t row = (int64_t)h * p.lse_sh + tq0 + i, plane = (int64_t)p.hq * p.lse_sh;
-    const int ns = p.num_splits, d = D;
-    float lmax = -INFINITY;
-    for (int s = 0; s < ns; s++) {
-        const float ls = p.lse_part[s * plane + row];
-        lmax = ls > lmax ? ls : lmax;
+    const int ns = p.num_splits < QATTN_DECODE_COMBINE_SMAX ? p.num_splits : QATTN_DECODE_COMBINE_SMAX;
+    float lm = -INFINITY;
+    for (int s = tid; s < ns; s += NT) {
+        sW[s] = p.lse_part[s * plane + row];
+        lm = sW[s] > lm ? sW[s] : lm;
     }
-    float sum = 0.0f;
-    for (int c = tid; c < d; c += NT) {
+    sRed[tid] = lm;
+    __syncthreads();
+    if (tid == 0) {
+        float m = -INFINITY;
+        for (int k = 0; k < NT; k++)
+            m = sRed[k] > m ? sRed[k] : m;
+        sRed[0] = m;
+    }
+    __syncthreads();
+    const float lmax = sRed[0];
+    for (int s = tid; s < ns; s += NT)
+        sW[s] = sW[s] == -INFINITY ? 0.0f : expf(sW[s] - lmax); /* exactly 0 for a split without a key */
+    __syncthreads();
+    if (tid == 0) {
+        float sum = 0.0f;
+        for (int s = 0; s < ns; s++)
+            sum = sum + sW[s]; /* adding a weight of 0 changes nothing */
+        sSum = sum;
+        if (p.lse)
+            p.lse[row] = lmax == -INFINITY ? -INFINITY : lmax + logf(sum);
+    }
+    __syncthreads();
+    const float sum = sSum;
+    for (int c = tid; c < D; c += NT) {
         float o = 0.0f;
-        sum = 0.0f;
         if (lmax != -INFINITY) {
-            for (int s = 0; s < ns; s++) {
-                const float ls = p.lse_part[s * plane + row];
-                if (ls == -INFINITY)
-                    continue;
-                const float w = expf(ls - lmax);
-                sum = sum + w;
-                o = o + w * p.o_part[(s * plane + row) * d + c];
+            const float *op = p.o_part + row * D + c;
+            int s = 0;
+            for (; s + 4 <= ns; s += 4) {
+                const float x0 = op[(s + 0) * plane * D], x1 = op[(s + 1) * plane * D];
+                const float x2 = op[(s + 2) * plane * D], x3 = op[(s + 3) * plane * D];
+                if (sW[s + 0] != 0.0f) o = o + sW[s + 0] * x0;
+                if (sW[s + 1] != 0.0f) o = o + sW[s + 1] * x1;
+                if (sW[s + 2] != 0.0f) o = o + sW[s + 2] * x2;
+                if (sW[s + 3] != 0.0f) o = o + sW[s + 3] * x3;
             }
+            for (; s < ns; s++)
+                if (sW[s] != 0.0f)
+                    o = o + sW[s] * op[s * plane * D];
             o = o / sum;
         }
         qattn_decode_put(p, (int64_t)b * p.o_sb + (tu0 + i) * p.o_st + (int64_t)h * p.o_sh + c, o);
-    }
-    if (tid == 0 && p.lse) {
-        if (lmax == -INFINITY) {
-            p.lse[row] = -INFINITY;
-        } else {
-            sum = 0.0f;
-            for (int s = 0; s < ns; s++) {
-                const float ls = p.lse_part[s * plane + row];
-                if (ls != -INFINITY)
-                    sum = sum + expf(ls - lmax);
-            }
-            p.lse[row] = lmax + logf(sum);
-        }
     }
 }
 
@@ -269,7 +289,7 @@ static inline int qattn_decode_check(const qattn_kernels_decode_params &p, int d
         return qattn_err_set(err, QATTN_ERR_ARG, "decode: instance for head dim %d called with d = %d", d, p.d);
     if (p.hkv <= 0 || p.hq % p.hkv || p.hq > 65535 || p.nseq <= 0)
         return qattn_err_set(err, QATTN_ERR_ARG, "decode: bad heads %d / %d or batch %d", p.hq, p.hkv, p.nseq);
-    if (p.num_splits < 1 || (int64_t)p.num_splits * p.nseq > 65535 ||
+    if (p.num_splits < 1 || p.num_splits > QATTN_DECODE_COMBINE_SMAX || (int64_t)p.num_splits * p.nseq > 65535 ||
         (p.num_splits > 1 && (!p.o_part || !p.lse_part)))
         return qattn_err_set(err, QATTN_ERR_ARG, "decode: num_splits %d (batch %d) without partial buffers or too many",
                              p.num_splits, p.nseq);

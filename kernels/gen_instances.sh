@@ -305,7 +305,7 @@ for d in $head_dims; do
         } >"$out/${name}.hip"
         if [ "$d" = 64 ]; then
             cmake_mma_64="${cmake_mma_64} ${name}.hip"
-            bpsm=3
+            bpsm=2
         else
             cmake_mma_128="${cmake_mma_128} ${name}.hip"
             bpsm=1

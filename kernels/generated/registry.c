@@ -1067,7 +1067,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cache_fmts = 1u << QATTN_FMT_BF16,
      .cache_groups = 0,
      .cache_is_in = 1,
-     .blocks_per_sm = 3,
+     .blocks_per_sm = 2,
      .launch_decode = qattn_kernels_launch_decode_mma_d64_cache_bf16},
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
@@ -1090,7 +1090,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cache_fmts = 1u << QATTN_FMT_FP16,
      .cache_groups = 0,
      .cache_is_in = 1,
-     .blocks_per_sm = 3,
+     .blocks_per_sm = 2,
      .launch_decode = qattn_kernels_launch_decode_mma_d64_cache_fp16},
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
@@ -1113,7 +1113,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cache_fmts = 1u << QATTN_FMT_INT8,
      .cache_groups = QATTN_KERNELS_CACHE_TOKEN,
      .cache_is_in = 0,
-     .blocks_per_sm = 3,
+     .blocks_per_sm = 2,
      .launch_decode = qattn_kernels_launch_decode_mma_d64_cache_int8},
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
@@ -1136,7 +1136,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cache_fmts = 1u << QATTN_FMT_E4M3,
      .cache_groups = QATTN_KERNELS_CACHE_TOKEN,
      .cache_is_in = 0,
-     .blocks_per_sm = 3,
+     .blocks_per_sm = 2,
      .launch_decode = qattn_kernels_launch_decode_mma_d64_cache_e4m3},
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
