@@ -96,7 +96,8 @@ def main():
         if r["us_torch"]:
             print(f"{r['cache']:<12} sk={r['sk']:>6} batch={r['batch']:>2} hkv={r['hkv']} splits={r['num_splits']:>3}: "
                   f"{float(r['us']):8.1f} us, {float(r['kv_gbs']) / float(r['copy_gbs']):.2f} of the copy, "
-                  f"{float(r['us_torch']) / float(r['us']):.2f}x torch")
+                  f"{float(r['us_torch']) / float(r['us']):.2f}x torch" +
+                  (f", combine {float(r['us_combine']) / float(r['us']) * 100:.0f}%" if r.get("us_combine") else ""))
     return 0
 
 

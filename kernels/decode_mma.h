@@ -1,16 +1,17 @@
 /* Decode family, NVIDIA mma.sync path (sm_80+; e4m3 caches sm_89+): split-KV
  * over a paged cache on the tensor cores, for decode's memory-bound shapes.
  *
- * A block (4 warps) owns one kv head of one sequence, 16 packed query rows
+ * A block (8 warps) owns one kv head of one sequence, 16 packed query rows
  * (row r = token (r / grp), q head hk * grp + r % grp: GQA packing, so a
  * decode step's 8 heads share one read of the cache) and one split. The
- * split's keys go in chunks of 32 round robin to the warps; each warp keeps
- * its own online softmax over its chunks and its own 2-stage cp.async ring
+ * split's keys go in chunks (16 keys, 32 for 8-bit caches) round robin to
+ * the warps; each warp keeps its own online softmax over its chunks and its
+ * own cp.async ring (3 chunks deep, 2 for 8-bit caches)
  * of K and V rows, found through the block table key by key. Per chunk:
  * S = Q K^T (m16n8k16, B fragments by ldmatrix from the K rows), times c2
  * (and the key's scale for 8-bit caches), masked, base-2 online softmax
  * with ex2.approx, P rounded to the MMA type (V's per-token scale folded
- * into P), O += P V (ldmatrix .trans of the V rows). The four warps' states
+ * into P), O += P V (ldmatrix .trans of the V rows). The warps' states
  * merge through shared memory at the end; o and lse go out as the portable
  * kernel writes them (num_splits = 1), or as partials for the combine.
  *
@@ -25,9 +26,7 @@
 #include "decode_portable.h"
 #include "mma_nvidia.h"
 
-#define QATTN_DMMA_WARPS 4
-#define QATTN_DMMA_KC 32    /* keys per chunk */
-#define QATTN_DMMA_STAGES 3 /* chunks in flight per warp */
+#define QATTN_DMMA_WARPS 8 /* two per scheduler: one warp alone stalls on its own latencies */
 #define QATTN_DMMA_ROWS 16  /* packed query rows per block */
 
 /* shared memory of one warp: STAGES x (K, V) chunks as loaded, then (8-bit
@@ -36,13 +35,17 @@
 template <int D, int CF>
 struct qattn_dmma_layout {
     static const int ELT = (CF == QATTN_FMT_FP16 || CF == QATTN_FMT_BF16) ? 2 : 1; /* stored bytes per value */
-    static const int RAW_ROW = D * ELT + (ELT == 2 ? 16 : 0);                     /* bytes per loaded row */
+    /* keys per chunk and chunks in flight per warp: 16 x 3 for 16-bit caches,
+     * 32 x 2 for 8-bit ones (8 warps' rings within 227 KiB at d = 128) */
+    static const int KC = ELT == 2 ? 16 : 32;
+    static const int ST = ELT == 2 ? 3 : 2;
+    static const int RAW_ROW = D * ELT + 16;                                      /* bytes per loaded row */
     static const int ROW16 = D * 2 + 16;                                          /* bytes per 16-bit row */
-    static const int RAW_CHUNK = QATTN_DMMA_KC * RAW_ROW;
-    static const int SCALES = ELT == 2 ? 0 : 2 * QATTN_DMMA_KC * 4; /* the chunk's K and V scales */
+    static const int RAW_CHUNK = KC * RAW_ROW;
+    static const int SCALES = ELT == 2 ? 0 : 2 * KC * 4; /* the chunk's K and V scales */
     static const int STAGE = 2 * RAW_CHUNK + SCALES;
-    static const int WIDE = ELT == 2 ? 0 : 2 * QATTN_DMMA_KC * ROW16;
-    static const int WARP = QATTN_DMMA_STAGES * STAGE + WIDE;
+    static const int WIDE = ELT == 2 ? 0 : KC * ROW16; /* V widened (K is widened in registers) */
+    static const int WARP = ST * STAGE + WIDE;
     static const int MERGE = QATTN_DMMA_ROWS * (D + 2) * 4; /* per warp: O, m, l in fp32 */
     static const int BYTES = QATTN_DMMA_WARPS * (WARP > MERGE ? WARP : MERGE);
 };
@@ -86,7 +89,8 @@ template <int D, int CF, int QT>
 __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel(qattn_kernels_decode_params p)
 {
     typedef qattn_dmma_layout<D, CF> L;
-    const int KC = QATTN_DMMA_KC, ST = QATTN_DMMA_STAGES, NW = QATTN_DMMA_WARPS;
+    const int KC = L::KC, ST = L::ST, NW = QATTN_DMMA_WARPS;
+    const int NJ = KC / 8, NK = KC / 16; /* n-tiles of S, k-blocks of P */
     const int PPR = D * L::ELT / 16; /* 16-byte pieces per loaded row */
     const int NT = D / 8;            /* n-tiles of O */
     extern __shared__ __align__(16) unsigned char qattn_dmma_smem[];
@@ -125,29 +129,6 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
     }
     const int nchunk = kend > kbeg ? (int)((kend - kbeg + KC - 1) / KC) : 0;
 
-    /* Q fragments of the 16 rows (zeros for rows past the sequence) */
-    uint32_t qa[D / 16][4];
-    {
-        const int ra = r0 + g, rb = r0 + g + 8;
-        const int64_t qa_at = (int64_t)b * p.q_sb + (tu0 + ra / grp) * p.q_st + (int64_t)(hk * grp + ra % grp) * p.q_sh;
-        const int64_t qb_at = (int64_t)b * p.q_sb + (tu0 + rb / grp) * p.q_st + (int64_t)(hk * grp + rb % grp) * p.q_sh;
-        for (int ks = 0; ks < D / 16; ks++)
-            for (int half = 0; half < 2; half++) {
-                const int c = ks * 16 + half * 8 + 2 * t4;
-                float xa0 = 0.f, xa1 = 0.f, xb0 = 0.f, xb1 = 0.f;
-                if (ra < nrows) {
-                    xa0 = qattn_decode_ld(p.in, p.q, qa_at, c);
-                    xa1 = qattn_decode_ld(p.in, p.q, qa_at, c + 1);
-                }
-                if (rb < nrows) {
-                    xb0 = qattn_decode_ld(p.in, p.q, qb_at, c);
-                    xb1 = qattn_decode_ld(p.in, p.q, qb_at, c + 1);
-                }
-                qa[ks][half * 2] = qattn_dmma_pack<QT>(xa0, xa1);
-                qa[ks][half * 2 + 1] = qattn_dmma_pack<QT>(xb0, xb1);
-            }
-    }
-
     unsigned char *wsm = qattn_dmma_smem + warp * L::WARP;
     const int64_t row_elems = (int64_t)p.hkv * D; /* elements per token in the pool */
     const unsigned char *kpool = (const unsigned char *)p.cache.k, *vpool = (const unsigned char *)p.cache.v;
@@ -164,7 +145,7 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
         if (ok)
             off = (((int64_t)table[x / ps] * ps + x % ps) * row_elems + (int64_t)hk * D) * L::ELT;
         unsigned char *ks = wsm + st * L::STAGE, *vs = ks + L::RAW_CHUNK;
-        if (L::SCALES) { /* lane's key's scales, 4 bytes each */
+        if (L::SCALES && lane < KC) { /* lane's key's scales, 4 bytes each */
             float *ss = (float *)(vs + L::RAW_CHUNK);
             qattn_cp_async4(ss + lane, ksc + (ok ? x : 0), ok ? 4 : 0);
             qattn_cp_async4(ss + KC + lane, vsc + (ok ? x : 0), ok ? 4 : 0);
@@ -190,6 +171,31 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
             issue(warp + s * NW, s);
         qattn_cp_async_commit();
     }
+    /* Q fragments of the 16 rows, loaded while the first chunks are in flight (zeros for rows past the sequence) */
+    uint32_t qa[D / 16][4];
+    {
+        const int ra = r0 + g, rb = r0 + g + 8;
+        const int64_t qa_at = (int64_t)b * p.q_sb + (tu0 + ra / grp) * p.q_st + (int64_t)(hk * grp + ra % grp) * p.q_sh;
+        const int64_t qb_at = (int64_t)b * p.q_sb + (tu0 + rb / grp) * p.q_st + (int64_t)(hk * grp + rb % grp) * p.q_sh;
+        for (int ks = 0; ks < D / 16; ks++)
+            for (int half = 0; half < 2; half++) {
+                /* 8-bit caches: lane t4 reads K's channels 16 ks + 4 t4 .. + 3 as one word (the
+                 * dot product is the same under a permutation of the channels taken by both) */
+                const int c = L::ELT == 2 ? ks * 16 + half * 8 + 2 * t4 : ks * 16 + 4 * t4 + 2 * half;
+                float xa0 = 0.f, xa1 = 0.f, xb0 = 0.f, xb1 = 0.f;
+                if (ra < nrows) {
+                    xa0 = qattn_decode_ld(p.in, p.q, qa_at, c);
+                    xa1 = qattn_decode_ld(p.in, p.q, qa_at, c + 1);
+                }
+                if (rb < nrows) {
+                    xb0 = qattn_decode_ld(p.in, p.q, qb_at, c);
+                    xb1 = qattn_decode_ld(p.in, p.q, qb_at, c + 1);
+                }
+                qa[ks][half * 2] = qattn_dmma_pack<QT>(xa0, xa1);
+                qa[ks][half * 2 + 1] = qattn_dmma_pack<QT>(xb0, xb1);
+            }
+    }
+
     for (int it = 0; it < mine; it++) {
         const int c = warp + it * NW;
         if (it + ST - 1 < mine)
@@ -199,45 +205,55 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
         __syncwarp();
         const unsigned char *kt = wsm + (it % ST) * L::STAGE, *vt = kt + L::RAW_CHUNK;
         const float *kss = (const float *)(vt + L::RAW_CHUNK), *vss = kss + KC; /* 8-bit: the chunk's scales */
-        int row16 = L::RAW_ROW;
-        if (L::ELT == 1) { /* widen the codes into the 16-bit chunk */
-            unsigned char *wk = wsm + ST * L::STAGE, *wv = wk + KC * L::ROW16;
-#pragma unroll
+        const unsigned char *vt16 = vt;
+        if (L::ELT == 1) { /* widen V's codes into the 16-bit chunk */
+            unsigned char *wv = wsm + ST * L::STAGE;
+            QATTN_UNROLL
             for (int i = 0; i < KC * PPR / 32; i++) {
                 const int piece = i * 32 + lane, key = piece / PPR, part = piece % PPR;
-                for (int tv = 0; tv < 2; tv++) {
-                    const uint4 w = *(const uint4 *)((tv ? vt : kt) + key * L::RAW_ROW + part * 16);
-                    uint4 h0, h1;
-                    qattn_dmma_widen4<CF>(w.x, &h0.x, &h0.y);
-                    qattn_dmma_widen4<CF>(w.y, &h0.z, &h0.w);
-                    qattn_dmma_widen4<CF>(w.z, &h1.x, &h1.y);
-                    qattn_dmma_widen4<CF>(w.w, &h1.z, &h1.w);
-                    unsigned char *dst = (tv ? wv : wk) + key * L::ROW16 + part * 32;
-                    *(uint4 *)dst = h0;
-                    *(uint4 *)(dst + 16) = h1;
-                }
+                const uint4 w = *(const uint4 *)(vt + key * L::RAW_ROW + part * 16);
+                uint4 h0, h1;
+                qattn_dmma_widen4<CF>(w.x, &h0.x, &h0.y);
+                qattn_dmma_widen4<CF>(w.y, &h0.z, &h0.w);
+                qattn_dmma_widen4<CF>(w.z, &h1.x, &h1.y);
+                qattn_dmma_widen4<CF>(w.w, &h1.z, &h1.w);
+                unsigned char *dst = wv + key * L::ROW16 + part * 32;
+                *(uint4 *)dst = h0;
+                *(uint4 *)(dst + 16) = h1;
             }
             __syncwarp();
-            kt = wk, vt = wv, row16 = L::ROW16;
+            vt16 = wv;
         }
-        /* S = Q K^T over the chunk's 32 keys: 4 n-tiles of 8 keys */
-        float s[4][4];
-        for (int j = 0; j < 4; j++)
+        /* S = Q K^T over the chunk's KC keys: n-tiles of 8 keys */
+        float s[NJ][4];
+        for (int j = 0; j < NJ; j++)
             s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+        if (L::ELT == 2) {
 #pragma unroll
-        for (int ks = 0; ks < D / 16; ks++)
+            for (int ks = 0; ks < D / 16; ks++)
 #pragma unroll
-            for (int j = 0; j < 4; j += 2) {
-                uint32_t bf[4];
-                const int key = 8 * (j + (lane >> 4)) + (lane & 7), ch = 16 * ks + 8 * ((lane >> 3) & 1);
-                qattn_ldmatrix_x4(bf, kt + key * row16 + ch * 2);
-                qattn_dmma_mma<QT>(s[j], qa[ks], bf);
-                qattn_dmma_mma<QT>(s[j + 1], qa[ks], bf + 2);
-            }
+                for (int j = 0; j < NJ; j += 2) {
+                    uint32_t bf[4];
+                    const int key = 8 * (j + (lane >> 4)) + (lane & 7), ch = 16 * ks + 8 * ((lane >> 3) & 1);
+                    qattn_ldmatrix_x4(bf, kt + key * L::RAW_ROW + ch * 2);
+                    qattn_dmma_mma<QT>(s[j], qa[ks], bf);
+                    qattn_dmma_mma<QT>(s[j + 1], qa[ks], bf + 2);
+                }
+        } else { /* one word of 4 codes per k-step: key 8 j + g, channels 16 ks + 4 t4 .. + 3 */
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++)
+#pragma unroll
+                for (int j = 0; j < NJ; j++) {
+                    uint32_t bf[2];
+                    const uint32_t w = *(const uint32_t *)(kt + (8 * j + g) * L::RAW_ROW + 16 * ks + 4 * t4);
+                    qattn_dmma_widen4<CF>(w, &bf[0], &bf[1]);
+                    qattn_dmma_mma<QT>(s[j], qa[ks], bf);
+                }
+        }
         /* scale, mask, online softmax (rows g: s[j][0..1], g + 8: s[j][2..3]) */
         const int64_t x0 = kbeg + (int64_t)c * KC;
         float mx[2] = {m[0], m[1]};
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < NJ; j++)
             for (int q = 0; q < 4; q++) {
                 const int64_t x = x0 + 8 * j + 2 * t4 + (q & 1);
                 const int ri = q >> 1;
@@ -257,8 +273,8 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
             m[ri] = mx[ri];
             l[ri] *= alpha[ri];
         }
-        uint32_t pa[2][4];
-        for (int j = 0; j < 4; j++) {
+        uint32_t pa[NK][4];
+        for (int j = 0; j < NJ; j++) {
             float pv[4];
             for (int q = 0; q < 4; q++) {
                 const int ri = q >> 1;
@@ -275,14 +291,14 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
             o[n][0] *= alpha[0], o[n][1] *= alpha[0];
             o[n][2] *= alpha[1], o[n][3] *= alpha[1];
         }
-        /* O += P V: 2 k-blocks of 16 keys, n-tiles of 8 channels in pairs */
+        /* O += P V: k-blocks of 16 keys, n-tiles of 8 channels in pairs */
 #pragma unroll
-        for (int kk = 0; kk < 2; kk++)
+        for (int kk = 0; kk < NK; kk++)
 #pragma unroll
             for (int n = 0; n < NT; n += 2) {
                 uint32_t bf[4];
                 const int key = 16 * kk + 8 * ((lane >> 3) & 1) + (lane & 7), ch = 8 * (n + (lane >> 4));
-                qattn_ldmatrix_x4_trans(bf, vt + key * row16 + ch * 2);
+                qattn_ldmatrix_x4_trans(bf, vt16 + key * (L::ELT == 2 ? L::RAW_ROW : L::ROW16) + ch * 2);
                 qattn_dmma_mma<QT>(o[n], pa[kk], bf);
                 qattn_dmma_mma<QT>(o[n + 1], pa[kk], bf + 2);
             }
@@ -348,13 +364,22 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
 {
     typedef qattn_dmma_layout<D, CF> L;
     void (*k)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT>;
-    QATTN_DECODE_CHECK(hipFuncSetAttribute((const void *)k, hipFuncAttributeMaxDynamicSharedMemorySize, L::BYTES),
-                       "decode: raising the shared-memory limit");
+    static int raised[64]; /* once per instance and device: the host call costs microseconds a decode step */
+    int dev = 0;
+    QATTN_DECODE_CHECK(hipGetDevice(&dev), "decode: the current device");
+    if (dev < 0 || dev >= 64 || !raised[dev]) {
+        QATTN_DECODE_CHECK(hipFuncSetAttribute((const void *)k, hipFuncAttributeMaxDynamicSharedMemorySize, L::BYTES),
+                           "decode: raising the shared-memory limit");
+        if (dev >= 0 && dev < 64)
+            raised[dev] = 1;
+    }
     const int rows = p.seqlen_q * (p.hq / p.hkv);
     const dim3 grid((unsigned)(p.hkv * ((rows + QATTN_DMMA_ROWS - 1) / QATTN_DMMA_ROWS)), (unsigned)p.nseq,
                     (unsigned)p.num_splits);
-    hipLaunchKernelGGL(k, grid, dim3(QATTN_DMMA_WARPS * 32), (size_t)L::BYTES, stream, p);
-    QATTN_DECODE_CHECK(hipGetLastError(), "decode mma kernel launch");
+    if (p.stages != 2) {
+        hipLaunchKernelGGL(k, grid, dim3(QATTN_DMMA_WARPS * 32), (size_t)L::BYTES, stream, p);
+        QATTN_DECODE_CHECK(hipGetLastError(), "decode mma kernel launch");
+    }
     return qattn_decode_combine_launch<D>(p, stream, err);
 }
 

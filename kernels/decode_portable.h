@@ -260,22 +260,21 @@ __global__ void __launch_bounds__(QATTN_DECODE_THREADS) qattn_decode_combine_ker
     }
     __syncthreads();
     const float sum = sSum;
+    const int R = 16; /* splits whose partials are loaded at once (one latency per round) */
     for (int c = tid; c < D; c += NT) {
         float o = 0.0f;
         if (lmax != -INFINITY) {
             const float *op = p.o_part + row * D + c;
-            int s = 0;
-            for (; s + 4 <= ns; s += 4) {
-                const float x0 = op[(s + 0) * plane * D], x1 = op[(s + 1) * plane * D];
-                const float x2 = op[(s + 2) * plane * D], x3 = op[(s + 3) * plane * D];
-                if (sW[s + 0] != 0.0f) o = o + sW[s + 0] * x0;
-                if (sW[s + 1] != 0.0f) o = o + sW[s + 1] * x1;
-                if (sW[s + 2] != 0.0f) o = o + sW[s + 2] * x2;
-                if (sW[s + 3] != 0.0f) o = o + sW[s + 3] * x3;
+            for (int s0 = 0; s0 < ns; s0 += R) {
+                float x[R];
+                QATTN_UNROLL
+                for (int k = 0; k < R; k++)
+                    x[k] = s0 + k < ns && sW[s0 + k] != 0.0f ? op[(int64_t)(s0 + k) * plane * D] : 0.0f;
+                QATTN_UNROLL
+                for (int k = 0; k < R; k++)
+                    if (s0 + k < ns && sW[s0 + k] != 0.0f)
+                        o = o + sW[s0 + k] * x[k];
             }
-            for (; s < ns; s++)
-                if (sW[s] != 0.0f)
-                    o = o + sW[s] * op[s * plane * D];
             o = o / sum;
         }
         qattn_decode_put(p, (int64_t)b * p.o_sb + (tu0 + i) * p.o_st + (int64_t)h * p.o_sh + c, o);
@@ -301,7 +300,7 @@ template <int D>
 static inline int qattn_decode_combine_launch(const qattn_kernels_decode_params &p, hipStream_t stream,
                                               qattn_err *err)
 {
-    if (p.num_splits == 1)
+    if (p.num_splits == 1 || p.stages == 1)
         return QATTN_OK;
     const dim3 grid((unsigned)p.seqlen_q, (unsigned)p.hq, (unsigned)p.nseq);
     void (*k)(qattn_kernels_decode_params) = &qattn_decode_combine_kernel<D>;
@@ -323,8 +322,10 @@ static int qattn_decode_portable_launch(const qattn_kernels_decode_params *pp, v
         return QATTN_OK;
     void (*k)(qattn_kernels_decode_params) = &qattn_decode_portable_kernel<D>;
     const dim3 grid((unsigned)p.seqlen_q, (unsigned)p.hq, (unsigned)(p.nseq * p.num_splits));
-    hipLaunchKernelGGL(k, grid, dim3(QATTN_DECODE_THREADS), 0, (hipStream_t)stream, p);
-    QATTN_DECODE_CHECK(hipGetLastError(), "decode split kernel launch");
+    if (p.stages != 2) {
+        hipLaunchKernelGGL(k, grid, dim3(QATTN_DECODE_THREADS), 0, (hipStream_t)stream, p);
+        QATTN_DECODE_CHECK(hipGetLastError(), "decode split kernel launch");
+    }
     return qattn_decode_combine_launch<D>(p, (hipStream_t)stream, err);
 }
 

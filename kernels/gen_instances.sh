@@ -305,7 +305,7 @@ for d in $head_dims; do
         } >"$out/${name}.hip"
         if [ "$d" = 64 ]; then
             cmake_mma_64="${cmake_mma_64} ${name}.hip"
-            bpsm=2
+            case "$cf" in bf16 | fp16) bpsm=2 ;; *) bpsm=1 ;; esac
         else
             cmake_mma_128="${cmake_mma_128} ${name}.hip"
             bpsm=1

@@ -88,6 +88,8 @@ struct qattn_kernels_decode_params {
     int num_splits;        /* 1: o and lse written directly; else partials, then the combine */
     float *o_part;         /* [num_splits, hq, Tq, d] fp32 normalized partial outputs (num_splits > 1) */
     float *lse_part;       /* [num_splits, hq, Tq] natural-log LSE of each split, -inf without a key */
+    int stages;            /* 0: split kernel, then the combine; timing: 1 the split kernel alone, 2 the
+                            * combine alone (on the partials a previous run left) */
 };
 
 /* Fill p for pb from the query and output tensors (strides in elements), lse

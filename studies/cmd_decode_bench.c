@@ -95,7 +95,8 @@ static void usage(FILE *f)
             "                  131072:1:1,32768:1:8,8192:8:8,32768:8:8,131072:4:8,1024:64:8,8192:64:8)\n"
             "  --page P        page size in tokens (default 16)\n"
             "  --reps R        timed runs (default 30)\n"
-            "CSV: device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch\n");
+            "CSV: device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine\n"
+            "(us: split kernel + combine; us_combine: the combine alone, empty without splits)\n");
 }
 
 int qattn_cmd_decode_bench(int argc, char **argv)
@@ -178,7 +179,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
         }
         f = o.f;
     }
-    fprintf(f, "device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch\n");
+    fprintf(f, "device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine\n");
     uint64_t seed = 7;
     for (int ci = 0; ci < nc && !rc; ci++)
         for (int si = 0; si < nsh && !rc; si++) {
@@ -255,9 +256,18 @@ int qattn_cmd_decode_bench(int argc, char **argv)
                     planned = pl.num_splits;
                 dtctx tc = {&pl, NULL, NULL, 0};
                 rc = qattn_kernels_dev_time(timed, &tc, 3, reps, &ms, &mn, &err);
+                double mc = 0.0; /* the combine alone */
+                if (!rc && pl.num_splits > 1) {
+                    pl.p.stages = 2;
+                    rc = qattn_kernels_dev_time(timed, &tc, 3, reps, &mc, &mn, &err);
+                    pl.p.stages = 0;
+                }
                 if (!rc) {
-                    fprintf(f, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%.2f,%.1f,%.1f,\n", dev, date, pl.sig->name, cname[ci], s.sk,
-                            s.batch, hq, s.hkv, pl.num_splits, ms * 1e3, kv / (ms * 1e-3) * 1e-9, copy_gbs);
+                    char comb[32] = "";
+                    if (pl.num_splits > 1)
+                        snprintf(comb, sizeof comb, "%.2f", mc * 1e3);
+                    fprintf(f, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%.2f,%.1f,%.1f,,%s\n", dev, date, pl.sig->name, cname[ci],
+                            s.sk, s.batch, hq, s.hkv, pl.num_splits, ms * 1e3, kv / (ms * 1e-3) * 1e-9, copy_gbs, comb);
                     fprintf(stderr, "decode-bench: %-12s sk %-6d batch %-2d hkv %d: %-26s splits %-3d %9.2f us  %7.1f GB/s "
                                     "(%.2f of the copy)\n",
                             cname[ci], s.sk, s.batch, s.hkv, pl.sig->name, pl.num_splits, ms * 1e3,

@@ -1113,7 +1113,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cache_fmts = 1u << QATTN_FMT_INT8,
      .cache_groups = QATTN_KERNELS_CACHE_TOKEN,
      .cache_is_in = 0,
-     .blocks_per_sm = 2,
+     .blocks_per_sm = 1,
      .launch_decode = qattn_kernels_launch_decode_mma_d64_cache_int8},
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
@@ -1136,7 +1136,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cache_fmts = 1u << QATTN_FMT_E4M3,
      .cache_groups = QATTN_KERNELS_CACHE_TOKEN,
      .cache_is_in = 0,
-     .blocks_per_sm = 2,
+     .blocks_per_sm = 1,
      .launch_decode = qattn_kernels_launch_decode_mma_d64_cache_e4m3},
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
