@@ -5,8 +5,10 @@ same decode shapes, timed in the same device call.
 For every distinct (sk, batch, hq, hkv) of the input CSV: bf16 q [batch, hq, 1,
 128], k and v [batch, hkv, sk, 128] (torch.randn, contiguous: torch reads no
 pages), scaled_dot_product_attention(..., enable_gqa=True) under each of the
-flash, cuDNN, efficient and math backends; CUDA events around each call,
-median of --reps runs after 3 warm-up calls; the fastest backend that accepts
+flash, cuDNN, efficient and math backends; CUDA events around R calls back
+to back on R replicas of k and v (R = 192 MB / their bytes + 1, at most 64:
+qattn decode-bench's rule), median of --reps runs after 2 warm-up runs, per
+call; the fastest backend that accepts
 the shape goes in us_torch (the per-backend times on stderr). The same torch
 time fills every qattn row of the shape (its cache format included: torch has
 no quantized cache).
@@ -49,37 +51,41 @@ def main():
             continue
         sk, b, hq, hkv = key
         d = 128
+        kvb = 2.0 * b * hkv * sk * d * 2
+        nrep = min(64, int(192e6 / kvb) + 1)
         q = torch.randn(b, hq, 1, d, device="cuda", dtype=torch.bfloat16)
-        k = torch.randn(b, hkv, sk, d, device="cuda", dtype=torch.bfloat16)
-        v = torch.randn(b, hkv, sk, d, device="cuda", dtype=torch.bfloat16)
+        ks = [torch.randn(b, hkv, sk, d, device="cuda", dtype=torch.bfloat16) for _ in range(nrep)]
+        vs = [torch.randn(b, hkv, sk, d, device="cuda", dtype=torch.bfloat16) for _ in range(nrep)]
         times = {}
         for name, be in backends:
             if name == "math" and b * hq * sk > (1 << 26):
                 continue  # the math backend materializes the scores
             try:
                 with sdpa_kernel(be):
-                    for _ in range(3):
-                        F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+                    for _ in range(2):
+                        for k, v in zip(ks, vs):
+                            F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
                     torch.cuda.synchronize()
                     ts = []
                     for _ in range(a.reps):
                         e0 = torch.cuda.Event(enable_timing=True)
                         e1 = torch.cuda.Event(enable_timing=True)
                         e0.record()
-                        F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+                        for k, v in zip(ks, vs):
+                            F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
                         e1.record()
                         e1.synchronize()
-                        ts.append(e0.elapsed_time(e1) * 1e3)
+                        ts.append(e0.elapsed_time(e1) * 1e3 / nrep)
                 times[name] = statistics.median(ts)
             except RuntimeError as ex:
                 msg = str(ex).splitlines()[0][:100] if str(ex) else type(ex).__name__
                 print(f"torch {name} sk={sk} batch={b} hq={hq} hkv={hkv}: refused ({msg})", file=sys.stderr)
-        del q, k, v
+        del q, ks, vs
         torch.cuda.empty_cache()
         if times:
             name = min(times, key=times.get)
             best[key] = times[name]
-            kv = 2.0 * b * hkv * sk * d * 2
+            kv = kvb
             print(f"torch sk={sk} batch={b} hq={hq} hkv={hkv}: " +
                   ", ".join(f"{n} {t:.1f} us ({kv / t * 1e-3:.0f} GB/s)" for n, t in times.items()) +
                   f"; best {name}", file=sys.stderr)

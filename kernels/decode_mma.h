@@ -47,7 +47,9 @@ struct qattn_dmma_layout {
     static const int WIDE = ELT == 2 ? 0 : KC * ROW16; /* V widened (K is widened in registers) */
     static const int WARP = ST * STAGE + WIDE;
     static const int MERGE = QATTN_DMMA_ROWS * (D + 2) * 4; /* per warp: O, m, l in fp32 */
-    static const int BYTES = QATTN_DMMA_WARPS * (WARP > MERGE ? WARP : MERGE);
+    static const int MERGE_ALL = QATTN_DMMA_WARPS * MERGE + QATTN_DMMA_ROWS * (QATTN_DMMA_WARPS + 2) * 4;
+    static const int RINGS = QATTN_DMMA_WARPS * WARP;
+    static const int BYTES = RINGS > MERGE_ALL ? RINGS : MERGE_ALL;
 };
 
 /* f16x2 / bf16x2 of two floats, low half first */
@@ -83,6 +85,45 @@ static __device__ __forceinline__ void qattn_dmma_widen4(uint32_t w, uint32_t *l
         *lo = qattn_cvt_f16x2_e4m3x2(w & 0xffffu);
         *hi = qattn_cvt_f16x2_e4m3x2(w >> 16);
     }
+}
+
+/* element at of a query tensor of dtype IN, as float */
+template <int IN>
+static __device__ __forceinline__ float qattn_dmma_ldq(const void *q, int64_t at)
+{
+    if (IN == QATTN_FMT_BF16)
+        return qattn_num_bf16_decode(((const uint16_t *)q)[at]);
+    if (IN == QATTN_FMT_FP16)
+        return qattn_num_fp16_decode(((const uint16_t *)q)[at]);
+    return ((const float *)q)[at];
+}
+
+/* the A fragments of rows g (at qa_at, valid va) and g + 8 (qb_at, vb): all
+ * loads issued before any is used. 8-bit caches: lane t4 reads K's channels
+ * 16 ks + 4 t4 .. + 3 as one word, so Q's channels are permuted to match (a
+ * dot product is the same under a permutation both operands take) */
+template <int D, int ELT, int QT, int IN>
+static __device__ __forceinline__ void qattn_dmma_load_q(uint32_t (*qa)[4], const void *q, int64_t qa_at,
+                                                         int64_t qb_at, int va, int vb, int t4)
+{
+    float x[D / 16][2][4];
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int c = ELT == 2 ? ks * 16 + half * 8 + 2 * t4 : ks * 16 + 4 * t4 + 2 * half;
+            x[ks][half][0] = va ? qattn_dmma_ldq<IN>(q, qa_at + c) : 0.f;
+            x[ks][half][1] = va ? qattn_dmma_ldq<IN>(q, qa_at + c + 1) : 0.f;
+            x[ks][half][2] = vb ? qattn_dmma_ldq<IN>(q, qb_at + c) : 0.f;
+            x[ks][half][3] = vb ? qattn_dmma_ldq<IN>(q, qb_at + c + 1) : 0.f;
+        }
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            qa[ks][half * 2] = qattn_dmma_pack<QT>(x[ks][half][0], x[ks][half][1]);
+            qa[ks][half * 2 + 1] = qattn_dmma_pack<QT>(x[ks][half][2], x[ks][half][3]);
+        }
 }
 
 template <int D, int CF, int QT>
@@ -128,6 +169,11 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
         kend = kend < e ? kend : e;
     }
     const int nchunk = kend > kbeg ? (int)((kend - kbeg + KC - 1) / KC) : 0;
+    int rlo32[2], rhi32[2]; /* the rows' keys relative to kbeg (empty rows: an empty range) */
+    for (int i = 0; i < 2; i++) {
+        rlo32[i] = rhi[i] > rlo[i] ? (int)(rlo[i] - kbeg) : 0;
+        rhi32[i] = rhi[i] > rlo[i] ? (int)(rhi[i] - kbeg) : 0;
+    }
 
     unsigned char *wsm = qattn_dmma_smem + warp * L::WARP;
     const int64_t row_elems = (int64_t)p.hkv * D; /* elements per token in the pool */
@@ -177,25 +223,13 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
         const int ra = r0 + g, rb = r0 + g + 8;
         const int64_t qa_at = (int64_t)b * p.q_sb + (tu0 + ra / grp) * p.q_st + (int64_t)(hk * grp + ra % grp) * p.q_sh;
         const int64_t qb_at = (int64_t)b * p.q_sb + (tu0 + rb / grp) * p.q_st + (int64_t)(hk * grp + rb % grp) * p.q_sh;
-        for (int ks = 0; ks < D / 16; ks++)
-            for (int half = 0; half < 2; half++) {
-                /* 8-bit caches: lane t4 reads K's channels 16 ks + 4 t4 .. + 3 as one word (the
-                 * dot product is the same under a permutation of the channels taken by both) */
-                const int c = L::ELT == 2 ? ks * 16 + half * 8 + 2 * t4 : ks * 16 + 4 * t4 + 2 * half;
-                float xa0 = 0.f, xa1 = 0.f, xb0 = 0.f, xb1 = 0.f;
-                if (ra < nrows) {
-                    xa0 = qattn_decode_ld(p.in, p.q, qa_at, c);
-                    xa1 = qattn_decode_ld(p.in, p.q, qa_at, c + 1);
-                }
-                if (rb < nrows) {
-                    xb0 = qattn_decode_ld(p.in, p.q, qb_at, c);
-                    xb1 = qattn_decode_ld(p.in, p.q, qb_at, c + 1);
-                }
-                qa[ks][half * 2] = qattn_dmma_pack<QT>(xa0, xa1);
-                qa[ks][half * 2 + 1] = qattn_dmma_pack<QT>(xb0, xb1);
-            }
+        if (p.in == QATTN_FMT_BF16)
+            qattn_dmma_load_q<D, L::ELT, QT, QATTN_FMT_BF16>(qa, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4);
+        else if (p.in == QATTN_FMT_FP16)
+            qattn_dmma_load_q<D, L::ELT, QT, QATTN_FMT_FP16>(qa, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4);
+        else
+            qattn_dmma_load_q<D, L::ELT, QT, QATTN_FMT_FP32>(qa, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4);
     }
-
     for (int it = 0; it < mine; it++) {
         const int c = warp + it * NW;
         if (it + ST - 1 < mine)
@@ -250,17 +284,17 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
                     qattn_dmma_mma<QT>(s[j], qa[ks], bf);
                 }
         }
-        /* scale, mask, online softmax (rows g: s[j][0..1], g + 8: s[j][2..3]) */
-        const int64_t x0 = kbeg + (int64_t)c * KC;
+        /* scale, mask, online softmax (rows g: s[j][0..1], g + 8: s[j][2..3]); keys as offsets from kbeg */
+        const int xc = c * KC;
         float mx[2] = {m[0], m[1]};
         for (int j = 0; j < NJ; j++)
             for (int q = 0; q < 4; q++) {
-                const int64_t x = x0 + 8 * j + 2 * t4 + (q & 1);
+                const int xo = xc + 8 * j + 2 * t4 + (q & 1);
                 const int ri = q >> 1;
                 float v = s[j][q] * p.c2;
                 if (L::SCALES)
                     v = v * kss[8 * j + 2 * t4 + (q & 1)];
-                v = (x >= rlo[ri] && x < rhi[ri]) ? v : -INFINITY;
+                v = (xo >= rlo32[ri] && xo < rhi32[ri]) ? v : -INFINITY;
                 s[j][q] = v;
                 mx[ri] = fmaxf(mx[ri], v);
             }
@@ -287,10 +321,11 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
             pa[j >> 1][(j & 1) * 2] = qattn_dmma_pack<QT>(pv[0], pv[1]);
             pa[j >> 1][(j & 1) * 2 + 1] = qattn_dmma_pack<QT>(pv[2], pv[3]);
         }
-        for (int n = 0; n < NT; n++) {
-            o[n][0] *= alpha[0], o[n][1] *= alpha[0];
-            o[n][2] *= alpha[1], o[n][3] *= alpha[1];
-        }
+        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) /* a row's max moved */
+            for (int n = 0; n < NT; n++) {
+                o[n][0] *= alpha[0], o[n][1] *= alpha[0];
+                o[n][2] *= alpha[1], o[n][3] *= alpha[1];
+            }
         /* O += P V: k-blocks of 16 keys, n-tiles of 8 channels in pairs */
 #pragma unroll
         for (int kk = 0; kk < NK; kk++)
@@ -310,36 +345,51 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
         l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 2);
     }
     __syncthreads(); /* the rings are free: merge the warps' states */
-    float *mo = (float *)(qattn_dmma_smem) + warp * QATTN_DMMA_ROWS * (D + 2);
+    const int RW = QATTN_DMMA_ROWS, stride_w = RW * (D + 2);
+    float *ms = (float *)qattn_dmma_smem;     /* [NW][RW][D + 2]: O, m, l of each warp */
+    float *wts = ms + NW * stride_w;           /* [RW][NW] the warps' weights per row */
+    float *rowml = wts + RW * NW;              /* [RW][2]: max, sum per row */
+    float *mo = ms + warp * stride_w;
+    const int va = r0 + g < nrows, vb = r0 + g + 8 < nrows; /* rows past the sequence: not merged */
     for (int n = 0; n < NT; n++)
         for (int q = 0; q < 4; q++)
-            mo[(g + 8 * (q >> 1)) * (D + 2) + 8 * n + 2 * t4 + (q & 1)] = o[n][q];
+            if (q < 2 ? va : vb)
+                mo[(g + 8 * (q >> 1)) * (D + 2) + 8 * n + 2 * t4 + (q & 1)] = o[n][q];
     if (t4 == 0)
         for (int ri = 0; ri < 2; ri++) {
             mo[(g + 8 * ri) * (D + 2) + D] = m[ri];
             mo[(g + 8 * ri) * (D + 2) + D + 1] = l[ri];
         }
     __syncthreads();
-    const float *ms = (const float *)qattn_dmma_smem;
-    const int stride_w = QATTN_DMMA_ROWS * (D + 2);
-    for (int idx = (int)threadIdx.x; idx < QATTN_DMMA_ROWS * D; idx += NW * 32) {
+    if ((int)threadIdx.x < RW * NW) { /* one thread per (row, warp): its weight */
+        const int r = (int)threadIdx.x / NW, w = (int)threadIdx.x % NW;
+        float mm = -INFINITY;
+        for (int k = 0; k < NW; k++)
+            mm = fmaxf(mm, ms[k * stride_w + r * (D + 2) + D]);
+        const float mw = ms[w * stride_w + r * (D + 2) + D];
+        wts[r * NW + w] = mw == -INFINITY ? 0.f : qattn_ex2_approx(mw - mm);
+        if (w == 0)
+            rowml[2 * r] = mm;
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < RW) {
+        const int r = (int)threadIdx.x;
+        float ll = 0.f;
+        for (int w = 0; w < NW; w++)
+            ll += wts[r * NW + w] * ms[w * stride_w + r * (D + 2) + D + 1];
+        rowml[2 * r + 1] = ll;
+    }
+    __syncthreads();
+    for (int idx = (int)threadIdx.x; idx < RW * D; idx += NW * 32) {
         const int r = idx / D, c = idx % D, pr = r0 + r;
         if (pr >= nrows)
             continue;
-        float mm = -INFINITY;
-        for (int w = 0; w < NW; w++)
-            mm = fmaxf(mm, ms[w * stride_w + r * (D + 2) + D]);
-        float ll = 0.f, acc = 0.f;
-        if (mm != -INFINITY)
-            for (int w = 0; w < NW; w++) {
-                const float mw = ms[w * stride_w + r * (D + 2) + D];
-                if (mw == -INFINITY)
-                    continue;
-                const float wt = qattn_ex2_approx(mw - mm);
-                ll += wt * ms[w * stride_w + r * (D + 2) + D + 1];
-                acc += wt * ms[w * stride_w + r * (D + 2) + c];
-            }
+        const float mm = rowml[2 * r], ll = rowml[2 * r + 1];
         const int empty = mm == -INFINITY;
+        float acc = 0.f;
+        if (!empty)
+            for (int w = 0; w < NW; w++)
+                acc += wts[r * NW + w] * ms[w * stride_w + r * (D + 2) + c];
         const float ov = empty ? 0.f : acc / ll;
         const int i = pr / grp, h = hk * grp + pr % grp;
         const int64_t row = (int64_t)h * p.lse_sh + tq0 + i;
@@ -357,6 +407,80 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
             }
         }
     }
+}
+
+template <int D>
+__global__ void __launch_bounds__(256) qattn_decode_combine_fast_kernel(qattn_kernels_decode_params p)
+{
+    const int NW = 8, CPL = D / 32; /* channels per lane */
+    __shared__ float sW[QATTN_DECODE_COMBINE_SMAX];
+    __shared__ float sPart[NW][D];
+    __shared__ float sRed[NW];
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int i = (int)blockIdx.x, h = (int)blockIdx.y, b = (int)blockIdx.z;
+    int64_t tq0, tu0;
+    int sq;
+    qattn_decode_rows(p, b, &tq0, &tu0, &sq);
+    if (i >= sq)
+        return;
+    const int64_t row = (int64_t)h * p.lse_sh + tq0 + i, plane = (int64_t)p.hq * p.lse_sh;
+    const int ns = p.num_splits;
+    float lm = -INFINITY;
+    for (int s = tid; s < ns; s += NW * 32) {
+        sW[s] = p.lse_part[s * plane + row];
+        lm = fmaxf(lm, sW[s]);
+    }
+    for (int o = 16; o; o >>= 1)
+        lm = fmaxf(lm, __shfl_xor_sync(0xffffffffu, lm, o));
+    if (lane == 0)
+        sRed[warp] = lm;
+    __syncthreads();
+    float lmax = sRed[0];
+    for (int w = 1; w < NW; w++)
+        lmax = fmaxf(lmax, sRed[w]);
+    __syncthreads();
+    float ws = 0.f;
+    for (int s = tid; s < ns; s += NW * 32) {
+        sW[s] = sW[s] == -INFINITY ? 0.f : expf(sW[s] - lmax);
+        ws += sW[s];
+    }
+    for (int o = 16; o; o >>= 1)
+        ws += __shfl_xor_sync(0xffffffffu, ws, o);
+    if (lane == 0)
+        sRed[warp] = ws;
+    __syncthreads();
+    float acc[CPL];
+    for (int k = 0; k < CPL; k++)
+        acc[k] = 0.f;
+    if (lmax != -INFINITY)
+        for (int s = warp; s < ns; s += NW) {
+            const float w = sW[s];
+            const float *op = p.o_part + ((int64_t)s * plane + row) * D + lane * CPL;
+            if (CPL == 4) {
+                const float4 x = *(const float4 *)op;
+                acc[0] += w * x.x, acc[1] += w * x.y, acc[2] += w * x.z, acc[3] += w * x.w;
+            } else {
+                for (int k = 0; k < CPL; k++)
+                    acc[k] += w * op[k];
+            }
+        }
+    for (int k = 0; k < CPL; k++)
+        sPart[warp][lane * CPL + k] = acc[k];
+    __syncthreads();
+    float sum = 0.f;
+    for (int w = 0; w < NW; w++)
+        sum += sRed[w];
+    for (int c = tid; c < D; c += NW * 32) {
+        float o = 0.f;
+        if (lmax != -INFINITY) {
+            for (int w = 0; w < NW; w++)
+                o += sPart[w][c];
+            o = o / sum;
+        }
+        qattn_decode_put(p, (int64_t)b * p.o_sb + (tu0 + i) * p.o_st + (int64_t)h * p.o_sh + c, o);
+    }
+    if (tid == 0 && p.lse)
+        p.lse[row] = lmax == -INFINITY ? -INFINITY : lmax + logf(sum);
 }
 
 template <int D, int CF, int QT>
@@ -380,7 +504,12 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
         hipLaunchKernelGGL(k, grid, dim3(QATTN_DMMA_WARPS * 32), (size_t)L::BYTES, stream, p);
         QATTN_DECODE_CHECK(hipGetLastError(), "decode mma kernel launch");
     }
-    return qattn_decode_combine_launch<D>(p, stream, err);
+    if (p.num_splits == 1 || p.stages == 1)
+        return QATTN_OK;
+    void (*kc)(qattn_kernels_decode_params) = &qattn_decode_combine_fast_kernel<D>;
+    hipLaunchKernelGGL(kc, dim3((unsigned)p.seqlen_q, (unsigned)p.hq, (unsigned)p.nseq), dim3(256), 0, stream, p);
+    QATTN_DECODE_CHECK(hipGetLastError(), "decode combine launch");
+    return QATTN_OK;
 }
 
 /* CF: the cache format (both K and V); 16-bit caches run in the query's

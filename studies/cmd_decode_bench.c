@@ -4,6 +4,10 @@
  * shuffled order) of random values (int8 / e4m3: random codes, a random scale
  * per token), timed with device events (median of --reps runs) with the
  * plan's num_splits, and with num_splits = 1 beside it where the plan splits.
+ * A timed run is R decode calls back to back on R replicas of the batch (R
+ * = 192 MB / the batch's KV bytes + 1, at most 64), so that a call's cache is
+ * not in L2 from the call before and the time is the GPU's, not the host's
+ * launch latency; us is the run's time / R.
  * kv_gbs = bytes of K and V (codes and scales) over the time; copy_gbs = a
  * device-to-device copy of 1 GiB in the same run, counted read + write. The
  * torch column is left empty: kernels/bench_torch_decode.py fills it in the
@@ -21,7 +25,8 @@
 #include "qattn/scheme.h"
 
 typedef struct dtctx {
-    const qattn_kernels_decode_plan *pl;
+    qattn_kernels_decode_plan *pl; /* [npl] plans, run back to back */
+    int npl;
     void *dst;
     const void *src;
     size_t bytes;
@@ -32,7 +37,10 @@ static int timed(void *c, qattn_err *err)
     const dtctx *t = (const dtctx *)c;
     if (t->bytes)
         return qattn_kernels_dev_copy(t->dst, t->src, t->bytes, err);
-    return qattn_kernels_decode_plan_run(t->pl, NULL, err);
+    int rc = 0;
+    for (int i = 0; i < t->npl && !rc; i++)
+        rc = qattn_kernels_decode_plan_run(&t->pl[i], NULL, err);
+    return rc;
 }
 
 static uint64_t mix(uint64_t z)
@@ -160,7 +168,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
     int rc = qattn_kernels_dev_alloc(&ca, cbytes, &err) || qattn_kernels_dev_alloc(&cb, cbytes, &err) ||
              fill_device(QATTN_FMT_BF16, ca, cbytes, 99, &err);
     if (!rc) {
-        dtctx tc = {NULL, cb, ca, cbytes};
+        dtctx tc = {NULL, 0, cb, ca, cbytes};
         rc = qattn_kernels_dev_time(timed, &tc, 3, reps, &ms, &mn, &err);
         copy_gbs = 2.0 * (double)cbytes / (ms * 1e-3) * 1e-9;
     }
@@ -186,19 +194,26 @@ int qattn_cmd_decode_bench(int argc, char **argv)
             qattn_cli_progress("decode-bench", (size_t)(ci * nsh + si), (size_t)(nc * nsh));
             const shape s = sh[si];
             const int hq = 8 * s.hkv, pages_per = (s.sk + page - 1) / page;
-            const int64_t npages = (int64_t)s.batch * pages_per;
             const qattn_operand op = cop[ci];
             const int scaled = qattn_fmt_is_scaled(op.fmt);
             const size_t elt = op.fmt == QATTN_FMT_FP32 ? 4 : (op.fmt == QATTN_FMT_FP16 || op.fmt == QATTN_FMT_BF16) ? 2 : 1;
+            /* bytes the kernel must read: K and V of every token and kv head, scales included */
+            const double kv = 2.0 * (double)s.batch * s.hkv * s.sk * ((double)d * (double)elt + (scaled ? 4.0 : 0.0));
+            /* replicas of the batch, run back to back, so that what one call reads is not in L2 from the
+             * last (>= 192 MB between two reads of a replica; at most 64) */
+            int nrep = (int)(192e6 / kv) + 1;
+            nrep = nrep > 64 ? 64 : nrep;
+            const int nb = s.batch * nrep;
+            const int64_t npages = (int64_t)nb * pages_per;
             const size_t pool = (size_t)npages * page * s.hkv * d * elt;
             qattn_kernels_kvcache_dev dc;
             memset(&dc, 0, sizeof dc);
-            dc.num_pages = npages, dc.page_size = page, dc.max_pages = pages_per, dc.nseq = s.batch;
+            dc.num_pages = npages, dc.page_size = page, dc.max_pages = pages_per, dc.nseq = nb;
             dc.hkv = s.hkv, dc.d = d, dc.kop = op, dc.vop = op;
             const qattn_fmt qf = op.fmt == QATTN_FMT_FP16 ? QATTN_FMT_FP16 : QATTN_FMT_BF16;
             void *qd = NULL, *od = NULL;
             int32_t *tab = malloc((size_t)npages * sizeof *tab);
-            int *lens = malloc((size_t)s.batch * sizeof *lens);
+            int *lens = malloc((size_t)nb * sizeof *lens);
             float *sc = NULL;
             rc = !tab || !lens ? qattn_err_set(&err, QATTN_ERR_NOMEM, "out of host memory") : 0;
             if (!rc) {
@@ -209,16 +224,16 @@ int qattn_cmd_decode_bench(int argc, char **argv)
                     int32_t t = tab[i];
                     tab[i] = tab[j], tab[j] = t;
                 }
-                for (int b = 0; b < s.batch; b++)
+                for (int b = 0; b < nb; b++)
                     lens[b] = s.sk;
             }
             rc = rc || qattn_kernels_dev_alloc(&dc.k, pool, &err) || fill_device(op.fmt, dc.k, pool, seed++, &err) ||
                  qattn_kernels_dev_alloc(&dc.v, pool, &err) || fill_device(op.fmt, dc.v, pool, seed++, &err) ||
                  qattn_kernels_dev_alloc((void **)&dc.table, (size_t)npages * 4, &err) ||
                  qattn_kernels_dev_to(dc.table, tab, (size_t)npages * 4, &err) ||
-                 qattn_kernels_dev_alloc((void **)&dc.len, (size_t)s.batch * 4, &err) ||
-                 qattn_kernels_dev_to(dc.len, lens, (size_t)s.batch * 4, &err);
-            const size_t nsc = (size_t)s.batch * s.hkv * pages_per * page;
+                 qattn_kernels_dev_alloc((void **)&dc.len, (size_t)nb * 4, &err) ||
+                 qattn_kernels_dev_to(dc.len, lens, (size_t)nb * 4, &err);
+            const size_t nsc = (size_t)nb * s.hkv * pages_per * page;
             if (!rc && scaled) {
                 dc.k_ntok = dc.v_ntok = pages_per * page, dc.k_nch = dc.v_nch = 1;
                 sc = malloc(nsc * sizeof *sc);
@@ -233,8 +248,6 @@ int qattn_cmd_decode_bench(int argc, char **argv)
             const size_t qbytes = (size_t)s.batch * hq * d * 2;
             rc = rc || qattn_kernels_dev_alloc(&qd, qbytes, &err) || fill_device(qf, qd, qbytes, seed++, &err) ||
                  qattn_kernels_dev_alloc(&od, qbytes, &err);
-            /* bytes the kernel must read: K and V of every token and kv head, scales included */
-            const double kv = 2.0 * (double)s.batch * s.hkv * s.sk * ((double)d * (double)elt + (scaled ? 4.0 : 0.0));
             int tried[2] = {0, 1}; /* the plan's num_splits, then 1 */
             int planned = 0;
             for (int pass = 0; pass < 2 && !rc; pass++) {
@@ -249,31 +262,55 @@ int qattn_cmd_decode_bench(int argc, char **argv)
                     break; /* the plan did not split */
                 qattn_kernels_tensor qt = {qd, (int64_t)hq * d, d, (int64_t)hq * d};
                 qattn_kernels_tensor ot = {od, (int64_t)hq * d, d, (int64_t)hq * d};
-                qattn_kernels_decode_plan pl;
-                if ((rc = qattn_kernels_decode_plan_init(&pl, &pb, &qt, &ot, NULL, NULL, &dc, &err)))
+                qattn_kernels_decode_plan *pls = calloc((size_t)nrep, sizeof *pls);
+                if (!pls) {
+                    rc = qattn_err_set(&err, QATTN_ERR_NOMEM, "out of host memory");
                     break;
-                if (pass == 0)
-                    planned = pl.num_splits;
-                dtctx tc = {&pl, NULL, NULL, 0};
-                rc = qattn_kernels_dev_time(timed, &tc, 3, reps, &ms, &mn, &err);
-                double mc = 0.0; /* the combine alone */
-                if (!rc && pl.num_splits > 1) {
-                    pl.p.stages = 2;
-                    rc = qattn_kernels_dev_time(timed, &tc, 3, reps, &mc, &mn, &err);
-                    pl.p.stages = 0;
+                }
+                int made = 0;
+                for (; made < nrep && !rc; made++) { /* replica r: its sequences' table rows, lengths, scales */
+                    qattn_kernels_kvcache_dev view = dc;
+                    view.nseq = s.batch;
+                    view.table = dc.table + (int64_t)made * s.batch * pages_per;
+                    view.len = dc.len + (int64_t)made * s.batch;
+                    if (scaled) {
+                        view.k_scale = dc.k_scale + (int64_t)made * s.batch * s.hkv * dc.k_ntok;
+                        view.v_scale = dc.v_scale + (int64_t)made * s.batch * s.hkv * dc.v_ntok;
+                    }
+                    view.owned = 0;
+                    rc = qattn_kernels_decode_plan_init(&pls[made], &pb, &qt, &ot, NULL, NULL, &view, &err);
                 }
                 if (!rc) {
-                    char comb[32] = "";
-                    if (pl.num_splits > 1)
-                        snprintf(comb, sizeof comb, "%.2f", mc * 1e3);
-                    fprintf(f, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%.2f,%.1f,%.1f,,%s\n", dev, date, pl.sig->name, cname[ci],
-                            s.sk, s.batch, hq, s.hkv, pl.num_splits, ms * 1e3, kv / (ms * 1e-3) * 1e-9, copy_gbs, comb);
-                    fprintf(stderr, "decode-bench: %-12s sk %-6d batch %-2d hkv %d: %-26s splits %-3d %9.2f us  %7.1f GB/s "
-                                    "(%.2f of the copy)\n",
-                            cname[ci], s.sk, s.batch, s.hkv, pl.sig->name, pl.num_splits, ms * 1e3,
-                            kv / (ms * 1e-3) * 1e-9, kv / (ms * 1e-3) * 1e-9 / copy_gbs);
+                    const qattn_kernels_decode_plan *pl = &pls[0];
+                    if (pass == 0)
+                        planned = pl->num_splits;
+                    dtctx tc = {pls, nrep, NULL, NULL, 0};
+                    rc = qattn_kernels_dev_time(timed, &tc, 2, reps, &ms, &mn, &err);
+                    ms /= nrep;
+                    double mc = 0.0; /* the combine alone */
+                    if (!rc && pl->num_splits > 1) {
+                        for (int r = 0; r < nrep; r++)
+                            pls[r].p.stages = 2;
+                        rc = qattn_kernels_dev_time(timed, &tc, 2, reps, &mc, &mn, &err);
+                        mc /= nrep;
+                    }
+                    if (!rc) {
+                        char comb[32] = "";
+                        if (pl->num_splits > 1)
+                            snprintf(comb, sizeof comb, "%.2f", mc * 1e3);
+                        fprintf(f, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%.2f,%.1f,%.1f,,%s\n", dev, date, pl->sig->name,
+                                cname[ci], s.sk, s.batch, hq, s.hkv, pl->num_splits, ms * 1e3,
+                                kv / (ms * 1e-3) * 1e-9, copy_gbs, comb);
+                        fprintf(stderr,
+                                "decode-bench: %-12s sk %-6d batch %-2d hkv %d: %-26s splits %-3d %9.2f us  %7.1f GB/s "
+                                "(%.2f of the copy; %d replicas)\n",
+                                cname[ci], s.sk, s.batch, s.hkv, pl->sig->name, pl->num_splits, ms * 1e3,
+                                kv / (ms * 1e-3) * 1e-9, kv / (ms * 1e-3) * 1e-9 / copy_gbs, nrep);
+                    }
                 }
-                qattn_kernels_decode_plan_free(&pl);
+                for (int r = 0; r < made; r++)
+                    qattn_kernels_decode_plan_free(&pls[r]);
+                free(pls);
             }
             free(tab), free(lens), free(sc);
             qattn_kernels_dev_free(qd), qattn_kernels_dev_free(od);
