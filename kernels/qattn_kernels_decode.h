@@ -133,6 +133,47 @@ int qattn_kernels_decode_plan_init(qattn_kernels_decode_plan *pl, const qattn_ke
 int qattn_kernels_decode_plan_run(const qattn_kernels_decode_plan *pl, void *stream, qattn_err *err);
 void qattn_kernels_decode_plan_free(qattn_kernels_decode_plan *pl);
 
+/* ---- checks against the emulation (kernels/decode_check.c) ----
+ * Tolerances, relative to max |V| for o: the portable path differs from
+ * qattn_kv_emu only by exp2f / expf (bit-equal in the host simulation); the
+ * fast path rounds P to its 16-bit MMA type (2^-9 relative in bf16) and uses
+ * ex2.approx. An fp16 / bf16 output adds one rounding step of its own. */
+#define QATTN_KERNELS_DECODE_TOL_PORTABLE 1e-5
+#define QATTN_KERNELS_DECODE_TOL_FAST 3e-3
+#define QATTN_KERNELS_DECODE_LSE_TOL_PORTABLE 1e-5
+#define QATTN_KERNELS_DECODE_LSE_TOL_FAST 1e-4
+
+typedef struct qattn_kernels_decode_case {
+    int d, hq, hkv, nseq;
+    int sq[4], sk[4];      /* rows and cache length per sequence */
+    int page;              /* page size */
+    int num_splits;        /* 0: the plan's rule */
+    const char *k, *v;     /* cache operands, "fmt[@group]" */
+    const char *mask;      /* none, causal, causal-br, window:L,R */
+    qattn_fmt in, out;
+    int kblock;
+    int varlen;            /* 1: rows through cu_q (else every sequence has the longest's rows) */
+    int quick;             /* 1: in the quick set (compute-sanitizer) */
+} qattn_kernels_decode_case;
+
+typedef struct qattn_kernels_decode_result {
+    int ran;               /* 0: the paths asked for take no instance for the case */
+    const qattn_kernels_sig *sig;
+    int num_splits;
+    double err;            /* max |o - o_emu| / max |V| (o in the output dtype, o_emu rounded to it) */
+    double max_dlse, cos;  /* max |lse - lse_emu|; cos(o, o_emu) */
+    long diff_o, diff_lse; /* elements whose bits differ */
+    double tol, lse_tol;
+    int pass;              /* err <= tol and max_dlse <= lse_tol */
+} qattn_kernels_decode_result;
+
+/* the case table */
+const qattn_kernels_decode_case *qattn_kernels_decode_cases(size_t *n);
+/* one case on the device through the dispatcher (paths: as the problem's;
+ * 0: all), *seed advanced; 0 with res->ran = 0 when paths take no instance */
+int qattn_kernels_decode_run_case(const qattn_kernels_decode_case *c, unsigned paths, uint64_t *seed,
+                                  qattn_kernels_decode_result *res, qattn_err *err);
+
 /* the current device's multiprocessor count (1 in the host simulation) */
 int qattn_kernels_dev_sm_count(void);
 

@@ -9,7 +9,8 @@
  * not in L2 from the call before and the time is the GPU's, not the host's
  * launch latency; us is the run's time / R.
  * kv_gbs = bytes of K and V (codes and scales) over the time; copy_gbs = a
- * device-to-device copy of 1 GiB in the same run, counted read + write. The
+ * device-to-device copy (1 GiB, --copy-mib) in the same run, counted read +
+ * write. The
  * torch column is left empty: kernels/bench_torch_decode.py fills it in the
  * same device call. */
 #include <stdio.h>
@@ -93,7 +94,8 @@ typedef struct shape {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: qattn decode-bench [--out FILE.csv] [--caches LIST] [--shapes LIST] [--page P] [--reps R]\n\n"
+            "usage: qattn decode-bench [--out FILE.csv] [--caches LIST] [--shapes LIST] [--page P] [--reps R]\n"
+            "                          [--copy-mib M]\n\n"
             "Times split-KV decode over a paged KV cache on the GPU (one query row per sequence,\n"
             "hq = 8 hkv, d = 128, causal-br): the plan's num_splits, and num_splits = 1 beside it\n"
             "where the plan splits; a 1 GiB device-to-device copy in the same run. The torch\n"
@@ -103,6 +105,7 @@ static void usage(FILE *f)
             "                  131072:1:1,32768:1:8,8192:8:8,32768:8:8,131072:4:8,1024:64:8,8192:64:8)\n"
             "  --page P        page size in tokens (default 16)\n"
             "  --reps R        timed runs (default 30)\n"
+            "  --copy-mib M    size of the timed device-to-device copy (default 1024)\n"
             "CSV: device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine\n"
             "(us: split kernel + combine; us_combine: the combine alone, empty without splits)\n");
 }
@@ -111,13 +114,14 @@ int qattn_cmd_decode_bench(int argc, char **argv)
 {
     const char *out = NULL, *caches = "bf16,int8@token,e4m3@token",
                *shapes = "1024:1:1,32768:1:1,131072:1:1,32768:1:8,8192:8:8,32768:8:8,131072:4:8,1024:64:8,8192:64:8";
-    long long page_v = 16, reps_v = 30;
+    long long page_v = 16, reps_v = 30, copy_v = 1024;
     const qattn_opt opts[] = {
         {"out", QATTN_OPT_STR, &out, NULL, 0, 0},
         {"caches", QATTN_OPT_STR, &caches, NULL, 0, 0},
         {"shapes", QATTN_OPT_STR, &shapes, NULL, 0, 0},
         {"page", QATTN_OPT_INT, &page_v, NULL, 1, QATTN_KV_PAGE_MAX},
         {"reps", QATTN_OPT_INT, &reps_v, NULL, 1, 1000},
+        {"copy-mib", QATTN_OPT_INT, &copy_v, NULL, 1, 16384},
         {NULL, 0, NULL, NULL, 0, 0}};
     int prc = qattn_cli_parse(argc, argv, opts, NULL);
     if (prc)
@@ -162,7 +166,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
     qattn_gpu_date(date, sizeof date);
 
     /* the copy, once */
-    const size_t cbytes = (size_t)1 << 30;
+    const size_t cbytes = (size_t)copy_v << 20;
     void *ca = NULL, *cb = NULL;
     double copy_gbs = 0.0, mn = 0.0, ms = 0.0;
     int rc = qattn_kernels_dev_alloc(&ca, cbytes, &err) || qattn_kernels_dev_alloc(&cb, cbytes, &err) ||
@@ -298,7 +302,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
                         char comb[32] = "";
                         if (pl->num_splits > 1)
                             snprintf(comb, sizeof comb, "%.2f", mc * 1e3);
-                        fprintf(f, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%.2f,%.1f,%.1f,,%s\n", dev, date, pl->sig->name,
+                        fprintf(f, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%.2f,%.4g,%.1f,,%s\n", dev, date, pl->sig->name,
                                 cname[ci], s.sk, s.batch, hq, s.hkv, pl->num_splits, ms * 1e3,
                                 kv / (ms * 1e-3) * 1e-9, copy_gbs, comb);
                         fprintf(stderr,

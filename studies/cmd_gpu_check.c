@@ -401,7 +401,7 @@ int qattn_cmd_gpu_check(int argc, char **argv)
             qattn_scheme s;
             char spec[512];
             if (g->family == QATTN_KERNELS_FAMILY_DECODE)
-                snprintf(spec, sizeof spec, "(decode: checked by test_kernels_decode_gpu)");
+                snprintf(spec, sizeof spec, "(decode: the split-KV cases of kernels/decode_check.c)");
             else if (g->family != QATTN_KERNELS_FAMILY_ATTN_FWD)
                 snprintf(spec, sizeof spec, "(quantization: inside sage2-8b-sm90, sage2-4b, sage1-b, fa3-fp8)");
             else if (qattn_gpu_scheme_for(g, &s, spec, sizeof spec)) {
@@ -439,8 +439,8 @@ int qattn_cmd_gpu_check(int argc, char **argv)
     size_t nrows = 0;
     for (size_t i = 0; i < nk; i++) {
         const qattn_kernels_sig *g = qattn_kernels_get(i);
-        if ((filter && !strstr(g->name, filter)) || g->family == QATTN_KERNELS_FAMILY_DECODE)
-            continue; /* decode instances: test_kernels_decode_gpu (kernels/gpu_run.sh) */
+        if (filter && !strstr(g->name, filter))
+            continue;
         rows[nrows].sig = g;
         rows[nrows].min_cos = 1.0;
         nrows++;
@@ -516,6 +516,40 @@ int qattn_cmd_gpu_check(int argc, char **argv)
                 if (!q || !k || !v)
                     rc = qattn_err_set(&err, QATTN_ERR_NOMEM, "out of host memory");
                 free(q), free(k), free(v);
+            }
+        } else if (g->family == QATTN_KERNELS_FAMILY_DECODE) {
+            /* the decode cases this instance takes (the dispatcher on its path picks it) against
+             * qattn_kv_emu; the cache formats of the cases it ran go in the scheme column */
+            size_t nc;
+            const qattn_kernels_decode_case *dcs = qattn_kernels_decode_cases(&nc);
+            for (size_t ci = 0; ci < nc && rc == 0; ci++) {
+                if (quick && !dcs[ci].quick)
+                    continue;
+                qattn_kernels_decode_result dr;
+                if ((rc = qattn_kernels_decode_run_case(&dcs[ci], 1u << g->path, &st, &dr, &err)))
+                    break;
+                if (!dr.ran || dr.sig != g)
+                    continue;
+                result x;
+                memset(&x, 0, sizeof x);
+                x.cos = dr.cos, x.err = dr.err, x.dlse = dr.max_dlse;
+                r->cases++;
+                r->min_cos = x.cos < r->min_cos ? x.cos : r->min_cos;
+                r->max_err = x.err > r->max_err || x.err != x.err ? x.err : r->max_err;
+                r->max_dlse = x.dlse > r->max_dlse || x.dlse != x.dlse ? x.dlse : r->max_dlse;
+                if (!dr.pass) {
+                    r->failed++;
+                    snprintf(r->why, sizeof r->why, "case %zu: err %.2e (tolerance %.0e), dLSE %.1e (%.0e)", ci,
+                             dr.err, dr.tol, dr.max_dlse, dr.lse_tol);
+                }
+                char kv[64];
+                snprintf(kv, sizeof kv, "%s/%s", dcs[ci].k, dcs[ci].v);
+                if (!strstr(r->scheme, kv) && strlen(r->scheme) + strlen(kv) + 2 < sizeof r->scheme)
+                    snprintf(r->scheme + strlen(r->scheme), sizeof r->scheme - strlen(r->scheme), "%s%s",
+                             r->scheme[0] ? " " : "", kv);
+                if (verbose)
+                    fprintf(stderr, "  %-28s decode case %2zu splits %-3d: err %.2e dLSE %.1e cos %.8f %s\n", g->name, ci,
+                            dr.num_splits, dr.err, dr.max_dlse, dr.cos, dr.pass ? "ok" : "FAIL");
             }
         } else {
             /* a quantization instance inside the plans of a few schemes */

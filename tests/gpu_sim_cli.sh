@@ -44,6 +44,30 @@ fi
 check "gpu-check quant_fast_in_bf16: 4 cases pass" \
     awk -F, 'NR == 2 && $3 == "quant_fast_in_bf16" && $4 == 4 && $6 == 1 { n++ } END { exit !(n == 1) }' "$csv"
 
+# a decode instance on its quick cases: bit-exact with the split-KV emulation in the simulation
+csv=$S/gc_decode.csv
+if "$Q" gpu-check --quick --instance decode_portable_d64 --out "$csv" >"$OUT" 2>"$ERR"; then
+    ok "gpu-check decode_portable_d64: exit 0"
+else
+    bad "gpu-check decode_portable_d64: $(tail -c 400 "$ERR")"
+fi
+check "gpu-check decode_portable_d64: 3 cases pass, bit-exact" \
+    awk -F, 'NR == 2 && $3 == "decode_portable_d64" && $4 == 3 && $5 == 0 && $6 == 1 { n++ } END { exit !(n == 1) }' "$csv"
+
+# ---- decode-bench: CSV contract on a tiny cache ----
+csv=$S/decode.csv
+if "$Q" decode-bench --caches bf16,int8@token --shapes 300:1:1 --reps 1 --copy-mib 1 --out "$csv" >"$OUT" 2>"$ERR"; then
+    ok "decode-bench: exit 0"
+else
+    bad "decode-bench: $(tail -c 400 "$ERR")"
+fi
+check "decode-bench: header" test "$(head -n 1 "$csv" 2>/dev/null | cut -d, -f1-13)" = \
+    "device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch"
+check "decode-bench: per cache the plan's splits (> 1) and num_splits 1, positive times" \
+    awk -F, 'NR > 1 && $5 == 300 && $6 == 1 && $7 == 8 && $8 == 1 && $10 > 0 && $11 > 0 {
+                 n++; if ($9 > 1 && $14 > 0) s++ }
+             END { exit !(n == 4 && s == 2 && NR == 5) }' "$csv"
+
 # ---- bench: CSV contract on a tiny problem ----
 csv=$S/bench.csv
 if "$Q" bench --schemes sage2-8b,fp16 --n 128 --dims 64 --causal 1 --tokens 128 --heads 2 --reps 1 \
@@ -69,6 +93,10 @@ expect_err "bench: unknown scheme" "nosuchscheme" "" "$Q" bench --schemes sage2-
 check "bench: unknown scheme: no file" test ! -e "$S/x4.csv"
 expect_err "bench: bad --n" "bad value" "" "$Q" bench --n 128,x --out "$S/x5.csv"
 expect_err "bench: bad --causal" "bad value" "" "$Q" bench --causal 2
+expect_err "decode-bench: bad --shapes" "bad triple" "" "$Q" decode-bench --shapes 1024:1 --out "$S/x6.csv"
+check "decode-bench: bad --shapes: no file" test ! -e "$S/x6.csv"
+expect_err "decode-bench: unknown cache format" "unknown format" "" "$Q" decode-bench --caches int9 --out "$S/x7.csv"
+expect_err "decode-bench: --page 0" "--page" "" "$Q" decode-bench --page 0
 check "no temporary files left" bash -c "! ls '$S' | grep -q '\\.tmp'"
 
 lib_finish

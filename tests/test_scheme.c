@@ -117,5 +117,19 @@ int main(void)
                              "acc=fp22+fp32:65536",
                              &s, &err) == 0,
           "sizes of 65536 pass: %s", err.msg);
+    /* one operand, as a KV cache format is given */
+    {
+        qattn_operand op;
+        qattn_err e;
+        CHECK(qattn_operand_parse("k", "int8@block:32,ch:1", &op, &e) == 0 && op.fmt == QATTN_FMT_INT8 &&
+                  op.group.tok == QATTN_TOK_BLOCK && op.group.b == 32 && op.group.ch == 1,
+              "int8@block:32,ch:1");
+        CHECK(qattn_operand_parse("v", "bf16", &op, &e) == 0 && op.fmt == QATTN_FMT_BF16, "bf16");
+        CHECK(qattn_operand_parse("--caches", "int9", &op, &e) == QATTN_ERR_ARG, "int9 refused");
+        CHECK_STR_CONTAINS(e.msg, "--caches=int9: unknown format 'int9'");
+        CHECK(qattn_operand_parse("k", "int8", &op, &e) == QATTN_ERR_ARG, "int8 without a group refused");
+        CHECK_STR_CONTAINS(e.msg, "needs a scale group");
+        CHECK(qattn_operand_parse("k", "bf16@token", &op, &e) == QATTN_ERR_ARG, "bf16 with a group refused");
+    }
     return check_done();
 }
