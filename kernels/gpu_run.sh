@@ -69,7 +69,8 @@ run_sanitize() {
     for tool in memcheck racecheck; do
         for inst in attn_fwd_wgmma_d128_qk attn_fwd_wgmma_d64_qk attn_fwd_wgmma_d128_kb64 attn_fwd_wgmma_d64_kb64 attn_fwd_mma_d128 attn_fwd_mma_d64 \
             attn_fwd_portable_d128_qk_int8_pv_e4m3_acc_fp22 attn_fwd_portable_d64_qk_int4_pv_fp16_acc_fp16 \
-            quant_fast_in_fp16 quant_portable_in_fp32; do
+            quant_fast_in_fp16 quant_portable_in_fp32 decode_mma_d128_cache_bf16 decode_mma_d128_cache_int8 \
+            decode_mma_d64_cache_e4m3 decode_portable_d128; do
             san "$tool" "$inst" qattn gpu-check --quick --instance "$inst"
         done
         # the quantization kernels' own test
