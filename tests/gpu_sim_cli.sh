@@ -51,8 +51,8 @@ if "$Q" gpu-check --quick --instance decode_portable_d64 --out "$csv" >"$OUT" 2>
 else
     bad "gpu-check decode_portable_d64: $(tail -c 400 "$ERR")"
 fi
-check "gpu-check decode_portable_d64: 3 cases pass, bit-exact" \
-    awk -F, 'NR == 2 && $3 == "decode_portable_d64" && $4 == 3 && $5 == 0 && $6 == 1 { n++ } END { exit !(n == 1) }' "$csv"
+check "gpu-check decode_portable_d64: 5 cases pass, bit-exact" \
+    awk -F, 'NR == 2 && $3 == "decode_portable_d64" && $4 == 5 && $5 == 0 && $6 == 1 { n++ } END { exit !(n == 1) }' "$csv"
 
 # ---- decode-bench: CSV contract on a tiny cache ----
 csv=$S/decode.csv
