@@ -309,7 +309,7 @@ int qattn_kernels_decode_splits(const qattn_kernels_decode_problem *pb, int sm_c
         return 1;
     for (int64_t n = 2; n <= nmax; n++) {
         int64_t t = n * blocks, waves = (t + slots - 1) / slots;
-        if (t >= slots && (double)t / (double)(waves * slots) >= 0.85)
+        if ((double)t / (double)(waves * slots) >= 0.85)
             return (int)n;
     }
     return (int)nmax;

@@ -110,9 +110,10 @@ int qattn_kernels_decode_find(const qattn_kernels_decode_problem *pb, const qatt
 /* The split rule (docs/DESIGN.md "KV caches and split-KV"): with B = blocks
  * one split needs (nseq x hkv x row tiles of 16 packed rows) and slots =
  * the device's multiprocessors x blocks each holds, the smallest n in
- * 1 .. max with wave efficiency n B / (ceil(n B / slots) slots) >= 0.85 and
- * n B >= slots, where max = min(SPLITS_MAX, ceil(max_seqlen_k / 256)) (a
- * split keeps at least 256 keys); n = 1 when B alone fills the chip. */
+ * 1 .. max whose blocks fill their waves to 0.85, n B / (ceil(n B / slots)
+ * slots) >= 0.85 (a first partial wave counts as a wave), where max =
+ * min(SPLITS_MAX, ceil(max_seqlen_k / 256)) (a split keeps at least 256
+ * keys), else max; n = 1 when B alone fills the chip. */
 int qattn_kernels_decode_splits(const qattn_kernels_decode_problem *pb, int sm_count, int blocks_per_sm);
 
 typedef struct qattn_kernels_decode_plan {

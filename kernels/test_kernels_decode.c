@@ -60,15 +60,15 @@ static void split_rule(void)
     const struct {
         int nseq, hq, hkv, sk, want;
     } t[] = {
-        {1, 8, 1, 32768, 128}, /* B = 1: no n <= 128 (the 256-key cap) reaches 132 blocks: the cap */
-        {1, 8, 1, 65536, 132}, /* B = 1: 132 splits are one full wave */
-        {8, 64, 8, 32768, 4},  /* B = 64: 2 -> 128 < 132; 3 -> 192 in 2 waves, 0.73; 4 -> 256, 0.97 */
-        {4, 64, 8, 131072, 8}, /* B = 32: 5..7 -> 0.61, 0.73, 0.85-; 8 -> 256, 0.97 */
-        {64, 64, 8, 8192, 1},  /* B = 512 fills the chip */
-        {1, 8, 1, 200, 1},     /* one split's worth of keys */
-        {1, 8, 1, 1024, 4},    /* the cap ceil(1024 / 256) */
-        {1, 128, 1, 32768, 29}, /* B = 8 (128 rows in tiles of 16): 17..28 -> 136..224 in 2 waves, < 0.85;
-                                 * 29 -> 232, 0.88 */
+        {1, 8, 1, 32768, 113},  /* B = 1: the first n with n / 132 >= 0.85 */
+        {1, 8, 1, 65536, 113},  /* the same (the cap 256 is not reached) */
+        {8, 64, 8, 32768, 2},   /* B = 64: 2 -> 128 blocks, 0.97 of a wave */
+        {4, 64, 8, 131072, 4},  /* B = 32: 2 -> 0.48, 3 -> 0.73, 4 -> 128, 0.97 */
+        {64, 64, 8, 8192, 1},   /* B = 512 fills the chip */
+        {1, 8, 1, 200, 1},      /* one split's worth of keys */
+        {1, 8, 1, 1024, 4},     /* no n reaches 0.85 within the cap ceil(1024 / 256) = 4: the cap */
+        {1, 128, 1, 32768, 15}, /* B = 8 (128 rows in tiles of 16): 14 -> 112, 0.848; 15 -> 120, 0.91 */
+        {1, 64, 8, 32768, 15},  /* B = 8 (8 kv heads of 8 rows): the same */
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         pb.nseq = t[i].nseq;
@@ -83,8 +83,8 @@ static void split_rule(void)
     }
     /* two blocks per multiprocessor: 264 slots */
     pb.nseq = 8, pb.hq = 64, pb.hkv = 8, pb.max_seqlen_k = 32768;
-    CHECK(qattn_kernels_decode_splits(&pb, 132, 2) == 8, "B = 64 on 264 slots: 5..7 -> 0.61, 0.73, 0.85-; 8 -> "
-          "512, 0.97; got %d", qattn_kernels_decode_splits(&pb, 132, 2));
+    CHECK(qattn_kernels_decode_splits(&pb, 132, 2) == 4, "B = 64 on 264 slots: 2 -> 0.48, 3 -> 0.73, 4 -> 256, "
+          "0.97; got %d", qattn_kernels_decode_splits(&pb, 132, 2));
 }
 
 /* the dispatcher names what no instance takes */

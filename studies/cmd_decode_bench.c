@@ -106,6 +106,7 @@ static void usage(FILE *f)
             "  --page P        page size in tokens (default 16)\n"
             "  --reps R        timed runs (default 30)\n"
             "  --copy-mib M    size of the timed device-to-device copy (default 1024)\n"
+            "  --splits LIST   num_splits to time besides the plan's and 1 (tuning the split rule)\n"
             "CSV: device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine\n"
             "(us: split kernel + combine; us_combine: the combine alone, empty without splits)\n");
 }
@@ -115,6 +116,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
     const char *out = NULL, *caches = "bf16,int8@token,e4m3@token",
                *shapes = "1024:1:1,32768:1:1,131072:1:1,32768:1:8,8192:8:8,32768:8:8,131072:4:8,1024:64:8,8192:64:8";
     long long page_v = 16, reps_v = 30, copy_v = 1024;
+    const char *split_list = NULL;
     const qattn_opt opts[] = {
         {"out", QATTN_OPT_STR, &out, NULL, 0, 0},
         {"caches", QATTN_OPT_STR, &caches, NULL, 0, 0},
@@ -122,6 +124,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
         {"page", QATTN_OPT_INT, &page_v, NULL, 1, QATTN_KV_PAGE_MAX},
         {"reps", QATTN_OPT_INT, &reps_v, NULL, 1, 1000},
         {"copy-mib", QATTN_OPT_INT, &copy_v, NULL, 1, 16384},
+        {"splits", QATTN_OPT_STR, &split_list, NULL, 0, 0},
         {NULL, 0, NULL, NULL, 0, 0}};
     int prc = qattn_cli_parse(argc, argv, opts, NULL);
     if (prc)
@@ -150,6 +153,21 @@ int qattn_cmd_decode_bench(int argc, char **argv)
             return QATTN_EXIT_INPUT;
         }
         nsh++;
+    }
+    int splits[16], nsplit = 0;
+    if (split_list) {
+        char sl[256];
+        snprintf(sl, sizeof sl, "%s", split_list);
+        for (char *save = NULL, *tok = strtok_r(sl, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            char *end = NULL;
+            long v = strtol(tok, &end, 10);
+            if (nsplit == 16 || end == tok || *end || v < 1 || v > QATTN_KERNELS_DECODE_SPLITS_MAX) {
+                fprintf(stderr, "qattn decode-bench: --splits: bad value '%s' (1 .. %d, at most 16)\n", tok,
+                        QATTN_KERNELS_DECODE_SPLITS_MAX);
+                return QATTN_EXIT_INPUT;
+            }
+            splits[nsplit++] = (int)v;
+        }
     }
     const int page = (int)page_v, reps = (int)reps_v, d = 128;
     int ndev = 0;
@@ -252,9 +270,12 @@ int qattn_cmd_decode_bench(int argc, char **argv)
             const size_t qbytes = (size_t)s.batch * hq * d * 2;
             rc = rc || qattn_kernels_dev_alloc(&qd, qbytes, &err) || fill_device(qf, qd, qbytes, seed++, &err) ||
                  qattn_kernels_dev_alloc(&od, qbytes, &err);
-            int tried[2] = {0, 1}; /* the plan's num_splits, then 1 */
+            int tried[2 + 16] = {0, 1}; /* the plan's num_splits, then 1, then --splits */
+            int ntried = 2;
+            for (int i = 0; i < nsplit; i++)
+                tried[ntried++] = splits[i];
             int planned = 0;
-            for (int pass = 0; pass < 2 && !rc; pass++) {
+            for (int pass = 0; pass < ntried && !rc; pass++) {
                 qattn_kernels_decode_problem pb;
                 memset(&pb, 0, sizeof pb);
                 pb.nseq = s.batch, pb.hq = hq, pb.hkv = s.hkv, pb.d = d, pb.seqlen_q = 1, pb.max_seqlen_k = s.sk;
@@ -262,8 +283,8 @@ int qattn_cmd_decode_bench(int argc, char **argv)
                 pb.in = pb.out = qf;
                 pb.k = pb.v = op;
                 pb.num_splits = tried[pass];
-                if (pass == 1 && planned == 1)
-                    break; /* the plan did not split */
+                if (pass >= 1 && planned == tried[pass])
+                    continue; /* the plan's row has it */
                 qattn_kernels_tensor qt = {qd, (int64_t)hq * d, d, (int64_t)hq * d};
                 qattn_kernels_tensor ot = {od, (int64_t)hq * d, d, (int64_t)hq * d};
                 qattn_kernels_decode_plan *pls = calloc((size_t)nrep, sizeof *pls);

@@ -97,6 +97,7 @@ expect_err "decode-bench: bad --shapes" "bad triple" "" "$Q" decode-bench --shap
 check "decode-bench: bad --shapes: no file" test ! -e "$S/x6.csv"
 expect_err "decode-bench: unknown cache format" "unknown format" "" "$Q" decode-bench --caches int9 --out "$S/x7.csv"
 expect_err "decode-bench: --page 0" "--page" "" "$Q" decode-bench --page 0
+expect_err "decode-bench: bad --splits" "--splits: bad value '0'" "" "$Q" decode-bench --splits 4,0
 check "no temporary files left" bash -c "! ls '$S' | grep -q '\\.tmp'"
 
 lib_finish
