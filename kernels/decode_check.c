@@ -223,7 +223,6 @@ int qattn_kernels_decode_run_case(const qattn_kernels_decode_case *tc, unsigned 
     memset(&pb, 0, sizeof pb);
     pb.nseq = nseq, pb.hq = hq, pb.hkv = hkv, pb.d = d, pb.seqlen_q = max_sq, pb.max_seqlen_k = max_len;
     pb.mask = parse_mask(tc->mask);
-    pb.lse = 1;
     pb.in = tc->in, pb.out = tc->out;
     pb.k = ko, pb.v = vo;
     pb.num_splits = tc->num_splits;

@@ -393,19 +393,9 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
         const float ov = empty ? 0.f : acc / ll;
         const int i = pr / grp, h = hk * grp + pr % grp;
         const int64_t row = (int64_t)h * p.lse_sh + tq0 + i;
-        if (ns == 1)
-            qattn_decode_put(p, (int64_t)b * p.o_sb + (tu0 + i) * p.o_st + (int64_t)h * p.o_sh + c, ov);
-        else
-            p.o_part[((int64_t)sp * p.hq * p.lse_sh + row) * D + c] = ov;
-        if (c == 0) {
-            const float lse = empty ? -INFINITY : (mm + log2f(ll)) * 0.69314718055994530942f;
-            if (ns == 1) {
-                if (p.lse)
-                    p.lse[row] = lse;
-            } else {
-                p.lse_part[(int64_t)sp * p.hq * p.lse_sh + row] = lse;
-            }
-        }
+        qattn_decode_put_split(p, b, tu0 + i, h, row, sp, c, ov);
+        if (c == 0)
+            qattn_decode_put_split_lse(p, row, sp, empty ? -INFINITY : (mm + log2f(ll)) * 0.69314718055994530942f);
     }
 }
 
@@ -477,7 +467,7 @@ __global__ void __launch_bounds__(256) qattn_decode_combine_fast_kernel(qattn_ke
                 o += sPart[w][c];
             o = o / sum;
         }
-        qattn_decode_put(p, (int64_t)b * p.o_sb + (tu0 + i) * p.o_st + (int64_t)h * p.o_sh + c, o);
+        qattn_decode_put(p, b, tu0 + i, h, c, o);
     }
     if (tid == 0 && p.lse)
         p.lse[row] = lmax == -INFINITY ? -INFINITY : lmax + logf(sum);

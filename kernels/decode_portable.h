@@ -108,14 +108,36 @@ static __device__ __forceinline__ void qattn_decode_rows(const qattn_kernels_dec
     *tq0 = p.cu_q ? t0 : (int64_t)b * p.seqlen_q;
 }
 
-static __device__ __forceinline__ void qattn_decode_put(const qattn_kernels_decode_params &p, int64_t at, float x)
+/* channel c of output row (b, token t from the sequence's first, q head h), rounded to p.out */
+static __device__ __forceinline__ void qattn_decode_put(const qattn_kernels_decode_params &p, int b, int64_t t, int h,
+                                                        int c, float x)
 {
+    const int64_t at = (int64_t)b * p.o_sb + t * p.o_st + (int64_t)h * p.o_sh + c;
     if (p.out == QATTN_FMT_FP16)
         ((uint16_t *)p.o)[at] = qattn_num_fp16_encode(x);
     else if (p.out == QATTN_FMT_BF16)
         ((uint16_t *)p.o)[at] = qattn_num_bf16_encode(x);
     else
         ((float *)p.o)[at] = x;
+}
+
+/* split sp's result for a row (row: its index in [hq, Tq]): with one split
+ * o and lse are the output, else the partials the combine reads */
+static __device__ __forceinline__ void qattn_decode_put_split(const qattn_kernels_decode_params &p, int b, int64_t t,
+                                                              int h, int64_t row, int sp, int c, float o)
+{
+    if (p.num_splits == 1)
+        qattn_decode_put(p, b, t, h, c, o);
+    else
+        p.o_part[((int64_t)sp * p.hq * p.lse_sh + row) * p.d + c] = o;
+}
+static __device__ __forceinline__ void qattn_decode_put_split_lse(const qattn_kernels_decode_params &p, int64_t row,
+                                                                  int sp, float lse)
+{
+    if (p.num_splits > 1)
+        p.lse_part[(int64_t)sp * p.hq * p.lse_sh + row] = lse;
+    else if (p.lse)
+        p.lse[row] = lse;
 }
 
 template <int D>
@@ -196,19 +218,10 @@ __global__ void __launch_bounds__(QATTN_DECODE_THREADS) qattn_decode_portable_ke
         if (c >= D)
             break;
         const float o = empty ? 0.0f : acc[k] / l;
-        if (ns == 1)
-            qattn_decode_put(p, (int64_t)b * p.o_sb + (tu0 + i) * p.o_st + (int64_t)h * p.o_sh + c, o);
-        else
-            p.o_part[((int64_t)sp * p.hq * p.lse_sh + row) * D + c] = o;
+        qattn_decode_put_split(p, b, tu0 + i, h, row, sp, c, o);
     }
-    if (tid == 0) {
-        if (ns == 1) {
-            if (p.lse)
-                p.lse[row] = lse;
-        } else {
-            p.lse_part[(int64_t)sp * p.hq * p.lse_sh + row] = lse;
-        }
-    }
+    if (tid == 0)
+        qattn_decode_put_split_lse(p, row, sp, lse);
 }
 
 /* the combine of qattn_kv_combine: one block per (row, q head), one thread
@@ -277,7 +290,7 @@ __global__ void __launch_bounds__(QATTN_DECODE_THREADS) qattn_decode_combine_ker
             }
             o = o / sum;
         }
-        qattn_decode_put(p, (int64_t)b * p.o_sb + (tu0 + i) * p.o_st + (int64_t)h * p.o_sh + c, o);
+        qattn_decode_put(p, b, tu0 + i, h, c, o);
     }
 }
 

@@ -58,8 +58,7 @@ typedef struct qattn_kernels_decode_problem {
     int seqlen_q;          /* rows per sequence; with cu_q, the longest */
     int max_seqlen_k;      /* longest cache length (sizes the split rule) */
     qattn_mask mask;       /* on (sq, len) of each sequence: causal-br for decode / chunked prefill */
-    double scale;          /* softmax scale; <= 0: 1/sqrt(d) */
-    int lse;               /* 1: LSE wanted */
+    double scale;          /* softmax scale; <= 0: 1/sqrt(d) (the plan's lse pointer says whether LSE is wanted) */
     qattn_fmt in, out;     /* query dtype (fp16, bf16, fp32), output dtype */
     qattn_operand k, v;    /* the cache's storage (qattn_kvcache_cfg's) */
     int num_splits;        /* 0: the plan's rule (qattn_kernels_decode_splits), else 1 .. SPLITS_MAX */
