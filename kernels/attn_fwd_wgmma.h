@@ -50,10 +50,10 @@
 
 #define QATTN_WGMMA_BM 128
 #define QATTN_WGMMA_THREADS 384 /* a producer warpgroup and two consumer warpgroups */
-#define QATTN_WGMMA_STAGES 4     /* key blocks in flight (K and V^T, d x 128 bytes each) */
-/* shared memory for head dim d and key blocks of kb keys: the Q tile (128 x d
- * bytes), the stages (K and V^T) and 1 KB to align to 1024 */
-#define QATTN_WGMMA_SMEM(d, kb) (QATTN_WGMMA_BM * (d) + QATTN_WGMMA_STAGES * 2 * (kb) * (d) + 1024)
+#define QATTN_WGMMA_STAGES 4     /* key blocks in flight (K and V, kb x d elements each) */
+/* shared memory for head dim d, key blocks of kb keys and es-byte elements:
+ * the Q tile (128 x d), the stages (K and V) and 1 KB to align to 1024 */
+#define QATTN_WGMMA_SMEM(d, kb, es) (QATTN_WGMMA_BM * (d) * (es) + QATTN_WGMMA_STAGES * 2 * (kb) * (d) * (es) + 1024)
 
 static __device__ __forceinline__ uint32_t qattn_wgmma_smem_addr(const void *p)
 {
@@ -62,17 +62,21 @@ static __device__ __forceinline__ uint32_t qattn_wgmma_smem_addr(const void *p)
 
 /* byte offset of 16-byte chunk ch of row r in a 128-byte-swizzled tile */
 static __device__ __forceinline__ int qattn_sw128(int r, int ch) { return r * 128 + ((ch ^ (r & 7)) << 4); }
-/* ... in a tile of D-byte rows (Q, K: D = head dim), swizzled by the row
- * length: 128 bytes, or 64 */
-template <int D>
-static __device__ __forceinline__ int qattn_swd(int r, int ch)
+/* ... in a tile of R rows of RB bytes as the descriptors read it: rows of
+ * 128 bytes or more in column slabs of 128 bytes (slab x at x * R * 128),
+ * 128-byte swizzle; rows of 64 bytes with the 64-byte swizzle */
+template <int RB, int R>
+static __device__ __forceinline__ int qattn_wg_off(int r, int ch)
 {
-    return D == 128 ? qattn_sw128(r, ch) : r * 64 + ((ch ^ ((r >> 1) & 3)) << 4);
+    return RB == 64 ? r * 64 + ((ch ^ ((r >> 1) & 3)) << 4) : (ch >> 3) * R * 128 + qattn_sw128(r, ch & 7);
 }
-template <int D>
-static __device__ __forceinline__ uint64_t qattn_wgmma_desc_d(uint32_t smem_addr)
+/* descriptor of the K-major k-step at byte kb of the rows r0.. of such a
+ * tile (at shared address tile) */
+template <int RB, int R>
+static __device__ __forceinline__ uint64_t qattn_wg_desc_k(uint32_t tile, int r0, int kb)
 {
-    return D == 128 ? qattn_wgmma_desc_sw128(smem_addr) : qattn_wgmma_desc_sw64(smem_addr);
+    return RB == 64 ? qattn_wgmma_desc_sw64(tile + (uint32_t)(r0 * 64 + kb))
+                    : qattn_wgmma_desc_sw128(tile + (uint32_t)((kb >> 7) * R * 128 + r0 * 128 + (kb & 127)));
 }
 /* Q.K of 32 channels: S (64 x KB, int32) (+)= Q (descriptor) * K^T (descriptor) */
 template <int KB>
@@ -91,6 +95,23 @@ static __device__ __forceinline__ void qattn_wgmma_pv(float *d, const uint32_t *
         qattn_wgmma_m64n128k32_e4m3_rs(d, a, db, accumulate);
     else
         qattn_wgmma_m64n64k32_e4m3_rs(d, a, db, accumulate);
+}
+
+/* the new row maxima from the thread's (mxA, mxB, already max'ed with the
+ * running mA, mB) over the 4 lanes of a row: alpha = 2^(m_old - m_new), the
+ * exponent base (0 for a row that has seen no key), m updated */
+static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB, float &mA, float &mB, float &alA,
+                                                           float &alB, float &baseA, float &baseB)
+{
+    mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
+    mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
+    mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
+    mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
+    baseA = mxA == -INFINITY ? 0.0f : mxA, baseB = mxB == -INFINITY ? 0.0f : mxB;
+    alA = qattn_ex2_approx(mA - baseA);
+    alB = qattn_ex2_approx(mB - baseB);
+    mA = mxA;
+    mB = mxB;
 }
 
 /* Online softmax of one key block for a thread's rows A (g) and B (g + 8):
@@ -154,15 +175,8 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(const int (&acc)[KB /
         mxA = fmaxf(mA, fmaxf(ma[0] * fA0, ma[1] * fA1));
         mxB = fmaxf(mB, fmaxf(mb[0] * fB0, mb[1] * fB1));
     }
-    mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
-    mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
-    mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
-    mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
-    const float baseA = mxA == -INFINITY ? 0.0f : mxA, baseB = mxB == -INFINITY ? 0.0f : mxB;
-    alA = qattn_ex2_approx(mA - baseA);
-    alB = qattn_ex2_approx(mB - baseB);
-    mA = mxA;
-    mB = mxB;
+    float baseA, baseB;
+    qattn_wgmma_row_max(mxA, mxB, mA, mB, alA, alB, baseA, baseB);
     const float nbA = lpmul - baseA, nbB = lpmul - baseB; /* exponent offsets, pmul folded in */
     float sa[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
@@ -189,6 +203,57 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(const int (&acc)[KB /
     lB = lB * alB + ((sb[0] + sb[1]) + (sb[2] + sb[3]));
 }
 
+/* The same for the fp16 / bf16 baseline (BF: bf16): acc = S in fp32 from
+ * the tensor core (keys in natural order: tile t, element e holds key
+ * 8t + 2i + (e & 1)), c2 = softmax scale * log2(e); P = 2^(S c2 - m)
+ * rounded to the 16-bit type as the A fragments of the P.V wgmma
+ * (pf[q] = keys 16q..16q+15), l summed from the unrounded P. */
+template <int KB, int BF>
+static __device__ __forceinline__ void qattn_wgmma_softmax16(float (&acc)[KB / 2], int j0, int loA, int hiA,
+                                                             int loB, int hiB, float c2, float &mA, float &mB,
+                                                             float &lA, float &lB, float &alA, float &alB,
+                                                             uint32_t (&pf)[KB / 16][4])
+{
+    constexpr int NT = KB / 8;
+    const int qi = (int)threadIdx.x & 3;
+    if (j0 < loA || j0 + KB > hiA || j0 < loB || j0 + KB > hiB) {
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+            qattn_mma_mask_frag(&acc[4 * t], j0 + 8 * t + 2 * qi, loA, hiA, loB, hiB);
+    }
+    /* row maxima on S, scaled once (c2 > 0, rounding is monotonic) */
+    float ma[4], mb[4];
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        ma[t] = fmaxf(acc[4 * t], acc[4 * t + 1]);
+        mb[t] = fmaxf(acc[4 * t + 2], acc[4 * t + 3]);
+    }
+#pragma unroll
+    for (int t = 4; t < NT; t++) {
+        ma[t & 3] = fmaxf(ma[t & 3], fmaxf(acc[4 * t], acc[4 * t + 1]));
+        mb[t & 3] = fmaxf(mb[t & 3], fmaxf(acc[4 * t + 2], acc[4 * t + 3]));
+    }
+    float mxA = fmaxf(mA, fmaxf(fmaxf(ma[0], ma[1]), fmaxf(ma[2], ma[3])) * c2);
+    float mxB = fmaxf(mB, fmaxf(fmaxf(mb[0], mb[1]), fmaxf(mb[2], mb[3])) * c2);
+    float baseA, baseB;
+    qattn_wgmma_row_max(mxA, mxB, mA, mB, alA, alB, baseA, baseB);
+    float sa[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        const float p0 = qattn_ex2_approx(__fmaf_rn(acc[4 * t], c2, -baseA));
+        const float p1 = qattn_ex2_approx(__fmaf_rn(acc[4 * t + 1], c2, -baseA));
+        const float p2 = qattn_ex2_approx(__fmaf_rn(acc[4 * t + 2], c2, -baseB));
+        const float p3 = qattn_ex2_approx(__fmaf_rn(acc[4 * t + 3], c2, -baseB));
+        sa[t & 3] = sa[t & 3] + (p0 + p1);
+        sb[t & 3] = sb[t & 3] + (p2 + p3);
+        /* tile 2q -> a0 (row g) / a1 (row g + 8), tile 2q + 1 -> a2 / a3 */
+        pf[t >> 1][2 * (t & 1)] = BF ? qattn_cvt_bf16x2_f32(p0, p1) : qattn_cvt_f16x2_f32(p0, p1);
+        pf[t >> 1][2 * (t & 1) + 1] = BF ? qattn_cvt_bf16x2_f32(p2, p3) : qattn_cvt_f16x2_f32(p2, p3);
+    }
+    lA = lA * alA + ((sa[0] + sa[1]) + (sa[2] + sa[3]));
+    lB = lB * alB + ((sb[0] + sb[1]) + (sb[2] + sb[3]));
+}
+
 /* the O update of one key block: O = O * alpha + P.V (the block's P.V
  * accumulated from 0 by the tensor core, fp22, then into fp32) */
 template <int NO>
@@ -204,23 +269,30 @@ static __device__ __forceinline__ void qattn_wgmma_o_update(float (&o)[NO][4], c
     }
 }
 
-template <int D, int KB>
+template <int D, int KB, int QF>
 __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p)
 {
     static_assert(D == 128 || D == 64, "the wgmma kernel is written for head dims 64 and 128 (swizzled rows)");
-    static_assert(KB == 128 || KB == 64, "key blocks of 64 or 128 keys (V^T rows of KB bytes, swizzled)");
+    static_assert(KB == 128 || KB == 64, "key blocks of 64 or 128 keys (swizzled rows)");
+    static_assert(QF == QATTN_FMT_INT8 || QF == QATTN_FMT_FP16 || QF == QATTN_FMT_BF16, "int8, fp16 or bf16 Q/K");
+    static_assert(QF == QATTN_FMT_INT8 || KB == 64, "16-bit Q.K is written for key blocks of 64 (m64n64k16)");
 #if QATTN_WGMMA
+    constexpr int Q8 = QF == QATTN_FMT_INT8, BF = QF == QATTN_FMT_BF16;
+    constexpr int ES = Q8 ? 1 : 2; /* bytes an element */
     constexpr int BM = QATTN_WGMMA_BM, S = QATTN_WGMMA_STAGES;
-    constexpr int NT = KB / 8; /* n-tiles of S */
-    constexpr int NO = D / 8;  /* n-tiles of O */
-    constexpr int CH = D / 16; /* 16-byte chunks of a Q / K row */
-    constexpr int KBYTES = KB * D, STAGE = 2 * KB * D; /* a stage: K [KB][D B], then V^T [D][KB B] */
-    constexpr int RP = 2048 / D;                       /* K rows the producer's 128 threads copy per pass */
-    constexpr int VR = 2048 / KB;                      /* V^T rows (channels) per pass */
+    constexpr int NT = KB / 8;      /* n-tiles of S */
+    constexpr int NO = D / 8;       /* n-tiles of O */
+    constexpr int RB = D * ES;      /* bytes of a Q / K row */
+    constexpr int CH = RB / 16;     /* 16-byte chunks of a Q / K row */
+    constexpr int RP = 128 / CH;    /* K rows the producer's 128 threads copy per pass */
+    /* the V tile: int8 codes as V^T (D rows of KB bytes), 16-bit V as rows of keys (KB rows of RB bytes) */
+    constexpr int VRB = Q8 ? KB : RB, VROWS = Q8 ? D : KB, VCH = VRB / 16, VR = 128 / VCH;
+    constexpr int KBYTES = KB * RB, STAGE = 2 * KB * RB;
+    constexpr int KSTEP = RP * (RB < 128 ? RB : 128), VSTEP = VR * (VRB < 128 ? VRB : 128);
     QATTN_DYNAMIC_SHARED(uint8_t, smem_raw);
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
-    uint8_t *sQ = smem;               /* [128 rows][D B] swizzled */
-    uint8_t *sStage = smem + BM * D; /* stage s at s * STAGE */
+    uint8_t *sQ = smem;               /* [128 rows][RB] swizzled */
+    uint8_t *sStage = smem + BM * RB; /* stage s at s * STAGE */
     __shared__ __align__(8) uint64_t s_bar[2 * S + 1]; /* full[S], empty[S], Q */
     const uint32_t bar0 = qattn_wgmma_smem_addr(s_bar);
 #define QATTN_WS_FULL(s) (bar0 + 8u * (uint32_t)(s))
@@ -261,42 +333,50 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
         /* ================= producer ================= */
         qattn_setmaxnreg_dec<24>();
         if (J0 < J1) {
-            const uint8_t *qg = (const uint8_t *)p.q + (int64_t)b * p.q_sb + tq0 * p.q_st + (int64_t)h * p.q_sh;
-            const int qst = (int)p.q_st;
+            const uint8_t *qg =
+                (const uint8_t *)p.q + ((int64_t)b * p.q_sb + tq0 * p.q_st + (int64_t)h * p.q_sh) * ES;
+            const int qst = (int)p.q_st * ES;
 #pragma unroll
             for (int e = wt; e < BM * CH; e += 128) {
                 const int r = e / CH, ch = e % CH, ok = i0 + r < sq;
-                qattn_cp_async16(sQ + qattn_swd<D>(r, ch), qg + (ok ? (int64_t)(i0 + r) * qst + ch * 16 : 0),
+                qattn_cp_async16(sQ + qattn_wg_off<RB, BM>(r, ch), qg + (ok ? (int64_t)(i0 + r) * qst + ch * 16 : 0),
                                  ok ? 16 : 0);
             }
             qattn_cp_async_mbar_arrive(QATTN_WS_QBAR);
-            /* this thread's 16-byte chunk ch of K rows r0 + RP x (x < KB / RP): K row r0 + RP x
-             * holds key RP x + sigma(r0) of the block (sigma(c) = 16h + 4i + 2u + e for
-             * c = 16h + 8u + 2i + e, within 32 keys); and chunk vch of V^T rows (channels)
-             * v0 + VR x (x < D / VR), KB keys a row */
-            const int r0 = wt / CH, ch = wt % CH, v0 = wt / (KB / 16), vch = wt % (KB / 16);
-            const int kperm = 16 * ((r0 >> 4) & 1) + 4 * ((r0 >> 1) & 3) + 2 * ((r0 >> 3) & 1) + (r0 & 1);
-            const int kst = (int)p.k_st, vst = (int)p.v_st;
-            const uint8_t *kg = (const uint8_t *)p.k + (int64_t)b * p.k_sb + tk0 * p.k_st + (int64_t)hk * p.k_sh +
+            /* this thread's 16-byte chunk ch of K rows r0 + RP x (x < KB / RP); int8: K row
+             * r0 + RP x holds key RP x + sigma(r0) of the block (sigma(c) = 16h + 4i + 2u + e for
+             * c = 16h + 8u + 2i + e, within 32 keys), 16-bit: key r0 + RP x; and chunk vch of the
+             * V tile's rows v0 + VR x (x < VROWS / VR) */
+            const int r0 = wt / CH, ch = wt % CH, v0 = wt / VCH, vch = wt % VCH;
+            const int kperm = Q8 ? 16 * ((r0 >> 4) & 1) + 4 * ((r0 >> 1) & 3) + 2 * ((r0 >> 3) & 1) + (r0 & 1) : r0;
+            const int kst = (int)p.k_st * ES, vst = (int)p.v_st * ES;
+            const uint8_t *kg = (const uint8_t *)p.k + ((int64_t)b * p.k_sb + tk0 * p.k_st + (int64_t)hk * p.k_sh) * ES +
                                 (int64_t)kperm * kst + ch * 16;
-            const uint8_t *vg = (const uint8_t *)p.v + (int64_t)b * p.v_sb + (int64_t)hk * p.v_sh +
-                                (int64_t)v0 * vst + vch * 16; /* V^T row v0 */
-            const int soff = qattn_swd<D>(r0, ch), voff = qattn_swd<KB>(v0, vch);
+            /* int8: V^T row (channel) v0, keys from the sequence's first; 16-bit: V row (key) v0 */
+            const uint8_t *vg = (const uint8_t *)p.v +
+                                ((int64_t)b * p.v_sb + (Q8 ? 0 : tk0 * p.v_st) + (int64_t)hk * p.v_sh) * ES +
+                                (int64_t)v0 * vst + vch * 16;
+            const int soff = qattn_wg_off<RB, KB>(r0, ch), voff = qattn_wg_off<VRB, VROWS>(v0, vch);
             for (int j0 = J0, it = 0; j0 < J1; j0 += KB, it++) {
                 const int stage = it % S;
                 if (it >= S) /* the consumers' release of this stage's previous block: completion it / S - 1 */
                     qattn_mbar_wait(QATTN_WS_EMPTY(stage), (uint32_t)((it / S - 1) & 1));
                 uint8_t *sK = sStage + stage * STAGE + soff, *sV = sStage + stage * STAGE + KBYTES + voff;
-                const uint8_t *kp = kg + (int64_t)j0 * kst, *vp = vg + j0;
+                const uint8_t *kp = kg + (int64_t)j0 * kst;
+                const uint8_t *vp = vg + (Q8 ? (int64_t)j0 : (int64_t)j0 * vst);
                 /* few registers here (setmaxnreg): pointers stepped, not precomputed */
 #pragma unroll 1
-                for (int x = 0; x < (KB / RP > D / VR ? KB / RP : D / VR); x++, kp += RP * kst, vp += VR * vst) {
+                for (int x = 0; x < (KB / RP > VROWS / VR ? KB / RP : VROWS / VR); x++, kp += RP * kst) {
                     if (x < KB / RP) {
                         const int ok = j0 + RP * x + kperm < sk;
-                        qattn_cp_async16(sK + 2048 * x, ok ? kp : kg, ok ? 16 : 0);
+                        qattn_cp_async16(sK + KSTEP * x, ok ? kp : kg, ok ? 16 : 0);
                     }
-                    if (x < D / VR)
-                        qattn_cp_async16(sV + 2048 * x, vp, 16);
+                    if (x < VROWS / VR) {
+                        /* 16-bit V rows past the sequence's end are zero (P is 0 there, V may not be finite) */
+                        const int ok = Q8 || j0 + VR * x + v0 < sk;
+                        qattn_cp_async16(sV + VSTEP * x, ok ? vp : vg, ok ? 16 : 0);
+                        vp += VR * vst;
+                    }
                 }
                 qattn_cp_async_mbar_arrive(QATTN_WS_FULL(stage));
             }
@@ -308,10 +388,14 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
 
     /* ================= consumers ================= */
     qattn_setmaxnreg_inc<240>();
-    const float *ksc = p.k_scale + ((int64_t)hk * p.nseq + b) * p.k_ntok;
-    const float *qsc = p.q_scale + ((int64_t)h * p.nseq + b) * p.q_ntok;
-    const float qsA = rA < sq ? qsc[qattn_num_group_tok_index(p.q_group, rA)] : 0.0f;
-    const float qsB = rB < sq ? qsc[qattn_num_group_tok_index(p.q_group, rB)] : 0.0f;
+    float qsA = 1.0f, qsB = 1.0f;
+    const float *ksc = (const float *)0;
+    if (Q8) {
+        ksc = p.k_scale + ((int64_t)hk * p.nseq + b) * p.k_ntok;
+        const float *qsc = p.q_scale + ((int64_t)h * p.nseq + b) * p.q_ntok;
+        qsA = rA < sq ? qsc[qattn_num_group_tok_index(p.q_group, rA)] : 0.0f;
+        qsB = rB < sq ? qsc[qattn_num_group_tok_index(p.q_group, rB)] : 0.0f;
+    }
 
     float o[NO][4];
 #pragma unroll
@@ -319,73 +403,150 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
     const float c2 = p.c2, pmul = p.pmul, lpmul = log2f(pmul);
-    const uint32_t aQ = qattn_wgmma_smem_addr(sQ) + (uint32_t)(cw * 64 * D);
+    const uint32_t aQ = qattn_wgmma_smem_addr(sQ);
 
-    int acc[NT * 4]; /* S, written by the first k-step (accumulate = 0) */
-    auto issue_qk = [&](int stg) {
-        const uint32_t aK = qattn_wgmma_smem_addr(sStage + stg * STAGE);
+    if constexpr (!Q8) {
+        /* 16-bit: Q.K with Q's fragments in registers (shared memory then
+         * carries only K and V), P.V into O (fp32) */
+        float acc[NT * 4]; /* S, written by the first k-step (accumulate = 0) */
+        uint32_t qf[RB / 32][4]; /* A fragments of Q, channels 16kk..16kk+15 */
+        auto issue_qk = [&](float (&s)[NT * 4], int stg) {
+            const uint32_t aK = qattn_wgmma_smem_addr(sStage + stg * STAGE);
 #pragma unroll
-        for (int x = 0; x < NT * 4; x++)
-            qattn_wgmma_fence_reg(acc[x]);
-        qattn_wgmma_fence();
+            for (int x = 0; x < NT * 4; x++)
+                qattn_wgmma_fence_reg(s[x]);
+            qattn_wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < D / 32; kk++)
-            qattn_wgmma_qk<KB>(acc, qattn_wgmma_desc_d<D>(aQ + 32 * kk), qattn_wgmma_desc_d<D>(aK + 32 * kk), kk > 0);
-        qattn_wgmma_commit();
-    };
-    if (J0 < J1) {
-        qattn_mbar_wait(QATTN_WS_QBAR, 0);
-        qattn_mbar_wait(QATTN_WS_FULL(0), 0);
-        qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
-        issue_qk(0);
-    }
-    int stage = 0;
-    uint32_t phase = 0; /* parity of the full barriers' current completion */
-    for (int j0 = J0; j0 < J1; j0 += KB) {
-        const int nstg = stage == S - 1 ? 0 : stage + 1;
-        const uint32_t nphase = stage == S - 1 ? phase ^ 1u : phase;
-        const uint32_t aV = qattn_wgmma_smem_addr(sStage + stage * STAGE) + KBYTES;
-        qattn_wgmma_wait<0>(); /* S of this block */
+            for (int kk = 0; kk < RB / 32; kk++)
+                qattn_wgmma_m64n64k16_rs<BF>(s, qf[kk], qattn_wg_desc_k<RB, KB>(aK, 0, 32 * kk), kk > 0);
+            qattn_wgmma_commit();
+        };
+        if (J0 < J1) {
+            qattn_mbar_wait(QATTN_WS_QBAR, 0);
+            /* ldmatrix x4: lanes 8m..8m+7 address matrix m = rows (l & 15) of chunk 2kk + (l >> 4) */
 #pragma unroll
-        for (int x = 0; x < NT * 4; x++)
-            qattn_wgmma_fence_reg(acc[x]);
-
-        /* K scales: thread:KB/8/2, groups 2(i mod 2) + (t mod 2) of this block */
-        const int kblk = (int)((unsigned)j0 / (unsigned)KB); /* j0 >= 0 */
-        const float ks0 = ksc[kblk * 4 + 2 * (qi & 1)], ks1 = ksc[kblk * 4 + 2 * (qi & 1) + 1];
-        float alA, alB;
-        uint32_t pf[KB / 32][4]; /* A fragments (e4m3) of keys 32q..32q+31 */
-        qattn_wgmma_softmax<KB>(acc, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2, qsB * ks0 * c2,
-                            qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf);
-
-        /* ---- P.V of this block, then Q.K of the next ---- */
-        float pv[NO * 4]; /* written by the first k-step (accumulate = 0) */
-#pragma unroll
-        for (int x = 0; x < NO * 4; x++)
-            qattn_wgmma_fence_reg(pv[x]);
-        qattn_wgmma_fence();
-#pragma unroll
-        for (int q = 0; q < KB / 32; q++)
-            qattn_wgmma_pv<D>(pv, pf[q], qattn_wgmma_desc_d<KB>(aV + 32 * q), q > 0);
-        qattn_wgmma_commit();
-        if (j0 + KB < J1) {
-            qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
+            for (int kk = 0; kk < RB / 32; kk++)
+                qattn_ldmatrix_x4(qf[kk], sQ + qattn_wg_off<RB, BM>(64 * cw + 16 * wv + (lane & 15), 2 * kk + (lane >> 4)));
+            qattn_mbar_wait(QATTN_WS_FULL(0), 0);
             qattn_fence_proxy_async_smem();
-            issue_qk(nstg);
-            qattn_wgmma_wait<1>(); /* P.V done, Q.K of the next block may run on */
-        } else {
-            qattn_wgmma_wait<0>();
+            issue_qk(acc, 0);
         }
-        if (lane == 0)
-            qattn_mbar_arrive(QATTN_WS_EMPTY(stage)); /* this warp is done with the stage */
+        int stage = 0;
+        uint32_t phase = 0;
+        for (int j0 = J0; j0 < J1; j0 += KB) {
+            const int nstg = stage == S - 1 ? 0 : stage + 1;
+            const uint32_t nphase = stage == S - 1 ? phase ^ 1u : phase;
+            const uint32_t aV = qattn_wgmma_smem_addr(sStage + stage * STAGE) + KBYTES;
+            qattn_wgmma_wait<0>();
 #pragma unroll
-        for (int x = 0; x < NO * 4; x++)
-            qattn_wgmma_fence_reg(pv[x]);
-        qattn_wgmma_o_update<NO>(o, pv, alA, alB);
-        stage = nstg;
-        phase = nphase;
+            for (int x = 0; x < NT * 4; x++)
+                qattn_wgmma_fence_reg(acc[x]);
+            float alA, alB;
+            uint32_t pf[KB / 16][4];
+            qattn_wgmma_softmax16<KB, BF>(acc, j0, loA, hiA, loB, hiB, c2, mA, mB, lA, lB, alA, alB, pf);
+            /* O = O alpha (skipped by warps whose rows kept their maxima) + P.V, then Q.K of the next block */
+            if (__any_sync(0xffffffffu, alA != 1.0f || alB != 1.0f)) {
+#pragma unroll
+                for (int n = 0; n < NO; n++)
+                    o[n][0] *= alA, o[n][1] *= alA, o[n][2] *= alB, o[n][3] *= alB;
+            }
+#pragma unroll
+            for (int n = 0; n < NO; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    qattn_wgmma_fence_reg(o[n][e]);
+            qattn_wgmma_fence();
+#pragma unroll
+            for (int q = 0; q < KB / 16; q++)
+                qattn_wgmma_m64k16_rs_tb<D, BF>(&o[0][0], pf[q],
+                                                qattn_wgmma_desc_sw128_mn(aV + 2048u * (uint32_t)q, KB * 128), 1);
+            qattn_wgmma_commit();
+            if (j0 + KB < J1) {
+                qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
+                qattn_fence_proxy_async_smem();
+                issue_qk(acc, nstg);
+                qattn_wgmma_wait<1>();
+            } else {
+                qattn_wgmma_wait<0>();
+            }
+            if (lane == 0)
+                qattn_mbar_arrive(QATTN_WS_EMPTY(stage));
+#pragma unroll
+            for (int n = 0; n < NO; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    qattn_wgmma_fence_reg(o[n][e]);
+            stage = nstg;
+            phase = nphase;
+        }
+    } else {
+        int acc[NT * 4]; /* S, written by the first k-step (accumulate = 0) */
+        auto issue_qk = [&](int stg) {
+            const uint32_t aK = qattn_wgmma_smem_addr(sStage + stg * STAGE);
+#pragma unroll
+            for (int x = 0; x < NT * 4; x++)
+                qattn_wgmma_fence_reg(acc[x]);
+            qattn_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < RB / 32; kk++)
+                qattn_wgmma_qk<KB>(acc, qattn_wg_desc_k<RB, BM>(aQ, 64 * cw, 32 * kk),
+                                   qattn_wg_desc_k<RB, KB>(aK, 0, 32 * kk), kk > 0);
+            qattn_wgmma_commit();
+        };
+        if (J0 < J1) {
+            qattn_mbar_wait(QATTN_WS_QBAR, 0);
+            qattn_mbar_wait(QATTN_WS_FULL(0), 0);
+            qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
+            issue_qk(0);
+        }
+        int stage = 0;
+        uint32_t phase = 0; /* parity of the full barriers' current completion */
+        for (int j0 = J0; j0 < J1; j0 += KB) {
+            const int nstg = stage == S - 1 ? 0 : stage + 1;
+            const uint32_t nphase = stage == S - 1 ? phase ^ 1u : phase;
+            const uint32_t aV = qattn_wgmma_smem_addr(sStage + stage * STAGE) + KBYTES;
+            qattn_wgmma_wait<0>(); /* S of this block */
+#pragma unroll
+            for (int x = 0; x < NT * 4; x++)
+                qattn_wgmma_fence_reg(acc[x]);
+
+            /* K scales: thread:KB/8/2, groups 2(i mod 2) + (t mod 2) of this block */
+            const int kblk = (int)((unsigned)j0 / (unsigned)KB); /* j0 >= 0 */
+            const float ks0 = ksc[kblk * 4 + 2 * (qi & 1)], ks1 = ksc[kblk * 4 + 2 * (qi & 1) + 1];
+            float alA, alB;
+            uint32_t pf[KB / 32][4]; /* A fragments (e4m3) of keys 32q..32q+31 */
+            qattn_wgmma_softmax<KB>(acc, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2, qsB * ks0 * c2,
+                                    qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf);
+
+            /* ---- P.V of this block, then Q.K of the next ---- */
+            float pv[NO * 4]; /* written by the first k-step (accumulate = 0) */
+#pragma unroll
+            for (int x = 0; x < NO * 4; x++)
+                qattn_wgmma_fence_reg(pv[x]);
+            qattn_wgmma_fence();
+#pragma unroll
+            for (int q = 0; q < KB / 32; q++)
+                qattn_wgmma_pv<D>(pv, pf[q], qattn_wg_desc_k<KB, D>(aV, 0, 32 * q), q > 0);
+            qattn_wgmma_commit();
+            if (j0 + KB < J1) {
+                qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
+                qattn_fence_proxy_async_smem();
+                issue_qk(nstg);
+                qattn_wgmma_wait<1>(); /* P.V done, Q.K of the next block may run on */
+            } else {
+                qattn_wgmma_wait<0>();
+            }
+            if (lane == 0)
+                qattn_mbar_arrive(QATTN_WS_EMPTY(stage)); /* this warp is done with the stage */
+#pragma unroll
+            for (int x = 0; x < NO * 4; x++)
+                qattn_wgmma_fence_reg(pv[x]);
+            qattn_wgmma_o_update<NO>(o, pv, alA, alB);
+            stage = nstg;
+            phase = nphase;
+        }
+        lA = lA / pmul, lB = lB / pmul; /* l summed P * pmul (qattn_wgmma_softmax) */
     }
-    lA = lA / pmul, lB = lB / pmul; /* l summed P * pmul (qattn_wgmma_softmax) */
     qattn_mma_epilogue<D>(p, o, lA, lB, mA, mB, rA, rB, loA, hiA, loB, hiB, sq, tq0, b, h, hk);
 #undef QATTN_WS_FULL
 #undef QATTN_WS_EMPTY
@@ -398,14 +559,43 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
 #endif
 }
 
-/* the launch of a wgmma instance (head dim D, key blocks of KB keys, int8 Q /
- * K codes): the mma instance's checks for KB; sm_90 and a build with sm_90a
- * (sig cc 90..90) */
+/* what the 16-bit (baseline) instances need of p: unscaled fp16 / bf16 Q, K,
+ * V read from the user's tensors in rows (16-byte aligned), one key block
+ * of KB keys per online-softmax step, an fp32 accumulator */
 template <int D, int KB>
+static int qattn_attn_fwd_wgmma16_check(const qattn_kernels_attn_params &p, qattn_err *err)
+{
+    if (p.d != D)
+        return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: instance for head dim %d called with d = %d", D, p.d);
+    if (p.kblock != KB || p.acc_chunk != 0)
+        return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: needs kblock=%d and acc=fp32 (got %d, %d)", KB,
+                             p.kblock, p.acc_chunk);
+    if (p.q_scale || p.k_scale || p.v_scale || p.q_mean || p.k_mean || p.pmul != 1.0f)
+        return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: the fp16 / bf16 instances take unscaled Q, K, V");
+    const int64_t st[9] = {p.q_sb, p.q_sh, p.q_st, p.k_sb, p.k_sh, p.k_st, p.v_sb, p.v_sh, p.v_st};
+    int aligned = ((uintptr_t)p.q | (uintptr_t)p.k | (uintptr_t)p.v) % 16 == 0;
+    for (int i = 0; i < 9; i++)
+        aligned = aligned && st[i] % 8 == 0;
+    if (!aligned)
+        return qattn_err_set(err, QATTN_ERR_ARG,
+                             "attn wgmma: Q, K, V rows must be 16-byte aligned (strides multiples of 8 elements)");
+    if (p.hkv <= 0 || p.hq % p.hkv || p.hq > 65535 || p.nseq <= 0 || p.nseq > 65535)
+        return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: bad heads %d / %d or batch %d", p.hq, p.hkv, p.nseq);
+    if ((int64_t)p.seqlen_k * p.k_st * 2 >= ((int64_t)1 << 31) || (int64_t)p.seqlen_k * p.v_st * 2 >= ((int64_t)1 << 31) ||
+        (int64_t)p.seqlen_q * p.q_st * 2 >= ((int64_t)1 << 31))
+        return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: one head's Q, K or V is over 2 GiB");
+    return QATTN_OK;
+}
+
+/* the launch of a wgmma instance (head dim D, key blocks of KB keys, Q / K
+ * int8 codes or fp16 / bf16 values): the checks of its kind; sm_90 and a
+ * build with sm_90a (sig cc 90..90) */
+template <int D, int KB, int QF>
 static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void *stream, qattn_err *err)
 {
     const qattn_kernels_attn_params p = *pp;
-    int rc = qattn_attn_fwd_mma_check<D, QATTN_FMT_INT8, KB>(p, err);
+    int rc = QF == QATTN_FMT_INT8 ? qattn_attn_fwd_mma_check<D, QATTN_FMT_INT8, KB>(p, err)
+                                  : qattn_attn_fwd_wgmma16_check<D, KB>(p, err);
     if (rc || p.seqlen_q <= 0)
         return rc;
     const int cc = qattn_kernels_dev_cc();
@@ -413,8 +603,8 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "attn wgmma: needs an sm_90 GPU and a build for sm_90a (GPU sm_%d, built for %s)", cc,
                              QATTN_KERNELS_ARCHS);
-    const size_t smem = QATTN_WGMMA_SMEM(D, KB);
-    void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D, KB>;
+    const size_t smem = QATTN_WGMMA_SMEM(D, KB, QF == QATTN_FMT_INT8 ? 1 : 2);
+    void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D, KB, QF>;
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                     "attn wgmma: raising the shared-memory limit");
     const dim3 grid((unsigned)((p.seqlen_q + QATTN_WGMMA_BM - 1) / QATTN_WGMMA_BM), (unsigned)p.hq, (unsigned)p.nseq);
@@ -424,11 +614,12 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
 }
 
 /* one instance: extern "C" launch function NAME for head dim D, key blocks
- * of KB keys, int8 Q / K */
-#define QATTN_ATTN_FWD_WGMMA_INSTANCE(D, KB, NAME)                                         \
+ * of KB keys, Q / K format QF (QATTN_FMT_INT8: the quantized scheme; FP16 /
+ * BF16: the baseline) */
+#define QATTN_ATTN_FWD_WGMMA_INSTANCE(D, KB, QF, NAME)                                     \
     extern "C" int NAME(const qattn_kernels_attn_params *p, void *stream, qattn_err *err) \
     {                                                                                      \
-        return qattn_attn_fwd_wgmma_launch<D, KB>(p, stream, err);                        \
+        return qattn_attn_fwd_wgmma_launch<D, KB, QF>(p, stream, err);                    \
     }
 
 #endif

@@ -250,7 +250,8 @@ static int mma_groups_ok(const qattn_scheme *s, int kb)
 static int k_groups(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
 {
     (void)pb;
-    if (g->path == QATTN_KERNELS_PATH_MMA || g->path == QATTN_KERNELS_PATH_WGMMA)
+    /* the quantized mma.sync and wgmma instances (the 16-bit wgmma baselines take unscaled operands) */
+    if ((g->path == QATTN_KERNELS_PATH_MMA || g->path == QATTN_KERNELS_PATH_WGMMA) && qattn_fmt_is_scaled(g->q))
         return mma_groups_ok(s, g->kblock_max);
     /* the portable and the MFMA path (attn_fwd_mfma.h: a scale per key
      * staged with the key block, one per row held by its lane) */
@@ -276,7 +277,7 @@ static int k_kblock(const qattn_kernels_sig *g, const qattn_scheme *s, const qat
 {
     (void)pb;
     if (g->path == QATTN_KERNELS_PATH_MMA || g->path == QATTN_KERNELS_PATH_WGMMA) /* one key block = one fp22 chunk */
-        return s->kblock == g->kblock_max && s->acc_chunk == g->kblock_max;
+        return s->kblock == g->kblock_max && s->acc_chunk == (g->two_level ? g->kblock_max : 0);
     if (g->path == QATTN_KERNELS_PATH_MFMA) /* one key block of kblock_max keys */
         return s->kblock == g->kblock_max;
     return s->kblock >= 1 && s->kblock <= g->kblock_max;

@@ -333,21 +333,36 @@ $(decode_entry)
     done
 done
 ccmin=0 ccmax=0
-# the NVIDIA warpgroup-MMA path (attn_fwd_wgmma.h): the int8 mma.sync
-# instances' scheme (d 64, 128) with key blocks of 128 keys (sage2-8b-sm90)
-# and of 64 (sage2-8b: thread:64/8/2 K scales, fp22+fp32:64), on sm_90 in a
-# build for sm_90a (QATTN_KERNELS_WITH_WGMMA); compiled with the mma.sync
-# instances
+# the NVIDIA warpgroup-MMA path (attn_fwd_wgmma.h), on sm_90 in a build for
+# sm_90a (QATTN_KERNELS_WITH_WGMMA), compiled with the mma.sync instances:
+# the int8 scheme of the mma.sync instances (d 64, 128) with key blocks of
+# 128 keys (sage2-8b-sm90) and of 64 (sage2-8b: thread:64/8/2 K scales,
+# fp22+fp32:64); the fp16 / bf16 baselines (16-bit Q.K and P.V wgmma, fp32
+# accumulator, key blocks of 64 = the presets' kblock, V read in rows).
+# Entries kb:qk.
 for d in $head_dims; do
-    for kb in 128 64; do
+    for kb_qk in 128:int8 64:int8 64:fp16 64:bf16; do
+        kb=${kb_qk%%:*} qk=${kb_qk#*:}
+        QK=$(echo "$qk" | tr a-z A-Z)
         case $kb in 128) tag="" ;; *) tag="_kb${kb}" ;; esac
-        name="attn_fwd_wgmma_d${d}${tag}_qk_int8_pv_e4m3_acc_fp22"
+        if [ "$qk" = int8 ]; then
+            name="attn_fwd_wgmma_d${d}${tag}_qk_int8_pv_e4m3_acc_fp22"
+            what="Attention forward (quantized), NVIDIA wgmma path: d=${d}, key blocks of ${kb}, Q/K int8, P/V e4m3, fp22+fp32:${kb}."
+            pv=e4m3 acc_e=QATTN_ACC_FP22 two=1 pstatic=3 smooth="QATTN_SMOOTH_K | QATTN_SMOOTH_V"
+            groups="q: any token pattern, no ,ch:; k: thread:${kb}/8/2 exactly; kblock=${kb} and acc=fp22+fp32:${kb} exactly"
+            vgroups="tensor or channel (,ch:C)" vlayout=QATTN_KERNELS_LAYOUT_TRANSPOSED
+        else
+            name="attn_fwd_wgmma_d${d}${tag}_qk_${qk}_pv_${qk}_acc_fp32"
+            what="Attention forward (${qk} baseline), NVIDIA wgmma path: d=${d}, key blocks of ${kb}, fp32 accumulator."
+            pv=$qk acc_e=QATTN_ACC_FP32 two=0 pstatic=1 smooth=0
+            groups="none (unscaled ${qk}, rows 16-byte aligned); kblock=${kb} exactly" vgroups="none (unscaled)" vlayout=""
+        fi
         fn="qattn_kernels_launch_${name}"
         {
-            banner "Attention forward (quantized), NVIDIA wgmma path: d=${d}, key blocks of ${kb}, Q/K int8, P/V e4m3, fp22+fp32:${kb}."
+            banner "$what"
             echo '#include "../attn_fwd_wgmma.h"'
             echo
-            echo "QATTN_ATTN_FWD_WGMMA_INSTANCE(${d}, ${kb}, ${fn})"
+            echo "QATTN_ATTN_FWD_WGMMA_INSTANCE(${d}, ${kb}, QATTN_FMT_${QK}, ${fn})"
         } >"$out/${name}.hip"
         if [ "$d" = 64 ]; then
             cmake_mma_64="${cmake_mma_64} ${name}.hip"
@@ -358,9 +373,7 @@ for d in $head_dims; do
 int ${fn}(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 "
-        qk=int8 path=WGMMA pv=e4m3 acc_e=QATTN_ACC_FP22 two=1 pstatic=3 smooth="QATTN_SMOOTH_K | QATTN_SMOOTH_V"
-        kblock=$kb groups="q: any token pattern, no ,ch:; k: thread:${kb}/8/2 exactly; kblock=${kb} and acc=fp22+fp32:${kb} exactly"
-        vgroups="tensor or channel (,ch:C)" arch='"sm_90a"' vlayout=QATTN_KERNELS_LAYOUT_TRANSPOSED ccmin=90 ccmax=90
+        path=WGMMA kblock=$kb arch='"sm_90a"' ccmin=90 ccmax=90
         entries="${entries}#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D${d}
 $(attn_entry)
 #endif

@@ -484,4 +484,110 @@ static __device__ __forceinline__ void qattn_wgmma_m64n64k32_e4m3_rs(float *d, c
 #endif
 }
 
+/* ---- 16-bit (fp16 / bf16) wgmma for the baseline instances ----
+ * Q.K: A = Q and B = K from shared memory, both K-major; P.V: A = P from
+ * registers (the m16n8k16 A layout per warp: a0 row g keys 2i, 2i+1; a1 row
+ * g+8; a2, a3 keys + 8), B = V in rows of keys (N-major: imm-trans-b = 1).
+ * The accumulator is fp32 (products of 16-bit values are exact). */
+#define QATTN_WG_F8(d, o)                                                                                     \
+    "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), \
+        "+f"(d[o + 7])
+#define QATTN_WG_F32(d) QATTN_WG_F8(d, 0), QATTN_WG_F8(d, 8), QATTN_WG_F8(d, 16), QATTN_WG_F8(d, 24)
+#define QATTN_WG_F64(d) QATTN_WG_F32(d), QATTN_WG_F8(d, 32), QATTN_WG_F8(d, 40), QATTN_WG_F8(d, 48), QATTN_WG_F8(d, 56)
+#define QATTN_WG_S32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define QATTN_WG_S64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+
+/* descriptor of an MN-major operand with the 128-byte swizzle: rows (one
+ * per k) of 64 16-bit elements = 128 bytes, 8-row atoms 1024 bytes apart
+ * along k, blocks of 64 elements along M / N lbo bytes apart */
+static __device__ __forceinline__ uint64_t qattn_wgmma_desc_sw128_mn(uint32_t smem_addr, uint32_t lbo)
+{
+    uint64_t d = 0;
+    d |= (uint64_t)((smem_addr & 0x3FFFFu) >> 4); /* start address, bits 0-13 */
+    d |= (uint64_t)((lbo & 0x3FFFFu) >> 4) << 16; /* leading byte offset: the next 64 elements of M / N */
+    d |= (uint64_t)(1024 >> 4) << 32;             /* stride byte offset: 8 rows of k */
+    d |= (uint64_t)1 << 62;                       /* layout: 128-byte swizzle */
+    return d;
+}
+
+/* d[32] (f32) (+)= A (64 x 16, descriptor) * B (16 x 64, descriptor), both
+ * K-major; BF: bf16, else fp16 */
+template <int BF>
+static __device__ __forceinline__ void qattn_wgmma_m64n64k16_ss(float *d, uint64_t da, uint64_t db, int accumulate)
+{
+#if QATTN_WGMMA
+    if (BF)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " QATTN_WG_S32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                     : QATTN_WG_F32(d)
+                     : "l"(da), "l"(db), "r"(accumulate));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " QATTN_WG_S32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                     : QATTN_WG_F32(d)
+                     : "l"(da), "l"(db), "r"(accumulate));
+#else
+    (void)d, (void)da, (void)db, (void)accumulate;
+#endif
+}
+
+/* d[32] (f32) (+)= A (64 x 16, registers a[4]) * B (16 x 64, descriptor,
+ * K-major): Q.K with Q held in registers */
+template <int BF>
+static __device__ __forceinline__ void qattn_wgmma_m64n64k16_rs(float *d, const uint32_t *a, uint64_t db, int accumulate)
+{
+#if QATTN_WGMMA
+    if (BF)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " QATTN_WG_S32
+                     ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                     : QATTN_WG_F32(d)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " QATTN_WG_S32
+                     ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                     : QATTN_WG_F32(d)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+#else
+    (void)d, (void)a, (void)db, (void)accumulate;
+#endif
+}
+
+/* d[N / 2] (f32) (+)= A (64 x 16, registers a[4]) * B (16 x N, descriptor,
+ * N-major), N = 64 or 128 */
+template <int N, int BF>
+static __device__ __forceinline__ void qattn_wgmma_m64k16_rs_tb(float *d, const uint32_t *a, uint64_t db,
+                                                                int accumulate)
+{
+#if QATTN_WGMMA
+    if (N == 128 && BF)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " QATTN_WG_S64
+                     ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                     : QATTN_WG_F64(d)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+    else if (N == 128)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " QATTN_WG_S64
+                     ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                     : QATTN_WG_F64(d)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+    else if (BF)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " QATTN_WG_S32
+                     ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                     : QATTN_WG_F32(d)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " QATTN_WG_S32
+                     ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                     : QATTN_WG_F32(d)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+#else
+    (void)d, (void)a, (void)db, (void)accumulate;
+#endif
+}
+
 #endif

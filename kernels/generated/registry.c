@@ -110,11 +110,23 @@ int qattn_kernels_launch_attn_fwd_wgmma_d64_qk_int8_pv_e4m3_acc_fp22(const qattn
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
 int qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_int8_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
+int qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_fp16_pv_fp16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
+int qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_bf16_pv_bf16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
 int qattn_kernels_launch_attn_fwd_wgmma_d128_qk_int8_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
 int qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_int8_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
+int qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_fp16_pv_fp16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
+int qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_bf16_pv_bf16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 #if QATTN_KERNELS_WITH_MFMA && QATTN_KERNELS_WITH_D64
 int qattn_kernels_launch_attn_fwd_mfma_d64_qk_int8_pv_e4m3_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
@@ -1287,6 +1299,60 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_int8_pv_e4m3_acc_fp22},
 #endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
+    {.name = "attn_fwd_wgmma_d64_kb64_qk_fp16_pv_fp16_acc_fp32",
+     .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
+     .path = QATTN_KERNELS_PATH_WGMMA,
+     .head_dim = 64,
+     .q = QATTN_FMT_FP16,
+     .k = QATTN_FMT_FP16,
+     .p = QATTN_FMT_FP16,
+     .v = QATTN_FMT_FP16,
+     .acc = QATTN_ACC_FP32,
+     .two_level = 0,
+     .p_static = 1,
+     .qk_groups = "none (unscaled fp16, rows 16-byte aligned); kblock=64 exactly",
+     .v_groups = "none (unscaled)",
+     .smooth = 0,
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
+              (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 64,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = "sm_90a",
+     .cc_min = 90,
+     .cc_max = 90,
+     .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_fp16_pv_fp16_acc_fp32},
+#endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
+    {.name = "attn_fwd_wgmma_d64_kb64_qk_bf16_pv_bf16_acc_fp32",
+     .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
+     .path = QATTN_KERNELS_PATH_WGMMA,
+     .head_dim = 64,
+     .q = QATTN_FMT_BF16,
+     .k = QATTN_FMT_BF16,
+     .p = QATTN_FMT_BF16,
+     .v = QATTN_FMT_BF16,
+     .acc = QATTN_ACC_FP32,
+     .two_level = 0,
+     .p_static = 1,
+     .qk_groups = "none (unscaled bf16, rows 16-byte aligned); kblock=64 exactly",
+     .v_groups = "none (unscaled)",
+     .smooth = 0,
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
+              (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 64,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = "sm_90a",
+     .cc_min = 90,
+     .cc_max = 90,
+     .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_bf16_pv_bf16_acc_fp32},
+#endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
     {.name = "attn_fwd_wgmma_d128_qk_int8_pv_e4m3_acc_fp22",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
@@ -1342,6 +1408,60 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cc_max = 90,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_int8_pv_e4m3_acc_fp22},
+#endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
+    {.name = "attn_fwd_wgmma_d128_kb64_qk_fp16_pv_fp16_acc_fp32",
+     .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
+     .path = QATTN_KERNELS_PATH_WGMMA,
+     .head_dim = 128,
+     .q = QATTN_FMT_FP16,
+     .k = QATTN_FMT_FP16,
+     .p = QATTN_FMT_FP16,
+     .v = QATTN_FMT_FP16,
+     .acc = QATTN_ACC_FP32,
+     .two_level = 0,
+     .p_static = 1,
+     .qk_groups = "none (unscaled fp16, rows 16-byte aligned); kblock=64 exactly",
+     .v_groups = "none (unscaled)",
+     .smooth = 0,
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
+              (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 64,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = "sm_90a",
+     .cc_min = 90,
+     .cc_max = 90,
+     .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_fp16_pv_fp16_acc_fp32},
+#endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
+    {.name = "attn_fwd_wgmma_d128_kb64_qk_bf16_pv_bf16_acc_fp32",
+     .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
+     .path = QATTN_KERNELS_PATH_WGMMA,
+     .head_dim = 128,
+     .q = QATTN_FMT_BF16,
+     .k = QATTN_FMT_BF16,
+     .p = QATTN_FMT_BF16,
+     .v = QATTN_FMT_BF16,
+     .acc = QATTN_ACC_FP32,
+     .two_level = 0,
+     .p_static = 1,
+     .qk_groups = "none (unscaled bf16, rows 16-byte aligned); kblock=64 exactly",
+     .v_groups = "none (unscaled)",
+     .smooth = 0,
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
+              (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 64,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = "sm_90a",
+     .cc_min = 90,
+     .cc_max = 90,
+     .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_bf16_pv_bf16_acc_fp32},
 #endif
 #if QATTN_KERNELS_WITH_MFMA && QATTN_KERNELS_WITH_D64
     {.name = "attn_fwd_mfma_d64_qk_int8_pv_e4m3_acc_fp32",
