@@ -11,7 +11,7 @@
  * block in shared memory:
  *   warpgroup 0 (producer, 24 registers after setmaxnreg): loads the Q tile
  *     (int8, 128 x 128, kept for the whole loop), then key block after key
- *     block (KB = 128) into QATTN_WGMMA_STAGES stages, cp.async; each
+ *     block (KB = 128) into QATTN_WGMMA_NSTAGES stages, cp.async; each
  *     thread's copies arrive on the stage's "full" mbarrier when they land
  *     (cp.async.mbarrier.arrive.noinc, 128 arrivals), and a stage is refilled
  *     once its "empty" mbarrier saw all 8 consumer warps done with it.
@@ -39,7 +39,12 @@
  *        memory), f32 accumulator from 0 each key block (the tensor core's
  *        fp22), added into the fp32 O (the +fp32:128 level).
  * Softmax and masks as in attn_fwd_mma.h; the key-block range and the
- * epilogue are its functions (qattn_mma_key_blocks, qattn_mma_epilogue). */
+ * epilogue are its functions (qattn_mma_key_blocks, qattn_mma_epilogue).
+ *
+ * QF = fp16 / bf16: the baseline schemes on the same skeleton: Q, K, V
+ * rows of 2d bytes from the user's tensors, stages of 128 keys, Q.K by
+ * m64n128k16 with Q's fragments in registers, the softmax and P.V
+ * (m64nDk16, V N-major) one key block of 64 at a time into the fp32 O. */
 #ifndef QATTN_KERNELS_ATTN_FWD_WGMMA_H
 #define QATTN_KERNELS_ATTN_FWD_WGMMA_H
 
@@ -50,10 +55,15 @@
 
 #define QATTN_WGMMA_BM 128
 #define QATTN_WGMMA_THREADS 384 /* a producer warpgroup and two consumer warpgroups */
-#define QATTN_WGMMA_STAGES 4     /* key blocks in flight (K and V, kb x d elements each) */
-/* shared memory for head dim d, key blocks of kb keys and es-byte elements:
- * the Q tile (128 x d), the stages (K and V) and 1 KB to align to 1024 */
-#define QATTN_WGMMA_SMEM(d, kb, es) (QATTN_WGMMA_BM * (d) * (es) + QATTN_WGMMA_STAGES * 2 * (kb) * (d) * (es) + 1024)
+/* keys a shared stage holds (Q/K format qf, key blocks of kb), stages in
+ * flight (4, or 2 where 4 do not fit: 16-bit d = 128) and the shared
+ * memory: the Q tile (128 x d), the stages (K and V) and 1 KB to align */
+#define QATTN_WGMMA_ES(qf) ((qf) == QATTN_FMT_INT8 ? 1 : 2)
+#define QATTN_WGMMA_KS(qf, kb) ((qf) == QATTN_FMT_INT8 ? (kb) : 128)
+#define QATTN_WGMMA_NSTAGES(d, qf, kb) (2 * QATTN_WGMMA_KS(qf, kb) * (d) * QATTN_WGMMA_ES(qf) > 32768 ? 2 : 4)
+#define QATTN_WGMMA_SMEM(d, qf, kb)                                                                                   \
+    (QATTN_WGMMA_BM * (d) * QATTN_WGMMA_ES(qf) +                                                                      \
+     QATTN_WGMMA_NSTAGES(d, qf, kb) * 2 * QATTN_WGMMA_KS(qf, kb) * (d) * QATTN_WGMMA_ES(qf) + 1024)
 
 static __device__ __forceinline__ uint32_t qattn_wgmma_smem_addr(const void *p)
 {
@@ -203,16 +213,15 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(const int (&acc)[KB /
     lB = lB * alB + ((sb[0] + sb[1]) + (sb[2] + sb[3]));
 }
 
-/* The same for the fp16 / bf16 baseline (BF: bf16): acc = S in fp32 from
+/* The same for the fp16 / bf16 baseline: acc = S in fp32 from
  * the tensor core (keys in natural order: tile t, element e holds key
  * 8t + 2i + (e & 1)), c2 = softmax scale * log2(e); P = 2^(S c2 - m)
- * rounded to the 16-bit type as the A fragments of the P.V wgmma
- * (pf[q] = keys 16q..16q+15), l summed from the unrounded P. */
-template <int KB, int BF>
+ * written over S (qattn_wgmma_pack16 rounds it for the P.V wgmma), l
+ * summed from the unrounded P. */
+template <int KB>
 static __device__ __forceinline__ void qattn_wgmma_softmax16(float (&acc)[KB / 2], int j0, int loA, int hiA,
                                                              int loB, int hiB, float c2, float &mA, float &mB,
-                                                             float &lA, float &lB, float &alA, float &alB,
-                                                             uint32_t (&pf)[KB / 16][4])
+                                                             float &lA, float &lB, float &alA, float &alB)
 {
     constexpr int NT = KB / 8;
     const int qi = (int)threadIdx.x & 3;
@@ -246,12 +255,24 @@ static __device__ __forceinline__ void qattn_wgmma_softmax16(float (&acc)[KB / 2
         const float p3 = qattn_ex2_approx(__fmaf_rn(acc[4 * t + 3], c2, -baseB));
         sa[t & 3] = sa[t & 3] + (p0 + p1);
         sb[t & 3] = sb[t & 3] + (p2 + p3);
-        /* tile 2q -> a0 (row g) / a1 (row g + 8), tile 2q + 1 -> a2 / a3 */
-        pf[t >> 1][2 * (t & 1)] = BF ? qattn_cvt_bf16x2_f32(p0, p1) : qattn_cvt_f16x2_f32(p0, p1);
-        pf[t >> 1][2 * (t & 1) + 1] = BF ? qattn_cvt_bf16x2_f32(p2, p3) : qattn_cvt_f16x2_f32(p2, p3);
+        acc[4 * t] = p0, acc[4 * t + 1] = p1, acc[4 * t + 2] = p2, acc[4 * t + 3] = p3;
     }
     lA = lA * alA + ((sa[0] + sa[1]) + (sa[2] + sa[3]));
     lB = lB * alB + ((sb[0] + sb[1]) + (sb[2] + sb[3]));
+}
+/* P (fp32, the S layout) rounded to the 16-bit type as the A fragments of
+ * the P.V wgmma: pf[q] = keys 16q..16q+15 (tile 2q -> a0 (row g) / a1
+ * (row g + 8), tile 2q + 1 -> a2 / a3) */
+template <int KB, int BF>
+static __device__ __forceinline__ void qattn_wgmma_pack16(const float (&p)[KB / 2], uint32_t (&pf)[KB / 16][4])
+{
+#pragma unroll
+    for (int t = 0; t < KB / 8; t++) {
+        pf[t >> 1][2 * (t & 1)] = BF ? qattn_cvt_bf16x2_f32(p[4 * t], p[4 * t + 1])
+                                     : qattn_cvt_f16x2_f32(p[4 * t], p[4 * t + 1]);
+        pf[t >> 1][2 * (t & 1) + 1] = BF ? qattn_cvt_bf16x2_f32(p[4 * t + 2], p[4 * t + 3])
+                                         : qattn_cvt_f16x2_f32(p[4 * t + 2], p[4 * t + 3]);
+    }
 }
 
 /* the O update of one key block: O = O * alpha + P.V (the block's P.V
@@ -279,15 +300,17 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
 #if QATTN_WGMMA
     constexpr int Q8 = QF == QATTN_FMT_INT8, BF = QF == QATTN_FMT_BF16;
     constexpr int ES = Q8 ? 1 : 2; /* bytes an element */
-    constexpr int BM = QATTN_WGMMA_BM, S = QATTN_WGMMA_STAGES;
-    constexpr int NT = KB / 8;      /* n-tiles of S */
+    /* keys a stage holds: the key block (int8), two key blocks of 64 (16-bit: Q.K by
+     * m64n128k16, the softmax and P.V a block at a time) */
+    constexpr int KS = QATTN_WGMMA_KS(QF, KB), BM = QATTN_WGMMA_BM, S = QATTN_WGMMA_NSTAGES(D, QF, KB);
+    constexpr int NT = KB / 8;      /* n-tiles of S (int8) */
     constexpr int NO = D / 8;       /* n-tiles of O */
     constexpr int RB = D * ES;      /* bytes of a Q / K row */
     constexpr int CH = RB / 16;     /* 16-byte chunks of a Q / K row */
     constexpr int RP = 128 / CH;    /* K rows the producer's 128 threads copy per pass */
-    /* the V tile: int8 codes as V^T (D rows of KB bytes), 16-bit V as rows of keys (KB rows of RB bytes) */
-    constexpr int VRB = Q8 ? KB : RB, VROWS = Q8 ? D : KB, VCH = VRB / 16, VR = 128 / VCH;
-    constexpr int KBYTES = KB * RB, STAGE = 2 * KB * RB;
+    /* the V tile: int8 codes as V^T (D rows of KS bytes), 16-bit V as rows of keys (KS rows of RB bytes) */
+    constexpr int VRB = Q8 ? KS : RB, VROWS = Q8 ? D : KS, VCH = VRB / 16, VR = 128 / VCH;
+    constexpr int KBYTES = KS * RB, STAGE = 2 * KS * RB;
     constexpr int KSTEP = RP * (RB < 128 ? RB : 128), VSTEP = VR * (VRB < 128 ? VRB : 128);
     QATTN_DYNAMIC_SHARED(uint8_t, smem_raw);
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
@@ -327,7 +350,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     /* ---- key blocks the tile touches (its barriers also publish the mbarrier inits) ---- */
     __shared__ int s_range[2];
     int J0, J1;
-    qattn_mma_key_blocks(loA, hiA, loB, hiB, KB, s_range, &J0, &J1);
+    qattn_mma_key_blocks(loA, hiA, loB, hiB, KS, s_range, &J0, &J1);
 
     if (wg == 0) {
         /* ================= producer ================= */
@@ -343,7 +366,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                                  ok ? 16 : 0);
             }
             qattn_cp_async_mbar_arrive(QATTN_WS_QBAR);
-            /* this thread's 16-byte chunk ch of K rows r0 + RP x (x < KB / RP); int8: K row
+            /* this thread's 16-byte chunk ch of K rows r0 + RP x (x < KS / RP); int8: K row
              * r0 + RP x holds key RP x + sigma(r0) of the block (sigma(c) = 16h + 4i + 2u + e for
              * c = 16h + 8u + 2i + e, within 32 keys), 16-bit: key r0 + RP x; and chunk vch of the
              * V tile's rows v0 + VR x (x < VROWS / VR) */
@@ -356,8 +379,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             const uint8_t *vg = (const uint8_t *)p.v +
                                 ((int64_t)b * p.v_sb + (Q8 ? 0 : tk0 * p.v_st) + (int64_t)hk * p.v_sh) * ES +
                                 (int64_t)v0 * vst + vch * 16;
-            const int soff = qattn_wg_off<RB, KB>(r0, ch), voff = qattn_wg_off<VRB, VROWS>(v0, vch);
-            for (int j0 = J0, it = 0; j0 < J1; j0 += KB, it++) {
+            const int soff = qattn_wg_off<RB, KS>(r0, ch), voff = qattn_wg_off<VRB, VROWS>(v0, vch);
+            for (int j0 = J0, it = 0; j0 < J1; j0 += KS, it++) {
                 const int stage = it % S;
                 if (it >= S) /* the consumers' release of this stage's previous block: completion it / S - 1 */
                     qattn_mbar_wait(QATTN_WS_EMPTY(stage), (uint32_t)((it / S - 1) & 1));
@@ -366,8 +389,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                 const uint8_t *vp = vg + (Q8 ? (int64_t)j0 : (int64_t)j0 * vst);
                 /* few registers here (setmaxnreg): pointers stepped, not precomputed */
 #pragma unroll 1
-                for (int x = 0; x < (KB / RP > VROWS / VR ? KB / RP : VROWS / VR); x++, kp += RP * kst) {
-                    if (x < KB / RP) {
+                for (int x = 0; x < (KS / RP > VROWS / VR ? KS / RP : VROWS / VR); x++, kp += RP * kst) {
+                    if (x < KS / RP) {
                         const int ok = j0 + RP * x + kperm < sk;
                         qattn_cp_async16(sK + KSTEP * x, ok ? kp : kg, ok ? 16 : 0);
                     }
@@ -406,45 +429,25 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     const uint32_t aQ = qattn_wgmma_smem_addr(sQ);
 
     if constexpr (!Q8) {
-        /* 16-bit: Q.K with Q's fragments in registers (shared memory then
-         * carries only K and V), P.V into O (fp32) */
-        float acc[NT * 4]; /* S, written by the first k-step (accumulate = 0) */
+        /* 16-bit: Q.K of a stage's 128 keys (m64n128k16, Q's fragments in
+         * registers: shared memory carries only K and V); the softmax and
+         * P.V (into O, fp32) one key block of 64 at a time, the second
+         * block's softmax under the first block's P.V */
+        float acc[KS / 2]; /* S of the stage, written by the first k-step (accumulate = 0) */
         uint32_t qf[RB / 32][4]; /* A fragments of Q, channels 16kk..16kk+15 */
-        auto issue_qk = [&](float (&s)[NT * 4], int stg) {
+        auto issue_qk = [&](int stg) {
             const uint32_t aK = qattn_wgmma_smem_addr(sStage + stg * STAGE);
 #pragma unroll
-            for (int x = 0; x < NT * 4; x++)
-                qattn_wgmma_fence_reg(s[x]);
+            for (int x = 0; x < KS / 2; x++)
+                qattn_wgmma_fence_reg(acc[x]);
             qattn_wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < RB / 32; kk++)
-                qattn_wgmma_m64n64k16_rs<BF>(s, qf[kk], qattn_wg_desc_k<RB, KB>(aK, 0, 32 * kk), kk > 0);
+                qattn_wgmma_m64n128k16_rs<BF>(acc, qf[kk], qattn_wg_desc_k<RB, KS>(aK, 0, 32 * kk), kk > 0);
             qattn_wgmma_commit();
         };
-        if (J0 < J1) {
-            qattn_mbar_wait(QATTN_WS_QBAR, 0);
-            /* ldmatrix x4: lanes 8m..8m+7 address matrix m = rows (l & 15) of chunk 2kk + (l >> 4) */
-#pragma unroll
-            for (int kk = 0; kk < RB / 32; kk++)
-                qattn_ldmatrix_x4(qf[kk], sQ + qattn_wg_off<RB, BM>(64 * cw + 16 * wv + (lane & 15), 2 * kk + (lane >> 4)));
-            qattn_mbar_wait(QATTN_WS_FULL(0), 0);
-            qattn_fence_proxy_async_smem();
-            issue_qk(acc, 0);
-        }
-        int stage = 0;
-        uint32_t phase = 0;
-        for (int j0 = J0; j0 < J1; j0 += KB) {
-            const int nstg = stage == S - 1 ? 0 : stage + 1;
-            const uint32_t nphase = stage == S - 1 ? phase ^ 1u : phase;
-            const uint32_t aV = qattn_wgmma_smem_addr(sStage + stage * STAGE) + KBYTES;
-            qattn_wgmma_wait<0>();
-#pragma unroll
-            for (int x = 0; x < NT * 4; x++)
-                qattn_wgmma_fence_reg(acc[x]);
-            float alA, alB;
-            uint32_t pf[KB / 16][4];
-            qattn_wgmma_softmax16<KB, BF>(acc, j0, loA, hiA, loB, hiB, c2, mA, mB, lA, lB, alA, alB, pf);
-            /* O = O alpha (skipped by warps whose rows kept their maxima) + P.V, then Q.K of the next block */
+        /* O = O alpha (skipped by warps whose rows kept their maxima) + P.V of key block h of the stage */
+        auto issue_pv = [&](const uint32_t (&pf)[KB / 16][4], uint32_t aV, int h, float alA, float alB) {
             if (__any_sync(0xffffffffu, alA != 1.0f || alB != 1.0f)) {
 #pragma unroll
                 for (int n = 0; n < NO; n++)
@@ -458,19 +461,51 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             qattn_wgmma_fence();
 #pragma unroll
             for (int q = 0; q < KB / 16; q++)
-                qattn_wgmma_m64k16_rs_tb<D, BF>(&o[0][0], pf[q],
-                                                qattn_wgmma_desc_sw128_mn(aV + 2048u * (uint32_t)q, KB * 128), 1);
+                qattn_wgmma_m64k16_rs_tb<D, BF>(
+                    &o[0][0], pf[q], qattn_wgmma_desc_sw128_mn(aV + 2048u * (uint32_t)(KB / 16 * h + q), KS * 128), 1);
             qattn_wgmma_commit();
-            if (j0 + KB < J1) {
+        };
+        if (J0 < J1) {
+            qattn_mbar_wait(QATTN_WS_QBAR, 0);
+            /* ldmatrix x4: lanes 8m..8m+7 address matrix m = rows (l & 15) of chunk 2kk + (l >> 4) */
+#pragma unroll
+            for (int kk = 0; kk < RB / 32; kk++)
+                qattn_ldmatrix_x4(qf[kk], sQ + qattn_wg_off<RB, BM>(64 * cw + 16 * wv + (lane & 15), 2 * kk + (lane >> 4)));
+            qattn_mbar_wait(QATTN_WS_FULL(0), 0);
+            qattn_fence_proxy_async_smem();
+            issue_qk(0);
+        }
+        int stage = 0;
+        uint32_t phase = 0; /* parity of the full barriers' current completion */
+        for (int j0 = J0; j0 < J1; j0 += KS) {
+            const int nstg = stage == S - 1 ? 0 : stage + 1;
+            const uint32_t nphase = stage == S - 1 ? phase ^ 1u : phase;
+            const uint32_t aV = qattn_wgmma_smem_addr(sStage + stage * STAGE) + KBYTES;
+            qattn_wgmma_wait<0>(); /* S of this stage, P.V of the previous */
+#pragma unroll
+            for (int x = 0; x < KS / 2; x++)
+                qattn_wgmma_fence_reg(acc[x]);
+            float (&s0)[KB / 2] = *reinterpret_cast<float (*)[KB / 2]>(&acc[0]);
+            float (&s1)[KB / 2] = *reinterpret_cast<float (*)[KB / 2]>(&acc[KB / 2]);
+            float alA, alB;
+            uint32_t pf0[KB / 16][4], pf1[KB / 16][4]; /* A fragments (16-bit) of keys 16q..16q+15 */
+            qattn_wgmma_softmax16<KB>(s0, j0, loA, hiA, loB, hiB, c2, mA, mB, lA, lB, alA, alB);
+            qattn_wgmma_pack16<KB, BF>(s0, pf0);
+            issue_pv(pf0, aV, 0, alA, alB);
+            qattn_wgmma_wait<0>(); /* P.V of the first block (the softmax under it made ptxas serialize, C7515) */
+            qattn_wgmma_softmax16<KB>(s1, j0 + KB, loA, hiA, loB, hiB, c2, mA, mB, lA, lB, alA, alB);
+            qattn_wgmma_pack16<KB, BF>(s1, pf1);
+            issue_pv(pf1, aV, 1, alA, alB);
+            if (j0 + KS < J1) {
                 qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
                 qattn_fence_proxy_async_smem();
-                issue_qk(acc, nstg);
-                qattn_wgmma_wait<1>();
+                issue_qk(nstg);
+                qattn_wgmma_wait<1>(); /* P.V done, Q.K of the next stage may run on */
             } else {
                 qattn_wgmma_wait<0>();
             }
             if (lane == 0)
-                qattn_mbar_arrive(QATTN_WS_EMPTY(stage));
+                qattn_mbar_arrive(QATTN_WS_EMPTY(stage)); /* this warp is done with the stage */
 #pragma unroll
             for (int n = 0; n < NO; n++)
 #pragma unroll
@@ -603,7 +638,7 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "attn wgmma: needs an sm_90 GPU and a build for sm_90a (GPU sm_%d, built for %s)", cc,
                              QATTN_KERNELS_ARCHS);
-    const size_t smem = QATTN_WGMMA_SMEM(D, KB, QF == QATTN_FMT_INT8 ? 1 : 2);
+    const size_t smem = QATTN_WGMMA_SMEM(D, QF, KB);
     void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D, KB, QF>;
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                     "attn wgmma: raising the shared-memory limit");

@@ -485,9 +485,9 @@ static __device__ __forceinline__ void qattn_wgmma_m64n64k32_e4m3_rs(float *d, c
 }
 
 /* ---- 16-bit (fp16 / bf16) wgmma for the baseline instances ----
- * Q.K: A = Q and B = K from shared memory, both K-major; P.V: A = P from
- * registers (the m16n8k16 A layout per warp: a0 row g keys 2i, 2i+1; a1 row
- * g+8; a2, a3 keys + 8), B = V in rows of keys (N-major: imm-trans-b = 1).
+ * A from registers (the m16n8k16 A layout per warp: a0 row g, k 2i, 2i+1;
+ * a1 row g+8; a2, a3 k + 8): Q for Q.K with B = K K-major, P for P.V with
+ * B = V in rows of keys (N-major: imm-trans-b = 1).
  * The accumulator is fp32 (products of 16-bit values are exact). */
 #define QATTN_WG_F8(d, o)                                                                                     \
     "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), \
@@ -510,44 +510,24 @@ static __device__ __forceinline__ uint64_t qattn_wgmma_desc_sw128_mn(uint32_t sm
     return d;
 }
 
-/* d[32] (f32) (+)= A (64 x 16, descriptor) * B (16 x 64, descriptor), both
- * K-major; BF: bf16, else fp16 */
+/* d[64] (f32) (+)= A (64 x 16, registers a[4]) * B (16 x 128, descriptor,
+ * K-major): Q.K of 128 keys with Q held in registers */
 template <int BF>
-static __device__ __forceinline__ void qattn_wgmma_m64n64k16_ss(float *d, uint64_t da, uint64_t db, int accumulate)
+static __device__ __forceinline__ void qattn_wgmma_m64n128k16_rs(float *d, const uint32_t *a, uint64_t db,
+                                                                 int accumulate)
 {
 #if QATTN_WGMMA
     if (BF)
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " QATTN_WG_S32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                     : QATTN_WG_F32(d)
-                     : "l"(da), "l"(db), "r"(accumulate));
-    else
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " QATTN_WG_S32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                     : QATTN_WG_F32(d)
-                     : "l"(da), "l"(db), "r"(accumulate));
-#else
-    (void)d, (void)da, (void)db, (void)accumulate;
-#endif
-}
-
-/* d[32] (f32) (+)= A (64 x 16, registers a[4]) * B (16 x 64, descriptor,
- * K-major): Q.K with Q held in registers */
-template <int BF>
-static __device__ __forceinline__ void qattn_wgmma_m64n64k16_rs(float *d, const uint32_t *a, uint64_t db, int accumulate)
-{
-#if QATTN_WGMMA
-    if (BF)
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " QATTN_WG_S32
-                     ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-                     : QATTN_WG_F32(d)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " QATTN_WG_S64
+                     ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+                     : QATTN_WG_F64(d)
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
     else
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " QATTN_WG_S32
-                     ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-                     : QATTN_WG_F32(d)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " QATTN_WG_S64
+                     ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+                     : QATTN_WG_F64(d)
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
 #else
     (void)d, (void)a, (void)db, (void)accumulate;
