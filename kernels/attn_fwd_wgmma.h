@@ -431,8 +431,9 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     if constexpr (!Q8) {
         /* 16-bit: Q.K of a stage's 128 keys (m64n128k16, Q's fragments in
          * registers: shared memory carries only K and V); the softmax and
-         * P.V (into O, fp32) one key block of 64 at a time, the second
-         * block's softmax under the first block's P.V */
+         * P.V (into O, fp32) one key block of 64 at a time (the second
+         * block's softmax waits for the first block's P.V: run under it,
+         * ptxas serialized the wgmmas, C7515) */
         float acc[KS / 2]; /* S of the stage, written by the first k-step (accumulate = 0) */
         uint32_t qf[RB / 32][4]; /* A fragments of Q, channels 16kk..16kk+15 */
         auto issue_qk = [&](int stg) {
