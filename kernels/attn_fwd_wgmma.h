@@ -296,7 +296,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     static_assert(D == 128 || D == 64, "the wgmma kernel is written for head dims 64 and 128 (swizzled rows)");
     static_assert(KB == 128 || KB == 64, "key blocks of 64 or 128 keys (swizzled rows)");
     static_assert(QF == QATTN_FMT_INT8 || QF == QATTN_FMT_FP16 || QF == QATTN_FMT_BF16, "int8, fp16 or bf16 Q/K");
-    static_assert(QF == QATTN_FMT_INT8 || KB == 64, "16-bit Q.K is written for key blocks of 64 (m64n64k16)");
+    static_assert(QF == QATTN_FMT_INT8 || KB == 64, "16-bit: key blocks of 64, two to a 128-key stage (m64n128k16)");
 #if QATTN_WGMMA
     constexpr int Q8 = QF == QATTN_FMT_INT8, BF = QF == QATTN_FMT_BF16;
     constexpr int ES = Q8 ? 1 : 2; /* bytes an element */
