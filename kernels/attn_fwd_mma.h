@@ -57,6 +57,7 @@
 #include "attn_common.h"
 #include "qattn/numerics.h"
 #include "qattn_kernels.h"
+#include "wgmma_keys.h" /* the K groups of the wgmma tile (the check below) */
 
 #define QATTN_MMA_KB 128     /* keys per block (= the scheme's kblock) */
 #define QATTN_MMA_WARPS 8    /* warps per block, 16 query rows each (H100: 8 beat 4, kernels/LOG.md) */
@@ -457,27 +458,38 @@ static int qattn_attn_fwd_mma_run(const qattn_kernels_attn_params &p, void *stre
     return QATTN_OK;
 }
 
-/* what the mma.sync and the wgmma kernels need of p (head dim D, Q / K codes
- * QF, key blocks of KB keys, each one fp22 chunk) */
-template <int D, int QF, int KB = QATTN_MMA_KB>
+/* what the mma.sync and the 8-bit wgmma kernels (WG = 1) need of p (head
+ * dim D, Q / K codes QF, key blocks of KB keys, each one fp22 chunk; wgmma
+ * e4m3: acc=fp22 in one level) */
+template <int D, int QF, int KB = QATTN_MMA_KB, int WG = 0>
 static int qattn_attn_fwd_mma_check(const qattn_kernels_attn_params &p, qattn_err *err)
 {
+    const char *qfn = QF == QATTN_FMT_INT4 ? "int4" : QF == QATTN_FMT_E4M3 ? "e4m3" : "int8";
     if (p.d != D)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: instance for head dim %d called with d = %d", D, p.d);
-    if (p.kblock != KB || (p.acc_chunk != 0 && p.acc_chunk % KB != 0))
+    if (WG && QF == QATTN_FMT_E4M3) {
+        if (p.kblock != KB || p.acc_chunk != 0)
+            return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: needs kblock=%d and acc=fp22 (got %d, %d)", KB,
+                                 p.kblock, p.acc_chunk);
+    } else if (p.kblock != KB || (p.acc_chunk != 0 && p.acc_chunk % KB != 0)) {
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: needs kblock=%d and acc=fp22+fp32:%d (got %d, %d)", KB,
                              KB, p.kblock, p.acc_chunk);
+    }
     /* V is read transposed (the sig's v_layout): v_st is the channel stride npad */
     if (p.v_st <= 0 || p.v_st % KB || p.v_st < p.seqlen_k)
         return qattn_err_set(err, QATTN_ERR_ARG,
                              "attn mma: needs V transposed, [hkv, nseq, d, npad] with npad %% %d == 0 (v_st %lld)", KB,
                              (long long)p.v_st);
-    if (p.k_group.tok != QATTN_TOK_THREAD || p.k_group.b != KB || p.k_group.s != 8 || p.k_group.w != 2 ||
-        p.k_group.ch != 0)
+    if (WG && !qattn_wg_kgroup_ok(p.k_group, KB))
+        return qattn_err_set(err, QATTN_ERR_ARG,
+                             "attn wgmma: K scales must be one group on a thread's keys of each n-tile parity "
+                             "in a key block of %d (e.g. tensor, thread:%d/8/2)",
+                             KB, KB);
+    if (!WG && (p.k_group.tok != QATTN_TOK_THREAD || p.k_group.b != KB || p.k_group.s != 8 || p.k_group.w != 2 ||
+                p.k_group.ch != 0))
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: K scales must be thread:%d/8/2", KB);
     if (!p.q_scale || !p.k_scale || p.q_mean)
-        return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: needs scaled %s Q/K and no Q smoothing",
-                             QF == QATTN_FMT_INT4 ? "int4" : "int8");
+        return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: needs scaled %s Q/K and no Q smoothing", qfn);
     if (p.hkv <= 0 || p.hq % p.hkv || p.hq > 65535 || p.nseq <= 0 || p.nseq > 65535)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: bad heads %d / %d or batch %d", p.hq, p.hkv, p.nseq);
     if ((int64_t)p.seqlen_k * p.k_st >= ((int64_t)1 << 31) || (int64_t)p.d * p.v_st >= ((int64_t)1 << 31))

@@ -2,9 +2,10 @@
  * sage2-8b-sm90 scheme for head dims 64 and 128 (int8 Q.K with per-thread
  * scale groups, e4m3 P and V, fp22 + fp32:128 accumulation): its own instance
  * (path wgmma), with the same params, scheme and checks as the mma.sync
- * instance of attn_fwd_mma.h. The dispatcher takes it on sm_90
- * (QATTN_MMA_SYNC=1 in the environment: the mma.sync instance, for
- * comparison).
+ * instance of attn_fwd_mma.h, except that K may have any scale groups that
+ * are one scale on a lane's keys of each n-tile parity (qattn_wg_kgroup_ok).
+ * The dispatcher takes it on sm_90 (QATTN_MMA_SYNC=1 in the environment:
+ * the mma.sync instance, for comparison).
  *
  * Tiling: a block of 3 warpgroups (384 threads) owns BM = 128 query rows
  * of one (sequence, head). Warp-specialized, with one copy of each key
@@ -38,6 +39,9 @@
  *   P.V  wgmma m64n128k32 e4m3 (A = P from registers, B = V^T from shared
  *        memory), f32 accumulator from 0 each key block (the tensor core's
  *        fp22), added into the fp32 O (the +fp32:128 level).
+ * QF = e4m3 (fa3-fp8): the same tile with Q.K by the e4m3 wgmma (fp32 S,
+ * the tensor core's fp22 sum) and one accumulation level: O rescaled, then
+ * P.V accumulated into it by the tensor core (acc=fp22).
  * Softmax and masks as in attn_fwd_mma.h; the key-block range and the
  * epilogue are its functions (qattn_mma_key_blocks, qattn_mma_epilogue).
  *
@@ -52,18 +56,29 @@
 #include <string.h>
 
 #include "attn_fwd_mma.h" /* the checks, key-block range, masks and epilogue of the mma path */
+#include "quant_groups.h" /* qattn_qf_tok_index */
 
 #define QATTN_WGMMA_BM 128
 #define QATTN_WGMMA_THREADS 384 /* a producer warpgroup and two consumer warpgroups */
 /* keys a shared stage holds (Q/K format qf, key blocks of kb), stages in
  * flight (4, or 2 where 4 do not fit: 16-bit d = 128) and the shared
  * memory: the Q tile (128 x d), the stages (K and V) and 1 KB to align */
-#define QATTN_WGMMA_ES(qf) ((qf) == QATTN_FMT_INT8 ? 1 : 2)
-#define QATTN_WGMMA_KS(qf, kb) ((qf) == QATTN_FMT_INT8 ? (kb) : 128)
+#define QATTN_WGMMA_8BIT(qf) ((qf) == QATTN_FMT_INT8 || (qf) == QATTN_FMT_E4M3)
+#define QATTN_WGMMA_ES(qf) (QATTN_WGMMA_8BIT(qf) ? 1 : 2)
+#define QATTN_WGMMA_KS(qf, kb) (QATTN_WGMMA_8BIT(qf) ? (kb) : 128)
 #define QATTN_WGMMA_NSTAGES(d, qf, kb) (2 * QATTN_WGMMA_KS(qf, kb) * (d) * QATTN_WGMMA_ES(qf) > 32768 ? 2 : 4)
 #define QATTN_WGMMA_SMEM(d, qf, kb)                                                                                   \
     (QATTN_WGMMA_BM * (d) * QATTN_WGMMA_ES(qf) +                                                                      \
      QATTN_WGMMA_NSTAGES(d, qf, kb) * 2 * QATTN_WGMMA_KS(qf, kb) * (d) * QATTN_WGMMA_ES(qf) + 1024)
+
+template <bool C, typename A, typename B>
+struct qattn_cond {
+    typedef A type;
+};
+template <typename A, typename B>
+struct qattn_cond<false, A, B> {
+    typedef B type;
+};
 
 static __device__ __forceinline__ uint32_t qattn_wgmma_smem_addr(const void *p)
 {
@@ -88,7 +103,8 @@ static __device__ __forceinline__ uint64_t qattn_wg_desc_k(uint32_t tile, int r0
     return RB == 64 ? qattn_wgmma_desc_sw64(tile + (uint32_t)(r0 * 64 + kb))
                     : qattn_wgmma_desc_sw128(tile + (uint32_t)((kb >> 7) * R * 128 + r0 * 128 + (kb & 127)));
 }
-/* Q.K of 32 channels: S (64 x KB, int32) (+)= Q (descriptor) * K^T (descriptor) */
+/* Q.K of 32 channels: S (64 x KB; int32 of int8 codes, fp32 of e4m3) (+)=
+ * Q (descriptor) * K^T (descriptor) */
 template <int KB>
 static __device__ __forceinline__ void qattn_wgmma_qk(int *acc, uint64_t da, uint64_t db, int accumulate)
 {
@@ -97,6 +113,14 @@ static __device__ __forceinline__ void qattn_wgmma_qk(int *acc, uint64_t da, uin
     else
         qattn_wgmma_m64n64k32_s8(acc, da, db, accumulate);
 }
+template <int KB>
+static __device__ __forceinline__ void qattn_wgmma_qk(float *acc, uint64_t da, uint64_t db, int accumulate)
+{
+    qattn_wgmma_m64k32_e4m3_ss<KB>(acc, da, db, accumulate);
+}
+/* an S accumulator as float (int32 of int8 codes: |acc| <= 127^2 d < 2^22) */
+static __device__ __forceinline__ float qattn_wgmma_s2f(int a) { return qattn_i2f_small(a); }
+static __device__ __forceinline__ float qattn_wgmma_s2f(float a) { return a; }
 /* P.V of 32 keys: O (64 x D) (+)= P (registers) * V^T (descriptor) */
 template <int D>
 static __device__ __forceinline__ void qattn_wgmma_pv(float *d, const uint32_t *a, uint64_t db, int accumulate)
@@ -125,8 +149,9 @@ static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB,
 }
 
 /* Online softmax of one key block for a thread's rows A (g) and B (g + 8):
- * acc = the int32 S accumulators (tile t, columns in the sigma key order),
- * fX0 / fX1 = sq sk c2 of the keys of even / odd tiles (thread:128/8/2),
+ * acc = the S accumulators (int32 of int8 codes, fp32 of e4m3; tile t,
+ * columns in the sigma key order, qattn_wg_key), fX0 / fX1 = sq sk c2 of
+ * the keys of even / odd tiles (one K group each: qattn_wg_kgroup_ok),
  * keys outside [loX, hiX) masked. Updates the running maximum m and sum l,
  * returns alpha = 2^(m_old - m_new) and the e4m3 codes of P * pmul as the
  * A fragments of the P.V wgmma (pf[q] = keys 32q..32q+31 in natural order).
@@ -141,8 +166,8 @@ static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB,
  * keys have u = -inf; f is raised to 1e-30 at least so that -inf f stays
  * -inf (f = 0 only when the Q row's or the K group's codes are all 0, where
  * acc = 0 and the result is the same). */
-template <int KB>
-static __device__ __forceinline__ void qattn_wgmma_softmax(const int (&acc)[KB / 2], int j0, int loA,
+template <int KB, typename SA>
+static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 2], int j0, int loA,
                                                            int hiA, int loB, int hiB, float fA0, float fA1, float fB0,
                                                            float fB1, float lpmul, float &mA, float &mB, float &lA,
                                                            float &lB, float &alA, float &alB,
@@ -156,13 +181,12 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(const int (&acc)[KB /
     for (int t = 0; t < NT; t++)
 #pragma unroll
         for (int e = 0; e < 4; e++)
-            u[t][e] = qattn_i2f_small(acc[4 * t + e]); /* |acc| <= 127^2 d < 2^22 */
+            u[t][e] = qattn_wgmma_s2f(acc[4 * t + e]);
     /* masked keys and keys past the end (key of tile t, element e: sigma) */
     if (j0 < loA || j0 + KB > hiA || j0 < loB || j0 + KB > hiB) {
 #pragma unroll
         for (int t = 0; t < NT; t++)
-            qattn_mma_mask_frag(u[t], j0 + 32 * (t >> 2) + 16 * ((t >> 1) & 1) + 4 * qi + 2 * (t & 1), loA, hiA, loB,
-                                hiB);
+            qattn_mma_mask_frag(u[t], j0 + qattn_wg_key(t, qi, 0), loA, hiA, loB, hiB);
     }
     /* ---- row maxima per tile parity ---- */
     float mxA, mxB;
@@ -295,10 +319,12 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
 {
     static_assert(D == 128 || D == 64, "the wgmma kernel is written for head dims 64 and 128 (swizzled rows)");
     static_assert(KB == 128 || KB == 64, "key blocks of 64 or 128 keys (swizzled rows)");
-    static_assert(QF == QATTN_FMT_INT8 || QF == QATTN_FMT_FP16 || QF == QATTN_FMT_BF16, "int8, fp16 or bf16 Q/K");
-    static_assert(QF == QATTN_FMT_INT8 || KB == 64, "16-bit: key blocks of 64, two to a 128-key stage (m64n128k16)");
+    static_assert(QATTN_WGMMA_8BIT(QF) || QF == QATTN_FMT_FP16 || QF == QATTN_FMT_BF16, "int8, e4m3, fp16 or bf16 Q/K");
+    static_assert(QATTN_WGMMA_8BIT(QF) || KB == 64, "16-bit: key blocks of 64, two to a 128-key stage (m64n128k16)");
 #if QATTN_WGMMA
-    constexpr int Q8 = QF == QATTN_FMT_INT8, BF = QF == QATTN_FMT_BF16;
+    /* Q8: 8-bit Q/K codes (int8 or e4m3); O accumulated in two levels (int8: acc=fp22+fp32:KB, each
+     * block's P.V from 0 then added into the fp32 O) or in one (e4m3: acc=fp22, P.V into O) */
+    constexpr int Q8 = QATTN_WGMMA_8BIT(QF), TWO = QF == QATTN_FMT_INT8, BF = QF == QATTN_FMT_BF16;
     constexpr int ES = Q8 ? 1 : 2; /* bytes an element */
     /* keys a stage holds: the key block (int8), two key blocks of 64 (16-bit: Q.K by
      * m64n128k16, the softmax and P.V a block at a time) */
@@ -371,7 +397,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
              * c = 16h + 8u + 2i + e, within 32 keys), 16-bit: key r0 + RP x; and chunk vch of the
              * V tile's rows v0 + VR x (x < VROWS / VR) */
             const int r0 = wt / CH, ch = wt % CH, v0 = wt / VCH, vch = wt % VCH;
-            const int kperm = Q8 ? 16 * ((r0 >> 4) & 1) + 4 * ((r0 >> 1) & 3) + 2 * ((r0 >> 3) & 1) + (r0 & 1) : r0;
+            const int kperm = Q8 ? qattn_wg_sigma(r0) : r0;
             const int kst = (int)p.k_st * ES, vst = (int)p.v_st * ES;
             const uint8_t *kg = (const uint8_t *)p.k + ((int64_t)b * p.k_sb + tk0 * p.k_st + (int64_t)hk * p.k_sh) * ES +
                                 (int64_t)kperm * kst + ch * 16;
@@ -516,7 +542,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             phase = nphase;
         }
     } else {
-        int acc[NT * 4]; /* S, written by the first k-step (accumulate = 0) */
+        typename qattn_cond<QF == QATTN_FMT_INT8, int, float>::type acc[NT * 4]; /* S, written by the first k-step */
         auto issue_qk = [&](int stg) {
             const uint32_t aK = qattn_wgmma_smem_addr(sStage + stg * STAGE);
 #pragma unroll
@@ -535,6 +561,16 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
             issue_qk(0);
         }
+        /* K groups (qattn_wg_kgroup_ok: blocks of B keys, B % KB == 0, or the tensor): the scale of a
+         * thread's keys of tile parity x in block j0 is kcur[kinx], kcur = the groups of the B-block
+         * of j0, stepped every B / KB blocks (no division in the loop) */
+        const int ktens = p.k_group.tok == QATTN_TOK_TENSOR;
+        const int kq = ktens ? INT_MAX : p.k_group.b / KB; /* key blocks in a B-block */
+        const int kper = p.k_group.tok == QATTN_TOK_THREAD ? p.k_group.s / p.k_group.w : 1; /* groups a B-block */
+        const int kin0 = qattn_qf_tok_index(p.k_group, qattn_wg_key(0, qi, 0));
+        const int kin1 = qattn_qf_tok_index(p.k_group, qattn_wg_key(1, qi, 0));
+        int kleft = ktens ? INT_MAX : kq - (J0 / KB) % kq; /* blocks left in this B-block */
+        const float *kcur = ksc + (ktens ? 0 : (J0 / KB) / kq * kper);
         int stage = 0;
         uint32_t phase = 0; /* parity of the full barriers' current completion */
         for (int j0 = J0; j0 < J1; j0 += KB) {
@@ -546,23 +582,28 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             for (int x = 0; x < NT * 4; x++)
                 qattn_wgmma_fence_reg(acc[x]);
 
-            /* K scales: thread:KB/8/2, groups 2(i mod 2) + (t mod 2) of this block */
-            const int kblk = (int)((unsigned)j0 / (unsigned)KB); /* j0 >= 0 */
-            const float ks0 = ksc[kblk * 4 + 2 * (qi & 1)], ks1 = ksc[kblk * 4 + 2 * (qi & 1) + 1];
+            /* the K scales of this thread's keys of even / odd tiles (one group each, qattn_wg_kgroup_ok) */
+            const float ks0 = kcur[kin0], ks1 = kcur[kin1];
             float alA, alB;
             uint32_t pf[KB / 32][4]; /* A fragments (e4m3) of keys 32q..32q+31 */
             qattn_wgmma_softmax<KB>(acc, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2, qsB * ks0 * c2,
                                     qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf);
 
-            /* ---- P.V of this block, then Q.K of the next ---- */
-            float pv[NO * 4]; /* written by the first k-step (accumulate = 0) */
+            /* ---- P.V of this block (from 0, or into O rescaled), then Q.K of the next ---- */
+            float pvbuf[TWO ? NO * 4 : 1];
+            float *pv = TWO ? pvbuf : &o[0][0];
+            if (!TWO && __any_sync(0xffffffffu, alA != 1.0f || alB != 1.0f)) {
+#pragma unroll
+                for (int n = 0; n < NO; n++)
+                    o[n][0] *= alA, o[n][1] *= alA, o[n][2] *= alB, o[n][3] *= alB;
+            }
 #pragma unroll
             for (int x = 0; x < NO * 4; x++)
                 qattn_wgmma_fence_reg(pv[x]);
             qattn_wgmma_fence();
 #pragma unroll
             for (int q = 0; q < KB / 32; q++)
-                qattn_wgmma_pv<D>(pv, pf[q], qattn_wg_desc_k<KB, D>(aV, 0, 32 * q), q > 0);
+                qattn_wgmma_pv<D>(pv, pf[q], qattn_wg_desc_k<KB, D>(aV, 0, 32 * q), !TWO || q > 0);
             qattn_wgmma_commit();
             if (j0 + KB < J1) {
                 qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
@@ -577,7 +618,12 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
 #pragma unroll
             for (int x = 0; x < NO * 4; x++)
                 qattn_wgmma_fence_reg(pv[x]);
-            qattn_wgmma_o_update<NO>(o, pv, alA, alB);
+            if constexpr (TWO)
+                qattn_wgmma_o_update<NO>(o, pvbuf, alA, alB);
+            if (--kleft == 0) {
+                kleft = kq;
+                kcur += kper;
+            }
             stage = nstg;
             phase = nphase;
         }
@@ -630,7 +676,7 @@ template <int D, int KB, int QF>
 static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void *stream, qattn_err *err)
 {
     const qattn_kernels_attn_params p = *pp;
-    int rc = QF == QATTN_FMT_INT8 ? qattn_attn_fwd_mma_check<D, QATTN_FMT_INT8, KB>(p, err)
+    int rc = QATTN_WGMMA_8BIT(QF) ? qattn_attn_fwd_mma_check<D, QF, KB, 1>(p, err)
                                   : qattn_attn_fwd_wgmma16_check<D, KB>(p, err);
     if (rc || p.seqlen_q <= 0)
         return rc;
@@ -650,8 +696,8 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
 }
 
 /* one instance: extern "C" launch function NAME for head dim D, key blocks
- * of KB keys, Q / K format QF (QATTN_FMT_INT8: the quantized scheme; FP16 /
- * BF16: the baseline) */
+ * of KB keys, Q / K format QF (QATTN_FMT_INT8, E4M3: the quantized schemes;
+ * FP16 / BF16: the baseline) */
 #define QATTN_ATTN_FWD_WGMMA_INSTANCE(D, KB, QF, NAME)                                     \
     extern "C" int NAME(const qattn_kernels_attn_params *p, void *stream, qattn_err *err) \
     {                                                                                      \

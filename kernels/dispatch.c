@@ -9,6 +9,7 @@
 
 #include "qattn_kernels.h"
 #include "registry.h"
+#include "wgmma_keys.h"
 
 #ifndef QATTN_KERNELS_BACKEND_DESC
 #define QATTN_KERNELS_BACKEND_DESC "unknown"
@@ -238,21 +239,24 @@ static int v_group_ok(const qattn_operand *op)
     return !qattn_fmt_is_scaled(op->fmt) || qattn_group_token_uniform(&op->group);
 }
 /* the mma.sync and wgmma paths (attn_fwd_mma.h, attn_fwd_wgmma.h): Q any
- * token pattern without ,ch: (one scale per row); K exactly thread:KB/8/2
- * for key blocks of KB keys (the keys a thread holds in even / odd n-tiles
- * share one scale per block); V token-uniform */
-static int mma_groups_ok(const qattn_scheme *s, int kb)
+ * token pattern without ,ch: (one scale per row); K, for key blocks of KB
+ * keys: mma.sync exactly thread:KB/8/2, wgmma any group that is one scale
+ * on the keys a lane holds in the even / odd n-tiles of a block
+ * (qattn_wg_kgroup_ok); V token-uniform */
+static int mma_groups_ok(const qattn_scheme *s, int kb, int wgmma)
 {
     const qattn_group *k = &s->k.group;
-    return qattn_fmt_is_scaled(s->q.fmt) && qattn_fmt_is_scaled(s->k.fmt) && s->q.group.ch == 0 &&
-           k->tok == QATTN_TOK_THREAD && k->b == kb && k->s == 8 && k->w == 2 && k->ch == 0 && v_group_ok(&s->v);
+    const int k_ok = wgmma ? qattn_wg_kgroup_ok(*k, kb)
+                           : k->tok == QATTN_TOK_THREAD && k->b == kb && k->s == 8 && k->w == 2 && k->ch == 0;
+    return qattn_fmt_is_scaled(s->q.fmt) && qattn_fmt_is_scaled(s->k.fmt) && s->q.group.ch == 0 && k_ok &&
+           v_group_ok(&s->v);
 }
 static int k_groups(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
 {
     (void)pb;
     /* the quantized mma.sync and wgmma instances (the 16-bit wgmma baselines take unscaled operands) */
     if ((g->path == QATTN_KERNELS_PATH_MMA || g->path == QATTN_KERNELS_PATH_WGMMA) && qattn_fmt_is_scaled(g->q))
-        return mma_groups_ok(s, g->kblock_max);
+        return mma_groups_ok(s, g->kblock_max, g->path == QATTN_KERNELS_PATH_WGMMA);
     /* the portable and the MFMA path (attn_fwd_mfma.h: a scale per key
      * staged with the key block, one per row held by its lane) */
     return qk_group_ok(&s->q) && qk_group_ok(&s->k) && v_group_ok(&s->v);

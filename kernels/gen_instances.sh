@@ -337,19 +337,25 @@ ccmin=0 ccmax=0
 # sm_90a (QATTN_KERNELS_WITH_WGMMA), compiled with the mma.sync instances:
 # the int8 scheme of the mma.sync instances (d 64, 128) with key blocks of
 # 128 keys (sage2-8b-sm90) and of 64 (sage2-8b: thread:64/8/2 K scales,
-# fp22+fp32:64); the fp16 / bf16 baselines (16-bit Q.K and P.V wgmma, fp32
-# accumulator, key blocks of 64 = the presets' kblock, V read in rows).
-# Entries kb:qk.
+# fp22+fp32:64); e4m3 Q.K with one fp22 level (fa3-fp8); the fp16 / bf16
+# baselines (16-bit Q.K and P.V wgmma, fp32 accumulator, key blocks of 64 =
+# the presets' kblock, V read in rows). Entries kb:qk.
 for d in $head_dims; do
-    for kb_qk in 128:int8 64:int8 64:fp16 64:bf16; do
+    for kb_qk in 128:int8 64:int8 128:e4m3 64:fp16 64:bf16; do
         kb=${kb_qk%%:*} qk=${kb_qk#*:}
         QK=$(echo "$qk" | tr a-z A-Z)
         case $kb in 128) tag="" ;; *) tag="_kb${kb}" ;; esac
-        if [ "$qk" = int8 ]; then
-            name="attn_fwd_wgmma_d${d}${tag}_qk_int8_pv_e4m3_acc_fp22"
-            what="Attention forward (quantized), NVIDIA wgmma path: d=${d}, key blocks of ${kb}, Q/K int8, P/V e4m3, fp22+fp32:${kb}."
-            pv=e4m3 acc_e=QATTN_ACC_FP22 two=1 pstatic=3 smooth="QATTN_SMOOTH_K | QATTN_SMOOTH_V"
-            groups="q: any token pattern, no ,ch:; k: thread:${kb}/8/2 exactly; kblock=${kb} and acc=fp22+fp32:${kb} exactly"
+        kgroups="k: one group on a lane's keys of each n-tile parity a block (tensor, block:n${kb}, thread:${kb}/8/2, thread:${kb}/16/4)"
+        if [ "$qk" = int8 ] || [ "$qk" = e4m3 ]; then
+            if [ "$qk" = int8 ]; then
+                two=1 accs="fp22+fp32:${kb}"
+            else
+                two=0 accs="fp22"
+            fi
+            name="attn_fwd_wgmma_d${d}${tag}_qk_${qk}_pv_e4m3_acc_fp22"
+            what="Attention forward (quantized), NVIDIA wgmma path: d=${d}, key blocks of ${kb}, Q/K ${qk}, P/V e4m3, ${accs}."
+            pv=e4m3 acc_e=QATTN_ACC_FP22 pstatic=3 smooth="QATTN_SMOOTH_K | QATTN_SMOOTH_V"
+            groups="q: any token pattern, no ,ch:; ${kgroups}; kblock=${kb} and acc=${accs} exactly"
             vgroups="tensor or channel (,ch:C)" vlayout=QATTN_KERNELS_LAYOUT_TRANSPOSED
         else
             name="attn_fwd_wgmma_d${d}${tag}_qk_${qk}_pv_${qk}_acc_fp32"

@@ -484,11 +484,12 @@ static __device__ __forceinline__ void qattn_wgmma_m64n64k32_e4m3_rs(float *d, c
 #endif
 }
 
-/* ---- 16-bit (fp16 / bf16) wgmma for the baseline instances ----
+/* ---- 16-bit (fp16 / bf16) wgmma for the baseline instances, e4m3 Q.K ----
  * A from registers (the m16n8k16 A layout per warp: a0 row g, k 2i, 2i+1;
  * a1 row g+8; a2, a3 k + 8): Q for Q.K with B = K K-major, P for P.V with
  * B = V in rows of keys (N-major: imm-trans-b = 1).
- * The accumulator is fp32 (products of 16-bit values are exact). */
+ * The accumulator is fp32 (products of 16-bit values are exact).
+ * e4m3 Q.K: A and B from shared memory (descriptors), both K-major. */
 #define QATTN_WG_F8(d, o)                                                                                     \
     "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), \
         "+f"(d[o + 7])
@@ -508,6 +509,28 @@ static __device__ __forceinline__ uint64_t qattn_wgmma_desc_sw128_mn(uint32_t sm
     d |= (uint64_t)(1024 >> 4) << 32;             /* stride byte offset: 8 rows of k */
     d |= (uint64_t)1 << 62;                       /* layout: 128-byte swizzle */
     return d;
+}
+
+/* d[N / 2] (f32) (+)= A (e4m3, 64 x 32, descriptor) * B (e4m3, 32 x N,
+ * descriptor), both K-major, N = 64 or 128: e4m3 Q.K (the tensor core's
+ * fp22 sum, as for P.V) */
+template <int N>
+static __device__ __forceinline__ void qattn_wgmma_m64k32_e4m3_ss(float *d, uint64_t da, uint64_t db, int accumulate)
+{
+#if QATTN_WGMMA
+    if (N == 128)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " QATTN_WG_S64 ", %64, %65, p, 1, 1;\n}\n"
+                     : QATTN_WG_F64(d)
+                     : "l"(da), "l"(db), "r"(accumulate));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " QATTN_WG_S32 ", %32, %33, p, 1, 1;\n}\n"
+                     : QATTN_WG_F32(d)
+                     : "l"(da), "l"(db), "r"(accumulate));
+#else
+    (void)d, (void)da, (void)db, (void)accumulate;
+#endif
 }
 
 /* d[64] (f32) (+)= A (64 x 16, registers a[4]) * B (16 x 128, descriptor,

@@ -16,6 +16,7 @@
 #include "../tests/check.h"
 #include "qattn/numerics.h"
 #include "qattn_kernels.h"
+#include "wgmma_keys.h"
 
 static uint64_t rs = 777;
 static double gauss(void)
@@ -395,6 +396,46 @@ static void check_path_choice(void)
     CHECK(!strcmp(qattn_kernels_path_name(QATTN_KERNELS_PATH_WGMMA), "wgmma"), "path name");
 }
 
+/* the 8-bit wgmma tile's key order (a permutation: each key of a block once
+ * per row) and the K groups it can index (hand-worked cases) */
+static void check_wg_keys(void)
+{
+    int seen[128] = {0};
+    for (int c = 0; c < 32; c++)
+        seen[qattn_wg_sigma(c)]++;
+    for (int c = 0; c < 32; c++)
+        CHECK(seen[c] == 1, "sigma: key %d taken %d times", c, seen[c]);
+    memset(seen, 0, sizeof seen);
+    for (int t = 0; t < 16; t++)
+        for (int qi = 0; qi < 4; qi++)
+            for (int e = 0; e < 2; e++)
+                seen[qattn_wg_key(t, qi, e)]++;
+    for (int j = 0; j < 128; j++)
+        CHECK(seen[j] == 1, "wg_key: key %d held %d times by a row's lanes", j, seen[j]);
+    CHECK(qattn_wg_key(0, 1, 0) == 4 && qattn_wg_key(1, 1, 1) == 7 && qattn_wg_key(2, 0, 0) == 16 &&
+              qattn_wg_key(4, 3, 1) == 45,
+          "wg_key: hand-worked keys");
+    static const struct {
+        const char *g;
+        int kb, ok;
+    } cases[] = {
+        {"thread:128/8/2", 128, 1}, {"thread:64/8/2", 64, 1},   {"thread:64/16/4", 64, 1}, {"tensor", 128, 1},
+        {"block:256", 128, 1},      {"block:128", 128, 1},      {"warp:512", 64, 1},       {"thread:256/8/2", 128, 1},
+        {"token", 128, 0},          {"block:64", 128, 0},       {"thread:128/8/1", 128, 0}, {"thread:64/8/2", 128, 0},
+        {"block:192", 128, 0},      {"tensor,ch:32", 128, 0},   {"thread:128/32/8", 128, 0}, {"channel", 64, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        qattn_group g;
+        qattn_err err;
+        if (qattn_group_parse(cases[i].g, &g, &err)) {
+            CHECK(0, "group %s: %s", cases[i].g, err.msg);
+            continue;
+        }
+        CHECK(qattn_wg_kgroup_ok(g, cases[i].kb) == cases[i].ok, "wg_kgroup_ok(%s, %d) != %d", cases[i].g,
+              cases[i].kb, cases[i].ok);
+    }
+}
+
 int main(int argc, char **argv)
 {
     (void)argv;
@@ -465,6 +506,7 @@ int main(int argc, char **argv)
 
     /* the dispatcher names what is unsupported */
     check_path_choice();
+    check_wg_keys();
     expect_unsupported("sage2-8b", 96, "none", "head dim 96");
     expect_unsupported("sage1-vb", 128, "none", "p=int8");
     expect_unsupported("sage2-8b q=int8@token,ch:32", 128, "none", "split along channels");

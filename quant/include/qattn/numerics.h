@@ -31,7 +31,7 @@
 #include "qattn/formats.h" /* qattn_fmt */
 #include "qattn/group.h"   /* qattn_group */
 
-#if defined(__CUDACC__) || defined(__HIP__) || defined(__HIPCC__) || defined(QATTN_HIP_SIM)
+#if defined(__CUDACC__) || defined(__HIP__) || defined(__HIPCC__) || (defined(QATTN_HIP_SIM) && defined(__cplusplus))
 #define QATTN_HD __host__ __device__
 #else
 #define QATTN_HD
