@@ -6,7 +6,8 @@
  * It follows the CPU emulation (quant/src/emulate.c) step by step, so that it
  * computes the same numbers:
  *   S    exact dot products of the stored values (integers in fp32, fp8 /
- *        fp16 / bf16 in double), rounded once to fp32, times sq[i] * sk[j],
+ *        fp16 / bf16 in double; e4m3 with acc=fp22: the fp8 tensor core's
+ *        k-step sum, qattn_num_fp8_kstep), rounded once to fp32, times sq[i] * sk[j],
  *        plus dS = mean(Q block) . K_smoothed for smooth=q, times
  *        softmax_scale * log2(e); masked keys -inf;
  *   softmax  base 2, online over blocks of kblock keys aligned at key 0 of
@@ -257,10 +258,18 @@ __global__ void __launch_bounds__(QATTN_ATTN_THREADS) qattn_attn_fwd_portable_ke
                 const int r = e / KT, jj = e % KT, j = j0 + jt + jj;
                 if (jj >= nt || j0 < sJ0[r] || j0 >= sJ1[r])
                     continue;
-                dot_t dot = 0;
-                for (int c = 0; c < D; c++)
-                    dot += (dot_t)sQ[r * DP + c] * (dot_t)sK[jj * DP + c];
-                float s = (float)dot * (sQs[r] * sKs[jj]);
+                float dotf;
+                if (QK == QATTN_FMT_E4M3 && ACC == QATTN_ACC_FP22) { /* the fp8 tensor core's sum */
+                    dotf = 0.0f;
+                    for (int c0 = 0; c0 < D; c0 += 32)
+                        dotf = qattn_num_fp8_kstep(dotf, sQ + r * DP + c0, sK + jj * DP + c0, D - c0 < 32 ? D - c0 : 32);
+                } else {
+                    dot_t dot = 0;
+                    for (int c = 0; c < D; c++)
+                        dot += (dot_t)sQ[r * DP + c] * (dot_t)sK[jj * DP + c];
+                    dotf = (float)dot;
+                }
+                float s = dotf * (sQs[r] * sKs[jj]);
                 if (smooth_q) {
                     double ds = 0.0;
                     for (int c = 0; c < D; c++)

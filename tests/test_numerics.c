@@ -114,8 +114,43 @@ static void check_quotients(int bf16)
         CHECK(bady == 0, "quotients fp16: %lld of %lld y differ from fl(v / s)", bady, pairs);
 }
 
+/* the fp8 tensor core's k-step sum (qattn_num_fp8_kstep): hand-worked
+ * cases, and two sums an H100's e4m3 wgmma computed
+ * (kernels/probes/wgmma_fp8_sum.cu, 2026-11-26) where a model aligning to
+ * the products' value exponents gives other bits */
+static void check_fp8_kstep(void)
+{
+    const float one = 1.0f, tiny = 0.001953125f; /* 2^-9: the least e4m3 subnormal */
+    /* acc 18000 in [2^14, 2^15): the unit is 2^(14 - 13) = 2, so + 1 is dropped; 8000: 2^-1, kept */
+    CHECK(qattn_num_fp8_kstep(18000.0f, &one, &one, 1) == 18000.0f, "18000 + 1");
+    CHECK(qattn_num_fp8_kstep(-18000.0f, &one, &one, 1) == -18000.0f, "-18000 + 1: the product truncated to 0");
+    CHECK(qattn_num_fp8_kstep(8000.0f, &one, &one, 1) == 8001.0f, "8000 + 1");
+    const float a2[2] = {1.0f, tiny}, b2[2] = {1.0f, 1.0f};
+    CHECK(qattn_num_fp8_kstep(0.0f, a2, b2, 2) == 1.0f + tiny, "1 + 2^-9 (E = 0, unit 2^-13)");
+    CHECK(qattn_num_fp8_kstep(0.0f, a2, b2, 0) == 0.0f, "no products");
+    static const uint8_t qa[32] = {0xc2, 0x53, 0xd0, 0x38, 0x67, 0x21, 0xe3, 0x15, 0x0d, 0xb9, 0xa6,
+                                   0x87, 0xdd, 0xf4, 0xf9, 0x8d, 0x5a, 0x5e, 0xfe, 0x73, 0x5f, 0x4d,
+                                   0xec, 0x6b, 0x79, 0x13, 0xb7, 0x63, 0x54, 0xf5, 0xf1, 0x9b};
+    static const uint8_t qb[2][32] = {
+        {0x13, 0xba, 0x0c, 0x9f, 0xba, 0x23, 0xa6, 0x87, 0x92, 0x22, 0xb6, 0xba, 0xd3, 0x7b, 0x84, 0x35,
+         0x38, 0x54, 0x47, 0x17, 0x4a, 0x8f, 0xc1, 0x76, 0xc8, 0x6b, 0xa8, 0x11, 0xda, 0xc2, 0x01, 0x74},
+        {0xfe, 0x4c, 0xf3, 0x76, 0xfa, 0x3c, 0x33, 0xbf, 0x3e, 0x35, 0x54, 0xfd, 0xdb, 0xf4, 0x1b, 0xb7,
+         0xba, 0xbb, 0xd2, 0x94, 0x95, 0x0a, 0x84, 0x29, 0xe2, 0x24, 0xc0, 0x5c, 0x43, 0x2c, 0x6b, 0xc0}};
+    static const float hw[2] = {-0x1.82cp+15f, 0x1.19cp+11f}; /* exact sums -49494.349..., 2254.740... */
+    float a[32], b[32];
+    for (int c = 0; c < 32; c++)
+        a[c] = qattn_num_e4m3_decode(qa[c]);
+    for (int t = 0; t < 2; t++) {
+        for (int c = 0; c < 32; c++)
+            b[c] = qattn_num_e4m3_decode(qb[t][c]);
+        const float got = qattn_num_fp8_kstep(0.0f, a, b, 32);
+        CHECK(got == hw[t], "H100 sum %d: %a, the tensor core gave %a", t, (double)got, (double)hw[t]);
+    }
+}
+
 int main(void)
 {
+    check_fp8_kstep();
     check_cut22();
     check_quotients(0);
     check_quotients(1);

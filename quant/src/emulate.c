@@ -8,7 +8,9 @@
  *   3. S = dot products of the stored values, computed exactly (integers in
  *      an sgemm, exact while d <= 1024; float formats in a dgemm, exact for
  *      fp8) and rounded once to fp32, times sq[i] * sk[j] when the groups
- *      let the scales factor out of the dot product;
+ *      let the scales factor out of the dot product; e4m3 Q.K with acc=fp22
+ *      (the fp8 tensor core) summed as that tensor core sums, 32 channels
+ *      a step (qattn_num_fp8_kstep);
  *   4. online softmax in base 2 over blocks of `kblock` keys aligned at key 0,
  *      P = exp2(S - m) quantized per p=, row sum l from the unquantized P;
  *   5. O accumulated per acc= (fp32, fp16, fp22; two-level with an fp32
@@ -262,6 +264,7 @@ typedef struct emu_seg {
     qattn_qtensor qt, kt, vt;
     int factored;      /* S = dot(values) * sq * sk */
     int int_qk;        /* both Q and K integer: sgemm is exact */
+    int qk_fp8tc;      /* e4m3 Q and K on the fp22 tensor core: S by its k-step sum (qattn_num_fp8_kstep) */
     double *qd, *kd;   /* [sq, d], [sk, d] double copies for the dgemm path */
     float *qsc;        /* [sq] per-row Q scale (factored path) */
     float *ksc;        /* [sk] per-key K scale (factored path) */
@@ -358,6 +361,7 @@ static int emu_prepare(const qattn_scheme *s, const float *q, const float *k, co
     /* ---- S path ---- */
     e->factored = !group_splits_channels(&s->q, d) && !group_splits_channels(&s->k, d);
     e->int_qk = e->factored && qattn_fmt_is_int(s->q.fmt) && qattn_fmt_is_int(s->k.fmt);
+    e->qk_fp8tc = e->factored && s->acc == QATTN_ACC_FP22 && s->q.fmt == QATTN_FMT_E4M3 && s->k.fmt == QATTN_FMT_E4M3;
     if (e->factored) {
         e->qsc = malloc(sq * sizeof *e->qsc);
         e->ksc = malloc(sk * sizeof *e->ksc);
@@ -417,6 +421,17 @@ done:
 static void emu_dots(const emu_seg *e, size_t i0, size_t rows, size_t j0, size_t nk, float *dot, double *dotd)
 {
     size_t d = e->d;
+    if (e->qk_fp8tc) { /* k-steps of 32 channels in order, as the tensor core sums them */
+        for (size_t i = 0; i < rows; i++)
+            for (size_t j = 0; j < nk; j++) {
+                const float *qr = e->qt.val + (i0 + i) * d, *kr = e->kt.val + (j0 + j) * d;
+                float acc = 0.0f;
+                for (size_t c0 = 0; c0 < d; c0 += 32)
+                    acc = qattn_num_fp8_kstep(acc, qr + c0, kr + c0, (int)(d - c0 < 32 ? d - c0 : 32));
+                dot[i * nk + j] = acc;
+            }
+        return;
+    }
     if (e->int_qk) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)nk, (int)d, 1.0f, e->qt.val + i0 * d,
                     (int)d, e->kt.val + j0 * d, (int)d, 0.0f, dot, (int)nk);

@@ -259,6 +259,38 @@ QATTN_NUM_FN float qattn_num_cut22_sum(float x)
     return qattn_num_u2f(QATTN_NUM_CUT22_SUM_BITS(qattn_num_f2u(x)));
 }
 
+/* One k-step of the NVIDIA fp8 tensor core (Hopper e4m3 wgmma, f32
+ * accumulator): acc plus the n <= 32 products a[c] b[c] of e4m3 values, as
+ * the hardware sums them (kernels/probes/wgmma_fp8_sum.*: bit-exact on 40960
+ * H100 sums): E = the largest of acc's exponent and, over the nonzero
+ * products, the sum of the factors' exponent fields (subnormals -6); acc and
+ * each product truncated toward zero to a multiple of 2^(E - 13); the sum
+ * (exact) cut to 13 mantissa bits. Every term is a multiple of 2^(E - 13)
+ * below 2^(E + 2), so the float arithmetic here is exact. */
+QATTN_NUM_FN int qattn_num_fp8_exp(float x)
+{
+    const int e = (int)((qattn_num_f2u(x) >> 23) & 0xFFu) - 127;
+    return e < -6 ? -6 : e;
+}
+QATTN_NUM_FN float qattn_num_fp8_kstep(float acc, const float *a, const float *b, int n)
+{
+    int e = acc != 0.0f ? (int)((qattn_num_f2u(acc) >> 23) & 0xFFu) - 127 : -1000;
+    for (int c = 0; c < n; c++)
+        if (a[c] != 0.0f && b[c] != 0.0f) {
+            const int ep = qattn_num_fp8_exp(a[c]) + qattn_num_fp8_exp(b[c]);
+            e = ep > e ? ep : e;
+        }
+    if (e == -1000)
+        return acc;
+    e = e < -100 ? -100 : e; /* a subnormal acc alone (not met in attention) */
+    /* 2^(13 - E) and 2^(E - 13) built in the exponent bits (E - 13 >= -25, 13 - E >= -114) */
+    const float up = qattn_num_u2f((uint32_t)(127 + 13 - e) << 23), down = qattn_num_u2f((uint32_t)(127 - 13 + e) << 23);
+    float s = truncf(acc * up);
+    for (int c = 0; c < n; c++)
+        s += truncf(a[c] * b[c] * up);
+    return qattn_num_cut22(s * down);
+}
+
 /* fp16 rounding of the bits u of x with 2^-14 <= |x| < 2^15 (the range in
  * which the result is a normal fp16; exponent field 113..141): RNE of the
  * low 13 mantissa bits. Scalar and GCC vector code share it. */
