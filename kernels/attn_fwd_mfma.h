@@ -287,8 +287,9 @@ static int qattn_attn_fwd_mfma_launch(const qattn_kernels_attn_params *pp, void 
 {
     const qattn_kernels_attn_params p = *pp;
     const char *qk = QF == QATTN_FMT_E4M3 ? "e4m3" : "int8";
-    if (p.d != D)
-        return qattn_err_set(err, QATTN_ERR_ARG, "attn mfma: instance for head dim %d called with d = %d", D, p.d);
+    int rc = qattn_attn_check_grid(D, p.d, p.hq, p.hkv, p.nseq, "attn mfma", err);
+    if (rc)
+        return rc;
     if (p.kblock != QATTN_MFMA_KB || p.acc_chunk != 0)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mfma: needs kblock=%d and acc=fp32 (got kblock %d, chunk %d)",
                              QATTN_MFMA_KB, p.kblock, p.acc_chunk);
@@ -302,8 +303,6 @@ static int qattn_attn_fwd_mfma_launch(const qattn_kernels_attn_params *pp, void 
                              qk);
     if (p.q_st % 8 || p.k_st % 8 || p.q_sb % 8 || p.q_sh % 8 || p.k_sb % 8 || p.k_sh % 8)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mfma: Q/K rows must start at multiples of 8 bytes");
-    if (p.hkv <= 0 || p.hq % p.hkv || p.hq > 65535 || p.nseq <= 0 || p.nseq > 65535)
-        return qattn_err_set(err, QATTN_ERR_ARG, "attn mfma: bad heads %d / %d or batch %d", p.hq, p.hkv, p.nseq);
     if (p.seqlen_q <= 0)
         return QATTN_OK;
 #if defined(QATTN_HIP_SIM)

@@ -465,8 +465,9 @@ template <int D, int QF, int KB = QATTN_MMA_KB, int WG = 0>
 static int qattn_attn_fwd_mma_check(const qattn_kernels_attn_params &p, qattn_err *err)
 {
     const char *qfn = QF == QATTN_FMT_INT4 ? "int4" : QF == QATTN_FMT_E4M3 ? "e4m3" : "int8";
-    if (p.d != D)
-        return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: instance for head dim %d called with d = %d", D, p.d);
+    int rc = qattn_attn_check_grid(D, p.d, p.hq, p.hkv, p.nseq, "attn mma", err);
+    if (rc)
+        return rc;
     if (WG && QF == QATTN_FMT_E4M3) {
         if (p.kblock != KB || p.acc_chunk != 0)
             return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: needs kblock=%d and acc=fp22 (got %d, %d)", KB,
@@ -490,8 +491,6 @@ static int qattn_attn_fwd_mma_check(const qattn_kernels_attn_params &p, qattn_er
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: K scales must be thread:%d/8/2", KB);
     if (!p.q_scale || !p.k_scale || p.q_mean)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: needs scaled %s Q/K and no Q smoothing", qfn);
-    if (p.hkv <= 0 || p.hq % p.hkv || p.hq > 65535 || p.nseq <= 0 || p.nseq > 65535)
-        return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: bad heads %d / %d or batch %d", p.hq, p.hkv, p.nseq);
     if ((int64_t)p.seqlen_k * p.k_st >= ((int64_t)1 << 31) || (int64_t)p.d * p.v_st >= ((int64_t)1 << 31))
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: one head's K or V^T is over 2 GiB");
     return QATTN_OK;

@@ -378,12 +378,11 @@ template <int D, int QK, int PV, int ACC>
 static int qattn_attn_fwd_portable_launch(const qattn_kernels_attn_params *pp, void *stream, qattn_err *err)
 {
     const qattn_kernels_attn_params p = *pp;
-    if (p.d != D)
-        return qattn_err_set(err, QATTN_ERR_ARG, "attn: instance for head dim %d called with d = %d", D, p.d);
+    int rc = qattn_attn_check_grid(D, p.d, p.hq, p.hkv, p.nseq, "attn", err);
+    if (rc)
+        return rc;
     if (p.kblock < 1 || p.kblock > QATTN_ATTN_KBMAX)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn: kblock %d outside 1..%d", p.kblock, QATTN_ATTN_KBMAX);
-    if (p.hkv <= 0 || p.hq % p.hkv || p.hq > 65535 || p.nseq <= 0 || p.nseq > 65535)
-        return qattn_err_set(err, QATTN_ERR_ARG, "attn: bad heads %d / %d or batch %d", p.hq, p.hkv, p.nseq);
     if (p.q_mean && (p.qblock <= 0 || !p.k_in))
         return qattn_err_set(err, QATTN_ERR_ARG, "attn: smooth=q needs qblock and the unquantized K");
     if (p.seqlen_q <= 0)

@@ -314,6 +314,36 @@ static __device__ __forceinline__ void qattn_wgmma_o_update(float (&o)[NO][4], c
     }
 }
 
+/* O = O alpha, skipped by warps whose rows all kept their maxima (alpha = 1) */
+template <int NO>
+static __device__ __forceinline__ void qattn_wgmma_o_rescale(float (&o)[NO][4], float alA, float alB)
+{
+    if (__any_sync(0xffffffffu, alA != 1.0f || alB != 1.0f)) {
+#pragma unroll
+        for (int n = 0; n < NO; n++)
+            o[n][0] *= alA, o[n][1] *= alA, o[n][2] *= alB, o[n][3] *= alB;
+    }
+}
+
+/* a consumer warp's end of a stage, after its last P.V was issued: the next
+ * stage's Q.K issued once that stage has landed (more: there is one), so the
+ * tensor core runs it while the P.V finishes; then the release of this stage */
+template <typename F>
+static __device__ __forceinline__ void qattn_wgmma_stage_end(int more, uint32_t full_next, uint32_t phase_next,
+                                                             uint32_t empty_this, F &&issue_next)
+{
+    if (more) {
+        qattn_mbar_wait(full_next, phase_next);
+        qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
+        issue_next();
+        qattn_wgmma_wait<1>(); /* the P.V done, the next Q.K may run on */
+    } else {
+        qattn_wgmma_wait<0>();
+    }
+    if ((threadIdx.x & 31) == 0)
+        qattn_mbar_arrive(empty_this); /* this warp is done with the stage */
+}
+
 template <int D, int KB, int QF>
 __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p)
 {
@@ -475,11 +505,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
         };
         /* O = O alpha (skipped by warps whose rows kept their maxima) + P.V of key block h of the stage */
         auto issue_pv = [&](const uint32_t (&pf)[KB / 16][4], uint32_t aV, int h, float alA, float alB) {
-            if (__any_sync(0xffffffffu, alA != 1.0f || alB != 1.0f)) {
-#pragma unroll
-                for (int n = 0; n < NO; n++)
-                    o[n][0] *= alA, o[n][1] *= alA, o[n][2] *= alB, o[n][3] *= alB;
-            }
+            qattn_wgmma_o_rescale<NO>(o, alA, alB);
 #pragma unroll
             for (int n = 0; n < NO; n++)
 #pragma unroll
@@ -523,16 +549,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             qattn_wgmma_softmax16<KB>(s1, j0 + KB, loA, hiA, loB, hiB, c2, mA, mB, lA, lB, alA, alB);
             qattn_wgmma_pack16<KB, BF>(s1, pf1);
             issue_pv(pf1, aV, 1, alA, alB);
-            if (j0 + KS < J1) {
-                qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
-                qattn_fence_proxy_async_smem();
-                issue_qk(nstg);
-                qattn_wgmma_wait<1>(); /* P.V done, Q.K of the next stage may run on */
-            } else {
-                qattn_wgmma_wait<0>();
-            }
-            if (lane == 0)
-                qattn_mbar_arrive(QATTN_WS_EMPTY(stage)); /* this warp is done with the stage */
+            qattn_wgmma_stage_end(j0 + KS < J1, QATTN_WS_FULL(nstg), nphase, QATTN_WS_EMPTY(stage),
+                                  [&] { issue_qk(nstg); });
 #pragma unroll
             for (int n = 0; n < NO; n++)
 #pragma unroll
@@ -592,11 +610,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             /* ---- P.V of this block (from 0, or into O rescaled), then Q.K of the next ---- */
             float pvbuf[TWO ? NO * 4 : 1];
             float *pv = TWO ? pvbuf : &o[0][0];
-            if (!TWO && __any_sync(0xffffffffu, alA != 1.0f || alB != 1.0f)) {
-#pragma unroll
-                for (int n = 0; n < NO; n++)
-                    o[n][0] *= alA, o[n][1] *= alA, o[n][2] *= alB, o[n][3] *= alB;
-            }
+            if (!TWO)
+                qattn_wgmma_o_rescale<NO>(o, alA, alB);
 #pragma unroll
             for (int x = 0; x < NO * 4; x++)
                 qattn_wgmma_fence_reg(pv[x]);
@@ -605,16 +620,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             for (int q = 0; q < KB / 32; q++)
                 qattn_wgmma_pv<D>(pv, pf[q], qattn_wg_desc_k<KB, D>(aV, 0, 32 * q), !TWO || q > 0);
             qattn_wgmma_commit();
-            if (j0 + KB < J1) {
-                qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
-                qattn_fence_proxy_async_smem();
-                issue_qk(nstg);
-                qattn_wgmma_wait<1>(); /* P.V done, Q.K of the next block may run on */
-            } else {
-                qattn_wgmma_wait<0>();
-            }
-            if (lane == 0)
-                qattn_mbar_arrive(QATTN_WS_EMPTY(stage)); /* this warp is done with the stage */
+            qattn_wgmma_stage_end(j0 + KB < J1, QATTN_WS_FULL(nstg), nphase, QATTN_WS_EMPTY(stage),
+                                  [&] { issue_qk(nstg); });
 #pragma unroll
             for (int x = 0; x < NO * 4; x++)
                 qattn_wgmma_fence_reg(pv[x]);
@@ -647,8 +654,9 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
 template <int D, int KB>
 static int qattn_attn_fwd_wgmma16_check(const qattn_kernels_attn_params &p, qattn_err *err)
 {
-    if (p.d != D)
-        return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: instance for head dim %d called with d = %d", D, p.d);
+    int rc = qattn_attn_check_grid(D, p.d, p.hq, p.hkv, p.nseq, "attn wgmma", err);
+    if (rc)
+        return rc;
     if (p.kblock != KB || p.acc_chunk != 0)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: needs kblock=%d and acc=fp32 (got %d, %d)", KB,
                              p.kblock, p.acc_chunk);
@@ -661,8 +669,6 @@ static int qattn_attn_fwd_wgmma16_check(const qattn_kernels_attn_params &p, qatt
     if (!aligned)
         return qattn_err_set(err, QATTN_ERR_ARG,
                              "attn wgmma: Q, K, V rows must be 16-byte aligned (strides multiples of 8 elements)");
-    if (p.hkv <= 0 || p.hq % p.hkv || p.hq > 65535 || p.nseq <= 0 || p.nseq > 65535)
-        return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: bad heads %d / %d or batch %d", p.hq, p.hkv, p.nseq);
     if ((int64_t)p.seqlen_k * p.k_st * 2 >= ((int64_t)1 << 31) || (int64_t)p.seqlen_k * p.v_st * 2 >= ((int64_t)1 << 31) ||
         (int64_t)p.seqlen_q * p.q_st * 2 >= ((int64_t)1 << 31))
         return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: one head's Q, K or V is over 2 GiB");
