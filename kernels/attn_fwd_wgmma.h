@@ -121,7 +121,8 @@ static __device__ __forceinline__ void qattn_wgmma_qk(float *acc, uint64_t da, u
 /* an S accumulator as float (int32 of int8 codes: |acc| <= 127^2 d < 2^22) */
 static __device__ __forceinline__ float qattn_wgmma_s2f(int a) { return qattn_i2f_small(a); }
 static __device__ __forceinline__ float qattn_wgmma_s2f(float a) { return a; }
-/* P.V of 32 keys: O (64 x D) (+)= P (registers) * V^T (descriptor) */
+/* P.V of 32 keys: O (64 x D) (+)= P (registers) * V^T (descriptor); e4m3
+ * into f32 (fp22), int8 into s32 (exact) */
 template <int D>
 static __device__ __forceinline__ void qattn_wgmma_pv(float *d, const uint32_t *a, uint64_t db, int accumulate)
 {
@@ -129,6 +130,22 @@ static __device__ __forceinline__ void qattn_wgmma_pv(float *d, const uint32_t *
         qattn_wgmma_m64n128k32_e4m3_rs(d, a, db, accumulate);
     else
         qattn_wgmma_m64n64k32_e4m3_rs(d, a, db, accumulate);
+}
+template <int D>
+static __device__ __forceinline__ void qattn_wgmma_pv(int *d, const uint32_t *a, uint64_t db, int accumulate)
+{
+    qattn_wgmma_m64k32_s8_rs<D>(d, a, db, accumulate);
+}
+/* two P values (P * pmul) as codes of the P.V operand, the first in the low byte */
+template <int PF>
+static __device__ __forceinline__ uint32_t qattn_wgmma_pcode2(float p0, float p1)
+{
+    if (PF == QATTN_FMT_INT8) { /* P * 127 in [0, 127], rounded to nearest even (as the emulation) by
+                                 * adding 1.5 * 2^23: the integer lands in the low bits, no F2I on the XU */
+        const uint32_t u0 = __float_as_uint(p0 + 12582912.0f), u1 = __float_as_uint(p1 + 12582912.0f);
+        return (u0 & 0xffu) | ((u1 & 0xffu) << 8);
+    }
+    return qattn_cvt_e4m3x2_f32(p0, p1);
 }
 
 /* the new row maxima from the thread's (mxA, mxB, already max'ed with the
@@ -166,7 +183,7 @@ static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB,
  * keys have u = -inf; f is raised to 1e-30 at least so that -inf f stays
  * -inf (f = 0 only when the Q row's or the K group's codes are all 0, where
  * acc = 0 and the result is the same). */
-template <int KB, typename SA>
+template <int KB, int PF, typename SA>
 static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 2], int j0, int loA,
                                                            int hiA, int loB, int hiB, float fA0, float fA1, float fB0,
                                                            float fB1, float lpmul, float &mA, float &mB, float &lA,
@@ -222,7 +239,7 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 
         const float p3 = qattn_ex2_approx(__fmaf_rn(u[t][3], fB, nbB));
         sa[t & 3] = sa[t & 3] + (p0 + p1);
         sb[t & 3] = sb[t & 3] + (p2 + p3);
-        const uint32_t ca = qattn_cvt_e4m3x2_f32(p0, p1), cb = qattn_cvt_e4m3x2_f32(p2, p3);
+        const uint32_t ca = qattn_wgmma_pcode2<PF>(p0, p1), cb = qattn_wgmma_pcode2<PF>(p2, p3);
         /* tiles 4q, 4q+1 -> a0 (row g) / a1 (row g+8); tiles 4q+2, 4q+3 -> a2 / a3 */
         const int q = t >> 2, hi = (t >> 1) & 1, sh = (t & 1) * 16;
         if (sh == 0) {
@@ -300,17 +317,18 @@ static __device__ __forceinline__ void qattn_wgmma_pack16(const float (&p)[KB / 
 }
 
 /* the O update of one key block: O = O * alpha + P.V (the block's P.V
- * accumulated from 0 by the tensor core, fp22, then into fp32) */
-template <int NO>
-static __device__ __forceinline__ void qattn_wgmma_o_update(float (&o)[NO][4], const float (&pv)[NO * 4], float alA,
+ * accumulated from 0 by the tensor core: fp22 of e4m3, or int32 of int8
+ * codes, |P.V| <= 127^2 KB < 2^22, then into fp32) */
+template <int NO, typename PA>
+static __device__ __forceinline__ void qattn_wgmma_o_update(float (&o)[NO][4], const PA (&pv)[NO * 4], float alA,
                                                             float alB)
 {
 #pragma unroll
     for (int n = 0; n < NO; n++) {
-        o[n][0] = __fmaf_rn(o[n][0], alA, pv[4 * n]);
-        o[n][1] = __fmaf_rn(o[n][1], alA, pv[4 * n + 1]);
-        o[n][2] = __fmaf_rn(o[n][2], alB, pv[4 * n + 2]);
-        o[n][3] = __fmaf_rn(o[n][3], alB, pv[4 * n + 3]);
+        o[n][0] = __fmaf_rn(o[n][0], alA, qattn_wgmma_s2f(pv[4 * n]));
+        o[n][1] = __fmaf_rn(o[n][1], alA, qattn_wgmma_s2f(pv[4 * n + 1]));
+        o[n][2] = __fmaf_rn(o[n][2], alB, qattn_wgmma_s2f(pv[4 * n + 2]));
+        o[n][3] = __fmaf_rn(o[n][3], alB, qattn_wgmma_s2f(pv[4 * n + 3]));
     }
 }
 
@@ -344,13 +362,15 @@ static __device__ __forceinline__ void qattn_wgmma_stage_end(int more, uint32_t 
         qattn_mbar_arrive(empty_this); /* this warp is done with the stage */
 }
 
-template <int D, int KB, int QF>
+template <int D, int KB, int QF, int PF>
 __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p)
 {
     static_assert(D == 128 || D == 64, "the wgmma kernel is written for head dims 64 and 128 (swizzled rows)");
     static_assert(KB == 128 || KB == 64, "key blocks of 64 or 128 keys (swizzled rows)");
     static_assert(QATTN_WGMMA_8BIT(QF) || QF == QATTN_FMT_FP16 || QF == QATTN_FMT_BF16, "int8, e4m3, fp16 or bf16 Q/K");
     static_assert(QATTN_WGMMA_8BIT(QF) || KB == 64, "16-bit: key blocks of 64, two to a 128-key stage (m64n128k16)");
+    static_assert(QATTN_WGMMA_8BIT(QF) ? PF == QATTN_FMT_E4M3 || (PF == QATTN_FMT_INT8 && QF == QATTN_FMT_INT8) : PF == QF,
+                  "P.V: e4m3, int8 after int8 Q.K, or the baseline's 16-bit type");
 #if QATTN_WGMMA
     /* Q8: 8-bit Q/K codes (int8 or e4m3); O accumulated in two levels (int8: acc=fp22+fp32:KB, each
      * block's P.V from 0 then added into the fp32 O) or in one (e4m3: acc=fp22, P.V into O) */
@@ -603,13 +623,13 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             /* the K scales of this thread's keys of even / odd tiles (one group each, qattn_wg_kgroup_ok) */
             const float ks0 = kcur[kin0], ks1 = kcur[kin1];
             float alA, alB;
-            uint32_t pf[KB / 32][4]; /* A fragments (e4m3) of keys 32q..32q+31 */
-            qattn_wgmma_softmax<KB>(acc, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2, qsB * ks0 * c2,
+            uint32_t pf[KB / 32][4]; /* A fragments (e4m3 or int8 codes) of keys 32q..32q+31 */
+            qattn_wgmma_softmax<KB, PF>(acc, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2, qsB * ks0 * c2,
                                     qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf);
 
             /* ---- P.V of this block (from 0, or into O rescaled), then Q.K of the next ---- */
-            float pvbuf[TWO ? NO * 4 : 1];
-            float *pv = TWO ? pvbuf : &o[0][0];
+            typename qattn_cond<PF == QATTN_FMT_INT8, int, float>::type pvbuf[TWO ? NO * 4 : 1];
+            auto *pv = TWO ? pvbuf : reinterpret_cast<decltype(&pvbuf[0])>(&o[0][0]);
             if (!TWO)
                 qattn_wgmma_o_rescale<NO>(o, alA, alB);
 #pragma unroll
@@ -678,7 +698,7 @@ static int qattn_attn_fwd_wgmma16_check(const qattn_kernels_attn_params &p, qatt
 /* the launch of a wgmma instance (head dim D, key blocks of KB keys, Q / K
  * int8 codes or fp16 / bf16 values): the checks of its kind; sm_90 and a
  * build with sm_90a (sig cc 90..90) */
-template <int D, int KB, int QF>
+template <int D, int KB, int QF, int PF>
 static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void *stream, qattn_err *err)
 {
     const qattn_kernels_attn_params p = *pp;
@@ -692,7 +712,7 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
                              "attn wgmma: needs an sm_90 GPU and a build for sm_90a (GPU sm_%d, built for %s)", cc,
                              QATTN_KERNELS_ARCHS);
     const size_t smem = QATTN_WGMMA_SMEM(D, QF, KB);
-    void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D, KB, QF>;
+    void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D, KB, QF, PF>;
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                     "attn wgmma: raising the shared-memory limit");
     const dim3 grid((unsigned)((p.seqlen_q + QATTN_WGMMA_BM - 1) / QATTN_WGMMA_BM), (unsigned)p.hq, (unsigned)p.nseq);
@@ -703,11 +723,12 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
 
 /* one instance: extern "C" launch function NAME for head dim D, key blocks
  * of KB keys, Q / K format QF (QATTN_FMT_INT8, E4M3: the quantized schemes;
- * FP16 / BF16: the baseline) */
-#define QATTN_ATTN_FWD_WGMMA_INSTANCE(D, KB, QF, NAME)                                     \
+ * FP16 / BF16: the baseline), P / V format PF (E4M3 or INT8 after int8 Q.K;
+ * QF for the baseline) */
+#define QATTN_ATTN_FWD_WGMMA_INSTANCE(D, KB, QF, PF, NAME)                                 \
     extern "C" int NAME(const qattn_kernels_attn_params *p, void *stream, qattn_err *err) \
     {                                                                                      \
-        return qattn_attn_fwd_wgmma_launch<D, KB, QF>(p, stream, err);                    \
+        return qattn_attn_fwd_wgmma_launch<D, KB, QF, PF>(p, stream, err);                \
     }
 
 #endif

@@ -337,16 +337,24 @@ ccmin=0 ccmax=0
 # sm_90a (QATTN_KERNELS_WITH_WGMMA), compiled with the mma.sync instances:
 # the int8 scheme of the mma.sync instances (d 64, 128) with key blocks of
 # 128 keys (sage2-8b-sm90) and of 64 (sage2-8b: thread:64/8/2 K scales,
-# fp22+fp32:64); e4m3 Q.K with one fp22 level (fa3-fp8); the fp16 / bf16
-# baselines (16-bit Q.K and P.V wgmma, fp32 accumulator, key blocks of 64 =
-# the presets' kblock, V read in rows). Entries kb:qk.
+# fp22+fp32:64); e4m3 Q.K with one fp22 level (fa3-fp8); int8 P.V (s8
+# wgmma, exact per block, fp32 O: sage1-vb); the fp16 / bf16 baselines
+# (16-bit Q.K and P.V wgmma, fp32 accumulator, key blocks of 64 = the
+# presets' kblock, V read in rows). Entries kb:qk:pv.
 for d in $head_dims; do
-    for kb_qk in 128:int8 64:int8 128:e4m3 64:fp16 64:bf16; do
-        kb=${kb_qk%%:*} qk=${kb_qk#*:}
-        QK=$(echo "$qk" | tr a-z A-Z)
+    for kb_qk_pv in 128:int8:e4m3 64:int8:e4m3 128:e4m3:e4m3 64:int8:int8 64:fp16:fp16 64:bf16:bf16; do
+        kb=${kb_qk_pv%%:*} qk_pv=${kb_qk_pv#*:}
+        qk=${qk_pv%%:*} pvf=${qk_pv#*:}
+        QK=$(echo "$qk" | tr a-z A-Z) PVF=$(echo "$pvf" | tr a-z A-Z)
         case $kb in 128) tag="" ;; *) tag="_kb${kb}" ;; esac
         kgroups="k: one group on a lane's keys of each n-tile parity a block (tensor, block:n${kb}, thread:${kb}/8/2, thread:${kb}/16/4)"
-        if [ "$qk" = int8 ] || [ "$qk" = e4m3 ]; then
+        if [ "$pvf" = int8 ]; then
+            name="attn_fwd_wgmma_d${d}${tag}_qk_int8_pv_int8_acc_fp32"
+            what="Attention forward (quantized), NVIDIA wgmma path: d=${d}, key blocks of ${kb}, Q/K and P/V int8, exact per block into fp32."
+            pv=int8 acc_e=QATTN_ACC_FP32 two=0 pstatic=2 smooth="QATTN_SMOOTH_K | QATTN_SMOOTH_V"
+            groups="q: any token pattern, no ,ch:; ${kgroups}; p=int8@static; kblock=${kb} and acc=fp32 exactly"
+            vgroups="tensor or channel (,ch:C)" vlayout=QATTN_KERNELS_LAYOUT_TRANSPOSED
+        elif [ "$qk" = int8 ] || [ "$qk" = e4m3 ]; then
             if [ "$qk" = int8 ]; then
                 two=1 accs="fp22+fp32:${kb}"
             else
@@ -368,7 +376,7 @@ for d in $head_dims; do
             banner "$what"
             echo '#include "../attn_fwd_wgmma.h"'
             echo
-            echo "QATTN_ATTN_FWD_WGMMA_INSTANCE(${d}, ${kb}, QATTN_FMT_${QK}, ${fn})"
+            echo "QATTN_ATTN_FWD_WGMMA_INSTANCE(${d}, ${kb}, QATTN_FMT_${QK}, QATTN_FMT_${PVF}, ${fn})"
         } >"$out/${name}.hip"
         if [ "$d" = 64 ]; then
             cmake_mma_64="${cmake_mma_64} ${name}.hip"

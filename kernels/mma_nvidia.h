@@ -511,6 +511,33 @@ static __device__ __forceinline__ uint64_t qattn_wgmma_desc_sw128_mn(uint32_t sm
     return d;
 }
 
+/* d[N / 2] (s32) (+)= A (s8, 64 x 32, registers a[4]: the m16n8k32 A layout
+ * per warp) * B (s8, 32 x N, descriptor, K-major), N = 64 or 128: int8 P.V
+ * (exact in int32) */
+#define QATTN_WG_I8(d, o)                                                                                     \
+    "+r"(d[o]), "+r"(d[o + 1]), "+r"(d[o + 2]), "+r"(d[o + 3]), "+r"(d[o + 4]), "+r"(d[o + 5]), "+r"(d[o + 6]), \
+        "+r"(d[o + 7])
+#define QATTN_WG_I32(d) QATTN_WG_I8(d, 0), QATTN_WG_I8(d, 8), QATTN_WG_I8(d, 16), QATTN_WG_I8(d, 24)
+#define QATTN_WG_I64(d) QATTN_WG_I32(d), QATTN_WG_I8(d, 32), QATTN_WG_I8(d, 40), QATTN_WG_I8(d, 48), QATTN_WG_I8(d, 56)
+template <int N>
+static __device__ __forceinline__ void qattn_wgmma_m64k32_s8_rs(int *d, const uint32_t *a, uint64_t db, int accumulate)
+{
+#if QATTN_WGMMA
+    if (N == 128)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 " QATTN_WG_S64 ", {%64, %65, %66, %67}, %68, p;\n}\n"
+                     : QATTN_WG_I64(d)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 " QATTN_WG_S32 ", {%32, %33, %34, %35}, %36, p;\n}\n"
+                     : QATTN_WG_I32(d)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+#else
+    (void)d, (void)a, (void)db, (void)accumulate;
+#endif
+}
+
 /* d[N / 2] (f32) (+)= A (e4m3, 64 x 32, descriptor) * B (e4m3, 32 x N,
  * descriptor), both K-major, N = 64 or 128: e4m3 Q.K (the tensor core's
  * fp22 sum, as for P.V) */

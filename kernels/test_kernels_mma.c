@@ -116,7 +116,7 @@ static void fake_qp(qattn_kernels_quant_params *qp, void *codes, float *scale, c
     qp->npad = transposed ? ((int64_t)seqlen + 127) / 128 * 128 : 0;
 }
 
-/* the byte of a stored Q / K value: an int8 code, or e4m3 bits */
+/* the byte of a stored Q / K / V value: an int8 code, or e4m3 bits */
 static uint8_t code8(qattn_fmt f, float val)
 {
     return f == QATTN_FMT_E4M3 ? qattn_num_e4m3_encode(val) : (uint8_t)(int8_t)val;
@@ -214,7 +214,7 @@ static void run_case(const tcase *tc)
             uint8_t *dst = vt + ((size_t)h * nseq + b) * (size_t)d * (size_t)npad;
             for (size_t j = 0; j < n; j++)
                 for (int c = 0; c < d; c++)
-                    dst[(size_t)c * npad + j] = qattn_num_e4m3_encode(t.val[j * d + c]);
+                    dst[(size_t)c * npad + j] = code8(s.v.fmt, t.val[j * d + c]);
             memcpy(vsc + ((size_t)h * nseq + b) * v_nch, t.scale, v_nch * 4);
             qattn_qtensor_free(&t);
         }
@@ -285,7 +285,8 @@ static void run_case(const tcase *tc)
         double maxo = 0.0, maxe = 0.0, dot = 0.0, ng = 0.0, nem = 0.0, dge = 0.0, nr = 0.0, dre = 0.0, dlse = 0.0;
         size_t nbits = 0, nonfinite = 0;
         for (size_t i = 0; i < ne; i++) {
-            const double x = qattn_num_bf16_decode(og[i]), e = oe[i], r = orf[i];
+            const double x = s.out == QATTN_FMT_FP16 ? qattn_num_fp16_decode(og[i]) : qattn_num_bf16_decode(og[i]);
+            const double e = oe[i], r = orf[i];
             if (!isfinite(x))
                 nonfinite++;
             maxo = fabs(e) > maxo ? fabs(e) : maxo;
@@ -304,7 +305,7 @@ static void run_case(const tcase *tc)
         }
         const double cos_ge = dot / sqrt(ng * nem), cos_gr = dge / sqrt(ng * nr), cos_er = dre / sqrt(nem * nr);
         printf("%-14s d=%-3d h=%d/%d nseq=%d N=%-5d %-7s %-14s: cos(gpu,emu) %.7f  max|err|/max|O| %.2e  "
-               "bf16 differ %.3f%%  max|dLSE| %.1e  cos vs fp64: gpu %.6f emu %.6f\n",
+               "out differ %.3f%%  max|dLSE| %.1e  cos vs fp64: gpu %.6f emu %.6f\n",
                tc->scheme, d, hq, hkv, nseq, maxlen, tc->varlen ? "varlen" : "fixed", tc->mask, cos_ge, maxe / maxo,
                100.0 * (double)nbits / (double)ne, dlse, cos_gr, cos_er);
         CHECK(nonfinite == 0, "%zu non-finite outputs", nonfinite);
@@ -529,6 +530,9 @@ int main(int argc, char **argv)
          64, 2, 1, 1, {900}, 0, "none"},
         {"q=e4m3@token k=e4m3@tensor p=e4m3@static v=e4m3@channel smooth=k acc=fp22 kblock=128 out=bf16", 128, 2, 2, 1,
          {600}, 0, "causal"},
+        /* int8 P.V (s8 wgmma, exact per block, fp32 O) */
+        {"sage1-vb", 128, 4, 1, 1, {1000}, 0, "causal"},
+        {"sage1-vb", 64, 2, 2, 3, {1000, 77, 300}, 1, "none"},
     };
     /* sm_90 and a wgmma build: every case; elsewhere the mma.sync instances' scheme only */
     int wg_any = 0;
@@ -542,7 +546,7 @@ int main(int argc, char **argv)
             continue;
         }
         /* --quick: small cases, for compute-sanitizer */
-        if (!quick || i == 0 || i == 6 || i == 7 || i == 10 || i == 11)
+        if (!quick || i == 0 || i == 6 || i == 7 || i == 10 || i == 11 || i == 15)
             run_case(&cases[i]);
     }
     if (!quick) {
