@@ -624,8 +624,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             const float ks0 = kcur[kin0], ks1 = kcur[kin1];
             float alA, alB;
             uint32_t pf[KB / 32][4]; /* A fragments (e4m3 or int8 codes) of keys 32q..32q+31 */
-            qattn_wgmma_softmax<KB, PF>(acc, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2, qsB * ks0 * c2,
-                                    qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf);
+            qattn_wgmma_softmax<KB, PF>(acc, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
+                                        qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf);
 
             /* ---- P.V of this block (from 0, or into O rescaled), then Q.K of the next ---- */
             typename qattn_cond<PF == QATTN_FMT_INT8, int, float>::type pvbuf[TWO ? NO * 4 : 1];
