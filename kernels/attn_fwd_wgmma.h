@@ -520,7 +520,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             qattn_wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < RB / 32; kk++)
-                qattn_wgmma_m64n128k16_rs<BF>(acc, qf[kk], qattn_wg_desc_k<RB, KS>(aK, 0, 32 * kk), kk > 0);
+                qattn_wgmma_m64k16_rs<128, BF, 0>(acc, qf[kk], qattn_wg_desc_k<RB, KS>(aK, 0, 32 * kk), kk > 0);
             qattn_wgmma_commit();
         };
         /* O = O alpha (skipped by warps whose rows kept their maxima) + P.V of key block h of the stage */
@@ -534,7 +534,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             qattn_wgmma_fence();
 #pragma unroll
             for (int q = 0; q < KB / 16; q++)
-                qattn_wgmma_m64k16_rs_tb<D, BF>(
+                qattn_wgmma_m64k16_rs<D, BF, 1>(
                     &o[0][0], pf[q], qattn_wgmma_desc_sw128_mn(aV + 2048u * (uint32_t)(KB / 16 * h + q), KS * 128), 1);
             qattn_wgmma_commit();
         };

@@ -560,61 +560,37 @@ static __device__ __forceinline__ void qattn_wgmma_m64k32_e4m3_ss(float *d, uint
 #endif
 }
 
-/* d[64] (f32) (+)= A (64 x 16, registers a[4]) * B (16 x 128, descriptor,
- * K-major): Q.K of 128 keys with Q held in registers */
-template <int BF>
-static __device__ __forceinline__ void qattn_wgmma_m64n128k16_rs(float *d, const uint32_t *a, uint64_t db,
-                                                                 int accumulate)
-{
-#if QATTN_WGMMA
-    if (BF)
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " QATTN_WG_S64
-                     ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-                     : QATTN_WG_F64(d)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
-    else
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " QATTN_WG_S64
-                     ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-                     : QATTN_WG_F64(d)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
-#else
-    (void)d, (void)a, (void)db, (void)accumulate;
-#endif
-}
-
-/* d[N / 2] (f32) (+)= A (64 x 16, registers a[4]) * B (16 x N, descriptor,
- * N-major), N = 64 or 128 */
-template <int N, int BF>
-static __device__ __forceinline__ void qattn_wgmma_m64k16_rs_tb(float *d, const uint32_t *a, uint64_t db,
-                                                                int accumulate)
+/* d[N / 2] (f32) (+)= A (64 x 16, registers a[4]) * B (16 x N, descriptor),
+ * N = 64 or 128; B K-major (TB = 0: Q.K with Q held in registers) or
+ * N-major (TB = 1: P.V with V in rows of keys) */
+template <int N, int BF, int TB>
+static __device__ __forceinline__ void qattn_wgmma_m64k16_rs(float *d, const uint32_t *a, uint64_t db, int accumulate)
 {
 #if QATTN_WGMMA
     if (N == 128 && BF)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " QATTN_WG_S64
-                     ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                     ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
                      : QATTN_WG_F64(d)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate), "n"(TB));
     else if (N == 128)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " QATTN_WG_S64
-                     ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                     ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
                      : QATTN_WG_F64(d)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate), "n"(TB));
     else if (BF)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " QATTN_WG_S32
-                     ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                     ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
                      : QATTN_WG_F32(d)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate), "n"(TB));
     else
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " QATTN_WG_S32
-                     ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                     ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
                      : QATTN_WG_F32(d)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate), "n"(TB));
 #else
     (void)d, (void)a, (void)db, (void)accumulate;
 #endif

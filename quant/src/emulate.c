@@ -372,7 +372,7 @@ static int emu_prepare(const qattn_scheme *s, const float *q, const float *k, co
         for (size_t j = 0; j < sk; j++)
             e->ksc[j] = e->kt.scale ? e->kt.scale[qattn_group_tok_index(&e->kt.group, j)] : 1.0f;
     }
-    if (!e->int_qk) {
+    if (!e->int_qk && !e->qk_fp8tc) { /* the dgemm path's copies */
         e->qd = malloc(sq * d * sizeof *e->qd);
         e->kd = malloc(sk * d * sizeof *e->kd);
         if (!e->qd || !e->kd)
