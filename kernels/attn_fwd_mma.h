@@ -489,8 +489,15 @@ static int qattn_attn_fwd_mma_check(const qattn_kernels_attn_params &p, qattn_er
     if (!WG && (p.k_group.tok != QATTN_TOK_THREAD || p.k_group.b != KB || p.k_group.s != 8 || p.k_group.w != 2 ||
                 p.k_group.ch != 0))
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: K scales must be thread:%d/8/2", KB);
-    if (!p.q_scale || !p.k_scale || p.q_mean)
+    /* smooth=q: the int4 wgmma kernel's producer computes dS from the fp16 input K */
+    if (!p.q_scale || !p.k_scale || (p.q_mean && !(WG && QF == QATTN_FMT_INT4)))
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: needs scaled %s Q/K and no Q smoothing", qfn);
+    if (p.q_mean && (p.qblock <= 0 || p.qblock % 16 || !p.k_in || p.k_in_fmt != QATTN_FMT_FP16 ||
+                     (uintptr_t)p.k_in % 16 || p.kin_sb % 8 || p.kin_sh % 8 || p.kin_st % 8))
+        return qattn_err_set(err, QATTN_ERR_ARG,
+                             "attn wgmma: smooth=q needs Q blocks of a multiple of 16 rows and fp16 input K in "
+                             "16-byte aligned rows (qblock %d, input %s)",
+                             p.qblock, qattn_fmt_name(p.k_in_fmt));
     if ((int64_t)p.seqlen_k * p.k_st >= ((int64_t)1 << 31) || (int64_t)p.d * p.v_st >= ((int64_t)1 << 31))
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: one head's K or V^T is over 2 GiB");
     return QATTN_OK;

@@ -52,6 +52,7 @@
 #ifndef QATTN_KERNELS_ATTN_FWD_WGMMA_H
 #define QATTN_KERNELS_ATTN_FWD_WGMMA_H
 
+#include <cuda_fp16.h>
 #include <limits.h>
 #include <string.h>
 
@@ -63,13 +64,24 @@
 /* keys a shared stage holds (Q/K format qf, key blocks of kb), stages in
  * flight (4, or 2 where 4 do not fit: 16-bit d = 128) and the shared
  * memory: the Q tile (128 x d), the stages (K and V) and 1 KB to align */
-#define QATTN_WGMMA_8BIT(qf) ((qf) == QATTN_FMT_INT8 || (qf) == QATTN_FMT_E4M3)
+/* 8-bit codes in shared memory: int8, e4m3, and int4 (unpacked to int8 by the producer) */
+#define QATTN_WGMMA_8BIT(qf) ((qf) == QATTN_FMT_INT8 || (qf) == QATTN_FMT_E4M3 || (qf) == QATTN_FMT_INT4)
 #define QATTN_WGMMA_ES(qf) (QATTN_WGMMA_8BIT(qf) ? 1 : 2)
 #define QATTN_WGMMA_KS(qf, kb) (QATTN_WGMMA_8BIT(qf) ? (kb) : 128)
 #define QATTN_WGMMA_NSTAGES(d, qf, kb) (2 * QATTN_WGMMA_KS(qf, kb) * (d) * QATTN_WGMMA_ES(qf) > 32768 ? 2 : 4)
+/* int4: the producer's staging ring (packed K, fp16 K input; Q's 128 packed rows fit in the
+ * first), the dS mma's A tile (16 padded fp16 rows) and dS ([stages][8][keys] floats) */
+#define QATTN_WGMMA_DS_ROWB(d) (2 * (d) + 16) /* bytes of a padded fp16 row (A tile, staged K input) */
+#define QATTN_WGMMA_I4SLOT(d, ks) ((ks) * (d) / 2 + (ks) * QATTN_WGMMA_DS_ROWB(d))
+#define QATTN_WGMMA_I4NSLOT 4 /* slots of the int4 staging ring: blocks are copied 3 ahead of the one unpacked */
+#define QATTN_WGMMA_I4STG(d, qf, kb)                                                                                  \
+    ((qf) == QATTN_FMT_INT4 ? QATTN_WGMMA_I4NSLOT * QATTN_WGMMA_I4SLOT(d, QATTN_WGMMA_KS(qf, kb)) + 16 * QATTN_WGMMA_DS_ROWB(d) +       \
+                                  QATTN_WGMMA_NSTAGES(d, qf, kb) * 8 * QATTN_WGMMA_KS(qf, kb) * 4                     \
+                            : 0)
 #define QATTN_WGMMA_SMEM(d, qf, kb)                                                                                   \
     (QATTN_WGMMA_BM * (d) * QATTN_WGMMA_ES(qf) +                                                                      \
-     QATTN_WGMMA_NSTAGES(d, qf, kb) * 2 * QATTN_WGMMA_KS(qf, kb) * (d) * QATTN_WGMMA_ES(qf) + 1024)
+     QATTN_WGMMA_NSTAGES(d, qf, kb) * 2 * QATTN_WGMMA_KS(qf, kb) * (d) * QATTN_WGMMA_ES(qf) +                       \
+     QATTN_WGMMA_I4STG(d, qf, kb) + 1024)
 
 template <bool C, typename A, typename B>
 struct qattn_cond {
@@ -183,22 +195,35 @@ static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB,
  * keys have u = -inf; f is raised to 1e-30 at least so that -inf f stays
  * -inf (f = 0 only when the Q row's or the K group's codes are all 0, where
  * acc = 0 and the result is the same). */
-template <int KB, int PF, typename SA>
-static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 2], int j0, int loA,
-                                                           int hiA, int loB, int hiB, float fA0, float fA1, float fB0,
-                                                           float fB1, float lpmul, float &mA, float &mB, float &lA,
-                                                           float &lB, float &alA, float &alB,
+template <int KB, int PF, bool DS, typename SA, int NDS>
+static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 2], const float2 (&ds)[NDS], int j0,
+                                                           int loA, int hiA, int loB, int hiB, float fA0, float fA1,
+                                                           float fB0, float fB1, float lpmul, float &mA, float &mB,
+                                                           float &lA, float &lB, float &alA, float &alB,
                                                            uint32_t (&pf)[KB / 32][4])
 {
     constexpr int NT = KB / 8;
     const int qi = (int)threadIdx.x & 3;
-    fA0 = fmaxf(fA0, 1e-30f), fA1 = fmaxf(fA1, 1e-30f), fB0 = fmaxf(fB0, 1e-30f), fB1 = fmaxf(fB1, 1e-30f);
     float u[NT][4];
+    if constexpr (DS) { /* S c2 = float(acc) f + dS c2 (ds[t]: the keys of tile t), then scaled by 1 */
+        static_assert(NDS == NT, "one dS pair a tile");
 #pragma unroll
-    for (int t = 0; t < NT; t++)
+        for (int t = 0; t < NT; t++) {
+            const float fA = (t & 1) ? fA1 : fA0, fB = (t & 1) ? fB1 : fB0;
+            u[t][0] = __fmaf_rn(qattn_wgmma_s2f(acc[4 * t]), fA, ds[t].x);
+            u[t][1] = __fmaf_rn(qattn_wgmma_s2f(acc[4 * t + 1]), fA, ds[t].y);
+            u[t][2] = __fmaf_rn(qattn_wgmma_s2f(acc[4 * t + 2]), fB, ds[t].x);
+            u[t][3] = __fmaf_rn(qattn_wgmma_s2f(acc[4 * t + 3]), fB, ds[t].y);
+        }
+        fA0 = fA1 = fB0 = fB1 = 1.0f;
+    } else {
+        fA0 = fmaxf(fA0, 1e-30f), fA1 = fmaxf(fA1, 1e-30f), fB0 = fmaxf(fB0, 1e-30f), fB1 = fmaxf(fB1, 1e-30f);
 #pragma unroll
-        for (int e = 0; e < 4; e++)
-            u[t][e] = qattn_wgmma_s2f(acc[4 * t + e]);
+        for (int t = 0; t < NT; t++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                u[t][e] = qattn_wgmma_s2f(acc[4 * t + e]);
+    }
     /* masked keys and keys past the end (key of tile t, element e: sigma) */
     if (j0 < loA || j0 + KB > hiA || j0 < loB || j0 + KB > hiB) {
 #pragma unroll
@@ -362,6 +387,213 @@ static __device__ __forceinline__ void qattn_wgmma_stage_end(int more, uint32_t 
         qattn_mbar_arrive(empty_this); /* this warp is done with the stage */
 }
 
+/* 16 bytes of packed int4 codes at src (32 channels) unpacked to int8 (16 x
+ * the codes) as 16-byte chunks 2 pc and 2 pc + 1 of row r of a swizzled
+ * tile of R rows */
+template <int RB, int R>
+static __device__ __forceinline__ void qattn_wgmma_unpack_chunk(const uint8_t *src, uint8_t *tile, int r, int pc)
+{
+    const uint4 w = *(const uint4 *)src;
+    uint4 a, c;
+    qattn_wg_unpack_i4(w.x, &a.x, &a.y);
+    qattn_wg_unpack_i4(w.y, &a.z, &a.w);
+    qattn_wg_unpack_i4(w.z, &c.x, &c.y);
+    qattn_wg_unpack_i4(w.w, &c.z, &c.w);
+    *(uint4 *)(tile + qattn_wg_off<RB, R>(r, 2 * pc)) = a;
+    *(uint4 *)(tile + qattn_wg_off<RB, R>(r, 2 * pc + 1)) = c;
+}
+
+/* int4 instances, smooth=q: dS of a key block for the CTA's Q blocks by
+ * the producer warps on the tensor core (mma.sync f16, fp32 accumulate):
+ * A row l = the fp16 high part of the l-th Q block's mean times a power of
+ * two (|.| < 2^14), row l + 8 its low part (hi + lo holds the mean to about
+ * 22 bits), B = the key block's fp16 input K; lane 4l + i adds rows l and
+ * l + 8 (its c0 + c2), subtracts C_l = mean . kmean (dS = mean . (K -
+ * kmean)) and stores dS c2 for keys 8n + 2i, +1 in natural order. */
+/* The producer of the int4 instances: Q and the key blocks as packed int4
+ * codes (rows of D / 2 bytes) through a staging ring of 4 slots (sStg),
+ * unpacked to int8 (16 x the codes) where the 8-bit tile reads them; V^T as for int8; with
+ * smooth=q (p.q_mean) also the key block's fp16 input K and its dS
+ * (sDs: [S stages][8 Q blocks][KS keys] floats). A thread unpacks only the
+ * 16-byte chunks it copied itself; the dS mma reads every thread's copies,
+ * so the producer's threads meet at a named barrier first. Unpacked codes
+ * are generic-proxy stores that the wgmma reads through the async proxy,
+ * hence the fence before each arrival (the full barriers count 128
+ * arrivals either way). Blocks are copied 3 ahead of the one unpacked. */
+template <int D, int KS, int S>
+static __device__ __forceinline__ void qattn_wgmma_produce_i4(const qattn_kernels_attn_params &p, uint8_t *sQ,
+                                                              uint8_t *sStage, uint8_t *sStg, uint8_t *sA,
+                                                              float *sDs, uint32_t bar0, int J0, int J1, int b,
+                                                              int h, int hk, int i0, int sq, int sk, int64_t tq0,
+                                                              int64_t tk0)
+{
+    constexpr int RB = D, PCH = D / 32, PRP = 128 / PCH; /* int8 row bytes, packed 16-byte chunks a row, rows a pass */
+    constexpr int STAGE = 2 * KS * RB, SLOT = QATTN_WGMMA_I4SLOT(D, KS), KP = QATTN_WGMMA_DS_ROWB(D);
+    constexpr int VCH = KS / 16, VR = 128 / VCH, VSTEP = VR * (KS < 128 ? KS : 128);
+    constexpr int ICH = D / 8; /* 16-byte chunks of an fp16 K row */
+    static_assert(PRP % 32 == 0, "a pass covers whole 32-key chunks (sigma)");
+    const int wt = (int)threadIdx.x & 127, r0 = wt / PCH, pc = wt % PCH;
+    const int lane = wt & 31, warp = wt >> 5, g = lane >> 2, qi = lane & 3;
+    const int dsq = p.q_mean != 0;
+    /* ---- Q: rows r0 + PRP x ---- */
+    const uint8_t *qg = (const uint8_t *)p.q + (int64_t)b * p.q_sb + tq0 * p.q_st + (int64_t)h * p.q_sh + pc * 16;
+#pragma unroll
+    for (int x = 0; x < QATTN_WGMMA_BM / PRP; x++) {
+        const int r = r0 + PRP * x, ok = i0 + r < sq;
+        qattn_cp_async16(sStg + (r * PCH + pc) * 16, ok ? qg + (int64_t)(i0 + r) * p.q_st : qg, ok ? 16 : 0);
+    }
+    qattn_cp_async_commit();
+    /* ---- smooth=q: the A tile, and this lane's C_l and c2 / scale (l = g) ---- */
+    float dsC = 0.0f, dsK = 0.0f;
+    int nql = 0;
+    if (dsq) {
+        __shared__ unsigned s_qmax[8];
+        __shared__ float s_cpart[4][8];
+        const int qb0 = i0 / p.qblock;
+        nql = ((i0 + QATTN_WGMMA_BM < sq ? i0 + QATTN_WGMMA_BM : sq) - 1) / p.qblock - qb0 + 1;
+        nql = nql < 8 ? nql : 8; /* qblock % 16 == 0: at most 8 blocks in 128 rows */
+        if (wt < 8)
+            s_qmax[wt] = 0u;
+        qattn_bar_sync_producer();
+        const float *qm = p.q_mean + ((int64_t)h * p.nseq + b) * p.nqb * D + (int64_t)qb0 * D + wt;
+        float m[8];
+#pragma unroll
+        for (int l = 0; l < 8; l++) {
+            m[l] = l < nql && wt < D ? qm[l * D] : 0.0f;
+            atomicMax(&s_qmax[l], __float_as_uint(fabsf(m[l])));
+        }
+        qattn_bar_sync_producer();
+        const float kbar = p.k_mean && wt < D ? p.k_mean[((int64_t)hk * p.nseq + b) * D + wt] : 0.0f;
+#pragma unroll
+        for (int l = 0; l < 8; l++) {
+            int e = 0;
+            (void)frexpf(__uint_as_float(s_qmax[l]), &e);
+            const float sc = ldexpf(1.0f, 14 - e);
+            const __half hi = __float2half_rn(m[l] * sc), lo = __float2half_rn(m[l] * sc - __half2float(hi));
+            if (wt < D) {
+                *(__half *)(sA + l * KP + 2 * wt) = hi;
+                *(__half *)(sA + (l + 8) * KP + 2 * wt) = lo;
+            }
+            float c = (__half2float(hi) + __half2float(lo)) * kbar; /* C_l in the A tile's units, summed in a fixed order */
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                c += __shfl_xor_sync(0xffffffffu, c, o);
+            if (lane == 0)
+                s_cpart[warp][l] = c;
+        }
+        qattn_bar_sync_producer();
+        if (g < nql) {
+            int e = 0;
+            (void)frexpf(__uint_as_float(s_qmax[g]), &e);
+            dsC = (s_cpart[0][g] + s_cpart[1][g]) + (s_cpart[2][g] + s_cpart[3][g]);
+            dsK = ldexpf(p.c2, e - 14);
+        }
+    }
+    qattn_cp_async_wait<0>();
+#pragma unroll
+    for (int x = 0; x < QATTN_WGMMA_BM / PRP; x++) {
+        const int r = r0 + PRP * x;
+        qattn_wgmma_unpack_chunk<RB, QATTN_WGMMA_BM>(sStg + (r * PCH + pc) * 16, sQ, r, pc);
+    }
+    qattn_fence_proxy_async_smem();
+    qattn_mbar_arrive(bar0 + 8u * (uint32_t)(2 * S));
+    if (dsq)
+        qattn_bar_sync_producer(); /* the Q staging is free before the first block lands there */
+    /* ---- key blocks: K row r0 + PRP x holds key kperm + PRP x (sigma within each 32-key chunk) ---- */
+    const int kperm = (r0 & ~31) + qattn_wg_sigma(r0 & 31), kst = (int)p.k_st;
+    const uint8_t *kg = (const uint8_t *)p.k + (int64_t)b * p.k_sb + tk0 * p.k_st + (int64_t)hk * p.k_sh +
+                        (int64_t)kperm * kst + pc * 16;
+    const int v0 = wt / VCH, vch = wt % VCH, vst = (int)p.v_st;
+    const uint8_t *vg = (const uint8_t *)p.v + (int64_t)b * p.v_sb + (int64_t)hk * p.v_sh + (int64_t)v0 * vst + vch * 16;
+    const int voff = KS * RB + qattn_wg_off<KS, D>(v0, vch);
+    const uint8_t *ig = dsq ? (const uint8_t *)p.k_in + 2 * ((int64_t)b * p.kin_sb + tk0 * p.kin_st + (int64_t)hk * p.kin_sh)
+                            : (const uint8_t *)0;
+    auto load = [&](int it, int j0) {
+        const int stage = it % S;
+        if (it >= S) /* the consumers' release of this stage's previous block */
+            qattn_mbar_wait(bar0 + 8u * (uint32_t)(S + stage), (uint32_t)((it / S - 1) & 1));
+        uint8_t *stg = sStg + (it % QATTN_WGMMA_I4NSLOT) * SLOT;
+#pragma unroll
+        for (int x = 0; x < KS / PRP; x++) {
+            const int ok = j0 + PRP * x + kperm < sk;
+            qattn_cp_async16(stg + ((r0 + PRP * x) * PCH + pc) * 16, ok ? kg + (int64_t)(j0 + PRP * x) * kst : kg,
+                             ok ? 16 : 0);
+        }
+        if (dsq) {
+            uint8_t *si = stg + KS * D / 2;
+#pragma unroll 2
+            for (int e = wt; e < KS * ICH; e += 128) {
+                const int r = e / ICH, ch = e % ICH, ok = j0 + r < sk;
+                qattn_cp_async16(si + r * KP + ch * 16, ok ? ig + 2 * (int64_t)(j0 + r) * p.kin_st + ch * 16 : ig,
+                                 ok ? 16 : 0);
+            }
+        }
+        uint8_t *sV = sStage + stage * STAGE + voff;
+        const uint8_t *vp = vg + j0; /* V^T rows are padded to a multiple of 128 keys */
+#pragma unroll 1
+        for (int x = 0; x < D / VR; x++, vp += VR * vst)
+            qattn_cp_async16(sV + VSTEP * x, vp, 16);
+        qattn_cp_async_commit();
+    };
+    /* blocks 0 .. NSLOT - 2 ahead; empty groups keep the count */
+#pragma unroll 1
+    for (int x = 0; x < QATTN_WGMMA_I4NSLOT - 1; x++)
+        if (J0 + x * KS < J1)
+            load(x, J0 + x * KS);
+        else
+            qattn_cp_async_commit();
+    int it = 0;
+    for (int j0 = J0; j0 < J1; j0 += KS, it++) {
+        qattn_cp_async_wait<QATTN_WGMMA_I4NSLOT - 2>(); /* this thread's copies of block it have landed */
+        if (dsq) /* ... everyone's, and every thread is done with block it - 1's slot */
+            qattn_bar_sync_producer();
+        const uint8_t *stg = sStg + (it % QATTN_WGMMA_I4NSLOT) * SLOT;
+        uint8_t *sK = sStage + (it % S) * STAGE;
+#pragma unroll
+        for (int x = 0; x < KS / PRP; x++) {
+            const int r = r0 + PRP * x;
+            qattn_wgmma_unpack_chunk<RB, KS>(stg + (r * PCH + pc) * 16, sK, r, pc);
+        }
+        if (dsq) {
+            constexpr int NTW = KS / 32; /* n-tiles of 8 keys a warp */
+            const uint8_t *si = stg + KS * D / 2;
+            float acc[NTW][4];
+#pragma unroll
+            for (int n = 0; n < NTW; n++)
+                acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) {
+                uint32_t af[4];
+                qattn_ldmatrix_x4(af, sA + (lane & 15) * KP + (2 * kk + (lane >> 4)) * 16);
+#pragma unroll
+                for (int n = 0; n < NTW; n += 2) {
+                    /* matrices: n-tile n (channels 16kk.., 16kk + 8..), n-tile n + 1 (the same) */
+                    uint32_t bf[4];
+                    const int key = 8 * (NTW * warp + n) + 8 * (lane >> 4) + (lane & 7);
+                    qattn_ldmatrix_x4(bf, si + key * KP + (2 * kk + ((lane >> 3) & 1)) * 16);
+                    qattn_mma_m16n8k16_f16_f32(acc[n], af, bf, acc[n]);
+                    qattn_mma_m16n8k16_f16_f32(acc[n + 1], af, bf + 2, acc[n + 1]);
+                }
+            }
+            if (g < nql) {
+                float *d = sDs + ((it % S) * 8 + g) * KS + 8 * NTW * warp + 2 * qi;
+#pragma unroll
+                for (int n = 0; n < NTW; n++)
+                    *(float2 *)(d + 8 * n) =
+                        make_float2(((acc[n][0] + acc[n][2]) - dsC) * dsK, ((acc[n][1] + acc[n][3]) - dsC) * dsK);
+            }
+        }
+        qattn_fence_proxy_async_smem();
+        qattn_mbar_arrive(bar0 + 8u * (uint32_t)(it % S)); /* full */
+        /* the next block into block it - 1's slot; its stage's release (block it + NSLOT - 1 - S <= it - 1)
+         * needs only full barriers already arrived */
+        if (j0 + (QATTN_WGMMA_I4NSLOT - 1) * KS < J1)
+            load(it + QATTN_WGMMA_I4NSLOT - 1, j0 + (QATTN_WGMMA_I4NSLOT - 1) * KS);
+        else
+            qattn_cp_async_commit();
+    }
+}
+
 template <int D, int KB, int QF, int PF>
 __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p)
 {
@@ -371,10 +603,17 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     static_assert(QATTN_WGMMA_8BIT(QF) || KB == 64, "16-bit: key blocks of 64, two to a 128-key stage (m64n128k16)");
     static_assert(QATTN_WGMMA_8BIT(QF) ? PF == QATTN_FMT_E4M3 || (PF == QATTN_FMT_INT8 && QF == QATTN_FMT_INT8) : PF == QF,
                   "P.V: e4m3, int8 after int8 Q.K, or the baseline's 16-bit type");
+    static_assert(QF != QATTN_FMT_INT4 || QATTN_WGMMA_NSTAGES(D, QF, KB) >= QATTN_WGMMA_I4NSLOT,
+                  "int4: the producer copies NSLOT - 1 key blocks ahead of the one it unpacks");
 #if QATTN_WGMMA
     /* Q8: 8-bit Q/K codes (int8 or e4m3); O accumulated in two levels (int8: acc=fp22+fp32:KB, each
      * block's P.V from 0 then added into the fp32 O) or in one (e4m3: acc=fp22, P.V into O) */
-    constexpr int Q8 = QATTN_WGMMA_8BIT(QF), TWO = QF == QATTN_FMT_INT8, BF = QF == QATTN_FMT_BF16;
+    constexpr int Q8 = QATTN_WGMMA_8BIT(QF), I4 = QF == QATTN_FMT_INT4, BF = QF == QATTN_FMT_BF16;
+    constexpr int QC = I4 ? QATTN_FMT_INT8 : QF; /* the codes the tensor core reads (int4: unpacked to int8) */
+    constexpr int TWO = QC == QATTN_FMT_INT8;
+    /* registers a producer / consumer thread (setmaxnreg; 128 x PREG + 256 x CREG = the block's 64512):
+     * int4's producer unpacks, so it keeps more */
+    constexpr int PREG = I4 ? 56 : 24, CREG = I4 ? 224 : 240;
     constexpr int ES = Q8 ? 1 : 2; /* bytes an element */
     /* keys a stage holds: the key block (int8), two key blocks of 64 (16-bit: Q.K by
      * m64n128k16, the softmax and P.V a block at a time) */
@@ -392,6 +631,9 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
     uint8_t *sQ = smem;               /* [128 rows][RB] swizzled */
     uint8_t *sStage = smem + BM * RB; /* stage s at s * STAGE */
+    /* int4: the producer's staging ring, the dS mma's A tile, dS [S][8 Q blocks][KS keys] (smooth=q) */
+    uint8_t *sStg = sStage + S * STAGE, *sA = sStg + QATTN_WGMMA_I4NSLOT * QATTN_WGMMA_I4SLOT(D, KS);
+    float *sDs = (float *)(sA + 16 * QATTN_WGMMA_DS_ROWB(D));
     __shared__ __align__(8) uint64_t s_bar[2 * S + 1]; /* full[S], empty[S], Q */
     const uint32_t bar0 = qattn_wgmma_smem_addr(s_bar);
 #define QATTN_WS_FULL(s) (bar0 + 8u * (uint32_t)(s))
@@ -430,8 +672,12 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
 
     if (wg == 0) {
         /* ================= producer ================= */
-        qattn_setmaxnreg_dec<24>();
-        if (J0 < J1) {
+        qattn_setmaxnreg_dec<PREG>();
+        if constexpr (I4) {
+            if (J0 < J1)
+                qattn_wgmma_produce_i4<D, KS, S>(p, sQ, sStage, sStg, sA, sDs, bar0, J0, J1, b, h, hk, i0, sq, sk,
+                                                 tq0, tk0);
+        } else if (J0 < J1) {
             const uint8_t *qg =
                 (const uint8_t *)p.q + ((int64_t)b * p.q_sb + tq0 * p.q_st + (int64_t)h * p.q_sh) * ES;
             const int qst = (int)p.q_st * ES;
@@ -486,14 +732,16 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     }
 
     /* ================= consumers ================= */
-    qattn_setmaxnreg_inc<240>();
+    qattn_setmaxnreg_inc<CREG>();
     float qsA = 1.0f, qsB = 1.0f;
     const float *ksc = (const float *)0;
     if (Q8) {
         ksc = p.k_scale + ((int64_t)hk * p.nseq + b) * p.k_ntok;
         const float *qsc = p.q_scale + ((int64_t)h * p.nseq + b) * p.q_ntok;
-        qsA = rA < sq ? qsc[qattn_num_group_tok_index(p.q_group, rA)] : 0.0f;
-        qsB = rB < sq ? qsc[qattn_num_group_tok_index(p.q_group, rB)] : 0.0f;
+        /* int4: the tile holds 16 x the codes (qattn_wg_unpack_i4), S is 256 x theirs */
+        const float unit = I4 ? 0.00390625f : 1.0f;
+        qsA = rA < sq ? qsc[qattn_num_group_tok_index(p.q_group, rA)] * unit : 0.0f;
+        qsB = rB < sq ? qsc[qattn_num_group_tok_index(p.q_group, rB)] * unit : 0.0f;
     }
 
     float o[NO][4];
@@ -580,7 +828,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             phase = nphase;
         }
     } else {
-        typename qattn_cond<QF == QATTN_FMT_INT8, int, float>::type acc[NT * 4]; /* S, written by the first k-step */
+        typename qattn_cond<QC == QATTN_FMT_INT8, int, float>::type acc[NT * 4]; /* S, written by the first k-step */
         auto issue_qk = [&](int stg) {
             const uint32_t aK = qattn_wgmma_smem_addr(sStage + stg * STAGE);
 #pragma unroll
@@ -609,6 +857,10 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
         const int kin1 = qattn_qf_tok_index(p.k_group, qattn_wg_key(1, qi, 0));
         int kleft = ktens ? INT_MAX : kq - (J0 / KB) % kq; /* blocks left in this B-block */
         const float *kcur = ksc + (ktens ? 0 : (J0 / KB) / kq * kper);
+        /* int4, smooth=q: the dS row of the rows' Q block (qblock % 16 == 0: one a warp) */
+        const int dsq = I4 && p.q_mean != 0;
+        const int lq = dsq ? min(max(rA / p.qblock - i0 / p.qblock, 0), 7) : 0;
+        const float *dsrow = sDs + lq * KB;
         int stage = 0;
         uint32_t phase = 0; /* parity of the full barriers' current completion */
         for (int j0 = J0; j0 < J1; j0 += KB) {
@@ -624,8 +876,12 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             const float ks0 = kcur[kin0], ks1 = kcur[kin1];
             float alA, alB;
             uint32_t pf[KB / 32][4]; /* A fragments (e4m3 or int8 codes) of keys 32q..32q+31 */
-            qattn_wgmma_softmax<KB, PF>(acc, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
-                                        qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf);
+            float2 dsv[I4 ? NT : 1]; /* int4: dS c2 of the thread's keys of each tile (0 without smooth=q) */
+#pragma unroll
+            for (int t = 0; t < (I4 ? NT : 1); t++)
+                dsv[t] = dsq ? *(const float2 *)(dsrow + stage * 8 * KB + qattn_wg_key(t, qi, 0)) : make_float2(0.0f, 0.0f);
+            qattn_wgmma_softmax<KB, PF, I4>(acc, dsv, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
+                                            qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf);
 
             /* ---- P.V of this block (from 0, or into O rescaled), then Q.K of the next ---- */
             typename qattn_cond<PF == QATTN_FMT_INT8, int, float>::type pvbuf[TWO ? NO * 4 : 1];

@@ -268,13 +268,19 @@ static void o_groups(const qattn_kernels_sig *g, char *b, size_t n)
 
 static int k_smooth(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
 {
-    (void)pb;
+    /* the wgmma path's dS (int4 producer): fp16 input K, one Q block a warp's 16 rows */
+    if (g->path == QATTN_KERNELS_PATH_WGMMA && (s->smooth & QATTN_SMOOTH_Q) &&
+        (pb->in != QATTN_FMT_FP16 || qattn_scheme_qblock(s) % 16))
+        return 0;
     return (g->smooth & s->smooth) == s->smooth;
 }
 static void o_smooth(const qattn_kernels_sig *g, char *b, size_t n)
 {
-    snprintf(b, n, "smooth=%s%s%s", g->smooth & QATTN_SMOOTH_Q ? "q" : "", g->smooth & QATTN_SMOOTH_K ? "k" : "",
-             g->smooth & QATTN_SMOOTH_V ? "v" : "");
+    snprintf(b, n, "smooth=%s%s%s%s", g->smooth & QATTN_SMOOTH_Q ? "q" : "", g->smooth & QATTN_SMOOTH_K ? "k" : "",
+             g->smooth & QATTN_SMOOTH_V ? "v" : "",
+             g->path == QATTN_KERNELS_PATH_WGMMA && (g->smooth & QATTN_SMOOTH_Q)
+                 ? " (q: fp16 input, qblock a multiple of 16)"
+                 : "");
 }
 
 static int k_kblock(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)

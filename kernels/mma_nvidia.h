@@ -381,6 +381,13 @@ static __device__ __forceinline__ void qattn_mbar_wait(uint32_t bar, uint32_t pa
     (void)bar, (void)parity;
 #endif
 }
+/* named barrier 1 among the 128 threads of a wgmma kernel's producer warpgroup */
+static __device__ __forceinline__ void qattn_bar_sync_producer(void)
+{
+#if QATTN_WGMMA
+    asm volatile("bar.sync 1, 128;\n" ::: "memory");
+#endif
+}
 /* warpgroup register budget (every warp of the warpgroup executes it) */
 template <int N>
 static __device__ __forceinline__ void qattn_setmaxnreg_inc(void)

@@ -176,12 +176,23 @@ static void run_case(const tcase *tc)
     float *qsc = calloc((size_t)hq * nseq * q_ntok + 1, 4), *ksc = calloc((size_t)hkv * nseq * k_ntok + 1, 4);
     float *vsc = calloc((size_t)hkv * nseq * v_nch + 1, 4), *tmp = malloc((size_t)maxlen * d * 4 + 4),
           *mean = malloc((size_t)d * 4);
+    /* smooth=q: Q block means [hq, nseq, nqb, d] (the quantization kernels' layout) */
+    const int qblock = (s.smooth & QATTN_SMOOTH_Q) ? qattn_scheme_qblock(&s) : 0;
+    const size_t nqb = qblock ? ((size_t)maxlen + (size_t)qblock - 1) / (size_t)qblock : 0;
+    float *qmean = calloc((size_t)hq * nseq * nqb * d + 1, 4);
+    float *kmean = calloc((size_t)hkv * nseq * d, 4); /* [hkv, nseq, d] (smooth=k; dS subtracts mean(Q) . kmean) */
     /* host quantization, per head and sequence, as the emulation does it */
     for (int h = 0; h < hq; h++)
         for (int b = 0; b < nseq; b++) {
             const size_t n = (size_t)tc->lens[b], off = (size_t)h * T * d + (size_t)cu[b] * d;
             qattn_qtensor t;
-            if (qattn_qtensor_init(&t, s.q.fmt, &s.q.group, q + off, n, (size_t)d, &err)) {
+            const float *qin = q + off;
+            if (qblock) {
+                qattn_smooth_blocks(q + off, n, (size_t)d, (size_t)qblock, qmean + ((size_t)h * nseq + b) * nqb * d,
+                                    tmp);
+                qin = tmp;
+            }
+            if (qattn_qtensor_init(&t, s.q.fmt, &s.q.group, qin, n, (size_t)d, &err)) {
                 CHECK(0, "qtensor q: %s", err.msg);
                 continue;
             }
@@ -198,6 +209,7 @@ static void run_case(const tcase *tc)
             if (s.smooth & QATTN_SMOOTH_K) {
                 qattn_smooth_mean(tmp, n, (size_t)d, mean);
                 qattn_smooth_sub(tmp, n, (size_t)d, mean, tmp);
+                memcpy(kmean + ((size_t)h * nseq + b) * d, mean, (size_t)d * 4);
             }
             if (qattn_qtensor_init(&t, s.k.fmt, &s.k.group, tmp, n, (size_t)d, &err)) {
                 CHECK(0, "qtensor k: %s", err.msg);
@@ -246,6 +258,25 @@ static void run_case(const tcase *tc)
     memset(&dp, 0, sizeof dp);
     uint16_t *og = malloc((size_t)hq * T * d * 2);
     float *lse_g = malloc((size_t)hq * T * 4);
+    /* int4: two codes a byte, channel 2i in the low nibble (rows of d / 2 bytes) */
+    const int i4 = s.q.fmt == QATTN_FMT_INT4, row = i4 ? d / 2 : d;
+    if (i4) {
+        for (size_t i = 0; i < (size_t)hq * T * d / 2; i++)
+            qc[i] = (int8_t)((qc[2 * i] & 15) | (qc[2 * i + 1] & 15) << 4);
+        for (size_t i = 0; i < (size_t)hkv * T * d / 2; i++)
+            kc[i] = (int8_t)((kc[2 * i] & 15) | (kc[2 * i + 1] & 15) << 4);
+    }
+    uint16_t *kin = malloc((size_t)hkv * T * d * 2); /* the fp16 input K (smooth=q: dS) */
+    for (size_t i = 0; i < (size_t)hkv * T * d; i++)
+        kin[i] = qattn_num_fp16_encode(k[i]);
+    void *dkin = NULL, *dqmean = NULL, *dkmean = NULL;
+    if (qblock)
+        rc = rc || qattn_kernels_dev_alloc(&dkmean, (size_t)hkv * nseq * d * 4, &err) ||
+             qattn_kernels_dev_to(dkmean, kmean, (size_t)hkv * nseq * d * 4, &err) ||
+             qattn_kernels_dev_alloc(&dkin, (size_t)hkv * T * d * 2, &err) ||
+             qattn_kernels_dev_to(dkin, kin, (size_t)hkv * T * d * 2, &err) ||
+             qattn_kernels_dev_alloc(&dqmean, (size_t)hq * nseq * nqb * d * 4, &err) ||
+             qattn_kernels_dev_to(dqmean, qmean, (size_t)hq * nseq * nqb * d * 4, &err);
     rc = rc || qattn_kernels_dev_alloc(&dp.q, (size_t)hq * T * d, &err) ||
          qattn_kernels_dev_alloc(&dp.k, (size_t)hkv * T * d, &err) ||
          qattn_kernels_dev_alloc(&dp.v, (size_t)hkv * nseq * d * npad, &err) ||
@@ -271,9 +302,15 @@ static void run_case(const tcase *tc)
         fake_qp(&qq, dp.q, dp.qs, &s.q, hq, nseq, maxlen, (int64_t)T, d, dcu, (int)q_ntok, 1, 0);
         fake_qp(&qk, dp.k, dp.ks, &s.k, hkv, nseq, maxlen, (int64_t)T, d, dcu, (int)k_ntok, 1, 0);
         fake_qp(&qv, dp.v, dp.vs, &s.v, hkv, nseq, maxlen, (int64_t)T, d, dcu, 1, (int)v_nch, 1);
+        qq.row = qk.row = row;
+        qq.mean = (float *)dqmean;
+        qq.mblock = qblock;
+        qq.nmean = (int)nqb;
+        qk.mean = (float *)dkmean; /* NULL without smooth=q: the kernels read it for dS only */
         qattn_kernels_tensor ot = {dp.o, tc->varlen ? 0 : (int64_t)maxlen * d, (int64_t)T * d, d};
+        qattn_kernels_tensor kt = {dkin, tc->varlen ? 0 : (int64_t)maxlen * d, (int64_t)T * d, d};
         qattn_kernels_attn_params p;
-        rc = qattn_kernels_attn_fill(&p, &s, &pb, &qq, &qk, &qv, NULL, NULL, NULL, &ot, dp.lse, (int64_t)T, dcu, dcu,
+        rc = qattn_kernels_attn_fill(&p, &s, &pb, &qq, &qk, &qv, NULL, &kt, NULL, &ot, dp.lse, (int64_t)T, dcu, dcu,
                                      &err) ||
              sig->launch_attn(&p, NULL, &err) || qattn_kernels_dev_sync(&err) ||
              qattn_kernels_dev_from(og, dp.o, (size_t)hq * T * d * 2, &err) ||
@@ -316,8 +353,11 @@ static void run_case(const tcase *tc)
         CHECK(fabs(cos_gr - cos_er) <= 1e-4, "cos vs reference: gpu %.7f, emu %.7f", cos_gr, cos_er);
     }
     dev_problem_free(&dp);
+    qattn_kernels_dev_free(dkin);
+    qattn_kernels_dev_free(dqmean);
+    qattn_kernels_dev_free(dkmean);
     free(q), free(k), free(v), free(qc), free(kc), free(vt), free(qsc), free(ksc), free(vsc), free(tmp), free(mean);
-    free(oe), free(lse_e), free(orf), free(og), free(lse_g);
+    free(oe), free(lse_e), free(orf), free(og), free(lse_g), free(qmean), free(kmean), free(kin);
 }
 
 /* the whole pipeline through a plan: fp16 input, the quantization kernels
@@ -548,6 +588,13 @@ int main(int argc, char **argv)
         /* int8 P.V (s8 wgmma, exact per block, fp32 O) */
         {"sage1-vb", 128, 4, 1, 1, {1000}, 0, "causal"},
         {"sage1-vb", 64, 2, 2, 3, {1000, 77, 300}, 1, "none"},
+        /* int4 Q.K unpacked to int8 by the producer (wgmma only) */
+        {"sage2-4b smooth=k", 128, 4, 1, 1, {1000}, 0, "causal"},
+        {"sage2-4b smooth=k", 64, 2, 2, 3, {1000, 77, 300}, 1, "none"},
+        /* ... with smooth=q: dS by the producer (mma.sync f16 on the fp16 input K) */
+        {"sage2-4b", 128, 4, 2, 3, {1000, 77, 300}, 1, "causal"},
+        {"sage2-4b", 64, 4, 1, 1, {1000}, 0, "none"},
+        {"sage2-4b qblock=48", 128, 2, 1, 1, {700}, 0, "window:300,50"},
     };
     /* sm_90 and a wgmma build: every case; elsewhere the mma.sync instances' scheme only */
     const int wg_any = wgmma_runs_here(0, 0);
@@ -557,7 +604,7 @@ int main(int argc, char **argv)
             continue;
         }
         /* --quick: small cases, for compute-sanitizer */
-        if (!quick || i == 0 || i == 6 || i == 7 || i == 10 || i == 11 || i == 15)
+        if (!quick || i == 0 || i == 6 || i == 7 || i == 10 || i == 11 || i == 15 || i == 18 || i == 19)
             run_case(&cases[i]);
     }
     if (!quick) {

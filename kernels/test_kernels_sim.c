@@ -434,6 +434,25 @@ static void check_wg_keys(void)
         CHECK(qattn_wg_kgroup_ok(g, cases[i].kb) == cases[i].ok, "wg_kgroup_ok(%s, %d) != %d", cases[i].g,
               cases[i].kb, cases[i].ok);
     }
+    /* int4 unpacking (16 x the code): hand-worked word, then every nibble value in every position */
+    uint32_t lo, hi;
+    qattn_wg_unpack_i4(0x8f7a1009u, &lo, &hi); /* channels -7, 0, 0, 1, -6, 7, -1, -8 */
+    CHECK(lo == 0x10000090u && hi == 0x80f070a0u, "unpack_i4(0x8f7a1009) = %08x %08x", lo, hi); /* 16 x */
+    uint32_t rng = 12345u;
+    for (int n = 0; n < 4096; n++) {
+        rng = rng * 1664525u + 1013904223u;
+        const uint32_t w = n < 16 ? 0x11111111u * (uint32_t)n : rng;
+        qattn_wg_unpack_i4(w, &lo, &hi);
+        for (int c = 0; c < 8; c++) {
+            const int nib = (int)(w >> (4 * c) & 15u), want = nib < 8 ? nib : nib - 16;
+            const int got = (int8_t)((c < 4 ? lo : hi) >> (8 * (c & 3)) & 0xffu);
+            if (got != 16 * want) {
+                CHECK(0, "unpack_i4(%08x) channel %d: %d, not 16 x %d", w, c, got, want);
+                n = 4096;
+                break;
+            }
+        }
+    }
 }
 
 int main(int argc, char **argv)

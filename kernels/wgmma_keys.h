@@ -1,5 +1,6 @@
-/* The 8-bit wgmma tile's key order and the K scale groups it can index
- * (attn_fwd_wgmma.h), for the kernel and for the dispatcher's check. */
+/* The 8-bit wgmma tile's key order, the K scale groups it can index and
+ * the int4 codes' unpacking (attn_fwd_wgmma.h), for the kernel, the
+ * dispatcher's check and the host tests. */
 #ifndef QATTN_KERNELS_WGMMA_KEYS_H
 #define QATTN_KERNELS_WGMMA_KEYS_H
 
@@ -53,6 +54,18 @@ QATTN_NUM_FN int qattn_wg_kgroup_ok(qattn_group g, int kb)
                             return 0;
             }
     return 1;
+}
+
+/* 8 int4 codes (a word, channel k in bits 4k..4k+3, two's complement) as
+ * 8 int8 values 16 x code: channels 0..3 in *lo, 4..7 in *hi, low byte
+ * first. A nibble moved to the high half of a byte is its code times 16
+ * with the sign in place, so no sign extension is needed; the Q.K sums are
+ * 256 x the codes' (|.| <= 2^21 at d = 128) and the kernel scales by 2^-8. */
+QATTN_NUM_FN void qattn_wg_unpack_i4(uint32_t w, uint32_t *lo, uint32_t *hi)
+{
+    const uint32_t e = (w << 4) & 0xf0f0f0f0u, o = w & 0xf0f0f0f0u; /* channels 0, 2, 4, 6 / 1, 3, 5, 7 */
+    *lo = (e & 0xffu) | (o & 0xffu) << 8 | (e & 0xff00u) << 8 | (o & 0xff00u) << 16;
+    *hi = (e >> 16 & 0xffu) | (o >> 16 & 0xffu) << 8 | (e >> 8 & 0xff0000u) | (o & 0xff000000u);
 }
 
 #endif

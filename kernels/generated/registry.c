@@ -111,6 +111,9 @@ int qattn_kernels_launch_attn_fwd_wgmma_d64_qk_int8_pv_e4m3_acc_fp22(const qattn
 int qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_int8_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
+int qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_int4_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
 int qattn_kernels_launch_attn_fwd_wgmma_d64_qk_e4m3_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
@@ -127,6 +130,9 @@ int qattn_kernels_launch_attn_fwd_wgmma_d128_qk_int8_pv_e4m3_acc_fp22(const qatt
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
 int qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_int8_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
+int qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_int4_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
 int qattn_kernels_launch_attn_fwd_wgmma_d128_qk_e4m3_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
@@ -1312,6 +1318,34 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_int8_pv_e4m3_acc_fp22},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
+    {.name = "attn_fwd_wgmma_d64_kb64_qk_int4_pv_e4m3_acc_fp22",
+     .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
+     .path = QATTN_KERNELS_PATH_WGMMA,
+     .head_dim = 64,
+     .q = QATTN_FMT_INT4,
+     .k = QATTN_FMT_INT4,
+     .p = QATTN_FMT_E4M3,
+     .v = QATTN_FMT_E4M3,
+     .acc = QATTN_ACC_FP22,
+     .two_level = 1,
+     .p_static = 3,
+     .qk_groups = "q: any token pattern, no ,ch:; k: one group on a lane's keys of each n-tile parity a block (tensor, block:n64, thread:64/8/2, thread:64/16/4); kblock=64 and acc=fp22+fp32:64 exactly",
+     .v_groups = "tensor or channel (,ch:C)",
+     .smooth = QATTN_SMOOTH_Q | QATTN_SMOOTH_K | QATTN_SMOOTH_V,
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
+              (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 64,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = "sm_90a",
+     .cc_min = 90,
+     .cc_max = 90,
+     .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_int4_pv_e4m3_acc_fp22},
+#endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
     {.name = "attn_fwd_wgmma_d64_qk_e4m3_pv_e4m3_acc_fp22",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
      .path = QATTN_KERNELS_PATH_WGMMA,
@@ -1476,6 +1510,34 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cc_max = 90,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_int8_pv_e4m3_acc_fp22},
+#endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
+    {.name = "attn_fwd_wgmma_d128_kb64_qk_int4_pv_e4m3_acc_fp22",
+     .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
+     .path = QATTN_KERNELS_PATH_WGMMA,
+     .head_dim = 128,
+     .q = QATTN_FMT_INT4,
+     .k = QATTN_FMT_INT4,
+     .p = QATTN_FMT_E4M3,
+     .v = QATTN_FMT_E4M3,
+     .acc = QATTN_ACC_FP22,
+     .two_level = 1,
+     .p_static = 3,
+     .qk_groups = "q: any token pattern, no ,ch:; k: one group on a lane's keys of each n-tile parity a block (tensor, block:n64, thread:64/8/2, thread:64/16/4); kblock=64 and acc=fp22+fp32:64 exactly",
+     .v_groups = "tensor or channel (,ch:C)",
+     .smooth = QATTN_SMOOTH_Q | QATTN_SMOOTH_K | QATTN_SMOOTH_V,
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
+              (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 64,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = "sm_90a",
+     .cc_min = 90,
+     .cc_max = 90,
+     .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_int4_pv_e4m3_acc_fp22},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
     {.name = "attn_fwd_wgmma_d128_qk_e4m3_pv_e4m3_acc_fp22",
