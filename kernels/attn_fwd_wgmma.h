@@ -15,7 +15,8 @@
  *     block (KB = 128) into QATTN_WGMMA_NSTAGES stages, cp.async; each
  *     thread's copies arrive on the stage's "full" mbarrier when they land
  *     (cp.async.mbarrier.arrive.noinc, 128 arrivals), and a stage is refilled
- *     once its "empty" mbarrier saw all 8 consumer warps done with it.
+ *     once its "empty" mbarrier saw all 8 consumer warps done with it
+ *     (int4: qattn_wgmma_produce_i4, and the warps' 256 lanes).
  *   warpgroups 1, 2 (consumers, 240 registers): warpgroup w rows
  *     64(w-1)..64(w-1)+63, warp v of it rows 16v..16v+15, lane 4g+i rows g
  *     and g+8 (the wgmma accumulator layout); they wait on the full
@@ -69,14 +70,16 @@
 #define QATTN_WGMMA_ES(qf) (QATTN_WGMMA_8BIT(qf) ? 1 : 2)
 #define QATTN_WGMMA_KS(qf, kb) (QATTN_WGMMA_8BIT(qf) ? (kb) : 128)
 #define QATTN_WGMMA_NSTAGES(d, qf, kb) (2 * QATTN_WGMMA_KS(qf, kb) * (d) * QATTN_WGMMA_ES(qf) > 32768 ? 2 : 4)
-/* int4: the producer's staging ring (packed K, fp16 K input; Q's 128 packed rows fit in the
- * first), the dS mma's A tile (16 padded fp16 rows) and dS ([stages][8][keys] floats) */
+/* int4: the producer's staging ring (slots of packed K and fp16 input K), the dS mma's A tile (16
+ * padded fp16 rows), dS ([stages][8][keys] floats) and Q's packed rows */
 #define QATTN_WGMMA_DS_ROWB(d) (2 * (d) + 16) /* bytes of a padded fp16 row (A tile, staged K input) */
 #define QATTN_WGMMA_I4SLOT(d, ks) ((ks) * (d) / 2 + (ks) * QATTN_WGMMA_DS_ROWB(d))
-#define QATTN_WGMMA_I4NSLOT 4 /* slots of the int4 staging ring: blocks are copied 3 ahead of the one unpacked */
+#define QATTN_WGMMA_I4NSLOT 4 /* slots of the int4 staging ring */
 #define QATTN_WGMMA_I4STG(d, qf, kb)                                                                                  \
-    ((qf) == QATTN_FMT_INT4 ? QATTN_WGMMA_I4NSLOT * QATTN_WGMMA_I4SLOT(d, QATTN_WGMMA_KS(qf, kb)) + 16 * QATTN_WGMMA_DS_ROWB(d) +       \
-                                  QATTN_WGMMA_NSTAGES(d, qf, kb) * 8 * QATTN_WGMMA_KS(qf, kb) * 4                     \
+    ((qf) == QATTN_FMT_INT4 ? QATTN_WGMMA_I4NSLOT * QATTN_WGMMA_I4SLOT(d, QATTN_WGMMA_KS(qf, kb)) +                   \
+                                  16 * QATTN_WGMMA_DS_ROWB(d) +                                                       \
+                                  QATTN_WGMMA_NSTAGES(d, qf, kb) * 8 * QATTN_WGMMA_KS(qf, kb) * 4 +                   \
+                                  QATTN_WGMMA_BM * (d) / 2                                                            \
                             : 0)
 #define QATTN_WGMMA_SMEM(d, qf, kb)                                                                                   \
     (QATTN_WGMMA_BM * (d) * QATTN_WGMMA_ES(qf) +                                                                      \
@@ -370,8 +373,10 @@ static __device__ __forceinline__ void qattn_wgmma_o_rescale(float (&o)[NO][4], 
 
 /* a consumer warp's end of a stage, after its last P.V was issued: the next
  * stage's Q.K issued once that stage has landed (more: there is one), so the
- * tensor core runs it while the P.V finishes; then the release of this stage */
-template <typename F>
+ * tensor core runs it while the P.V finishes; then the release of this stage
+ * by lane 0, or by every lane (LANES: the lanes read the stage with plain
+ * loads too, int4's dS, and each orders its own reads before the release) */
+template <bool LANES = false, typename F>
 static __device__ __forceinline__ void qattn_wgmma_stage_end(int more, uint32_t full_next, uint32_t phase_next,
                                                              uint32_t empty_this, F &&issue_next)
 {
@@ -383,7 +388,7 @@ static __device__ __forceinline__ void qattn_wgmma_stage_end(int more, uint32_t 
     } else {
         qattn_wgmma_wait<0>();
     }
-    if ((threadIdx.x & 31) == 0)
+    if (LANES || (threadIdx.x & 31) == 0)
         qattn_mbar_arrive(empty_this); /* this warp is done with the stage */
 }
 
@@ -410,152 +415,182 @@ static __device__ __forceinline__ void qattn_wgmma_unpack_chunk(const uint8_t *s
  * 22 bits), B = the key block's fp16 input K; lane 4l + i adds rows l and
  * l + 8 (its c0 + c2), subtracts C_l = mean . kmean (dS = mean . (K -
  * kmean)) and stores dS c2 for keys 8n + 2i, +1 in natural order. */
-/* The producer of the int4 instances: Q and the key blocks as packed int4
- * codes (rows of D / 2 bytes) through a staging ring of 4 slots (sStg),
- * unpacked to int8 (16 x the codes) where the 8-bit tile reads them; V^T as for int8; with
- * smooth=q (p.q_mean) also the key block's fp16 input K and its dS
- * (sDs: [S stages][8 Q blocks][KS keys] floats). A thread unpacks only the
- * 16-byte chunks it copied itself; the dS mma reads every thread's copies,
- * so the producer's threads meet at a named barrier first. Unpacked codes
- * are generic-proxy stores that the wgmma reads through the async proxy,
- * hence the fence before each arrival (the full barriers count 128
- * arrivals either way). Blocks are copied 3 ahead of the one unpacked. */
+/* The producer of the int4 instances, in two roles that meet only at
+ * mbarriers, so that copies run as far ahead as the stages allow and the
+ * unpacking follows the data:
+ *   warps 0, 1 (copiers): Q packed into sQstg; key block after key block,
+ *     its packed K (rows of D / 2 bytes, keys in order) and, with smooth=q
+ *     (p.q_mean), its fp16 input K into a slot of a ring of NSLOT, V^T
+ *     into the stage, then an arrival on the slot's "landed" barrier once
+ *     they land;
+ *   warps 2, 3 (unpackers): Q, then each block's K written as int8 (16 x
+ *     the codes, K row c of a 32-key chunk = key sigma(c)) into the stage,
+ *     the block's dS (smooth=q), then the stage's full barrier (64
+ *     arrivals, all regular: the consumers' one source of the stage) and
+ *     the slot's release ("free").
+ * Unpacked codes are generic-proxy stores that the wgmma reads through the
+ * async proxy, hence the fence before each arrival. */
 template <int D, int KS, int S>
 static __device__ __forceinline__ void qattn_wgmma_produce_i4(const qattn_kernels_attn_params &p, uint8_t *sQ,
-                                                              uint8_t *sStage, uint8_t *sStg, uint8_t *sA,
-                                                              float *sDs, uint32_t bar0, int J0, int J1, int b,
-                                                              int h, int hk, int i0, int sq, int sk, int64_t tq0,
-                                                              int64_t tk0)
+                                                              uint8_t *sStage, uint8_t *sStg, uint8_t *sQstg,
+                                                              uint8_t *sA, float *sDs, uint32_t bar0, int J0, int J1,
+                                                              int b, int h, int hk, int i0, int sq, int sk,
+                                                              int64_t tq0, int64_t tk0)
 {
-    constexpr int RB = D, PCH = D / 32, PRP = 128 / PCH; /* int8 row bytes, packed 16-byte chunks a row, rows a pass */
+    constexpr int NS = QATTN_WGMMA_I4NSLOT, BM = QATTN_WGMMA_BM;
+    constexpr int RB = D, PCH = D / 32; /* int8 row bytes, packed 16-byte chunks a row */
     constexpr int STAGE = 2 * KS * RB, SLOT = QATTN_WGMMA_I4SLOT(D, KS), KP = QATTN_WGMMA_DS_ROWB(D);
-    constexpr int VCH = KS / 16, VR = 128 / VCH, VSTEP = VR * (KS < 128 ? KS : 128);
-    constexpr int ICH = D / 8; /* 16-byte chunks of an fp16 K row */
-    static_assert(PRP % 32 == 0, "a pass covers whole 32-key chunks (sigma)");
-    const int wt = (int)threadIdx.x & 127, r0 = wt / PCH, pc = wt % PCH;
-    const int lane = wt & 31, warp = wt >> 5, g = lane >> 2, qi = lane & 3;
+    constexpr int VCH = KS / 16, VR = 64 / VCH, VSTEP = VR * (KS < 128 ? KS : 128); /* V^T by 64 threads */
+    constexpr int ICH = D / 8;                                                      /* 16-byte chunks of an fp16 K row */
+    const int wt = (int)threadIdx.x & 127, rt = wt & 63; /* thread in the warpgroup, in its role */
+    const int lane = wt & 31, g = lane >> 2, qi = lane & 3;
     const int dsq = p.q_mean != 0;
-    /* ---- Q: rows r0 + PRP x ---- */
-    const uint8_t *qg = (const uint8_t *)p.q + (int64_t)b * p.q_sb + tq0 * p.q_st + (int64_t)h * p.q_sh + pc * 16;
-#pragma unroll
-    for (int x = 0; x < QATTN_WGMMA_BM / PRP; x++) {
-        const int r = r0 + PRP * x, ok = i0 + r < sq;
-        qattn_cp_async16(sStg + (r * PCH + pc) * 16, ok ? qg + (int64_t)(i0 + r) * p.q_st : qg, ok ? 16 : 0);
+    __shared__ __align__(8) uint64_t s_i4bar[2 * NS + 1]; /* landed[NS], free[NS], Q landed */
+    const uint32_t ib0 = qattn_wgmma_smem_addr(s_i4bar);
+#define QATTN_I4_LANDED(x) (ib0 + 8u * (uint32_t)(x))
+#define QATTN_I4_FREE(x) (ib0 + 8u * (uint32_t)(NS + (x)))
+#define QATTN_I4_QLANDED (ib0 + 8u * (uint32_t)(2 * NS))
+    if (wt == 0) {
+        for (int x = 0; x < NS; x++) {
+            qattn_mbar_init(QATTN_I4_LANDED(x), 64);
+            qattn_mbar_init(QATTN_I4_FREE(x), 64);
+        }
+        qattn_mbar_init(QATTN_I4_QLANDED, 64);
     }
-    qattn_cp_async_commit();
-    /* ---- smooth=q: the A tile, and this lane's C_l and c2 / scale (l = g) ---- */
+    qattn_bar_sync_producer();
+
+    if (wt < 64) {
+        /* ================= copiers ================= */
+        const uint8_t *qg = (const uint8_t *)p.q + (int64_t)b * p.q_sb + tq0 * p.q_st + (int64_t)h * p.q_sh;
+#pragma unroll 4
+        for (int e = rt; e < BM * PCH; e += 64) {
+            const int r = e / PCH, pc = e % PCH, ok = i0 + r < sq;
+            qattn_cp_async16(sQstg + e * 16, ok ? qg + (int64_t)(i0 + r) * p.q_st + pc * 16 : qg, ok ? 16 : 0);
+        }
+        qattn_cp_async_mbar_arrive(QATTN_I4_QLANDED);
+        const int kst = (int)p.k_st, vst = (int)p.v_st;
+        const uint8_t *kg = (const uint8_t *)p.k + (int64_t)b * p.k_sb + tk0 * p.k_st + (int64_t)hk * p.k_sh;
+        const uint8_t *ig = dsq ? (const uint8_t *)p.k_in + 2 * ((int64_t)b * p.kin_sb + tk0 * p.kin_st +
+                                                                 (int64_t)hk * p.kin_sh)
+                                : (const uint8_t *)0;
+        const int v0 = rt / VCH, vch = rt % VCH;
+        const uint8_t *vg = (const uint8_t *)p.v + (int64_t)b * p.v_sb + (int64_t)hk * p.v_sh + (int64_t)v0 * vst + vch * 16;
+        const int voff = KS * RB + qattn_wg_off<KS, D>(v0, vch);
+        int it = 0;
+        for (int j0 = J0; j0 < J1; j0 += KS, it++) {
+            const int slot = it % NS, stage = it % S;
+            if (it >= NS) /* the unpackers are done with the slot's previous block */
+                qattn_mbar_wait(QATTN_I4_FREE(slot), (uint32_t)((it / NS - 1) & 1));
+            if (it >= S) /* the consumers' release of the stage's previous block */
+                qattn_mbar_wait(bar0 + 8u * (uint32_t)(S + stage), (uint32_t)((it / S - 1) & 1));
+            uint8_t *stg = sStg + slot * SLOT;
+#pragma unroll
+            for (int e = rt; e < KS * PCH; e += 64) {
+                const int r = e / PCH, pc = e % PCH, ok = j0 + r < sk;
+                qattn_cp_async16(stg + e * 16, ok ? kg + (int64_t)(j0 + r) * kst + pc * 16 : kg, ok ? 16 : 0);
+            }
+            if (dsq) {
+                uint8_t *si = stg + KS * D / 2;
+#pragma unroll 4
+                for (int e = rt; e < KS * ICH; e += 64) {
+                    const int r = e / ICH, ch = e % ICH, ok = j0 + r < sk;
+                    qattn_cp_async16(si + r * KP + ch * 16, ok ? ig + 2 * (int64_t)(j0 + r) * p.kin_st + ch * 16 : ig,
+                                     ok ? 16 : 0);
+                }
+            }
+            uint8_t *sV = sStage + stage * STAGE + voff;
+            const uint8_t *vp = vg + j0; /* V^T rows are padded to a multiple of 128 keys */
+#pragma unroll 1
+            for (int x = 0; x < D / VR; x++, vp += VR * vst)
+                qattn_cp_async16(sV + VSTEP * x, vp, 16);
+            qattn_cp_async_mbar_arrive(QATTN_I4_LANDED(slot)); /* K packed, K input and V^T landed */
+        }
+        qattn_cp_async_wait<0>();
+        return;
+    }
+
+    /* ================= unpackers ================= */
+    const int uw = (wt >> 5) - 2; /* unpacker warp 0, 1 */
+    /* smooth=q: the dS mma's A tile; this lane's C_l and c2 / scale (l = g) */
     float dsC = 0.0f, dsK = 0.0f;
     int nql = 0;
     if (dsq) {
         __shared__ unsigned s_qmax[8];
-        __shared__ float s_cpart[4][8];
+        __shared__ float s_cpart[2][8];
         const int qb0 = i0 / p.qblock;
-        nql = ((i0 + QATTN_WGMMA_BM < sq ? i0 + QATTN_WGMMA_BM : sq) - 1) / p.qblock - qb0 + 1;
+        nql = ((i0 + BM < sq ? i0 + BM : sq) - 1) / p.qblock - qb0 + 1;
         nql = nql < 8 ? nql : 8; /* qblock % 16 == 0: at most 8 blocks in 128 rows */
-        if (wt < 8)
-            s_qmax[wt] = 0u;
-        qattn_bar_sync_producer();
-        const float *qm = p.q_mean + ((int64_t)h * p.nseq + b) * p.nqb * D + (int64_t)qb0 * D + wt;
-        float m[8];
+        if (rt < 8)
+            s_qmax[rt] = 0u;
+        qattn_bar_sync_unpackers();
+        constexpr int CPT = (D + 63) / 64; /* channels a thread: rt + 64 y */
+        const float *qm = p.q_mean + ((int64_t)h * p.nseq + b) * p.nqb * D + (int64_t)qb0 * D;
+        auto mean_at = [&](int l, int c) { return l < nql && c < D ? qm[l * D + c] : 0.0f; }; /* read twice: few registers */
 #pragma unroll
         for (int l = 0; l < 8; l++) {
-            m[l] = l < nql && wt < D ? qm[l * D] : 0.0f;
-            atomicMax(&s_qmax[l], __float_as_uint(fabsf(m[l])));
+            float mx = 0.0f;
+#pragma unroll
+            for (int y = 0; y < CPT; y++)
+                mx = fmaxf(mx, fabsf(mean_at(l, rt + 64 * y)));
+            atomicMax(&s_qmax[l], __float_as_uint(mx));
         }
-        qattn_bar_sync_producer();
-        const float kbar = p.k_mean && wt < D ? p.k_mean[((int64_t)hk * p.nseq + b) * D + wt] : 0.0f;
+        qattn_bar_sync_unpackers();
 #pragma unroll
         for (int l = 0; l < 8; l++) {
             int e = 0;
             (void)frexpf(__uint_as_float(s_qmax[l]), &e);
             const float sc = ldexpf(1.0f, 14 - e);
-            const __half hi = __float2half_rn(m[l] * sc), lo = __float2half_rn(m[l] * sc - __half2float(hi));
-            if (wt < D) {
-                *(__half *)(sA + l * KP + 2 * wt) = hi;
-                *(__half *)(sA + (l + 8) * KP + 2 * wt) = lo;
+            float c = 0.0f; /* C_l in the A tile's units, summed in a fixed order */
+#pragma unroll
+            for (int y = 0; y < CPT; y++) {
+                const int ch = rt + 64 * y;
+                const float mv = mean_at(l, ch) * sc;
+                const __half hi = __float2half_rn(mv), lo = __float2half_rn(mv - __half2float(hi));
+                if (ch < D) {
+                    *(__half *)(sA + l * KP + 2 * ch) = hi;
+                    *(__half *)(sA + (l + 8) * KP + 2 * ch) = lo;
+                    if (p.k_mean)
+                        c += (__half2float(hi) + __half2float(lo)) * p.k_mean[((int64_t)hk * p.nseq + b) * D + ch];
+                }
             }
-            float c = (__half2float(hi) + __half2float(lo)) * kbar; /* C_l in the A tile's units, summed in a fixed order */
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1)
                 c += __shfl_xor_sync(0xffffffffu, c, o);
             if (lane == 0)
-                s_cpart[warp][l] = c;
+                s_cpart[uw][l] = c;
         }
-        qattn_bar_sync_producer();
+        qattn_bar_sync_unpackers();
         if (g < nql) {
             int e = 0;
             (void)frexpf(__uint_as_float(s_qmax[g]), &e);
-            dsC = (s_cpart[0][g] + s_cpart[1][g]) + (s_cpart[2][g] + s_cpart[3][g]);
+            dsC = s_cpart[0][g] + s_cpart[1][g];
             dsK = ldexpf(p.c2, e - 14);
         }
     }
-    qattn_cp_async_wait<0>();
-#pragma unroll
-    for (int x = 0; x < QATTN_WGMMA_BM / PRP; x++) {
-        const int r = r0 + PRP * x;
-        qattn_wgmma_unpack_chunk<RB, QATTN_WGMMA_BM>(sStg + (r * PCH + pc) * 16, sQ, r, pc);
-    }
+    /* Q */
+    qattn_mbar_wait(QATTN_I4_QLANDED, 0);
+#pragma unroll 4
+    for (int e = rt; e < BM * PCH; e += 64)
+        qattn_wgmma_unpack_chunk<RB, BM>(sQstg + e * 16, sQ, e / PCH, e % PCH);
     qattn_fence_proxy_async_smem();
-    qattn_mbar_arrive(bar0 + 8u * (uint32_t)(2 * S));
-    if (dsq)
-        qattn_bar_sync_producer(); /* the Q staging is free before the first block lands there */
-    /* ---- key blocks: K row r0 + PRP x holds key kperm + PRP x (sigma within each 32-key chunk) ---- */
-    const int kperm = (r0 & ~31) + qattn_wg_sigma(r0 & 31), kst = (int)p.k_st;
-    const uint8_t *kg = (const uint8_t *)p.k + (int64_t)b * p.k_sb + tk0 * p.k_st + (int64_t)hk * p.k_sh +
-                        (int64_t)kperm * kst + pc * 16;
-    const int v0 = wt / VCH, vch = wt % VCH, vst = (int)p.v_st;
-    const uint8_t *vg = (const uint8_t *)p.v + (int64_t)b * p.v_sb + (int64_t)hk * p.v_sh + (int64_t)v0 * vst + vch * 16;
-    const int voff = KS * RB + qattn_wg_off<KS, D>(v0, vch);
-    const uint8_t *ig = dsq ? (const uint8_t *)p.k_in + 2 * ((int64_t)b * p.kin_sb + tk0 * p.kin_st + (int64_t)hk * p.kin_sh)
-                            : (const uint8_t *)0;
-    auto load = [&](int it, int j0) {
-        const int stage = it % S;
-        if (it >= S) /* the consumers' release of this stage's previous block */
-            qattn_mbar_wait(bar0 + 8u * (uint32_t)(S + stage), (uint32_t)((it / S - 1) & 1));
-        uint8_t *stg = sStg + (it % QATTN_WGMMA_I4NSLOT) * SLOT;
-#pragma unroll
-        for (int x = 0; x < KS / PRP; x++) {
-            const int ok = j0 + PRP * x + kperm < sk;
-            qattn_cp_async16(stg + ((r0 + PRP * x) * PCH + pc) * 16, ok ? kg + (int64_t)(j0 + PRP * x) * kst : kg,
-                             ok ? 16 : 0);
-        }
-        if (dsq) {
-            uint8_t *si = stg + KS * D / 2;
-#pragma unroll 2
-            for (int e = wt; e < KS * ICH; e += 128) {
-                const int r = e / ICH, ch = e % ICH, ok = j0 + r < sk;
-                qattn_cp_async16(si + r * KP + ch * 16, ok ? ig + 2 * (int64_t)(j0 + r) * p.kin_st + ch * 16 : ig,
-                                 ok ? 16 : 0);
-            }
-        }
-        uint8_t *sV = sStage + stage * STAGE + voff;
-        const uint8_t *vp = vg + j0; /* V^T rows are padded to a multiple of 128 keys */
-#pragma unroll 1
-        for (int x = 0; x < D / VR; x++, vp += VR * vst)
-            qattn_cp_async16(sV + VSTEP * x, vp, 16);
-        qattn_cp_async_commit();
-    };
-    /* blocks 0 .. NSLOT - 2 ahead; empty groups keep the count */
-#pragma unroll 1
-    for (int x = 0; x < QATTN_WGMMA_I4NSLOT - 1; x++)
-        if (J0 + x * KS < J1)
-            load(x, J0 + x * KS);
-        else
-            qattn_cp_async_commit();
+    qattn_mbar_arrive(bar0 + 8u * (uint32_t)(2 * S)); /* Q: 64 arrivals */
     int it = 0;
     for (int j0 = J0; j0 < J1; j0 += KS, it++) {
-        qattn_cp_async_wait<QATTN_WGMMA_I4NSLOT - 2>(); /* this thread's copies of block it have landed */
-        if (dsq) /* ... everyone's, and every thread is done with block it - 1's slot */
-            qattn_bar_sync_producer();
-        const uint8_t *stg = sStg + (it % QATTN_WGMMA_I4NSLOT) * SLOT;
-        uint8_t *sK = sStage + (it % S) * STAGE;
+        const int slot = it % NS, stage = it % S;
+        qattn_mbar_wait(QATTN_I4_LANDED(slot), (uint32_t)((it / NS) & 1));
+        if (it >= S) /* the stage's previous block released: implied by "landed" (the copiers waited for it), but
+                      * through an asynchronous arrival; said directly so that the race checker sees it */
+            qattn_mbar_wait(bar0 + 8u * (uint32_t)(S + stage), (uint32_t)((it / S - 1) & 1));
+        const uint8_t *stg = sStg + slot * SLOT;
+        uint8_t *sK = sStage + stage * STAGE;
 #pragma unroll
-        for (int x = 0; x < KS / PRP; x++) {
-            const int r = r0 + PRP * x;
-            qattn_wgmma_unpack_chunk<RB, KS>(stg + (r * PCH + pc) * 16, sK, r, pc);
+        for (int e = rt; e < KS * PCH; e += 64) {
+            const int r = e / PCH, pc = e % PCH; /* tile row r holds key kperm (sigma within 32 keys) */
+            const int kperm = (r & ~31) + qattn_wg_sigma(r & 31);
+            qattn_wgmma_unpack_chunk<RB, KS>(stg + (kperm * PCH + pc) * 16, sK, r, pc);
         }
         if (dsq) {
-            constexpr int NTW = KS / 32; /* n-tiles of 8 keys a warp */
+            constexpr int NTW = KS / 16; /* n-tiles of 8 keys a warp */
             const uint8_t *si = stg + KS * D / 2;
             float acc[NTW][4];
 #pragma unroll
@@ -569,14 +604,14 @@ static __device__ __forceinline__ void qattn_wgmma_produce_i4(const qattn_kernel
                 for (int n = 0; n < NTW; n += 2) {
                     /* matrices: n-tile n (channels 16kk.., 16kk + 8..), n-tile n + 1 (the same) */
                     uint32_t bf[4];
-                    const int key = 8 * (NTW * warp + n) + 8 * (lane >> 4) + (lane & 7);
+                    const int key = 8 * (NTW * uw + n) + 8 * (lane >> 4) + (lane & 7);
                     qattn_ldmatrix_x4(bf, si + key * KP + (2 * kk + ((lane >> 3) & 1)) * 16);
                     qattn_mma_m16n8k16_f16_f32(acc[n], af, bf, acc[n]);
                     qattn_mma_m16n8k16_f16_f32(acc[n + 1], af, bf + 2, acc[n + 1]);
                 }
             }
             if (g < nql) {
-                float *d = sDs + ((it % S) * 8 + g) * KS + 8 * NTW * warp + 2 * qi;
+                float *d = sDs + (stage * 8 + g) * KS + 8 * NTW * uw + 2 * qi;
 #pragma unroll
                 for (int n = 0; n < NTW; n++)
                     *(float2 *)(d + 8 * n) =
@@ -584,14 +619,12 @@ static __device__ __forceinline__ void qattn_wgmma_produce_i4(const qattn_kernel
             }
         }
         qattn_fence_proxy_async_smem();
-        qattn_mbar_arrive(bar0 + 8u * (uint32_t)(it % S)); /* full */
-        /* the next block into block it - 1's slot; its stage's release (block it + NSLOT - 1 - S <= it - 1)
-         * needs only full barriers already arrived */
-        if (j0 + (QATTN_WGMMA_I4NSLOT - 1) * KS < J1)
-            load(it + QATTN_WGMMA_I4NSLOT - 1, j0 + (QATTN_WGMMA_I4NSLOT - 1) * KS);
-        else
-            qattn_cp_async_commit();
+        qattn_mbar_arrive(bar0 + 8u * (uint32_t)stage); /* full: 64 arrivals */
+        qattn_mbar_arrive(QATTN_I4_FREE(slot));
     }
+#undef QATTN_I4_LANDED
+#undef QATTN_I4_FREE
+#undef QATTN_I4_QLANDED
 }
 
 template <int D, int KB, int QF, int PF>
@@ -603,17 +636,16 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     static_assert(QATTN_WGMMA_8BIT(QF) || KB == 64, "16-bit: key blocks of 64, two to a 128-key stage (m64n128k16)");
     static_assert(QATTN_WGMMA_8BIT(QF) ? PF == QATTN_FMT_E4M3 || (PF == QATTN_FMT_INT8 && QF == QATTN_FMT_INT8) : PF == QF,
                   "P.V: e4m3, int8 after int8 Q.K, or the baseline's 16-bit type");
-    static_assert(QF != QATTN_FMT_INT4 || QATTN_WGMMA_NSTAGES(D, QF, KB) >= QATTN_WGMMA_I4NSLOT,
-                  "int4: the producer copies NSLOT - 1 key blocks ahead of the one it unpacks");
+
 #if QATTN_WGMMA
     /* Q8: 8-bit Q/K codes (int8 or e4m3); O accumulated in two levels (int8: acc=fp22+fp32:KB, each
      * block's P.V from 0 then added into the fp32 O) or in one (e4m3: acc=fp22, P.V into O) */
     constexpr int Q8 = QATTN_WGMMA_8BIT(QF), I4 = QF == QATTN_FMT_INT4, BF = QF == QATTN_FMT_BF16;
     constexpr int QC = I4 ? QATTN_FMT_INT8 : QF; /* the codes the tensor core reads (int4: unpacked to int8) */
     constexpr int TWO = QC == QATTN_FMT_INT8;
-    /* registers a producer / consumer thread (setmaxnreg; 128 x PREG + 256 x CREG = the block's 64512):
+    /* registers a producer / consumer thread (setmaxnreg; 128 x PREG + 256 x CREG <= the block's 64512):
      * int4's producer unpacks, so it keeps more */
-    constexpr int PREG = I4 ? 56 : 24, CREG = I4 ? 224 : 240;
+    constexpr int PREG = I4 ? 64 : 24, CREG = I4 ? 216 : 240;
     constexpr int ES = Q8 ? 1 : 2; /* bytes an element */
     /* keys a stage holds: the key block (int8), two key blocks of 64 (16-bit: Q.K by
      * m64n128k16, the softmax and P.V a block at a time) */
@@ -631,9 +663,10 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
     uint8_t *sQ = smem;               /* [128 rows][RB] swizzled */
     uint8_t *sStage = smem + BM * RB; /* stage s at s * STAGE */
-    /* int4: the producer's staging ring, the dS mma's A tile, dS [S][8 Q blocks][KS keys] (smooth=q) */
+    /* int4: the producer's staging ring, the dS mma's A tile, dS [S][8 Q blocks][KS keys] (smooth=q), Q packed */
     uint8_t *sStg = sStage + S * STAGE, *sA = sStg + QATTN_WGMMA_I4NSLOT * QATTN_WGMMA_I4SLOT(D, KS);
     float *sDs = (float *)(sA + 16 * QATTN_WGMMA_DS_ROWB(D));
+    uint8_t *sQstg = (uint8_t *)(sDs + S * 8 * KS); /* Q's packed rows */
     __shared__ __align__(8) uint64_t s_bar[2 * S + 1]; /* full[S], empty[S], Q */
     const uint32_t bar0 = qattn_wgmma_smem_addr(s_bar);
 #define QATTN_WS_FULL(s) (bar0 + 8u * (uint32_t)(s))
@@ -660,10 +693,10 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
         qattn_mma_row_ranges(p.mask, rA, rB, sq, sk, &loA, &hiA, &loB, &hiB);
     if (tid == 0) {
         for (int s = 0; s < S; s++) {
-            qattn_mbar_init(QATTN_WS_FULL(s), 128);
-            qattn_mbar_init(QATTN_WS_EMPTY(s), 8);
+            qattn_mbar_init(QATTN_WS_FULL(s), I4 ? 64 : 128);
+            qattn_mbar_init(QATTN_WS_EMPTY(s), I4 ? 256 : 8); /* consumer warps (int4: their lanes) */
         }
-        qattn_mbar_init(QATTN_WS_QBAR, 128);
+        qattn_mbar_init(QATTN_WS_QBAR, I4 ? 64 : 128); /* int4: the unpackers arrive */
     }
     /* ---- key blocks the tile touches (its barriers also publish the mbarrier inits) ---- */
     __shared__ int s_range[2];
@@ -675,8 +708,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
         qattn_setmaxnreg_dec<PREG>();
         if constexpr (I4) {
             if (J0 < J1)
-                qattn_wgmma_produce_i4<D, KS, S>(p, sQ, sStage, sStg, sA, sDs, bar0, J0, J1, b, h, hk, i0, sq, sk,
-                                                 tq0, tk0);
+                qattn_wgmma_produce_i4<D, KS, S>(p, sQ, sStage, sStg, sQstg, sA, sDs, bar0, J0, J1, b, h, hk, i0,
+                                                 sq, sk, tq0, tk0);
         } else if (J0 < J1) {
             const uint8_t *qg =
                 (const uint8_t *)p.q + ((int64_t)b * p.q_sb + tq0 * p.q_st + (int64_t)h * p.q_sh) * ES;
@@ -876,12 +909,19 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             const float ks0 = kcur[kin0], ks1 = kcur[kin1];
             float alA, alB;
             uint32_t pf[KB / 32][4]; /* A fragments (e4m3 or int8 codes) of keys 32q..32q+31 */
-            float2 dsv[I4 ? NT : 1]; /* int4: dS c2 of the thread's keys of each tile (0 without smooth=q) */
+            if (dsq) { /* int4, smooth=q: S c2 + dS c2 of the thread's keys of each tile */
+                float2 dsv[NT];
 #pragma unroll
-            for (int t = 0; t < (I4 ? NT : 1); t++)
-                dsv[t] = dsq ? *(const float2 *)(dsrow + stage * 8 * KB + qattn_wg_key(t, qi, 0)) : make_float2(0.0f, 0.0f);
-            qattn_wgmma_softmax<KB, PF, I4>(acc, dsv, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
-                                            qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf);
+                for (int t = 0; t < NT; t++)
+                    dsv[t] = *(const float2 *)(dsrow + stage * 8 * KB + qattn_wg_key(t, qi, 0));
+                qattn_wgmma_softmax<KB, PF, true>(acc, dsv, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
+                                                  qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf);
+            } else {
+                const float2 none[1] = {make_float2(0.0f, 0.0f)};
+                qattn_wgmma_softmax<KB, PF, false>(acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
+                                                   qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB,
+                                                   pf);
+            }
 
             /* ---- P.V of this block (from 0, or into O rescaled), then Q.K of the next ---- */
             typename qattn_cond<PF == QATTN_FMT_INT8, int, float>::type pvbuf[TWO ? NO * 4 : 1];
@@ -896,7 +936,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             for (int q = 0; q < KB / 32; q++)
                 qattn_wgmma_pv<D>(pv, pf[q], qattn_wg_desc_k<KB, D>(aV, 0, 32 * q), !TWO || q > 0);
             qattn_wgmma_commit();
-            qattn_wgmma_stage_end(j0 + KB < J1, QATTN_WS_FULL(nstg), nphase, QATTN_WS_EMPTY(stage),
+            qattn_wgmma_stage_end<I4>(j0 + KB < J1, QATTN_WS_FULL(nstg), nphase, QATTN_WS_EMPTY(stage),
                                   [&] { issue_qk(nstg); });
 #pragma unroll
             for (int x = 0; x < NO * 4; x++)

@@ -388,6 +388,13 @@ static __device__ __forceinline__ void qattn_bar_sync_producer(void)
     asm volatile("bar.sync 1, 128;\n" ::: "memory");
 #endif
 }
+/* named barrier 2 among the int4 producer's 64 unpacking threads */
+static __device__ __forceinline__ void qattn_bar_sync_unpackers(void)
+{
+#if QATTN_WGMMA
+    asm volatile("bar.sync 2, 64;\n" ::: "memory");
+#endif
+}
 /* warpgroup register budget (every warp of the warpgroup executes it) */
 template <int N>
 static __device__ __forceinline__ void qattn_setmaxnreg_inc(void)
