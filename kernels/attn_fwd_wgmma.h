@@ -408,13 +408,6 @@ static __device__ __forceinline__ void qattn_wgmma_unpack_chunk(const uint8_t *s
     *(uint4 *)(tile + qattn_wg_off<RB, R>(r, 2 * pc + 1)) = c;
 }
 
-/* int4 instances, smooth=q: dS of a key block for the CTA's Q blocks by
- * the producer warps on the tensor core (mma.sync f16, fp32 accumulate):
- * A row l = the fp16 high part of the l-th Q block's mean times a power of
- * two (|.| < 2^14), row l + 8 its low part (hi + lo holds the mean to about
- * 22 bits), B = the key block's fp16 input K; lane 4l + i adds rows l and
- * l + 8 (its c0 + c2), subtracts C_l = mean . kmean (dS = mean . (K -
- * kmean)) and stores dS c2 for keys 8n + 2i, +1 in natural order. */
 /* The producer of the int4 instances, in two roles that meet only at
  * mbarriers, so that copies run as far ahead as the stages allow and the
  * unpacking follows the data:
@@ -457,7 +450,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_i4(const qattn_kernel
         }
         qattn_mbar_init(QATTN_I4_QLANDED, 64);
     }
-    qattn_bar_sync_producer();
+    qattn_bar_sync<1, 128>(); /* the producer warpgroup */
 
     if (wt < 64) {
         /* ================= copiers ================= */
@@ -522,7 +515,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_i4(const qattn_kernel
         nql = nql < 8 ? nql : 8; /* qblock % 16 == 0: at most 8 blocks in 128 rows */
         if (rt < 8)
             s_qmax[rt] = 0u;
-        qattn_bar_sync_unpackers();
+        qattn_bar_sync<2, 64>(); /* the unpackers */
         constexpr int CPT = (D + 63) / 64; /* channels a thread: rt + 64 y */
         const float *qm = p.q_mean + ((int64_t)h * p.nseq + b) * p.nqb * D + (int64_t)qb0 * D;
         auto mean_at = [&](int l, int c) { return l < nql && c < D ? qm[l * D + c] : 0.0f; }; /* read twice: few registers */
@@ -534,7 +527,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_i4(const qattn_kernel
                 mx = fmaxf(mx, fabsf(mean_at(l, rt + 64 * y)));
             atomicMax(&s_qmax[l], __float_as_uint(mx));
         }
-        qattn_bar_sync_unpackers();
+        qattn_bar_sync<2, 64>(); /* the unpackers */
 #pragma unroll
         for (int l = 0; l < 8; l++) {
             int e = 0;
@@ -559,7 +552,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_i4(const qattn_kernel
             if (lane == 0)
                 s_cpart[uw][l] = c;
         }
-        qattn_bar_sync_unpackers();
+        qattn_bar_sync<2, 64>(); /* the unpackers */
         if (g < nql) {
             int e = 0;
             (void)frexpf(__uint_as_float(s_qmax[g]), &e);
@@ -590,6 +583,10 @@ static __device__ __forceinline__ void qattn_wgmma_produce_i4(const qattn_kernel
             qattn_wgmma_unpack_chunk<RB, KS>(stg + (kperm * PCH + pc) * 16, sK, r, pc);
         }
         if (dsq) {
+            /* dS of the block for the CTA's Q blocks (mma.sync f16, fp32 accumulate): A row l = the fp16 high
+             * part of the l-th block mean times a power of two (|.| < 2^14), row l + 8 its low part (hi + lo:
+             * about 22 bits), B = the block's fp16 input K; lane 4l + i adds rows l and l + 8 (c0 + c2),
+             * subtracts C_l = mean . kmean (dS = mean . (K - kmean)) and stores dS c2, keys in order */
             constexpr int NTW = KS / 16; /* n-tiles of 8 keys a warp */
             const uint8_t *si = stg + KS * D / 2;
             float acc[NTW][4];

@@ -381,18 +381,13 @@ static __device__ __forceinline__ void qattn_mbar_wait(uint32_t bar, uint32_t pa
     (void)bar, (void)parity;
 #endif
 }
-/* named barrier 1 among the 128 threads of a wgmma kernel's producer warpgroup */
-static __device__ __forceinline__ void qattn_bar_sync_producer(void)
+/* named barrier ID among NT threads (a wgmma kernel's producer warpgroup, or
+ * a role within it; ID 0 is __syncthreads') */
+template <int ID, int NT>
+static __device__ __forceinline__ void qattn_bar_sync(void)
 {
 #if QATTN_WGMMA
-    asm volatile("bar.sync 1, 128;\n" ::: "memory");
-#endif
-}
-/* named barrier 2 among the int4 producer's 64 unpacking threads */
-static __device__ __forceinline__ void qattn_bar_sync_unpackers(void)
-{
-#if QATTN_WGMMA
-    asm volatile("bar.sync 2, 64;\n" ::: "memory");
+    asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(NT) : "memory");
 #endif
 }
 /* warpgroup register budget (every warp of the warpgroup executes it) */
