@@ -1,0 +1,246 @@
+/* The producer warpgroup of the int4 wgmma instances (attn_fwd_wgmma.h):
+ * packed int4 codes unpacked to int8 in shared memory (Hopper has no int4
+ * MMA), and smooth=q's dS. NVIDIA only (sm_90a). */
+#ifndef QATTN_KERNELS_WGMMA_INT4_H
+#define QATTN_KERNELS_WGMMA_INT4_H
+
+#include <cuda_fp16.h>
+
+#include "mma_nvidia.h"    /* cp.async, mbarriers, ldmatrix, mma.sync */
+#include "qattn_kernels.h" /* qattn_kernels_attn_params */
+#include "wgmma_keys.h"    /* sigma, the unpacking */
+#include "wgmma_tile.h"    /* the tile layout */
+
+/* 16 bytes of packed int4 codes at src (32 channels) unpacked to int8 (16 x
+ * the codes) as 16-byte chunks 2 pc and 2 pc + 1 of row r of a swizzled
+ * tile of R rows */
+template <int RB, int R>
+static __device__ __forceinline__ void qattn_wgmma_unpack_chunk(const uint8_t *src, uint8_t *tile, int r, int pc)
+{
+    const uint4 w = *(const uint4 *)src;
+    uint4 a, c;
+    qattn_wg_unpack_i4(w.x, &a.x, &a.y);
+    qattn_wg_unpack_i4(w.y, &a.z, &a.w);
+    qattn_wg_unpack_i4(w.z, &c.x, &c.y);
+    qattn_wg_unpack_i4(w.w, &c.z, &c.w);
+    *(uint4 *)(tile + qattn_wg_off<RB, R>(r, 2 * pc)) = a;
+    *(uint4 *)(tile + qattn_wg_off<RB, R>(r, 2 * pc + 1)) = c;
+}
+
+/* The producer of the int4 instances, in two roles that meet only at
+ * mbarriers, so that copies run as far ahead as the stages allow and the
+ * unpacking follows the data:
+ *   warps 0, 1 (copiers): Q packed into sQstg; key block after key block,
+ *     its packed K (rows of D / 2 bytes, keys in order) and, with smooth=q
+ *     (p.q_mean), its fp16 input K into a slot of a ring of NSLOT, V^T
+ *     into the stage, then an arrival on the slot's "landed" barrier once
+ *     they land;
+ *   warps 2, 3 (unpackers): Q, then each block's K written as int8 (16 x
+ *     the codes, K row c of a 32-key chunk = key sigma(c)) into the stage,
+ *     the block's dS (smooth=q), then the stage's full barrier (64
+ *     arrivals, all regular: the consumers' one source of the stage) and
+ *     the slot's release ("free").
+ * Unpacked codes are generic-proxy stores that the wgmma reads through the
+ * async proxy, hence the fence before each arrival. */
+template <int D, int KS, int S>
+static __device__ __forceinline__ void qattn_wgmma_produce_i4(const qattn_kernels_attn_params &p, uint8_t *sQ,
+                                                              uint8_t *sStage, uint8_t *sStg, uint8_t *sQstg,
+                                                              uint8_t *sA, float *sDs, uint32_t bar0, int J0, int J1,
+                                                              int b, int h, int hk, int i0, int sq, int sk,
+                                                              int64_t tq0, int64_t tk0)
+{
+    constexpr int NS = QATTN_WGMMA_I4NSLOT, BM = QATTN_WGMMA_BM;
+    constexpr int RB = D, PCH = D / 32; /* int8 row bytes, packed 16-byte chunks a row */
+    constexpr int STAGE = 2 * KS * RB, SLOT = QATTN_WGMMA_I4SLOT(D, KS), KP = QATTN_WGMMA_DS_ROWB(D);
+    constexpr int VCH = KS / 16, VR = 64 / VCH, VSTEP = VR * (KS < 128 ? KS : 128); /* V^T by 64 threads */
+    constexpr int ICH = D / 8;                                                      /* 16-byte chunks of an fp16 K row */
+    const int wt = (int)threadIdx.x & 127, rt = wt & 63; /* thread in the warpgroup, in its role */
+    const int lane = wt & 31, g = lane >> 2, qi = lane & 3;
+    const int dsq = p.q_mean != 0;
+    __shared__ __align__(8) uint64_t s_i4bar[2 * NS + 1]; /* landed[NS], free[NS], Q landed */
+    const uint32_t ib0 = qattn_wgmma_smem_addr(s_i4bar);
+#define QATTN_I4_LANDED(x) (ib0 + 8u * (uint32_t)(x))
+#define QATTN_I4_FREE(x) (ib0 + 8u * (uint32_t)(NS + (x)))
+#define QATTN_I4_QLANDED (ib0 + 8u * (uint32_t)(2 * NS))
+    if (wt == 0) {
+        for (int x = 0; x < NS; x++) {
+            qattn_mbar_init(QATTN_I4_LANDED(x), 64);
+            qattn_mbar_init(QATTN_I4_FREE(x), 64);
+        }
+        qattn_mbar_init(QATTN_I4_QLANDED, 64);
+    }
+    qattn_bar_sync<1, 128>(); /* the producer warpgroup */
+
+    if (wt < 64) {
+        /* ================= copiers ================= */
+        const uint8_t *qg = (const uint8_t *)p.q + (int64_t)b * p.q_sb + tq0 * p.q_st + (int64_t)h * p.q_sh;
+#pragma unroll 4
+        for (int e = rt; e < BM * PCH; e += 64) {
+            const int r = e / PCH, pc = e % PCH, ok = i0 + r < sq;
+            qattn_cp_async16(sQstg + e * 16, ok ? qg + (int64_t)(i0 + r) * p.q_st + pc * 16 : qg, ok ? 16 : 0);
+        }
+        qattn_cp_async_mbar_arrive(QATTN_I4_QLANDED);
+        const int kst = (int)p.k_st, vst = (int)p.v_st;
+        const uint8_t *kg = (const uint8_t *)p.k + (int64_t)b * p.k_sb + tk0 * p.k_st + (int64_t)hk * p.k_sh;
+        const uint8_t *ig = dsq ? (const uint8_t *)p.k_in + 2 * ((int64_t)b * p.kin_sb + tk0 * p.kin_st +
+                                                                 (int64_t)hk * p.kin_sh)
+                                : (const uint8_t *)0;
+        const int v0 = rt / VCH, vch = rt % VCH;
+        const uint8_t *vg = (const uint8_t *)p.v + (int64_t)b * p.v_sb + (int64_t)hk * p.v_sh + (int64_t)v0 * vst + vch * 16;
+        const int voff = KS * RB + qattn_wg_off<KS, D>(v0, vch);
+        int it = 0;
+        for (int j0 = J0; j0 < J1; j0 += KS, it++) {
+            const int slot = it % NS, stage = it % S;
+            if (it >= NS) /* the unpackers are done with the slot's previous block */
+                qattn_mbar_wait(QATTN_I4_FREE(slot), (uint32_t)((it / NS - 1) & 1));
+            if (it >= S) /* the consumers' release of the stage's previous block */
+                qattn_mbar_wait(bar0 + 8u * (uint32_t)(S + stage), (uint32_t)((it / S - 1) & 1));
+            uint8_t *stg = sStg + slot * SLOT;
+#pragma unroll
+            for (int e = rt; e < KS * PCH; e += 64) {
+                const int r = e / PCH, pc = e % PCH, ok = j0 + r < sk;
+                qattn_cp_async16(stg + e * 16, ok ? kg + (int64_t)(j0 + r) * kst + pc * 16 : kg, ok ? 16 : 0);
+            }
+            if (dsq) {
+                uint8_t *si = stg + KS * D / 2;
+#pragma unroll 4
+                for (int e = rt; e < KS * ICH; e += 64) {
+                    const int r = e / ICH, ch = e % ICH, ok = j0 + r < sk;
+                    qattn_cp_async16(si + r * KP + ch * 16, ok ? ig + 2 * (int64_t)(j0 + r) * p.kin_st + ch * 16 : ig,
+                                     ok ? 16 : 0);
+                }
+            }
+            uint8_t *sV = sStage + stage * STAGE + voff;
+            const uint8_t *vp = vg + j0; /* V^T rows are padded to a multiple of 128 keys */
+#pragma unroll 1
+            for (int x = 0; x < D / VR; x++, vp += VR * vst)
+                qattn_cp_async16(sV + VSTEP * x, vp, 16);
+            qattn_cp_async_mbar_arrive(QATTN_I4_LANDED(slot)); /* K packed, K input and V^T landed */
+        }
+        qattn_cp_async_wait<0>();
+        return;
+    }
+
+    /* ================= unpackers ================= */
+    const int uw = (wt >> 5) - 2; /* unpacker warp 0, 1 */
+    /* smooth=q: the dS mma's A tile; this lane's C_l and c2 / scale (l = g) */
+    float dsC = 0.0f, dsK = 0.0f;
+    int nql = 0;
+    if (dsq) {
+        __shared__ unsigned s_qmax[8];
+        __shared__ float s_cpart[2][8];
+        const int qb0 = i0 / p.qblock;
+        nql = ((i0 + BM < sq ? i0 + BM : sq) - 1) / p.qblock - qb0 + 1;
+        nql = nql < 8 ? nql : 8; /* qblock % 16 == 0: at most 8 blocks in 128 rows */
+        if (rt < 8)
+            s_qmax[rt] = 0u;
+        qattn_bar_sync<2, 64>(); /* the unpackers */
+        constexpr int CPT = (D + 63) / 64; /* channels a thread: rt + 64 y */
+        const float *qm = p.q_mean + ((int64_t)h * p.nseq + b) * p.nqb * D + (int64_t)qb0 * D;
+        auto mean_at = [&](int l, int c) { return l < nql && c < D ? qm[l * D + c] : 0.0f; }; /* read twice: few registers */
+#pragma unroll
+        for (int l = 0; l < 8; l++) {
+            float mx = 0.0f;
+#pragma unroll
+            for (int y = 0; y < CPT; y++)
+                mx = fmaxf(mx, fabsf(mean_at(l, rt + 64 * y)));
+            atomicMax(&s_qmax[l], __float_as_uint(mx));
+        }
+        qattn_bar_sync<2, 64>(); /* the unpackers */
+#pragma unroll
+        for (int l = 0; l < 8; l++) {
+            int e = 0;
+            (void)frexpf(__uint_as_float(s_qmax[l]), &e);
+            const float sc = ldexpf(1.0f, 14 - e);
+            float c = 0.0f; /* C_l in the A tile's units, summed in a fixed order */
+#pragma unroll
+            for (int y = 0; y < CPT; y++) {
+                const int ch = rt + 64 * y;
+                const float mv = mean_at(l, ch) * sc;
+                const __half hi = __float2half_rn(mv), lo = __float2half_rn(mv - __half2float(hi));
+                if (ch < D) {
+                    *(__half *)(sA + l * KP + 2 * ch) = hi;
+                    *(__half *)(sA + (l + 8) * KP + 2 * ch) = lo;
+                    if (p.k_mean)
+                        c += (__half2float(hi) + __half2float(lo)) * p.k_mean[((int64_t)hk * p.nseq + b) * D + ch];
+                }
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                c += __shfl_xor_sync(0xffffffffu, c, o);
+            if (lane == 0)
+                s_cpart[uw][l] = c;
+        }
+        qattn_bar_sync<2, 64>(); /* the unpackers */
+        if (g < nql) {
+            int e = 0;
+            (void)frexpf(__uint_as_float(s_qmax[g]), &e);
+            dsC = s_cpart[0][g] + s_cpart[1][g];
+            dsK = ldexpf(p.c2, e - 14);
+        }
+    }
+    /* Q */
+    qattn_mbar_wait(QATTN_I4_QLANDED, 0);
+#pragma unroll 4
+    for (int e = rt; e < BM * PCH; e += 64)
+        qattn_wgmma_unpack_chunk<RB, BM>(sQstg + e * 16, sQ, e / PCH, e % PCH);
+    qattn_fence_proxy_async_smem();
+    qattn_mbar_arrive(bar0 + 8u * (uint32_t)(2 * S)); /* Q: 64 arrivals */
+    int it = 0;
+    for (int j0 = J0; j0 < J1; j0 += KS, it++) {
+        const int slot = it % NS, stage = it % S;
+        qattn_mbar_wait(QATTN_I4_LANDED(slot), (uint32_t)((it / NS) & 1));
+        if (it >= S) /* the stage's previous block released: implied by "landed" (the copiers waited for it), but
+                      * through an asynchronous arrival; said directly so that the race checker sees it */
+            qattn_mbar_wait(bar0 + 8u * (uint32_t)(S + stage), (uint32_t)((it / S - 1) & 1));
+        const uint8_t *stg = sStg + slot * SLOT;
+        uint8_t *sK = sStage + stage * STAGE;
+#pragma unroll
+        for (int e = rt; e < KS * PCH; e += 64) {
+            const int r = e / PCH, pc = e % PCH; /* tile row r holds key kperm (sigma within 32 keys) */
+            const int kperm = (r & ~31) + qattn_wg_sigma(r & 31);
+            qattn_wgmma_unpack_chunk<RB, KS>(stg + (kperm * PCH + pc) * 16, sK, r, pc);
+        }
+        if (dsq) {
+            /* dS of the block for the CTA's Q blocks (mma.sync f16, fp32 accumulate): A row l = the fp16 high
+             * part of the l-th block mean times a power of two (|.| < 2^14), row l + 8 its low part (hi + lo:
+             * about 22 bits), B = the block's fp16 input K; lane 4l + i adds rows l and l + 8 (c0 + c2),
+             * subtracts C_l = mean . kmean (dS = mean . (K - kmean)) and stores dS c2, keys in order */
+            constexpr int NTW = KS / 16; /* n-tiles of 8 keys a warp */
+            const uint8_t *si = stg + KS * D / 2;
+            float acc[NTW][4];
+#pragma unroll
+            for (int n = 0; n < NTW; n++)
+                acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) {
+                uint32_t af[4];
+                qattn_ldmatrix_x4(af, sA + (lane & 15) * KP + (2 * kk + (lane >> 4)) * 16);
+#pragma unroll
+                for (int n = 0; n < NTW; n += 2) {
+                    /* matrices: n-tile n (channels 16kk.., 16kk + 8..), n-tile n + 1 (the same) */
+                    uint32_t bf[4];
+                    const int key = 8 * (NTW * uw + n) + 8 * (lane >> 4) + (lane & 7);
+                    qattn_ldmatrix_x4(bf, si + key * KP + (2 * kk + ((lane >> 3) & 1)) * 16);
+                    qattn_mma_m16n8k16_f16_f32(acc[n], af, bf, acc[n]);
+                    qattn_mma_m16n8k16_f16_f32(acc[n + 1], af, bf + 2, acc[n + 1]);
+                }
+            }
+            if (g < nql) {
+                float *d = sDs + (stage * 8 + g) * KS + 8 * NTW * uw + 2 * qi;
+#pragma unroll
+                for (int n = 0; n < NTW; n++)
+                    *(float2 *)(d + 8 * n) =
+                        make_float2(((acc[n][0] + acc[n][2]) - dsC) * dsK, ((acc[n][1] + acc[n][3]) - dsC) * dsK);
+            }
+        }
+        qattn_fence_proxy_async_smem();
+        qattn_mbar_arrive(bar0 + 8u * (uint32_t)stage); /* full: 64 arrivals */
+        qattn_mbar_arrive(QATTN_I4_FREE(slot));
+    }
+#undef QATTN_I4_LANDED
+#undef QATTN_I4_FREE
+#undef QATTN_I4_QLANDED
+}
+
+#endif

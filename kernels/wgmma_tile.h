@@ -1,0 +1,69 @@
+/* The wgmma attention tile (attn_fwd_wgmma.h): block shape, shared-memory
+ * budget, the swizzled layouts of Q, K and V^T tiles and their wgmma
+ * descriptors. NVIDIA only (sm_90a). */
+#ifndef QATTN_KERNELS_WGMMA_TILE_H
+#define QATTN_KERNELS_WGMMA_TILE_H
+
+#include "mma_nvidia.h" /* the wgmma descriptors */
+#include "qattn/numerics.h" /* QATTN_FMT_* */
+
+#define QATTN_WGMMA_BM 128
+#define QATTN_WGMMA_THREADS 384 /* a producer warpgroup and two consumer warpgroups */
+/* keys a shared stage holds (Q/K format qf, key blocks of kb), stages in
+ * flight (4, or 2 where 4 do not fit: 16-bit d = 128) and the shared
+ * memory: the Q tile (128 x d), the stages (K and V) and 1 KB to align */
+/* 8-bit codes in shared memory: int8, e4m3, and int4 (unpacked to int8 by the producer) */
+#define QATTN_WGMMA_8BIT(qf) ((qf) == QATTN_FMT_INT8 || (qf) == QATTN_FMT_E4M3 || (qf) == QATTN_FMT_INT4)
+#define QATTN_WGMMA_ES(qf) (QATTN_WGMMA_8BIT(qf) ? 1 : 2)
+#define QATTN_WGMMA_KS(qf, kb) (QATTN_WGMMA_8BIT(qf) ? (kb) : 128)
+#define QATTN_WGMMA_NSTAGES(d, qf, kb) (2 * QATTN_WGMMA_KS(qf, kb) * (d) * QATTN_WGMMA_ES(qf) > 32768 ? 2 : 4)
+/* int4: the producer's staging ring (slots of packed K and fp16 input K), the dS mma's A tile (16
+ * padded fp16 rows), dS ([stages][8][keys] floats) and Q's packed rows */
+#define QATTN_WGMMA_DS_ROWB(d) (2 * (d) + 16) /* bytes of a padded fp16 row (A tile, staged K input) */
+#define QATTN_WGMMA_I4SLOT(d, ks) ((ks) * (d) / 2 + (ks) * QATTN_WGMMA_DS_ROWB(d))
+#define QATTN_WGMMA_I4NSLOT 4 /* slots of the int4 staging ring */
+#define QATTN_WGMMA_I4STG(d, qf, kb)                                                                                  \
+    ((qf) == QATTN_FMT_INT4 ? QATTN_WGMMA_I4NSLOT * QATTN_WGMMA_I4SLOT(d, QATTN_WGMMA_KS(qf, kb)) +                   \
+                                  16 * QATTN_WGMMA_DS_ROWB(d) +                                                       \
+                                  QATTN_WGMMA_NSTAGES(d, qf, kb) * 8 * QATTN_WGMMA_KS(qf, kb) * 4 +                   \
+                                  QATTN_WGMMA_BM * (d) / 2                                                            \
+                            : 0)
+#define QATTN_WGMMA_SMEM(d, qf, kb)                                                                                   \
+    (QATTN_WGMMA_BM * (d) * QATTN_WGMMA_ES(qf) +                                                                      \
+     QATTN_WGMMA_NSTAGES(d, qf, kb) * 2 * QATTN_WGMMA_KS(qf, kb) * (d) * QATTN_WGMMA_ES(qf) +                       \
+     QATTN_WGMMA_I4STG(d, qf, kb) + 1024)
+
+template <bool C, typename A, typename B>
+struct qattn_cond {
+    typedef A type;
+};
+template <typename A, typename B>
+struct qattn_cond<false, A, B> {
+    typedef B type;
+};
+
+static __device__ __forceinline__ uint32_t qattn_wgmma_smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* byte offset of 16-byte chunk ch of row r in a 128-byte-swizzled tile */
+static __device__ __forceinline__ int qattn_sw128(int r, int ch) { return r * 128 + ((ch ^ (r & 7)) << 4); }
+/* ... in a tile of R rows of RB bytes as the descriptors read it: rows of
+ * 128 bytes or more in column slabs of 128 bytes (slab x at x * R * 128),
+ * 128-byte swizzle; rows of 64 bytes with the 64-byte swizzle */
+template <int RB, int R>
+static __device__ __forceinline__ int qattn_wg_off(int r, int ch)
+{
+    return RB == 64 ? r * 64 + ((ch ^ ((r >> 1) & 3)) << 4) : (ch >> 3) * R * 128 + qattn_sw128(r, ch & 7);
+}
+/* descriptor of the K-major k-step at byte kb of the rows r0.. of such a
+ * tile (at shared address tile) */
+template <int RB, int R>
+static __device__ __forceinline__ uint64_t qattn_wg_desc_k(uint32_t tile, int r0, int kb)
+{
+    return RB == 64 ? qattn_wgmma_desc_sw64(tile + (uint32_t)(r0 * 64 + kb))
+                    : qattn_wgmma_desc_sw128(tile + (uint32_t)((kb >> 7) * R * 128 + r0 * 128 + (kb & 127)));
+}
+
+#endif
