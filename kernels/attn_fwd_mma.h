@@ -492,8 +492,8 @@ static int qattn_attn_fwd_mma_check(const qattn_kernels_attn_params &p, qattn_er
     /* smooth=q: the int4 wgmma kernel's producer computes dS from the fp16 input K */
     if (!p.q_scale || !p.k_scale || (p.q_mean && !(WG && QF == QATTN_FMT_INT4)))
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: needs scaled %s Q/K and no Q smoothing", qfn);
-    if (p.q_mean && (p.qblock <= 0 || p.qblock % 16 || !p.k_in || p.k_in_fmt != QATTN_FMT_FP16 ||
-                     (uintptr_t)p.k_in % 16 || p.kin_sb % 8 || p.kin_sh % 8 || p.kin_st % 8))
+    if (p.q_mean && (!qattn_wg_dsq_ok(p.qblock, p.k_in_fmt) || !p.k_in || (uintptr_t)p.k_in % 16 ||
+                     p.kin_sb % 8 || p.kin_sh % 8 || p.kin_st % 8))
         return qattn_err_set(err, QATTN_ERR_ARG,
                              "attn wgmma: smooth=q needs Q blocks of a multiple of 16 rows and fp16 input K in "
                              "16-byte aligned rows (qblock %d, input %s)",

@@ -268,9 +268,9 @@ static void o_groups(const qattn_kernels_sig *g, char *b, size_t n)
 
 static int k_smooth(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
 {
-    /* the wgmma path's dS (int4 producer): fp16 input K, one Q block a warp's 16 rows */
+    /* the wgmma path's dS (int4 producer) */
     if (g->path == QATTN_KERNELS_PATH_WGMMA && (s->smooth & QATTN_SMOOTH_Q) &&
-        (pb->in != QATTN_FMT_FP16 || qattn_scheme_qblock(s) % 16))
+        !qattn_wg_dsq_ok(qattn_scheme_qblock(s), pb->in))
         return 0;
     return (g->smooth & s->smooth) == s->smooth;
 }

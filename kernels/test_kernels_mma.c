@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "../tests/check.h"
+#include "qattn/formats.h" /* qattn_int4_pack */
 #include "qattn/numerics.h"
 #include "qattn_kernels.h"
 
@@ -258,25 +259,25 @@ static void run_case(const tcase *tc)
     memset(&dp, 0, sizeof dp);
     uint16_t *og = malloc((size_t)hq * T * d * 2);
     float *lse_g = malloc((size_t)hq * T * 4);
-    /* int4: two codes a byte, channel 2i in the low nibble (rows of d / 2 bytes) */
+    /* int4: rows of d / 2 bytes (quant/'s packing; in place: byte i / 2 is written after codes i, i + 1 are read) */
     const int i4 = s.q.fmt == QATTN_FMT_INT4, row = i4 ? d / 2 : d;
     if (i4) {
-        for (size_t i = 0; i < (size_t)hq * T * d / 2; i++)
-            qc[i] = (int8_t)((qc[2 * i] & 15) | (qc[2 * i + 1] & 15) << 4);
-        for (size_t i = 0; i < (size_t)hkv * T * d / 2; i++)
-            kc[i] = (int8_t)((kc[2 * i] & 15) | (kc[2 * i + 1] & 15) << 4);
+        qattn_int4_pack(qc, (size_t)hq * T * d, (uint8_t *)qc);
+        qattn_int4_pack(kc, (size_t)hkv * T * d, (uint8_t *)kc);
     }
-    uint16_t *kin = malloc((size_t)hkv * T * d * 2); /* the fp16 input K (smooth=q: dS) */
-    for (size_t i = 0; i < (size_t)hkv * T * d; i++)
-        kin[i] = qattn_num_fp16_encode(k[i]);
+    uint16_t *kin = NULL; /* the fp16 input K (smooth=q: dS) */
     void *dkin = NULL, *dqmean = NULL, *dkmean = NULL;
-    if (qblock)
+    if (qblock) {
+        kin = malloc((size_t)hkv * T * d * 2);
+        for (size_t i = 0; i < (size_t)hkv * T * d; i++)
+            kin[i] = qattn_num_fp16_encode(k[i]);
         rc = rc || qattn_kernels_dev_alloc(&dkmean, (size_t)hkv * nseq * d * 4, &err) ||
              qattn_kernels_dev_to(dkmean, kmean, (size_t)hkv * nseq * d * 4, &err) ||
              qattn_kernels_dev_alloc(&dkin, (size_t)hkv * T * d * 2, &err) ||
              qattn_kernels_dev_to(dkin, kin, (size_t)hkv * T * d * 2, &err) ||
              qattn_kernels_dev_alloc(&dqmean, (size_t)hq * nseq * nqb * d * 4, &err) ||
              qattn_kernels_dev_to(dqmean, qmean, (size_t)hq * nseq * nqb * d * 4, &err);
+    }
     rc = rc || qattn_kernels_dev_alloc(&dp.q, (size_t)hq * T * d, &err) ||
          qattn_kernels_dev_alloc(&dp.k, (size_t)hkv * T * d, &err) ||
          qattn_kernels_dev_alloc(&dp.v, (size_t)hkv * nseq * d * npad, &err) ||

@@ -56,6 +56,14 @@ QATTN_NUM_FN int qattn_wg_kgroup_ok(qattn_group g, int kb)
     return 1;
 }
 
+/* 1 when the int4 wgmma producer can compute smooth=q's dS: Q blocks of a
+ * multiple of 16 rows (one block a warp's rows, at most 8 in 128) and fp16
+ * input K (the f16 mma's B) */
+QATTN_NUM_FN int qattn_wg_dsq_ok(int qblock, qattn_fmt k_in)
+{
+    return qblock > 0 && qblock % 16 == 0 && k_in == QATTN_FMT_FP16;
+}
+
 /* 8 int4 codes (a word, channel k in bits 4k..4k+3, two's complement) as
  * 8 int8 values 16 x code: channels 0..3 in *lo, 4..7 in *hi, low byte
  * first. A nibble moved to the high half of a byte is its code times 16
