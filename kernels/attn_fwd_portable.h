@@ -15,7 +15,7 @@
  *        touches; P = exp2(S - m) stored per p= against the running max; the
  *        row sum l from the unquantized P, summed in key order;
  *   P.V  key by key in order, each add rounded as the accumulator rounds
- *        (fp32, fp22 cut, fp16), two-level: added into an fp32 buffer after
+ *        (fp32, fp22 cut; fp16: a 16-key tile at once, qattn_num_f16_kstep), two-level: added into an fp32 buffer after
  *        every key whose index + 1 is a multiple of acc_chunk; rescaled by
  *        exp2(m_old - m_new) at each block (skipped when 1);
  *   out  O / l / pmul * V scale + V mean, rounded to the output type; LSE in
@@ -333,7 +333,25 @@ __global__ void __launch_bounds__(QATTN_ATTN_THREADS) qattn_attn_fwd_portable_ke
                 sV[jj * D + c] = jj < nt ? qattn_attn_ld<PV>(p.v, vbase + (int64_t)(j0 + jt + jj) * p.v_st, c) : 0.0f;
             }
             __syncthreads();
-            if (act)
+            if (act && ACC == QATTN_ACC_FP16) {
+                /* the tile is one 16-key k-step, cut where a two-level chunk ends */
+                for (int js = 0; js < nt;) {
+                    int je = nt;
+                    if (two) {
+                        const int left = p.acc_chunk - (j0 + jt + js) % p.acc_chunk;
+                        je = js + left < nt ? js + left : nt;
+                    }
+                    for (int k = 0; k < NC; k++)
+                        acc[k] = qattn_num_f16_kstep(acc[k], sP + pr * SP + jt + js, sV + js * D + pc + TPR * k, D,
+                                                     je - js);
+                    if (two && (j0 + jt + je) % p.acc_chunk == 0)
+                        for (int k = 0; k < NC; k++) {
+                            ob[k] = ob[k] + acc[k];
+                            acc[k] = 0.0f;
+                        }
+                    js = je;
+                }
+            } else if (act)
                 for (int jj = 0; jj < nt; jj++) {
                     const float pj = sP[pr * SP + jt + jj];
                     for (int k = 0; k < NC; k++)

@@ -128,8 +128,10 @@ static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB,
  * columns in the sigma key order, qattn_wg_key), fX0 / fX1 = sq sk c2 of
  * the keys of even / odd tiles (one K group each: qattn_wg_kgroup_ok),
  * keys outside [loX, hiX) masked. Updates the running maximum m and sum l,
- * returns alpha = 2^(m_old - m_new) and the e4m3 codes of P * pmul as the
- * A fragments of the P.V wgmma (pf[q] = keys 32q..32q+31 in natural order).
+ * returns alpha = 2^(m_old - m_new) and the codes of P * pmul as the A
+ * fragments of the P.V wgmma: e4m3 / int8, pf[q] = keys 32q..32q+31 in
+ * natural order; fp16 (PF), pf[q] = S columns 16q..16q+15, keys
+ * sigma(16q..16q+15) as V's rows are (the k-step's 16 keys kept).
  *
  * The scheme's S = float(acc) f, P = 2^(S - m), codes of P * pmul, in fewer
  * instructions per score (the same quantities up to the rounding of the
@@ -146,7 +148,7 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 
                                                            int loA, int hiA, int loB, int hiB, float fA0, float fA1,
                                                            float fB0, float fB1, float lpmul, float &mA, float &mB,
                                                            float &lA, float &lB, float &alA, float &alB,
-                                                           uint32_t (&pf)[KB / 32][4])
+                                                           uint32_t (&pf)[KB / (PF == QATTN_FMT_FP16 ? 16 : 32)][4])
 {
     constexpr int NT = KB / 8;
     const int qi = (int)threadIdx.x & 3;
@@ -210,6 +212,11 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 
         const float p3 = qattn_ex2_approx(__fmaf_rn(u[t][3], fB, nbB));
         sa[t & 3] = sa[t & 3] + (p0 + p1);
         sb[t & 3] = sb[t & 3] + (p2 + p3);
+        if constexpr (PF == QATTN_FMT_FP16) { /* tile 2q -> a0 (row g) / a1 (row g+8), tile 2q+1 -> a2 / a3 */
+            pf[t >> 1][2 * (t & 1)] = qattn_cvt_f16x2_f32(p0, p1);
+            pf[t >> 1][2 * (t & 1) + 1] = qattn_cvt_f16x2_f32(p2, p3);
+            continue;
+        }
         const uint32_t ca = qattn_wgmma_pcode2<PF>(p0, p1), cb = qattn_wgmma_pcode2<PF>(p2, p3);
         /* tiles 4q, 4q+1 -> a0 (row g) / a1 (row g+8); tiles 4q+2, 4q+3 -> a2 / a3 */
         const int q = t >> 2, hi = (t >> 1) & 1, sh = (t & 1) * 16;
@@ -314,6 +321,24 @@ static __device__ __forceinline__ void qattn_wgmma_o_rescale(float (&o)[NO][4], 
     }
 }
 
+/* the f16 O (pairs of the fp32 layout) times alpha, each product rounded to
+ * fp16 as the emulation's acc=fp16 rescale (fp32 multiply, then RNE);
+ * skipped like qattn_wgmma_o_rescale */
+template <int NO>
+static __device__ __forceinline__ void qattn_wgmma_oh_rescale(uint32_t (&oh)[NO * 2], float alA, float alB)
+{
+    if (__any_sync(0xffffffffu, alA != 1.0f || alB != 1.0f)) {
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            float x0, x1, x2, x3;
+            qattn_f16x2_unpack(oh[2 * n], x0, x1);
+            qattn_f16x2_unpack(oh[2 * n + 1], x2, x3);
+            oh[2 * n] = qattn_cvt_f16x2_f32(x0 * alA, x1 * alA);
+            oh[2 * n + 1] = qattn_cvt_f16x2_f32(x2 * alB, x3 * alB);
+        }
+    }
+}
+
 /* a consumer warp's end of a stage, after its last P.V was issued: the next
  * stage's Q.K issued once that stage has landed (more: there is one), so the
  * tensor core runs it while the P.V finishes; then the release of this stage
@@ -342,30 +367,35 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     static_assert(KB == 128 || KB == 64, "key blocks of 64 or 128 keys (swizzled rows)");
     static_assert(QATTN_WGMMA_8BIT(QF) || QF == QATTN_FMT_FP16 || QF == QATTN_FMT_BF16, "int8, e4m3, fp16 or bf16 Q/K");
     static_assert(QATTN_WGMMA_8BIT(QF) || KB == 64, "16-bit: key blocks of 64, two to a 128-key stage (m64n128k16)");
-    static_assert(QATTN_WGMMA_8BIT(QF) ? PF == QATTN_FMT_E4M3 || (PF == QATTN_FMT_INT8 && QF == QATTN_FMT_INT8) : PF == QF,
-                  "P.V: e4m3, int8 after int8 Q.K, or the baseline's 16-bit type");
+    static_assert(QATTN_WGMMA_8BIT(QF) ? PF == QATTN_FMT_E4M3 || (PF == QATTN_FMT_INT8 && QF == QATTN_FMT_INT8) ||
+                                             (PF == QATTN_FMT_FP16 && QF == QATTN_FMT_INT8)
+                                       : PF == QF,
+                  "P.V: e4m3, int8 or fp16 after int8 Q.K, or the baseline's 16-bit type");
 
 #if QATTN_WGMMA
     /* Q8: 8-bit Q/K codes (int8 or e4m3); O accumulated in two levels (int8: acc=fp22+fp32:KB, each
      * block's P.V from 0 then added into the fp32 O) or in one (e4m3: acc=fp22, P.V into O) */
     constexpr int Q8 = QATTN_WGMMA_8BIT(QF), I4 = QF == QATTN_FMT_INT4, BF = QF == QATTN_FMT_BF16;
     constexpr int QC = I4 ? QATTN_FMT_INT8 : QF; /* the codes the tensor core reads (int4: unpacked to int8) */
-    constexpr int TWO = QC == QATTN_FMT_INT8;
+    /* P16: fp16 P.V after 8-bit Q.K (sage1-b): V in fp16 rows of keys in the sigma key order like K,
+     * P's fp16 A fragments straight from the S layout, O in an f16 accumulator (acc=fp16) */
+    constexpr int P16 = Q8 && PF == QATTN_FMT_FP16, V16 = QATTN_WGMMA_V16(QF, PF);
+    constexpr int TWO = QC == QATTN_FMT_INT8 && !P16;
     /* registers a producer / consumer thread (setmaxnreg; 128 x PREG + 256 x CREG <= the block's 64512):
      * int4's producer unpacks, so it keeps more */
     constexpr int PREG = I4 ? 64 : 24, CREG = I4 ? 216 : 240;
     constexpr int ES = Q8 ? 1 : 2; /* bytes an element */
     /* keys a stage holds: the key block (int8), two key blocks of 64 (16-bit: Q.K by
      * m64n128k16, the softmax and P.V a block at a time) */
-    constexpr int KS = QATTN_WGMMA_KS(QF, KB), BM = QATTN_WGMMA_BM, S = QATTN_WGMMA_NSTAGES(D, QF, KB);
+    constexpr int KS = QATTN_WGMMA_KS(QF, KB), BM = QATTN_WGMMA_BM, S = QATTN_WGMMA_NSTAGES(D, QF, PF, KB);
     constexpr int NT = KB / 8;      /* n-tiles of S (int8) */
     constexpr int NO = D / 8;       /* n-tiles of O */
     constexpr int RB = D * ES;      /* bytes of a Q / K row */
     constexpr int CH = RB / 16;     /* 16-byte chunks of a Q / K row */
     constexpr int RP = 128 / CH;    /* K rows the producer's 128 threads copy per pass */
-    /* the V tile: int8 codes as V^T (D rows of KS bytes), 16-bit V as rows of keys (KS rows of RB bytes) */
-    constexpr int VRB = Q8 ? KS : RB, VROWS = Q8 ? D : KS, VCH = VRB / 16, VR = 128 / VCH;
-    constexpr int KBYTES = KS * RB, STAGE = 2 * KS * RB;
+    /* the V tile: 8-bit codes as V^T (D rows of KS bytes), 16-bit V as rows of keys (KS rows of 2 D bytes) */
+    constexpr int VRB = V16 ? 2 * D : KS, VROWS = V16 ? KS : D, VCH = VRB / 16, VR = 128 / VCH;
+    constexpr int KBYTES = KS * RB, STAGE = QATTN_WGMMA_STAGEB(D, QF, PF, KB);
     constexpr int KSTEP = RP * (RB < 128 ? RB : 128), VSTEP = VR * (VRB < 128 ? VRB : 128);
     QATTN_DYNAMIC_SHARED(uint8_t, smem_raw);
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
@@ -435,13 +465,14 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
              * V tile's rows v0 + VR x (x < VROWS / VR) */
             const int r0 = wt / CH, ch = wt % CH, v0 = wt / VCH, vch = wt % VCH;
             const int kperm = Q8 ? qattn_wg_sigma(r0) : r0;
-            const int kst = (int)p.k_st * ES, vst = (int)p.v_st * ES;
+            const int kst = (int)p.k_st * ES, vst = (int)p.v_st * (V16 ? 2 : 1);
             const uint8_t *kg = (const uint8_t *)p.k + ((int64_t)b * p.k_sb + tk0 * p.k_st + (int64_t)hk * p.k_sh) * ES +
                                 (int64_t)kperm * kst + ch * 16;
-            /* int8: V^T row (channel) v0, keys from the sequence's first; 16-bit: V row (key) v0 */
+            /* 8-bit: V^T row (channel) v0, keys from the sequence's first; 16-bit: V row (key) v0
+             * (P16: the row of key sigma(v0 + VR x), found in the loop) */
             const uint8_t *vg = (const uint8_t *)p.v +
-                                ((int64_t)b * p.v_sb + (Q8 ? 0 : tk0 * p.v_st) + (int64_t)hk * p.v_sh) * ES +
-                                (int64_t)v0 * vst + vch * 16;
+                                ((int64_t)b * p.v_sb + (V16 ? tk0 * p.v_st : 0) + (int64_t)hk * p.v_sh) * (V16 ? 2 : 1) +
+                                (int64_t)(P16 ? 0 : v0) * vst + vch * 16;
             const int soff = qattn_wg_off<RB, KS>(r0, ch), voff = qattn_wg_off<VRB, VROWS>(v0, vch);
             for (int j0 = J0, it = 0; j0 < J1; j0 += KS, it++) {
                 const int stage = it % S;
@@ -449,7 +480,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                     qattn_mbar_wait(QATTN_WS_EMPTY(stage), (uint32_t)((it / S - 1) & 1));
                 uint8_t *sK = sStage + stage * STAGE + soff, *sV = sStage + stage * STAGE + KBYTES + voff;
                 const uint8_t *kp = kg + (int64_t)j0 * kst;
-                const uint8_t *vp = vg + (Q8 ? (int64_t)j0 : (int64_t)j0 * vst);
+                const uint8_t *vp = vg + (V16 ? (int64_t)j0 * vst : (int64_t)j0);
                 /* few registers here (setmaxnreg): pointers stepped, not precomputed */
 #pragma unroll 1
                 for (int x = 0; x < (KS / RP > VROWS / VR ? KS / RP : VROWS / VR); x++, kp += RP * kst) {
@@ -459,9 +490,11 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                     }
                     if (x < VROWS / VR) {
                         /* 16-bit V rows past the sequence's end are zero (P is 0 there, V may not be finite) */
-                        const int ok = Q8 || j0 + VR * x + v0 < sk;
-                        qattn_cp_async16(sV + VSTEP * x, ok ? vp : vg, ok ? 16 : 0);
-                        vp += VR * vst;
+                        const int vk = P16 ? qattn_wg_sigma64(VR * x + v0) : VR * x + v0;
+                        const int ok = !V16 || j0 + vk < sk;
+                        qattn_cp_async16(sV + VSTEP * x, ok ? (P16 ? vp + (int64_t)vk * vst : vp) : vg, ok ? 16 : 0);
+                        if (!P16)
+                            vp += VR * vst;
                     }
                 }
                 qattn_cp_async_mbar_arrive(QATTN_WS_FULL(stage));
@@ -570,6 +603,10 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
         }
     } else {
         typename qattn_cond<QC == QATTN_FMT_INT8, int, float>::type acc[NT * 4]; /* S, written by the first k-step */
+        uint32_t oh[P16 ? NO * 2 : 1]; /* P16: O in the f16 accumulator (the fp32 layout's pairs) */
+#pragma unroll
+        for (int x = 0; x < (P16 ? NO * 2 : 1); x++)
+            oh[x] = 0u;
         auto issue_qk = [&](int stg) {
             const uint32_t aK = qattn_wgmma_smem_addr(sStage + stg * STAGE);
 #pragma unroll
@@ -616,7 +653,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             /* the K scales of this thread's keys of even / odd tiles (one group each, qattn_wg_kgroup_ok) */
             const float ks0 = kcur[kin0], ks1 = kcur[kin1];
             float alA, alB;
-            uint32_t pf[KB / 32][4]; /* A fragments (e4m3 or int8 codes) of keys 32q..32q+31 */
+            uint32_t pf[KB / (P16 ? 16 : 32)][4]; /* A fragments (e4m3 / int8 codes of 32 keys, fp16 of 16) */
             if (dsq) { /* int4, smooth=q: S c2 + dS c2 of the thread's keys of each tile */
                 float2 dsv[NT];
 #pragma unroll
@@ -634,21 +671,38 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             /* ---- P.V of this block (from 0, or into O rescaled), then Q.K of the next ---- */
             typename qattn_cond<PF == QATTN_FMT_INT8, int, float>::type pvbuf[TWO ? NO * 4 : 1];
             auto *pv = TWO ? pvbuf : reinterpret_cast<decltype(&pvbuf[0])>(&o[0][0]);
-            if (!TWO)
-                qattn_wgmma_o_rescale<NO>(o, alA, alB);
+            if constexpr (P16) {
+                qattn_wgmma_oh_rescale<NO>(oh, alA, alB);
 #pragma unroll
-            for (int x = 0; x < NO * 4; x++)
-                qattn_wgmma_fence_reg(pv[x]);
-            qattn_wgmma_fence();
+                for (int x = 0; x < NO * 2; x++)
+                    qattn_wgmma_fence_reg(oh[x]);
+                qattn_wgmma_fence();
 #pragma unroll
-            for (int q = 0; q < KB / 32; q++)
-                qattn_wgmma_pv<D>(pv, pf[q], qattn_wg_desc_k<KB, D>(aV, 0, 32 * q), !TWO || q > 0);
+                for (int q = 0; q < KB / 16; q++)
+                    qattn_wgmma_m64k16_f16acc<D>(oh, pf[q], qattn_wgmma_desc_sw128_mn(aV + 2048u * (uint32_t)q, KS * 128));
+            } else {
+                if (!TWO)
+                    qattn_wgmma_o_rescale<NO>(o, alA, alB);
+#pragma unroll
+                for (int x = 0; x < NO * 4; x++)
+                    qattn_wgmma_fence_reg(pv[x]);
+                qattn_wgmma_fence();
+#pragma unroll
+                for (int q = 0; q < KB / 32; q++)
+                    qattn_wgmma_pv<D>(pv, pf[q], qattn_wg_desc_k<KB, D>(aV, 0, 32 * q), !TWO || q > 0);
+            }
             qattn_wgmma_commit();
             qattn_wgmma_stage_end<I4>(j0 + KB < J1, QATTN_WS_FULL(nstg), nphase, QATTN_WS_EMPTY(stage),
                                   [&] { issue_qk(nstg); });
+            if constexpr (P16) {
 #pragma unroll
-            for (int x = 0; x < NO * 4; x++)
-                qattn_wgmma_fence_reg(pv[x]);
+                for (int x = 0; x < NO * 2; x++)
+                    qattn_wgmma_fence_reg(oh[x]);
+            } else {
+#pragma unroll
+                for (int x = 0; x < NO * 4; x++)
+                    qattn_wgmma_fence_reg(pv[x]);
+            }
             if constexpr (TWO)
                 qattn_wgmma_o_update<NO>(o, pvbuf, alA, alB);
             if (--kleft == 0) {
@@ -659,6 +713,14 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             phase = nphase;
         }
         lA = lA / pmul, lB = lB / pmul; /* l summed P * pmul (qattn_wgmma_softmax) */
+        if constexpr (P16) {
+            qattn_wgmma_wait<0>(); /* nothing in flight (ptxas cannot tie the loop's exit to its last wait) */
+#pragma unroll
+            for (int n = 0; n < NO; n++) {
+                qattn_f16x2_unpack(oh[2 * n], o[n][0], o[n][1]);
+                qattn_f16x2_unpack(oh[2 * n + 1], o[n][2], o[n][3]);
+            }
+        }
     }
     qattn_mma_epilogue<D>(p, o, lA, lB, mA, mB, rA, rB, loA, hiA, loB, hiB, sq, tq0, b, h, hk);
 #undef QATTN_WS_FULL
@@ -706,7 +768,7 @@ template <int D, int KB, int QF, int PF>
 static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void *stream, qattn_err *err)
 {
     const qattn_kernels_attn_params p = *pp;
-    int rc = QATTN_WGMMA_8BIT(QF) ? qattn_attn_fwd_mma_check<D, QF, KB, 1>(p, err)
+    int rc = QATTN_WGMMA_8BIT(QF) ? qattn_attn_fwd_mma_check<D, QF, KB, 1, PF>(p, err)
                                   : qattn_attn_fwd_wgmma16_check<D, KB>(p, err);
     if (rc || p.seqlen_q <= 0)
         return rc;
@@ -715,7 +777,7 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "attn wgmma: needs an sm_90 GPU and a build for sm_90a (GPU sm_%d, built for %s)", cc,
                              QATTN_KERNELS_ARCHS);
-    const size_t smem = QATTN_WGMMA_SMEM(D, QF, KB);
+    const size_t smem = QATTN_WGMMA_SMEM(D, QF, PF, KB);
     void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D, KB, QF, PF>;
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                     "attn wgmma: raising the shared-memory limit");

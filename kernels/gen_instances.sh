@@ -338,11 +338,13 @@ ccmin=0 ccmax=0
 # the int8 scheme of the mma.sync instances (d 64, 128) with key blocks of
 # 128 keys (sage2-8b-sm90) and of 64 (sage2-8b: thread:64/8/2 K scales,
 # fp22+fp32:64); int4 Q.K, unpacked to int8 in shared memory; e4m3 Q.K with one fp22 level (fa3-fp8); int8 P.V (s8
-# wgmma, exact per block, fp32 O: sage1-vb); the fp16 / bf16 baselines
+# wgmma, exact per block, fp32 O: sage1-vb); fp16 P.V into an f16
+# accumulator after int8 Q.K (sage1-b, V in fp16 rows); the fp16 / bf16 baselines
 # (16-bit Q.K and P.V wgmma, fp32 accumulator, key blocks of 64 = the
 # presets' kblock, V read in rows). Entries kb:qk:pv.
 for d in $head_dims; do
-    for kb_qk_pv in 128:int8:e4m3 64:int8:e4m3 64:int4:e4m3 128:e4m3:e4m3 64:int8:int8 64:fp16:fp16 64:bf16:bf16; do
+    for kb_qk_pv in 128:int8:e4m3 64:int8:e4m3 64:int4:e4m3 128:e4m3:e4m3 64:int8:int8 64:int8:fp16 64:fp16:fp16 \
+        64:bf16:bf16; do
         kb=${kb_qk_pv%%:*} qk_pv=${kb_qk_pv#*:}
         qk=${qk_pv%%:*} pvf=${qk_pv#*:}
         QK=$(echo "$qk" | tr a-z A-Z) PVF=$(echo "$pvf" | tr a-z A-Z)
@@ -354,6 +356,12 @@ for d in $head_dims; do
             pv=int8 acc_e=QATTN_ACC_FP32 two=0 pstatic=2 smooth="QATTN_SMOOTH_K | QATTN_SMOOTH_V"
             groups="q: any token pattern, no ,ch:; ${kgroups}; p=int8@static; kblock=${kb} and acc=fp32 exactly"
             vgroups="tensor or channel (,ch:C)" vlayout=QATTN_KERNELS_LAYOUT_TRANSPOSED
+        elif [ "$pvf" = fp16 ] && [ "$qk" = int8 ]; then
+            name="attn_fwd_wgmma_d${d}${tag}_qk_int8_pv_fp16_acc_fp16"
+            what="Attention forward (quantized), NVIDIA wgmma path: d=${d}, key blocks of ${kb}, Q/K int8, P/V fp16 into an fp16 accumulator."
+            pv=fp16 acc_e=QATTN_ACC_FP16 two=0 pstatic=1 smooth="QATTN_SMOOTH_K | QATTN_SMOOTH_V"
+            groups="q: any token pattern, no ,ch:; ${kgroups}; kblock=${kb} and acc=fp16 exactly"
+            vgroups="none (unscaled fp16 rows, 16-byte aligned)" vlayout=""
         elif [ "$qk" = int8 ] || [ "$qk" = int4 ] || [ "$qk" = e4m3 ]; then
             if [ "$qk" != e4m3 ]; then
                 two=1 accs="fp22+fp32:${kb}"

@@ -160,6 +160,19 @@ static __device__ __forceinline__ uint32_t qattn_cvt_bf16x2_f32(float lo, float 
     return 0u;
 #endif
 }
+/* the two fp16 halves of x as floats (exact) */
+static __device__ __forceinline__ void qattn_f16x2_unpack(uint32_t x, float &lo, float &hi)
+{
+#if QATTN_MMA_SM80
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}\n"
+        : "=f"(lo), "=f"(hi)
+        : "r"(x));
+#else
+    (void)x;
+    lo = hi = 0.0f;
+#endif
+}
+
 static __device__ __forceinline__ uint32_t qattn_cvt_f16x2_f32(float lo, float hi)
 {
 #if QATTN_MMA_SM80
@@ -335,6 +348,7 @@ static __device__ __forceinline__ void qattn_fence_proxy_async_smem(void)
  * the asynchronous wgmma window */
 static __device__ __forceinline__ void qattn_wgmma_fence_reg(int &r) { asm volatile("" : "+r"(r)::"memory"); }
 static __device__ __forceinline__ void qattn_wgmma_fence_reg(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+static __device__ __forceinline__ void qattn_wgmma_fence_reg(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }
 
 /* ---- mbarriers (sm_90a kernels: producer / consumer stages) ----
  * A 64-bit barrier in shared memory (bar = its shared-window address):
@@ -602,6 +616,34 @@ static __device__ __forceinline__ void qattn_wgmma_m64k16_rs(float *d, const uin
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate), "n"(TB));
 #else
     (void)d, (void)a, (void)db, (void)accumulate;
+#endif
+}
+
+/* d[N / 4] (f16x2) (+)= A (64 x 16, registers a[4], f16) * B (16 x N, V in
+ * rows of keys: N-major), N = 64 or 128: the f16 accumulator (acc=fp16,
+ * sage1-b); register x holds the fp32 accumulator's elements 2x, 2x + 1 */
+#define QATTN_WG_H8(d, o)                                                                                     \
+    "+r"(d[o]), "+r"(d[o + 1]), "+r"(d[o + 2]), "+r"(d[o + 3]), "+r"(d[o + 4]), "+r"(d[o + 5]), "+r"(d[o + 6]), \
+        "+r"(d[o + 7])
+template <int N>
+static __device__ __forceinline__ void qattn_wgmma_m64k16_f16acc(uint32_t *d, const uint32_t *a, uint64_t db)
+{
+#if QATTN_WGMMA
+    if (N == 128)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f16.f16.f16 " QATTN_WG_S32
+                     ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                     : QATTN_WG_H8(d, 0), QATTN_WG_H8(d, 8), QATTN_WG_H8(d, 16), QATTN_WG_H8(d, 24)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f16.f16.f16 "
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+                     "{%16, %17, %18, %19}, %20, p, 1, 1, 1;\n}\n"
+                     : QATTN_WG_H8(d, 0), QATTN_WG_H8(d, 8)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+#else
+    (void)d, (void)a, (void)db;
 #endif
 }
 

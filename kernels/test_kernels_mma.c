@@ -596,6 +596,10 @@ int main(int argc, char **argv)
         {"sage2-4b", 128, 4, 2, 3, {1000, 77, 300}, 1, "causal"},
         {"sage2-4b", 64, 4, 1, 1, {1000}, 0, "none"},
         {"sage2-4b qblock=48", 128, 2, 1, 1, {700}, 0, "window:300,50"},
+        /* fp16 P.V into an f16 accumulator after int8 Q.K (V in fp16 rows, sigma order) */
+        {"sage1-b", 128, 4, 1, 1, {1000}, 0, "causal"},
+        {"sage1-b", 64, 2, 2, 3, {1000, 77, 300}, 1, "none"},
+        {"sage1-b smooth=k+v", 128, 2, 1, 1, {700}, 0, "window:300,50"},
     };
     /* sm_90 and a wgmma build: every case; elsewhere the mma.sync instances' scheme only */
     const int wg_any = wgmma_runs_here(0, 0);
@@ -605,7 +609,7 @@ int main(int argc, char **argv)
             continue;
         }
         /* --quick: small cases, for compute-sanitizer */
-        if (!quick || i == 0 || i == 6 || i == 7 || i == 10 || i == 11 || i == 15 || i == 18 || i == 19)
+        if (!quick || i == 0 || i == 6 || i == 7 || i == 10 || i == 11 || i == 15 || i == 18 || i == 19 || i == 24)
             run_case(&cases[i]);
     }
     if (!quick) {

@@ -486,6 +486,7 @@ int main(int argc, char **argv)
         {"sage2-8b acc=fp22 kblock=32", 64, 2, 2, 1, {97}, {97}, 0, "none", F16, 1, NULL},
         {"sage2-8b acc=fp22+fp32:32 kblock=128", 64, 2, 2, 1, {150}, {150}, 0, "causal", F16, 1, NULL},
         {"sage1-b acc=fp16+fp32:64", 64, 2, 2, 1, {130}, {130}, 0, "none", F16, 1, NULL},
+        {"sage1-b acc=fp16+fp32:24 kblock=40", 64, 2, 2, 1, {130}, {130}, 0, "causal", F16, 1, NULL},
         {"sage1-b acc=fp32 smooth=q+k qblock=16", 128, 2, 2, 1, {60}, {60}, 0, "none", F16, 1, NULL},
         {"q=int8@token k=int8@block:32,e8m0 p=e4m3@static v=e4m3@tensor smooth=k acc=fp32 out=fp32", 64, 2, 2, 1,
          {50}, {50}, 0, "none", F16, 1, NULL},

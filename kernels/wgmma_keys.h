@@ -14,6 +14,8 @@ QATTN_NUM_FN int qattn_wg_sigma(int c)
 {
     return 16 * ((c >> 4) & 1) + 4 * ((c >> 1) & 3) + 2 * ((c >> 3) & 1) + (c & 1);
 }
+/* sigma on a block's row c of any size (the 32-key chunk kept) */
+QATTN_NUM_FN int qattn_wg_sigma64(int c) { return (c & ~31) + qattn_wg_sigma(c & 31); }
 
 /* the key (offset in its block) of element e of n-tile t of the S
  * accumulator in the lane with quad index qi (columns 8t + 2qi + (e & 1)) */

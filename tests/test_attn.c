@@ -404,6 +404,16 @@ static void test_emulation_known(void)
         CHECK(o[0] == 1024.0f, "fp16: %.17g", o[0]);
         emu_one("acc=fp32", q, k, v2, 2, 1, 1.0, o);
         CHECK(o[0] == 1024.5f, "fp32: %.17g", o[0]);
+        /* 5. the fp16 accumulator rounds once per 16-key k-step, as the f16
+         * tensor core sums: v = [2048, 1, 1] in one step is 2050 exactly
+         * (2050 / 3), where rounding after every add would keep 2048. A
+         * kblock of 2 puts key 2 in a step of its own: 2048 + 1 ties to 2048,
+         * then 2048 + 1 again, so 2048 / 3. */
+        float q3[1] = {0}, k3[3] = {1, 1, 1}, v3[3] = {2048, 1, 1};
+        emu_one("acc=fp16", q3, k3, v3, 3, 1, 1.0, o);
+        CHECK(o[0] == 2050.0f / 3.0f, "fp16 k-step: %.17g", o[0]);
+        emu_one("acc=fp16 kblock=2", q3, k3, v3, 3, 1, 1.0, o);
+        CHECK(o[0] == 2048.0f / 3.0f, "fp16, steps of 2 and 1 keys: %.17g", o[0]);
         /* output rounding: 1024.5 in bf16 (8 bits of mantissa) -> 1024 */
         emu_one("acc=fp32 out=bf16", q, k, v2, 2, 1, 1.0, o);
         CHECK(o[0] == 1024.0f, "bf16 out: %.17g", o[0]);

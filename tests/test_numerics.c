@@ -148,8 +148,50 @@ static void check_fp8_kstep(void)
     }
 }
 
+/* the f16 tensor core's k-step with an fp16 accumulator
+ * (qattn_num_f16_kstep): a hand-worked tie, and two sums an H100's f16
+ * wgmma computed (kernels/probes/wgmma_f16_sum.cu, 2026-11-26) that the
+ * exact sum rounded once to fp16 misses */
+static void check_f16_kstep(void)
+{
+    /* 1 + 2^-10 + 2^-11 - 2^-30: E = 0, unit 2^-25, the last product truncated to 0, so the sum is the
+     * midpoint 1 + 3 2^-11 and goes to the even 1 + 2^-9 (the exact sum, just below it, gives 1 + 2^-10) */
+    const float a4[4] = {1.0f, 0x1p-10f, 0x1p-11f, -0x1p-15f}, b4[4] = {1.0f, 1.0f, 1.0f, 0x1p-15f};
+    CHECK(qattn_num_f16_kstep(0.0f, a4, b4, 1, 4) == 1.0f + 0x1p-9f, "tie after the cut: %a",
+          (double)qattn_num_f16_kstep(0.0f, a4, b4, 1, 4));
+    CHECK(qattn_num_f16_kstep(0.5f, a4, b4, 1, 0) == 0.5f, "no products");
+    const float one = 1.0f;
+    CHECK(qattn_num_f16_kstep(2048.0f, &one, &one, 1, 1) == 2048.0f, "2048 + 1: a tie to even");
+    CHECK(qattn_num_f16_kstep(2050.0f, &one, &one, 1, 1) == 2052.0f, "2050 + 1: a tie to even");
+    static const uint16_t ha[2][16] = {
+        {0x2f41, 0x24ec, 0x2089, 0x2093, 0x275c, 0x37b8, 0x1c70, 0x2b2e, 0x2f31, 0x1c40, 0x34bb, 0x290a, 0x1eae,
+         0x2615, 0x3084, 0x37d7},
+        {0xccf8, 0xb4b6, 0x85b5, 0x1c7b, 0x22d3, 0x4b57, 0x2e30, 0xbfd7, 0xb9b8, 0xd19e, 0x9958, 0x8d52, 0x16c8,
+         0x3ae7, 0x0833, 0x20fd}};
+    static const uint16_t hb[2][16] = {
+        {0xb098, 0xaeee, 0xc7e2, 0xbfac, 0x38de, 0x31b0, 0xc68c, 0xc075, 0xb172, 0xb567, 0x336b, 0xaeef, 0xb49a,
+         0xb754, 0xc1ec, 0x43d8},
+        {0x530c, 0x2422, 0xbe3c, 0x5310, 0x0613, 0xcd62, 0x336a, 0x0a20, 0x4c73, 0x1794, 0x326c, 0xc1e5, 0x978e,
+         0xd791, 0xa91a, 0x3e50}};
+    static const float hc[2] = {0.0f, 0x1.d08p-10f}, hw[2] = {0x1.614p+0f, -0x1.844p+10f};
+    for (int t = 0; t < 2; t++) {
+        float a[16], b[16];
+        for (int c = 0; c < 16; c++) {
+            a[c] = qattn_num_fp16_decode(ha[t][c]);
+            b[c] = qattn_num_fp16_decode(hb[t][c]);
+        }
+        const float got = qattn_num_f16_kstep(hc[t], a, b, 1, 16);
+        CHECK(got == hw[t], "H100 f16 sum %d: %a, the tensor core gave %a", t, (double)got, (double)hw[t]);
+    }
+    /* b read with a stride: the same sum from every other element */
+    float b8[8] = {1.0f, 9.0f, 0x1p-10f, 9.0f, 0x1p-11f, 9.0f, 0x1p-15f, 9.0f};
+    const float a1[4] = {1.0f, 1.0f, 1.0f, -0x1p-15f};
+    CHECK(qattn_num_f16_kstep(0.0f, a1, b8, 2, 4) == 1.0f + 0x1p-9f, "strided b");
+}
+
 int main(void)
 {
+    check_f16_kstep();
     check_fp8_kstep();
     check_cut22();
     check_quotients(0);

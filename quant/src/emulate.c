@@ -13,9 +13,10 @@
  *      a step (qattn_num_fp8_kstep);
  *   4. online softmax in base 2 over blocks of `kblock` keys aligned at key 0,
  *      P = exp2(S - m) quantized per p=, row sum l from the unquantized P;
- *   5. O accumulated per acc= (fp32, fp16, fp22; two-level with an fp32
- *      buffer flushed every N keys), rescaled by exp2(m_old - m_new) at each
- *      block;
+ *   5. O accumulated per acc= (fp32, fp22 cut after every key; fp16 as the
+ *      f16 tensor core sums, 16 keys a step, qattn_num_f16_kstep; two-level
+ *      with an fp32 buffer flushed every N keys), rescaled by
+ *      exp2(m_old - m_new) at each block;
  *   6. O / l, times 1/qmax(p) for a static P scale, times V's per-channel
  *      scale, plus V's mean, rounded to out=.
  *
@@ -129,19 +130,6 @@ static inline qattn_vf vcut22(qattn_vf x)
     return (qattn_vf)QATTN_NUM_CUT22_SUM_BITS(u);
 }
 
-static inline qattn_vf vround16(qattn_vf x)
-{
-    qattn_vu u = (qattn_vu)x, e = (u >> 23) & 0xFFu;
-    qattn_vf y = (qattn_vf)QATTN_NUM_ROUND16_NORMAL_BITS(u);
-    /* lanes outside the normal fp16 range (other than zero) take the
-     * encoder */
-    qattn_vu slow = ((e < 113u) & (e != 0u)) | (e > 141u);
-    for (int i = 0; i < PV_CB; i++)
-        if (slow[i])
-            y[i] = qattn_num_fp16_decode(qattn_num_fp16_encode(x[i]));
-    return y;
-}
-
 /* NV independent 16-channel accumulators per key: the adds of one block
  * form a dependent chain, so several blocks in flight hide its latency. */
 #define PV_VBODY(VROUND, NV)                                                 \
@@ -196,20 +184,46 @@ static inline qattn_vf vround16(qattn_vf x)
 
 PV_BLOCK_FN(pv32, round32, vround32)
 PV_BLOCK_FN(pv22, qattn_num_cut22_sum, vcut22)
-PV_BLOCK_FN(pv16, qattn_num_round16, vround16)
 
 typedef void (*pv_fn)(float *, float *, const float *, size_t, const float *, size_t, size_t, size_t);
 typedef void (*pv_tail_fn)(float *, float *, const float *, size_t, const float *, size_t, size_t, size_t, size_t);
+
+/* acc=fp16: the f16 tensor core's k-steps (qattn_num_f16_kstep), 16 keys
+ * from the block's first key on, a step cut short where a two-level chunk
+ * ends; arguments as pv_block's */
+static void pv16_block(float *a, float *ob, const float *v, size_t ld, const float *pq, size_t n, size_t j0,
+                       size_t chunk, size_t d)
+{
+    size_t next = chunk ? chunk - (j0 % chunk) : (size_t)-1;
+    for (size_t j = 0; j < n;) {
+        size_t end = (j / 16 + 1) * 16;
+        end = end < n ? end : n;
+        end = end < next ? end : next;
+        qattn_num_f16_ksteps(a, (int)d, pq + j, v + j * ld, (int)ld, (int)(end - j));
+        j = end;
+        if (j == next) {
+            for (size_t c = 0; c < d; c++) {
+                ob[c] = ob[c] + a[c];
+                a[c] = 0.0f;
+            }
+            next += chunk;
+        }
+    }
+}
 
 /* P.V for keys [j0, j0 + n) into a [d] (and the fp32 buffer ob [d] when
  * two-level, else NULL); v points at key j0's row, rows ld apart. */
 static void pv_block(qattn_acc acc, float *a, float *ob, const float *v, size_t ld, const float *pq, size_t n,
                      size_t j0, size_t chunk, size_t d)
 {
-    pv_fn x8 = acc == QATTN_ACC_FP32 ? pv32_x8 : acc == QATTN_ACC_FP22 ? pv22_x8 : pv16_x8;
-    pv_fn x4 = acc == QATTN_ACC_FP32 ? pv32_x4 : acc == QATTN_ACC_FP22 ? pv22_x4 : pv16_x4;
-    pv_fn x1 = acc == QATTN_ACC_FP32 ? pv32_x1 : acc == QATTN_ACC_FP22 ? pv22_x1 : pv16_x1;
-    pv_tail_fn tail = acc == QATTN_ACC_FP32 ? pv32_tail : acc == QATTN_ACC_FP22 ? pv22_tail : pv16_tail;
+    if (acc == QATTN_ACC_FP16) {
+        pv16_block(a, ob, v, ld, pq, n, j0, chunk, d);
+        return;
+    }
+    pv_fn x8 = acc == QATTN_ACC_FP32 ? pv32_x8 : pv22_x8;
+    pv_fn x4 = acc == QATTN_ACC_FP32 ? pv32_x4 : pv22_x4;
+    pv_fn x1 = acc == QATTN_ACC_FP32 ? pv32_x1 : pv22_x1;
+    pv_tail_fn tail = acc == QATTN_ACC_FP32 ? pv32_tail : pv22_tail;
     size_t c0 = 0;
     for (; c0 + 128 <= d; c0 += 128)
         x8(a + c0, ob ? ob + c0 : NULL, v + c0, ld, pq, n, j0, chunk);

@@ -306,6 +306,78 @@ QATTN_NUM_FN float qattn_num_round16(float x)
     return qattn_num_fp16_decode(qattn_num_fp16_encode(x));
 }
 
+/* One k-step of the NVIDIA f16 tensor core with an fp16 accumulator (f16
+ * mma.sync / wgmma, .f16 D): acc (an fp16 value) plus the n <= 16 products
+ * a[c] b[c * bstride] of fp16 values, as the hardware sums them
+ * (kernels/probes/wgmma_f16_sum.*: 16896 of 16896 H100 sums): E = the
+ * largest of acc's exponent and, over the nonzero products, the sum of the
+ * factors' exponent fields (subnormals -14); acc and each product truncated
+ * toward zero to a multiple of 2^(E - 25); the exact sum rounded once to
+ * fp16 (to nearest even, saturating like qattn_num_round16). The terms are
+ * integers below 2^27 times 2^(E - 25), so their sum is exact in int64;
+ * the fp32 step before the fp16 rounding rounds to odd, which keeps the
+ * one rounding correct. */
+QATTN_NUM_FN int qattn_num_f16_exp(float x)
+{
+    const int e = (int)((qattn_num_f2u(x) >> 23) & 0xFFu) - 127;
+    return e < -14 ? -14 : e;
+}
+/* The k-step for nc independent accumulators acc[c] (channels of one row)
+ * at once: acc[c] plus the products a[j] b[j * bstride + c], j < n <= 16.
+ * Terms as integers (|t| < 2^27: int32, sums in int64), so that a
+ * compiler vectorizes the channel loops; 16 channels a pass. */
+QATTN_NUM_FN void qattn_num_f16_ksteps(float *acc, int nc, const float *a, const float *b, int bstride, int n)
+{
+    for (int c0 = 0; c0 < nc; c0 += 16) {
+        const int m = nc - c0 < 16 ? nc - c0 : 16;
+        int e[16]; /* E; below -999: no nonzero term */
+        int64_t s[16];
+        float up[16];
+        uint32_t r[16];
+        for (int c = 0; c < m; c++)
+            e[c] = acc[c0 + c] != 0.0f ? (int)((qattn_num_f2u(acc[c0 + c]) >> 23) & 0xFFu) - 127 : -1000;
+        for (int j = 0; j < n; j++) {
+            const int ea = a[j] != 0.0f ? qattn_num_f16_exp(a[j]) : -2000;
+            const float *bj = b + (int64_t)j * bstride + c0;
+            for (int c = 0; c < m; c++) {
+                const int ep = bj[c] != 0.0f ? ea + qattn_num_f16_exp(bj[c]) : -2000;
+                e[c] = ep > e[c] ? ep : e[c];
+            }
+        }
+        for (int c = 0; c < m; c++) { /* 2^(25 - E) in the exponent bits (E >= -28 for fp16 products, acc >= 2^-24) */
+            up[c] = qattn_num_u2f((uint32_t)(127 + 25 - (e[c] < -999 ? 0 : e[c])) << 23);
+            s[c] = (int32_t)(acc[c0 + c] * up[c]); /* toward zero */
+        }
+        for (int j = 0; j < n; j++) {
+            const float *bj = b + (int64_t)j * bstride + c0;
+            for (int c = 0; c < m; c++)
+                s[c] += (int32_t)(a[j] * bj[c] * up[c]);
+        }
+        /* x = s 2^(E - 25) to fp32 by rounding to odd (truncate, set the lsb if inexact), then fp16 RNE:
+         * the bit form where the result is a normal fp16, the encoder elsewhere (second loop) */
+        for (int c = 0; c < m; c++) {
+            const double x = (double)s[c] * (double)qattn_num_u2f((uint32_t)(127 - 25 + (e[c] < -999 ? 0 : e[c])) << 23);
+            const float f = (float)x;
+            const double fd = (double)f;
+            const uint32_t inexact = fd != x, over = (fd < 0.0 ? -fd : fd) > (x < 0.0 ? -x : x);
+            const uint32_t u = (qattn_num_f2u(f) - over) | inexact;
+            r[c] = QATTN_NUM_ROUND16_NORMAL_BITS(u);
+            up[c] = qattn_num_u2f(u); /* kept for the encoder */
+        }
+        for (int c = 0; c < m; c++) {
+            const uint32_t ex = (qattn_num_f2u(up[c]) >> 23) & 0xffu;
+            if (e[c] < -999)
+                continue; /* no nonzero term: acc stays */
+            acc[c0 + c] = ex >= 113u && ex <= 141u ? qattn_num_u2f(r[c]) : qattn_num_round16(up[c]);
+        }
+    }
+}
+QATTN_NUM_FN float qattn_num_f16_kstep(float acc, const float *a, const float *b, int bstride, int n)
+{
+    qattn_num_f16_ksteps(&acc, 1, a, b, bstride, n);
+    return acc;
+}
+
 /* ---- the format table ---- */
 
 /* largest magnitude an element of a scaled format may take (1 for the
