@@ -458,29 +458,37 @@ static int qattn_attn_fwd_mma_run(const qattn_kernels_attn_params &p, void *stre
     return QATTN_OK;
 }
 
+/* 1 when the rows of an operand at ptr (strides sb, sh, st in elements of
+ * esize bytes) start on 16-byte boundaries */
+static inline int qattn_rows16_ok(const void *ptr, int64_t sb, int64_t sh, int64_t st, int esize)
+{
+    return (uintptr_t)ptr % 16 == 0 && (sb * esize) % 16 == 0 && (sh * esize) % 16 == 0 && (st * esize) % 16 == 0;
+}
+
 /* what the mma.sync and the 8-bit wgmma kernels (WG = 1) need of p (head
  * dim D, Q / K codes QF, key blocks of KB keys, each one fp22 chunk; wgmma
  * e4m3: acc=fp22 in one level; wgmma P/V format PF fp16: acc=fp16 in one
- * level, V unscaled in 16-byte aligned rows) */
-template <int D, int QF, int KB = QATTN_MMA_KB, int WG = 0, int PF = QATTN_FMT_E4M3>
+ * level, V unscaled in 16-byte aligned rows; e4m3 with ACC fp32: V's codes
+ * in 16-byte aligned rows, widened) */
+template <int D, int QF, int KB = QATTN_MMA_KB, int WG = 0, int PF = QATTN_FMT_E4M3, int ACC = QATTN_ACC_FP22>
 static int qattn_attn_fwd_mma_check(const qattn_kernels_attn_params &p, qattn_err *err)
 {
     const char *qfn = QF == QATTN_FMT_INT4 ? "int4" : QF == QATTN_FMT_E4M3 ? "e4m3" : "int8";
+    /* V in rows of keys (fp16 P.V, or e4m3 widened) rather than V^T */
+    constexpr int VROWS = WG && (PF == QATTN_FMT_FP16 || (PF == QATTN_FMT_E4M3 && ACC == QATTN_ACC_FP32));
+    constexpr int VES = PF == QATTN_FMT_FP16 ? 2 : 1; /* bytes a V element */
     int rc = qattn_attn_check_grid(D, p.d, p.hq, p.hkv, p.nseq, "attn mma", err);
     if (rc)
         return rc;
-    if (WG && PF == QATTN_FMT_FP16) {
+    if (VROWS) {
         if (p.kblock != KB || p.acc_chunk != 0)
-            return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: needs kblock=%d and acc=fp16 (got %d, %d)", KB,
-                                 p.kblock, p.acc_chunk);
-        const int64_t vs[3] = {p.v_sb, p.v_sh, p.v_st};
-        int aligned = (uintptr_t)p.v % 16 == 0 && p.v_st >= D;
-        for (int i = 0; i < 3; i++)
-            aligned = aligned && vs[i] % 8 == 0;
-        if (!aligned || p.v_scale)
+            return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: needs kblock=%d and acc=%s in one level (got %d, %d)",
+                                 KB, PF == QATTN_FMT_FP16 ? "fp16" : "fp32", p.kblock, p.acc_chunk);
+        if (!qattn_rows16_ok(p.v, p.v_sb, p.v_sh, p.v_st, VES) || p.v_st < D || (PF == QATTN_FMT_FP16 && p.v_scale))
             return qattn_err_set(err, QATTN_ERR_ARG,
-                                 "attn wgmma: fp16 P.V needs unscaled fp16 V in 16-byte aligned rows (v_st %lld)",
-                                 (long long)p.v_st);
+                                 "attn wgmma: %s P.V needs %s V in 16-byte aligned rows (v_st %lld)",
+                                 PF == QATTN_FMT_FP16 ? "fp16" : "widened e4m3",
+                                 PF == QATTN_FMT_FP16 ? "unscaled fp16" : "e4m3", (long long)p.v_st);
     } else if (WG && QF == QATTN_FMT_E4M3) {
         if (p.kblock != KB || p.acc_chunk != 0)
             return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: needs kblock=%d and acc=fp22 (got %d, %d)", KB,
@@ -490,7 +498,7 @@ static int qattn_attn_fwd_mma_check(const qattn_kernels_attn_params &p, qattn_er
                              KB, p.kblock, p.acc_chunk);
     }
     /* V is read transposed (the sig's v_layout): v_st is the channel stride npad */
-    if (!(WG && PF == QATTN_FMT_FP16) && (p.v_st <= 0 || p.v_st % KB || p.v_st < p.seqlen_k))
+    if (!VROWS && (p.v_st <= 0 || p.v_st % KB || p.v_st < p.seqlen_k))
         return qattn_err_set(err, QATTN_ERR_ARG,
                              "attn mma: needs V transposed, [hkv, nseq, d, npad] with npad %% %d == 0 (v_st %lld)", KB,
                              (long long)p.v_st);
@@ -512,7 +520,7 @@ static int qattn_attn_fwd_mma_check(const qattn_kernels_attn_params &p, qattn_er
                              "16-byte aligned rows (qblock %d, input %s)",
                              p.qblock, qattn_fmt_name(p.k_in_fmt));
     if ((int64_t)p.seqlen_k * p.k_st >= ((int64_t)1 << 31) ||
-        (WG && PF == QATTN_FMT_FP16 ? (int64_t)p.seqlen_k * p.v_st * 2 : (int64_t)p.d * p.v_st) >= ((int64_t)1 << 31))
+        (VROWS ? (int64_t)p.seqlen_k * p.v_st * VES : (int64_t)p.d * p.v_st) >= ((int64_t)1 << 31))
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: one head's K or V^T is over 2 GiB");
     return QATTN_OK;
 }

@@ -58,7 +58,7 @@
 
 #include "attn_fwd_mma.h" /* the checks, key-block range, masks and epilogue of the mma path */
 #include "quant_groups.h" /* qattn_qf_tok_index */
-#include "wgmma_int4.h"   /* the int4 instances' producer */
+#include "wgmma_unpack.h" /* the producer that unpacks int4 K / widens e4m3 V */
 #include "wgmma_tile.h"   /* block shape, shared memory, swizzled tiles, descriptors */
 
 /* Q.K of 32 channels: S (64 x KB; int32 of int8 codes, fp32 of e4m3) (+)=
@@ -130,8 +130,9 @@ static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB,
  * keys outside [loX, hiX) masked. Updates the running maximum m and sum l,
  * returns alpha = 2^(m_old - m_new) and the codes of P * pmul as the A
  * fragments of the P.V wgmma: e4m3 / int8, pf[q] = keys 32q..32q+31 in
- * natural order; fp16 (PF), pf[q] = S columns 16q..16q+15, keys
- * sigma(16q..16q+15) as V's rows are (the k-step's 16 keys kept).
+ * natural order; fp16 (PF, or e4m3 codes widened: WID), pf[q] = S columns
+ * 16q..16q+15, keys sigma(16q..16q+15) as V's rows are (the k-step's 16
+ * keys kept).
  *
  * The scheme's S = float(acc) f, P = 2^(S - m), codes of P * pmul, in fewer
  * instructions per score (the same quantities up to the rounding of the
@@ -143,12 +144,12 @@ static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB,
  * keys have u = -inf; f is raised to 1e-30 at least so that -inf f stays
  * -inf (f = 0 only when the Q row's or the K group's codes are all 0, where
  * acc = 0 and the result is the same). */
-template <int KB, int PF, bool DS, typename SA, int NDS>
+template <int KB, int PF, bool DS, bool WID, typename SA, int NDS>
 static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 2], const float2 (&ds)[NDS], int j0,
                                                            int loA, int hiA, int loB, int hiB, float fA0, float fA1,
                                                            float fB0, float fB1, float lpmul, float &mA, float &mB,
                                                            float &lA, float &lB, float &alA, float &alB,
-                                                           uint32_t (&pf)[KB / (PF == QATTN_FMT_FP16 ? 16 : 32)][4])
+                                                           uint32_t (&pf)[KB / (PF == QATTN_FMT_FP16 || WID ? 16 : 32)][4])
 {
     constexpr int NT = KB / 8;
     const int qi = (int)threadIdx.x & 3;
@@ -215,6 +216,11 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 
         if constexpr (PF == QATTN_FMT_FP16) { /* tile 2q -> a0 (row g) / a1 (row g+8), tile 2q+1 -> a2 / a3 */
             pf[t >> 1][2 * (t & 1)] = qattn_cvt_f16x2_f32(p0, p1);
             pf[t >> 1][2 * (t & 1) + 1] = qattn_cvt_f16x2_f32(p2, p3);
+            continue;
+        }
+        if constexpr (WID) { /* the e4m3 codes widened to fp16 (exact), laid out as fp16 P */
+            pf[t >> 1][2 * (t & 1)] = qattn_cvt_f16x2_e4m3x2(qattn_cvt_e4m3x2_f32(p0, p1));
+            pf[t >> 1][2 * (t & 1) + 1] = qattn_cvt_f16x2_e4m3x2(qattn_cvt_e4m3x2_f32(p2, p3));
             continue;
         }
         const uint32_t ca = qattn_wgmma_pcode2<PF>(p0, p1), cb = qattn_wgmma_pcode2<PF>(p2, p3);
@@ -339,6 +345,27 @@ static __device__ __forceinline__ void qattn_wgmma_oh_rescale(uint32_t (&oh)[NO 
     }
 }
 
+/* O = O alpha (skipped by warps whose rows kept their maxima) + P.V of KB
+ * keys: 16-bit A fragments pf from registers, V's fp16 / bf16 rows of the
+ * stage at shared address aV (k-steps q0.., KS keys a 128-byte slab), the
+ * f16 / bf16 wgmma into the fp32 O; the caller commits */
+template <int D, int KB, int KS, int BF>
+static __device__ __forceinline__ void qattn_wgmma_pv16_issue(float (&o)[D / 8][4], float alA, float alB,
+                                                              const uint32_t (&pf)[KB / 16][4], uint32_t aV, int q0)
+{
+    qattn_wgmma_o_rescale<D / 8>(o, alA, alB);
+#pragma unroll
+    for (int n = 0; n < D / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            qattn_wgmma_fence_reg(o[n][e]);
+    qattn_wgmma_fence();
+#pragma unroll
+    for (int q = 0; q < KB / 16; q++)
+        qattn_wgmma_m64k16_rs<D, BF, 1>(&o[0][0], pf[q], qattn_wgmma_desc_sw128_mn(aV + 2048u * (uint32_t)(q0 + q), KS * 128),
+                                       1);
+}
+
 /* a consumer warp's end of a stage, after its last P.V was issued: the next
  * stage's Q.K issued once that stage has landed (more: there is one), so the
  * tensor core runs it while the P.V finishes; then the release of this stage
@@ -360,17 +387,21 @@ static __device__ __forceinline__ void qattn_wgmma_stage_end(int more, uint32_t 
         qattn_mbar_arrive(empty_this); /* this warp is done with the stage */
 }
 
-template <int D, int KB, int QF, int PF>
+template <int D, int KB, int QF, int PF, int ACC>
 __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p)
 {
     static_assert(D == 128 || D == 64, "the wgmma kernel is written for head dims 64 and 128 (swizzled rows)");
     static_assert(KB == 128 || KB == 64, "key blocks of 64 or 128 keys (swizzled rows)");
     static_assert(QATTN_WGMMA_8BIT(QF) || QF == QATTN_FMT_FP16 || QF == QATTN_FMT_BF16, "int8, e4m3, fp16 or bf16 Q/K");
     static_assert(QATTN_WGMMA_8BIT(QF) || KB == 64, "16-bit: key blocks of 64, two to a 128-key stage (m64n128k16)");
-    static_assert(QATTN_WGMMA_8BIT(QF) ? PF == QATTN_FMT_E4M3 || (PF == QATTN_FMT_INT8 && QF == QATTN_FMT_INT8) ||
-                                             (PF == QATTN_FMT_FP16 && QF == QATTN_FMT_INT8)
-                                       : PF == QF,
-                  "P.V: e4m3, int8 or fp16 after int8 Q.K, or the baseline's 16-bit type");
+    static_assert(QATTN_WGMMA_8BIT(QF) ? (PF == QATTN_FMT_E4M3 && (ACC == QATTN_ACC_FP22 || ACC == QATTN_ACC_FP32)) ||
+                                             (PF == QATTN_FMT_INT8 && QF == QATTN_FMT_INT8 && ACC == QATTN_ACC_FP32) ||
+                                             (PF == QATTN_FMT_FP16 && QF == QATTN_FMT_INT8 && ACC == QATTN_ACC_FP16)
+                                       : PF == QF && ACC == QATTN_ACC_FP32,
+                  "P.V: e4m3 (acc fp22, or fp32 widened), int8 (fp32) or fp16 (fp16) after 8-bit Q.K, or the "
+                  "baseline's 16-bit type (fp32)");
+    static_assert(QATTN_WGMMA_SMEM(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), KB, QATTN_WGMMA_WIDEN(QF, PF, ACC)) <= 232448,
+                  "shared memory over sm_90's 227 KB");
 
 #if QATTN_WGMMA
     /* Q8: 8-bit Q/K codes (int8 or e4m3); O accumulated in two levels (int8: acc=fp22+fp32:KB, each
@@ -379,15 +410,20 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     constexpr int QC = I4 ? QATTN_FMT_INT8 : QF; /* the codes the tensor core reads (int4: unpacked to int8) */
     /* P16: fp16 P.V after 8-bit Q.K (sage1-b): V in fp16 rows of keys in the sigma key order like K,
      * P's fp16 A fragments straight from the S layout, O in an f16 accumulator (acc=fp16) */
-    constexpr int P16 = Q8 && PF == QATTN_FMT_FP16, V16 = QATTN_WGMMA_V16(QF, PF);
-    constexpr int TWO = QC == QATTN_FMT_INT8 && !P16;
+    constexpr int P16 = Q8 && PF == QATTN_FMT_FP16;
+    /* W16: e4m3 P.V with acc=fp32 (ck-*): P's e4m3 codes as fp16 A fragments like P16, V's e4m3 rows
+     * widened to fp16 by the producer, the f16 MMA into the fp32 O */
+    constexpr int W16 = QATTN_WGMMA_WIDEN(QF, PF, ACC), F16A = P16 || W16;
+    constexpr int VF = QATTN_WGMMA_VF(QF, PF, ACC), V16 = QATTN_WGMMA_V16(QF, VF);
+    constexpr int TWO = QC == QATTN_FMT_INT8 && !F16A;
+    constexpr int U = I4 || W16; /* the unpacking producer (wgmma_unpack.h) */
     /* registers a producer / consumer thread (setmaxnreg; 128 x PREG + 256 x CREG <= the block's 64512):
-     * int4's producer unpacks, so it keeps more */
-    constexpr int PREG = I4 ? 64 : 24, CREG = I4 ? 216 : 240;
+     * the unpacking producer keeps more (int4 K with widened V: 72, 128 x 72 + 256 x 216 = 64512) */
+    constexpr int PREG = I4 && W16 ? 72 : U ? 64 : 24, CREG = U ? 216 : 240;
     constexpr int ES = Q8 ? 1 : 2; /* bytes an element */
     /* keys a stage holds: the key block (int8), two key blocks of 64 (16-bit: Q.K by
      * m64n128k16, the softmax and P.V a block at a time) */
-    constexpr int KS = QATTN_WGMMA_KS(QF, KB), BM = QATTN_WGMMA_BM, S = QATTN_WGMMA_NSTAGES(D, QF, PF, KB);
+    constexpr int KS = QATTN_WGMMA_KS(QF, KB), BM = QATTN_WGMMA_BM, S = QATTN_WGMMA_NSTAGES(D, QF, VF, KB);
     constexpr int NT = KB / 8;      /* n-tiles of S (int8) */
     constexpr int NO = D / 8;       /* n-tiles of O */
     constexpr int RB = D * ES;      /* bytes of a Q / K row */
@@ -395,14 +431,15 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     constexpr int RP = 128 / CH;    /* K rows the producer's 128 threads copy per pass */
     /* the V tile: 8-bit codes as V^T (D rows of KS bytes), 16-bit V as rows of keys (KS rows of 2 D bytes) */
     constexpr int VRB = V16 ? 2 * D : KS, VROWS = V16 ? KS : D, VCH = VRB / 16, VR = 128 / VCH;
-    constexpr int KBYTES = KS * RB, STAGE = QATTN_WGMMA_STAGEB(D, QF, PF, KB);
+    constexpr int KBYTES = KS * RB, STAGE = QATTN_WGMMA_STAGEB(D, QF, VF, KB);
     constexpr int KSTEP = RP * (RB < 128 ? RB : 128), VSTEP = VR * (VRB < 128 ? VRB : 128);
     QATTN_DYNAMIC_SHARED(uint8_t, smem_raw);
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
     uint8_t *sQ = smem;               /* [128 rows][RB] swizzled */
     uint8_t *sStage = smem + BM * RB; /* stage s at s * STAGE */
-    /* int4: the producer's staging ring, the dS mma's A tile, dS [S][8 Q blocks][KS keys] (smooth=q), Q packed */
-    uint8_t *sStg = sStage + S * STAGE, *sA = sStg + QATTN_WGMMA_I4NSLOT * QATTN_WGMMA_I4SLOT(D, KS);
+    /* the unpacking producer's staging ring; int4: the dS mma's A tile, dS [S][8 Q blocks][KS keys]
+     * (smooth=q), Q packed */
+    uint8_t *sStg = sStage + S * STAGE, *sA = sStg + QATTN_WGMMA_UNSLOT(I4, W16) * QATTN_WGMMA_USLOT(D, KS, I4, W16);
     float *sDs = (float *)(sA + 16 * QATTN_WGMMA_DS_ROWB(D));
     uint8_t *sQstg = (uint8_t *)(sDs + S * 8 * KS); /* Q's packed rows */
     __shared__ __align__(8) uint64_t s_bar[2 * S + 1]; /* full[S], empty[S], Q */
@@ -431,10 +468,10 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
         qattn_mma_row_ranges(p.mask, rA, rB, sq, sk, &loA, &hiA, &loB, &hiB);
     if (tid == 0) {
         for (int s = 0; s < S; s++) {
-            qattn_mbar_init(QATTN_WS_FULL(s), I4 ? 64 : 128);
-            qattn_mbar_init(QATTN_WS_EMPTY(s), I4 ? 256 : 8); /* consumer warps (int4: their lanes) */
+            qattn_mbar_init(QATTN_WS_FULL(s), U ? 64 : 128);
+            qattn_mbar_init(QATTN_WS_EMPTY(s), U ? 256 : 8); /* consumer warps (unpacked: their lanes) */
         }
-        qattn_mbar_init(QATTN_WS_QBAR, I4 ? 64 : 128); /* int4: the unpackers arrive */
+        qattn_mbar_init(QATTN_WS_QBAR, U ? 64 : 128); /* int4: the unpackers arrive, else the copiers */
     }
     /* ---- key blocks the tile touches (its barriers also publish the mbarrier inits) ---- */
     __shared__ int s_range[2];
@@ -444,9 +481,9 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     if (wg == 0) {
         /* ================= producer ================= */
         qattn_setmaxnreg_dec<PREG>();
-        if constexpr (I4) {
+        if constexpr (U) {
             if (J0 < J1)
-                qattn_wgmma_produce_i4<D, KS, S>(p, sQ, sStage, sStg, sQstg, sA, sDs, bar0, J0, J1, b, h, hk, i0,
+                qattn_wgmma_produce_unpack<D, KS, S, I4, W16>(p, sQ, sStage, sStg, sQstg, sA, sDs, bar0, J0, J1, b, h, hk, i0,
                                                  sq, sk, tq0, tk0);
         } else if (J0 < J1) {
             const uint8_t *qg =
@@ -545,19 +582,9 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                 qattn_wgmma_m64k16_rs<128, BF, 0>(acc, qf[kk], qattn_wg_desc_k<RB, KS>(aK, 0, 32 * kk), kk > 0);
             qattn_wgmma_commit();
         };
-        /* O = O alpha (skipped by warps whose rows kept their maxima) + P.V of key block h of the stage */
+        /* O = O alpha + P.V of key block h of the stage */
         auto issue_pv = [&](const uint32_t (&pf)[KB / 16][4], uint32_t aV, int h, float alA, float alB) {
-            qattn_wgmma_o_rescale<NO>(o, alA, alB);
-#pragma unroll
-            for (int n = 0; n < NO; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    qattn_wgmma_fence_reg(o[n][e]);
-            qattn_wgmma_fence();
-#pragma unroll
-            for (int q = 0; q < KB / 16; q++)
-                qattn_wgmma_m64k16_rs<D, BF, 1>(
-                    &o[0][0], pf[q], qattn_wgmma_desc_sw128_mn(aV + 2048u * (uint32_t)(KB / 16 * h + q), KS * 128), 1);
+            qattn_wgmma_pv16_issue<D, KB, KS, BF>(o, alA, alB, pf, aV, KB / 16 * h);
             qattn_wgmma_commit();
         };
         if (J0 < J1) {
@@ -653,17 +680,17 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             /* the K scales of this thread's keys of even / odd tiles (one group each, qattn_wg_kgroup_ok) */
             const float ks0 = kcur[kin0], ks1 = kcur[kin1];
             float alA, alB;
-            uint32_t pf[KB / (P16 ? 16 : 32)][4]; /* A fragments (e4m3 / int8 codes of 32 keys, fp16 of 16) */
+            uint32_t pf[KB / (F16A ? 16 : 32)][4]; /* A fragments (e4m3 / int8 codes of 32 keys, fp16 of 16) */
             if (dsq) { /* int4, smooth=q: S c2 + dS c2 of the thread's keys of each tile */
                 float2 dsv[NT];
 #pragma unroll
                 for (int t = 0; t < NT; t++)
                     dsv[t] = *(const float2 *)(dsrow + stage * 8 * KB + qattn_wg_key(t, qi, 0));
-                qattn_wgmma_softmax<KB, PF, true>(acc, dsv, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
+                qattn_wgmma_softmax<KB, PF, true, W16>(acc, dsv, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
                                                   qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf);
             } else {
                 const float2 none[1] = {make_float2(0.0f, 0.0f)};
-                qattn_wgmma_softmax<KB, PF, false>(acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
+                qattn_wgmma_softmax<KB, PF, false, W16>(acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
                                                    qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB,
                                                    pf);
             }
@@ -680,6 +707,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
 #pragma unroll
                 for (int q = 0; q < KB / 16; q++)
                     qattn_wgmma_m64k16_f16acc<D>(oh, pf[q], qattn_wgmma_desc_sw128_mn(aV + 2048u * (uint32_t)q, KS * 128));
+            } else if constexpr (W16) {
+                qattn_wgmma_pv16_issue<D, KB, KS, 0>(o, alA, alB, pf, aV, 0);
             } else {
                 if (!TWO)
                     qattn_wgmma_o_rescale<NO>(o, alA, alB);
@@ -692,7 +721,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                     qattn_wgmma_pv<D>(pv, pf[q], qattn_wg_desc_k<KB, D>(aV, 0, 32 * q), !TWO || q > 0);
             }
             qattn_wgmma_commit();
-            qattn_wgmma_stage_end<I4>(j0 + KB < J1, QATTN_WS_FULL(nstg), nphase, QATTN_WS_EMPTY(stage),
+            qattn_wgmma_stage_end<U>(j0 + KB < J1, QATTN_WS_FULL(nstg), nphase, QATTN_WS_EMPTY(stage),
                                   [&] { issue_qk(nstg); });
             if constexpr (P16) {
 #pragma unroll
@@ -713,8 +742,9 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             phase = nphase;
         }
         lA = lA / pmul, lB = lB / pmul; /* l summed P * pmul (qattn_wgmma_softmax) */
-        if constexpr (P16) {
+        if constexpr (F16A)
             qattn_wgmma_wait<0>(); /* nothing in flight (ptxas cannot tie the loop's exit to its last wait) */
+        if constexpr (P16) {
 #pragma unroll
             for (int n = 0; n < NO; n++) {
                 qattn_f16x2_unpack(oh[2 * n], o[n][0], o[n][1]);
@@ -748,11 +778,8 @@ static int qattn_attn_fwd_wgmma16_check(const qattn_kernels_attn_params &p, qatt
                              p.kblock, p.acc_chunk);
     if (p.q_scale || p.k_scale || p.v_scale || p.q_mean || p.k_mean || p.pmul != 1.0f)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: the fp16 / bf16 instances take unscaled Q, K, V");
-    const int64_t st[9] = {p.q_sb, p.q_sh, p.q_st, p.k_sb, p.k_sh, p.k_st, p.v_sb, p.v_sh, p.v_st};
-    int aligned = ((uintptr_t)p.q | (uintptr_t)p.k | (uintptr_t)p.v) % 16 == 0;
-    for (int i = 0; i < 9; i++)
-        aligned = aligned && st[i] % 8 == 0;
-    if (!aligned)
+    if (!qattn_rows16_ok(p.q, p.q_sb, p.q_sh, p.q_st, 2) || !qattn_rows16_ok(p.k, p.k_sb, p.k_sh, p.k_st, 2) ||
+        !qattn_rows16_ok(p.v, p.v_sb, p.v_sh, p.v_st, 2))
         return qattn_err_set(err, QATTN_ERR_ARG,
                              "attn wgmma: Q, K, V rows must be 16-byte aligned (strides multiples of 8 elements)");
     if ((int64_t)p.seqlen_k * p.k_st * 2 >= ((int64_t)1 << 31) || (int64_t)p.seqlen_k * p.v_st * 2 >= ((int64_t)1 << 31) ||
@@ -764,11 +791,11 @@ static int qattn_attn_fwd_wgmma16_check(const qattn_kernels_attn_params &p, qatt
 /* the launch of a wgmma instance (head dim D, key blocks of KB keys, Q / K
  * int8 codes or fp16 / bf16 values): the checks of its kind; sm_90 and a
  * build with sm_90a (sig cc 90..90) */
-template <int D, int KB, int QF, int PF>
+template <int D, int KB, int QF, int PF, int ACC>
 static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void *stream, qattn_err *err)
 {
     const qattn_kernels_attn_params p = *pp;
-    int rc = QATTN_WGMMA_8BIT(QF) ? qattn_attn_fwd_mma_check<D, QF, KB, 1, PF>(p, err)
+    int rc = QATTN_WGMMA_8BIT(QF) ? qattn_attn_fwd_mma_check<D, QF, KB, 1, PF, ACC>(p, err)
                                   : qattn_attn_fwd_wgmma16_check<D, KB>(p, err);
     if (rc || p.seqlen_q <= 0)
         return rc;
@@ -777,8 +804,8 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "attn wgmma: needs an sm_90 GPU and a build for sm_90a (GPU sm_%d, built for %s)", cc,
                              QATTN_KERNELS_ARCHS);
-    const size_t smem = QATTN_WGMMA_SMEM(D, QF, PF, KB);
-    void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D, KB, QF, PF>;
+    const size_t smem = QATTN_WGMMA_SMEM(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), KB, QATTN_WGMMA_WIDEN(QF, PF, ACC));
+    void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D, KB, QF, PF, ACC>;
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                     "attn wgmma: raising the shared-memory limit");
     const dim3 grid((unsigned)((p.seqlen_q + QATTN_WGMMA_BM - 1) / QATTN_WGMMA_BM), (unsigned)p.hq, (unsigned)p.nseq);
@@ -788,13 +815,13 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
 }
 
 /* one instance: extern "C" launch function NAME for head dim D, key blocks
- * of KB keys, Q / K format QF (QATTN_FMT_INT8, E4M3: the quantized schemes;
- * FP16 / BF16: the baseline), P / V format PF (E4M3 or INT8 after int8 Q.K;
- * QF for the baseline) */
-#define QATTN_ATTN_FWD_WGMMA_INSTANCE(D, KB, QF, PF, NAME)                                 \
+ * of KB keys, Q / K format QF (QATTN_FMT_INT8, INT4, E4M3: the quantized
+ * schemes; FP16 / BF16: the baseline), P / V format PF (E4M3, INT8 or FP16
+ * after 8-bit Q.K; QF for the baseline) and accumulator ACC (QATTN_ACC_*) */
+#define QATTN_ATTN_FWD_WGMMA_INSTANCE(D, KB, QF, PF, ACC, NAME)                            \
     extern "C" int NAME(const qattn_kernels_attn_params *p, void *stream, qattn_err *err) \
     {                                                                                      \
-        return qattn_attn_fwd_wgmma_launch<D, KB, QF, PF>(p, stream, err);                \
+        return qattn_attn_fwd_wgmma_launch<D, KB, QF, PF, ACC>(p, stream, err);           \
     }
 
 #endif

@@ -339,14 +339,18 @@ ccmin=0 ccmax=0
 # 128 keys (sage2-8b-sm90) and of 64 (sage2-8b: thread:64/8/2 K scales,
 # fp22+fp32:64); int4 Q.K, unpacked to int8 in shared memory; e4m3 Q.K with one fp22 level (fa3-fp8); int8 P.V (s8
 # wgmma, exact per block, fp32 O: sage1-vb); fp16 P.V into an f16
-# accumulator after int8 Q.K (sage1-b, V in fp16 rows); the fp16 / bf16 baselines
-# (16-bit Q.K and P.V wgmma, fp32 accumulator, key blocks of 64 = the
-# presets' kblock, V read in rows). Entries kb:qk:pv.
+# accumulator after int8 Q.K (sage1-b, V in fp16 rows); e4m3 P.V with acc=fp32
+# after int8 / int4 Q.K (ck-i8fp8bf16, ck-i4fp8bf16: P's and V's codes widened
+# to fp16, f16 wgmma into the fp32 O, V's e4m3 rows widened by the producer; e4m3 Q.K with
+# acc=fp32 is not built: the e4m3 MMA's 22-bit sums fail gpu-check); the fp16 /
+# bf16 baselines (16-bit Q.K and P.V wgmma, fp32 accumulator, key blocks of 64
+# = the presets' kblock, V read in rows). Entries kb:qk:pv[:acc].
 for d in $head_dims; do
-    for kb_qk_pv in 128:int8:e4m3 64:int8:e4m3 64:int4:e4m3 128:e4m3:e4m3 64:int8:int8 64:int8:fp16 64:fp16:fp16 \
-        64:bf16:bf16; do
+    for kb_qk_pv in 128:int8:e4m3 64:int8:e4m3 64:int4:e4m3 128:e4m3:e4m3 64:int8:int8 64:int8:fp16 64:int8:e4m3:fp32 \
+        64:int4:e4m3:fp32 64:fp16:fp16 64:bf16:bf16; do
         kb=${kb_qk_pv%%:*} qk_pv=${kb_qk_pv#*:}
-        qk=${qk_pv%%:*} pvf=${qk_pv#*:}
+        qk=${qk_pv%%:*} pvf=${qk_pv#*:} accw=""
+        case $pvf in *:*) accw=${pvf#*:} pvf=${pvf%%:*} ;; esac
         QK=$(echo "$qk" | tr a-z A-Z) PVF=$(echo "$pvf" | tr a-z A-Z)
         case $kb in 128) tag="" ;; *) tag="_kb${kb}" ;; esac
         kgroups="k: one group on a lane's keys of each n-tile parity a block (tensor, block:n${kb}, thread:${kb}/8/2, thread:${kb}/16/4)"
@@ -362,6 +366,13 @@ for d in $head_dims; do
             pv=fp16 acc_e=QATTN_ACC_FP16 two=0 pstatic=1 smooth="QATTN_SMOOTH_K | QATTN_SMOOTH_V"
             groups="q: any token pattern, no ,ch:; ${kgroups}; kblock=${kb} and acc=fp16 exactly"
             vgroups="none (unscaled fp16 rows, 16-byte aligned)" vlayout=""
+        elif [ "$accw" = fp32 ]; then
+            name="attn_fwd_wgmma_d${d}${tag}_qk_${qk}_pv_e4m3_acc_fp32"
+            what="Attention forward (quantized), NVIDIA wgmma path: d=${d}, key blocks of ${kb}, Q/K ${qk}, P/V e4m3 widened to fp16, fp32 accumulator."
+            pv=e4m3 acc_e=QATTN_ACC_FP32 two=0 pstatic=3 smooth="QATTN_SMOOTH_K | QATTN_SMOOTH_V"
+            groups="q: any token pattern, no ,ch:; ${kgroups}; kblock=${kb} and acc=fp32 (the f16 MMA: 25 bits a k-step of 16 keys)"
+            vgroups="tensor or channel (,ch:C); e4m3 rows, 16-byte aligned" vlayout=""
+            [ "$qk" = int4 ] && smooth="QATTN_SMOOTH_Q | QATTN_SMOOTH_K | QATTN_SMOOTH_V"
         elif [ "$qk" = int8 ] || [ "$qk" = int4 ] || [ "$qk" = e4m3 ]; then
             if [ "$qk" != e4m3 ]; then
                 two=1 accs="fp22+fp32:${kb}"
@@ -386,7 +397,7 @@ for d in $head_dims; do
             banner "$what"
             echo '#include "../attn_fwd_wgmma.h"'
             echo
-            echo "QATTN_ATTN_FWD_WGMMA_INSTANCE(${d}, ${kb}, QATTN_FMT_${QK}, QATTN_FMT_${PVF}, ${fn})"
+            echo "QATTN_ATTN_FWD_WGMMA_INSTANCE(${d}, ${kb}, QATTN_FMT_${QK}, QATTN_FMT_${PVF}, ${acc_e}, ${fn})"
         } >"$out/${name}.hip"
         if [ "$d" = 64 ]; then
             cmake_mma_64="${cmake_mma_64} ${name}.hip"

@@ -68,6 +68,7 @@ run_sanitize() {
     local n=0 bad=0
     for tool in memcheck racecheck; do
         for inst in attn_fwd_wgmma_d128_qk attn_fwd_wgmma_d64_qk attn_fwd_wgmma_d128_kb64 attn_fwd_wgmma_d64_kb64 attn_fwd_mma_d128 attn_fwd_mma_d64 \
+            attn_fwd_wgmma_d128_kb64_qk_int8_pv_e4m3_acc_fp32 attn_fwd_wgmma_d128_kb64_qk_int4_pv_e4m3_acc_fp32 \
             attn_fwd_portable_d128_qk_int8_pv_e4m3_acc_fp22 attn_fwd_portable_d64_qk_int4_pv_fp16_acc_fp16 \
             quant_fast_in_fp16 quant_portable_in_fp32 decode_mma_d128_cache_bf16 decode_mma_d128_cache_int8 \
             decode_mma_d64_cache_e4m3 decode_portable_d128; do
@@ -122,7 +123,7 @@ run_quant() {
 }
 
 run_bench() {
-    qattn bench --schemes sage2-8b-sm90,sage2-8b,sage2-4b,fa3-fp8,sage1-b,sage1-vb,fp16,bf16 --out "$out/attn_fwd_bench.raw.csv" || { status=1; return; }
+    qattn bench --schemes sage2-8b-sm90,sage2-8b,sage2-4b,fa3-fp8,sage1-b,sage1-vb,ck-i8fp8bf16,ck-i4fp8bf16,fp16,bf16 --out "$out/attn_fwd_bench.raw.csv" || { status=1; return; }
     python3 kernels/bench_torch.py --in "$out/attn_fwd_bench.raw.csv" --out "$out/attn_fwd_bench.csv" || status=1
     rm -f "$out/attn_fwd_bench.raw.csv"
     echo "-- the mma.sync kernel for d=128 (QATTN_MMA_SYNC=1), for comparison"

@@ -600,6 +600,14 @@ int main(int argc, char **argv)
         {"sage1-b", 128, 4, 1, 1, {1000}, 0, "causal"},
         {"sage1-b", 64, 2, 2, 3, {1000, 77, 300}, 1, "none"},
         {"sage1-b smooth=k+v", 128, 2, 1, 1, {700}, 0, "window:300,50"},
+        /* e4m3 P.V with acc=fp32 (the CK presets): P and V widened to fp16, f16 MMA into the fp32 O */
+        {"ck-i8fp8bf16", 128, 4, 1, 1, {1000}, 0, "causal"},
+        {"ck-i8fp8bf16", 64, 2, 2, 3, {1000, 77, 300}, 1, "none"},
+        {"ck-i8fp8bf16 smooth=k+v", 128, 4, 2, 3, {1000, 77, 300}, 1, "window:300,50"},
+        {"ck-i8fp8bf16", 64, 2, 1, 1, {4096}, 0, "causal"},
+        /* ... after int4 Q.K (K unpacked, smooth=q's dS, V widened by one producer) */
+        {"ck-i4fp8bf16", 128, 4, 2, 3, {1000, 77, 300}, 1, "causal"},
+        {"ck-i4fp8bf16", 64, 2, 1, 1, {1000}, 0, "none"},
     };
     /* sm_90 and a wgmma build: every case; elsewhere the mma.sync instances' scheme only */
     const int wg_any = wgmma_runs_here(0, 0);
@@ -609,7 +617,7 @@ int main(int argc, char **argv)
             continue;
         }
         /* --quick: small cases, for compute-sanitizer */
-        if (!quick || i == 0 || i == 6 || i == 7 || i == 10 || i == 11 || i == 15 || i == 18 || i == 19 || i == 24)
+        if (!quick || i == 0 || i == 6 || i == 7 || i == 10 || i == 11 || i == 15 || i == 18 || i == 19 || i == 24 || i == 28)
             run_case(&cases[i]);
     }
     if (!quick) {

@@ -9,33 +9,41 @@
 
 #define QATTN_WGMMA_BM 128
 #define QATTN_WGMMA_THREADS 384 /* a producer warpgroup and two consumer warpgroups */
-/* keys a shared stage holds (Q/K format qf, P/V format pf, key blocks of
+/* keys a shared stage holds (Q/K format qf, V's format in shared memory vf, key blocks of
  * kb), stages in flight (4, or 2 where 4 do not fit: 16-bit d = 128) and
  * the shared memory: the Q tile (128 x d), the stages (K and V) and 1 KB
  * to align */
 /* 8-bit codes in shared memory: int8, e4m3, and int4 (unpacked to int8 by the producer) */
 #define QATTN_WGMMA_8BIT(qf) ((qf) == QATTN_FMT_INT8 || (qf) == QATTN_FMT_E4M3 || (qf) == QATTN_FMT_INT4)
 #define QATTN_WGMMA_ES(qf) (QATTN_WGMMA_8BIT(qf) ? 1 : 2)
-/* V in 16-bit rows of keys (the baselines, and fp16 P.V after 8-bit Q.K), else 8-bit V^T */
-#define QATTN_WGMMA_V16(qf, pf) (!QATTN_WGMMA_8BIT(qf) || (pf) == QATTN_FMT_FP16)
+/* V in 16-bit rows of keys (the baselines, and fp16 P.V after 8-bit Q.K: fp16 V, or e4m3 V widened), else 8-bit V^T */
+#define QATTN_WGMMA_V16(qf, vf) (!QATTN_WGMMA_8BIT(qf) || (vf) == QATTN_FMT_FP16)
+/* e4m3 P.V with acc=fp32 (the CK presets) after 8-bit Q.K: P's and V's e4m3 values widened to fp16
+ * (exact) for the f16 MMA into the fp32 O (the fp8 MMA keeps about 22 bits of its sum) */
+#define QATTN_WGMMA_WIDEN(qf, pf, acc) (QATTN_WGMMA_8BIT(qf) && (pf) == QATTN_FMT_E4M3 && (acc) == QATTN_ACC_FP32)
+/* V's format in shared memory */
+#define QATTN_WGMMA_VF(qf, pf, acc) (QATTN_WGMMA_WIDEN(qf, pf, acc) ? QATTN_FMT_FP16 : (pf))
 #define QATTN_WGMMA_KS(qf, kb) (QATTN_WGMMA_8BIT(qf) ? (kb) : 128)
-#define QATTN_WGMMA_STAGEB(d, qf, pf, kb)                                                                            \
-    (QATTN_WGMMA_KS(qf, kb) * (d) * (QATTN_WGMMA_ES(qf) + (QATTN_WGMMA_V16(qf, pf) ? 2 : 1)))
-#define QATTN_WGMMA_NSTAGES(d, qf, pf, kb) (QATTN_WGMMA_STAGEB(d, qf, pf, kb) > 32768 ? 2 : 4)
-/* int4: the producer's staging ring (slots of packed K and fp16 input K), the dS mma's A tile (16
- * padded fp16 rows), dS ([stages][8][keys] floats) and Q's packed rows */
+#define QATTN_WGMMA_STAGEB(d, qf, vf, kb)                                                                            \
+    (QATTN_WGMMA_KS(qf, kb) * (d) * (QATTN_WGMMA_ES(qf) + (QATTN_WGMMA_V16(qf, vf) ? 2 : 1)))
+#define QATTN_WGMMA_NSTAGES(d, qf, vf, kb) (QATTN_WGMMA_STAGEB(d, qf, vf, kb) > 32768 ? 2 : 4)
+/* the unpacking producer (wgmma_unpack.h; int4 Q/K, or e4m3 V widened to fp16: wv): its staging
+ * ring (slots of packed K and fp16 input K, and of e4m3 V rows), the dS mma's A tile (16 padded fp16
+ * rows), dS ([stages][8][keys] floats) and Q's packed rows */
 #define QATTN_WGMMA_DS_ROWB(d) (2 * (d) + 16) /* bytes of a padded fp16 row (A tile, staged K input) */
-#define QATTN_WGMMA_I4SLOT(d, ks) ((ks) * (d) / 2 + (ks) * QATTN_WGMMA_DS_ROWB(d))
-#define QATTN_WGMMA_I4NSLOT 4 /* slots of the int4 staging ring */
-#define QATTN_WGMMA_I4STG(d, qf, pf, kb)                                                                              \
-    ((qf) == QATTN_FMT_INT4 ? QATTN_WGMMA_I4NSLOT * QATTN_WGMMA_I4SLOT(d, QATTN_WGMMA_KS(qf, kb)) +                   \
-                                  16 * QATTN_WGMMA_DS_ROWB(d) +                                                       \
-                                  QATTN_WGMMA_NSTAGES(d, qf, pf, kb) * 8 * QATTN_WGMMA_KS(qf, kb) * 4 +               \
-                                  QATTN_WGMMA_BM * (d) / 2                                                            \
-                            : 0)
-#define QATTN_WGMMA_SMEM(d, qf, pf, kb)                                                                               \
-    (QATTN_WGMMA_BM * (d) * QATTN_WGMMA_ES(qf) + QATTN_WGMMA_NSTAGES(d, qf, pf, kb) * QATTN_WGMMA_STAGEB(d, qf, pf, kb) + \
-     QATTN_WGMMA_I4STG(d, qf, pf, kb) + 1024)
+#define QATTN_WGMMA_USLOT(d, ks, i4, wv) (((i4) ? (ks) * (d) / 2 + (ks) * QATTN_WGMMA_DS_ROWB(d) : 0) + ((wv) ? (ks) * (d) : 0))
+/* slots of the staging ring (3 with both int4 K and e4m3 V rows: 4 exceed shared memory at d = 128) */
+#define QATTN_WGMMA_UNSLOT(i4, wv) ((i4) && (wv) ? 3 : 4)
+#define QATTN_WGMMA_USTG(d, qf, vf, kb, wv)                                                                           \
+    ((qf) == QATTN_FMT_INT4 || (wv) ? QATTN_WGMMA_UNSLOT((qf) == QATTN_FMT_INT4, wv) * QATTN_WGMMA_USLOT(d, QATTN_WGMMA_KS(qf, kb), (qf) == QATTN_FMT_INT4, wv) \
+                                    : 0) +                                                                            \
+        ((qf) == QATTN_FMT_INT4 ? 16 * QATTN_WGMMA_DS_ROWB(d) +                                                       \
+                                      QATTN_WGMMA_NSTAGES(d, qf, vf, kb) * 8 * QATTN_WGMMA_KS(qf, kb) * 4 +           \
+                                      QATTN_WGMMA_BM * (d) / 2                                                        \
+                                : 0)
+#define QATTN_WGMMA_SMEM(d, qf, vf, kb, wv)                                                                           \
+    (QATTN_WGMMA_BM * (d) * QATTN_WGMMA_ES(qf) + QATTN_WGMMA_NSTAGES(d, qf, vf, kb) * QATTN_WGMMA_STAGEB(d, qf, vf, kb) + \
+     QATTN_WGMMA_USTG(d, qf, vf, kb, wv) + 1024)
 
 template <bool C, typename A, typename B>
 struct qattn_cond {

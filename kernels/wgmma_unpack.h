@@ -1,8 +1,10 @@
-/* The producer warpgroup of the int4 wgmma instances (attn_fwd_wgmma.h):
- * packed int4 codes unpacked to int8 in shared memory (Hopper has no int4
- * MMA), and smooth=q's dS. NVIDIA only (sm_90a). */
-#ifndef QATTN_KERNELS_WGMMA_INT4_H
-#define QATTN_KERNELS_WGMMA_INT4_H
+/* The unpacking producer warpgroup of the wgmma instances (attn_fwd_wgmma.h):
+ * packed int4 Q/K codes unpacked to int8 in shared memory (Hopper has no
+ * int4 MMA) with smooth=q's dS, and e4m3 V codes widened to fp16 for an
+ * f16 P.V with an fp32 accumulator (the fp8 MMA keeps 22 bits). NVIDIA
+ * only (sm_90a). */
+#ifndef QATTN_KERNELS_WGMMA_UNPACK_H
+#define QATTN_KERNELS_WGMMA_UNPACK_H
 
 #include <cuda_fp16.h>
 
@@ -27,36 +29,54 @@ static __device__ __forceinline__ void qattn_wgmma_unpack_chunk(const uint8_t *s
     *(uint4 *)(tile + qattn_wg_off<RB, R>(r, 2 * pc + 1)) = c;
 }
 
-/* The producer of the int4 instances, in two roles that meet only at
- * mbarriers, so that copies run as far ahead as the stages allow and the
- * unpacking follows the data:
- *   warps 0, 1 (copiers): Q packed into sQstg; key block after key block,
- *     its packed K (rows of D / 2 bytes, keys in order) and, with smooth=q
- *     (p.q_mean), its fp16 input K into a slot of a ring of NSLOT, V^T
- *     into the stage, then an arrival on the slot's "landed" barrier once
- *     they land;
- *   warps 2, 3 (unpackers): Q, then each block's K written as int8 (16 x
- *     the codes, K row c of a 32-key chunk = key sigma(c)) into the stage,
- *     the block's dS (smooth=q), then the stage's full barrier (64
- *     arrivals, all regular: the consumers' one source of the stage) and
- *     the slot's release ("free").
+/* 16 e4m3 codes at src widened to fp16 (exact) as 16-byte chunks 2 pc
+ * and 2 pc + 1 of row r of a swizzled tile of R rows */
+template <int RB, int R>
+static __device__ __forceinline__ void qattn_wgmma_widen_chunk(const uint8_t *src, uint8_t *tile, int r, int pc)
+{
+    const uint4 w = *(const uint4 *)src;
+    const uint4 a = make_uint4(qattn_cvt_f16x2_e4m3x2(w.x & 0xffffu), qattn_cvt_f16x2_e4m3x2(w.x >> 16),
+                               qattn_cvt_f16x2_e4m3x2(w.y & 0xffffu), qattn_cvt_f16x2_e4m3x2(w.y >> 16));
+    const uint4 c = make_uint4(qattn_cvt_f16x2_e4m3x2(w.z & 0xffffu), qattn_cvt_f16x2_e4m3x2(w.z >> 16),
+                               qattn_cvt_f16x2_e4m3x2(w.w & 0xffffu), qattn_cvt_f16x2_e4m3x2(w.w >> 16));
+    *(uint4 *)(tile + qattn_wg_off<RB, R>(r, 2 * pc)) = a;
+    *(uint4 *)(tile + qattn_wg_off<RB, R>(r, 2 * pc + 1)) = c;
+}
+
+/* The unpacking producer (I4: int4 Q/K; WV: e4m3 V widened), in two roles
+ * that meet only at mbarriers, so that copies run as far ahead as the
+ * stages allow and the unpacking follows the data:
+ *   warps 0, 1 (copiers): Q (I4: packed into sQstg; else into sQ, arriving
+ *     on the kernel's Q barrier); key block after key block, its packed K
+ *     (rows of D / 2 bytes, keys in order) and, with smooth=q (p.q_mean),
+ *     its fp16 input K into a slot of a ring of NSLOT (else K's codes
+ *     straight into the stage, row c of a 32-key chunk = key sigma(c));
+ *     V^T into the stage (WV: V's e4m3 rows, keys in order, into the
+ *     slot), then an arrival on the slot's "landed" barrier once they land;
+ *   warps 2, 3 (unpackers): Q (I4), then each block's K written as int8
+ *     (16 x the codes, K row c of a 32-key chunk = key sigma(c)) into the
+ *     stage, the block's dS (smooth=q), V as fp16 rows (row c = key
+ *     sigma(c), WV), then the stage's full barrier (64 arrivals, all
+ *     regular: the consumers' one source of the stage) and the slot's
+ *     release ("free").
  * Unpacked codes are generic-proxy stores that the wgmma reads through the
  * async proxy, hence the fence before each arrival. */
-template <int D, int KS, int S>
-static __device__ __forceinline__ void qattn_wgmma_produce_i4(const qattn_kernels_attn_params &p, uint8_t *sQ,
+template <int D, int KS, int S, bool I4, bool WV>
+static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_kernels_attn_params &p, uint8_t *sQ,
                                                               uint8_t *sStage, uint8_t *sStg, uint8_t *sQstg,
                                                               uint8_t *sA, float *sDs, uint32_t bar0, int J0, int J1,
                                                               int b, int h, int hk, int i0, int sq, int sk,
                                                               int64_t tq0, int64_t tk0)
 {
-    constexpr int NS = QATTN_WGMMA_I4NSLOT, BM = QATTN_WGMMA_BM;
-    constexpr int RB = D, PCH = D / 32; /* int8 row bytes, packed 16-byte chunks a row */
-    constexpr int STAGE = 2 * KS * RB, SLOT = QATTN_WGMMA_I4SLOT(D, KS), KP = QATTN_WGMMA_DS_ROWB(D);
+    constexpr int NS = QATTN_WGMMA_UNSLOT(I4, WV), BM = QATTN_WGMMA_BM;
+    constexpr int RB = D, PCH = D / 32, CH = D / 16; /* int8 row bytes, packed / 8-bit 16-byte chunks a row */
+    constexpr int STAGE = KS * RB * (WV ? 3 : 2), SLOT = QATTN_WGMMA_USLOT(D, KS, I4, WV), KP = QATTN_WGMMA_DS_ROWB(D);
+    constexpr int SV = I4 ? KS * D / 2 + KS * KP : 0; /* V's rows in a slot (WV) */
     constexpr int VCH = KS / 16, VR = 64 / VCH, VSTEP = VR * (KS < 128 ? KS : 128); /* V^T by 64 threads */
     constexpr int ICH = D / 8;                                                      /* 16-byte chunks of an fp16 K row */
     const int wt = (int)threadIdx.x & 127, rt = wt & 63; /* thread in the warpgroup, in its role */
     const int lane = wt & 31, g = lane >> 2, qi = lane & 3;
-    const int dsq = p.q_mean != 0;
+    const int dsq = I4 && p.q_mean != 0;
     __shared__ __align__(8) uint64_t s_i4bar[2 * NS + 1]; /* landed[NS], free[NS], Q landed */
     const uint32_t ib0 = qattn_wgmma_smem_addr(s_i4bar);
 #define QATTN_I4_LANDED(x) (ib0 + 8u * (uint32_t)(x))
@@ -74,19 +94,31 @@ static __device__ __forceinline__ void qattn_wgmma_produce_i4(const qattn_kernel
     if (wt < 64) {
         /* ================= copiers ================= */
         const uint8_t *qg = (const uint8_t *)p.q + (int64_t)b * p.q_sb + tq0 * p.q_st + (int64_t)h * p.q_sh;
+        if constexpr (I4) {
 #pragma unroll 4
-        for (int e = rt; e < BM * PCH; e += 64) {
-            const int r = e / PCH, pc = e % PCH, ok = i0 + r < sq;
-            qattn_cp_async16(sQstg + e * 16, ok ? qg + (int64_t)(i0 + r) * p.q_st + pc * 16 : qg, ok ? 16 : 0);
+            for (int e = rt; e < BM * PCH; e += 64) {
+                const int r = e / PCH, pc = e % PCH, ok = i0 + r < sq;
+                qattn_cp_async16(sQstg + e * 16, ok ? qg + (int64_t)(i0 + r) * p.q_st + pc * 16 : qg, ok ? 16 : 0);
+            }
+            qattn_cp_async_mbar_arrive(QATTN_I4_QLANDED);
+        } else {
+#pragma unroll 4
+            for (int e = rt; e < BM * CH; e += 64) {
+                const int r = e / CH, ch = e % CH, ok = i0 + r < sq;
+                qattn_cp_async16(sQ + qattn_wg_off<RB, BM>(r, ch), ok ? qg + (int64_t)(i0 + r) * p.q_st + ch * 16 : qg,
+                                 ok ? 16 : 0);
+            }
+            qattn_cp_async_mbar_arrive(bar0 + 8u * (uint32_t)(2 * S)); /* the kernel's Q barrier: 64 arrivals */
         }
-        qattn_cp_async_mbar_arrive(QATTN_I4_QLANDED);
         const int kst = (int)p.k_st, vst = (int)p.v_st;
         const uint8_t *kg = (const uint8_t *)p.k + (int64_t)b * p.k_sb + tk0 * p.k_st + (int64_t)hk * p.k_sh;
         const uint8_t *ig = dsq ? (const uint8_t *)p.k_in + 2 * ((int64_t)b * p.kin_sb + tk0 * p.kin_st +
                                                                  (int64_t)hk * p.kin_sh)
                                 : (const uint8_t *)0;
         const int v0 = rt / VCH, vch = rt % VCH;
-        const uint8_t *vg = (const uint8_t *)p.v + (int64_t)b * p.v_sb + (int64_t)hk * p.v_sh + (int64_t)v0 * vst + vch * 16;
+        /* V^T row (channel) v0 from the sequence's first key; WV: V's rows from the sequence's first */
+        const uint8_t *vg = (const uint8_t *)p.v + (int64_t)b * p.v_sb + (int64_t)hk * p.v_sh +
+                            (WV ? tk0 * vst : (int64_t)v0 * vst + vch * 16);
         const int voff = KS * RB + qattn_wg_off<KS, D>(v0, vch);
         int it = 0;
         for (int j0 = J0; j0 < J1; j0 += KS, it++) {
@@ -96,10 +128,20 @@ static __device__ __forceinline__ void qattn_wgmma_produce_i4(const qattn_kernel
             if (it >= S) /* the consumers' release of the stage's previous block */
                 qattn_mbar_wait(bar0 + 8u * (uint32_t)(S + stage), (uint32_t)((it / S - 1) & 1));
             uint8_t *stg = sStg + slot * SLOT;
+            if constexpr (I4) {
 #pragma unroll
-            for (int e = rt; e < KS * PCH; e += 64) {
-                const int r = e / PCH, pc = e % PCH, ok = j0 + r < sk;
-                qattn_cp_async16(stg + e * 16, ok ? kg + (int64_t)(j0 + r) * kst + pc * 16 : kg, ok ? 16 : 0);
+                for (int e = rt; e < KS * PCH; e += 64) {
+                    const int r = e / PCH, pc = e % PCH, ok = j0 + r < sk;
+                    qattn_cp_async16(stg + e * 16, ok ? kg + (int64_t)(j0 + r) * kst + pc * 16 : kg, ok ? 16 : 0);
+                }
+            } else {
+                uint8_t *sK = sStage + stage * STAGE;
+#pragma unroll
+                for (int e = rt; e < KS * CH; e += 64) {
+                    const int r = e / CH, ch = e % CH, key = qattn_wg_sigma64(r), ok = j0 + key < sk;
+                    qattn_cp_async16(sK + qattn_wg_off<RB, KS>(r, ch), ok ? kg + (int64_t)(j0 + key) * kst + ch * 16 : kg,
+                                     ok ? 16 : 0);
+                }
             }
             if (dsq) {
                 uint8_t *si = stg + KS * D / 2;
@@ -110,12 +152,20 @@ static __device__ __forceinline__ void qattn_wgmma_produce_i4(const qattn_kernel
                                      ok ? 16 : 0);
                 }
             }
-            uint8_t *sV = sStage + stage * STAGE + voff;
-            const uint8_t *vp = vg + j0; /* V^T rows are padded to a multiple of 128 keys */
+            if constexpr (WV) { /* V's rows past the sequence's end are zero (P is 0 there, V may not be finite) */
+#pragma unroll
+                for (int e = rt; e < KS * CH; e += 64) {
+                    const int r = e / CH, ch = e % CH, ok = j0 + r < sk;
+                    qattn_cp_async16(stg + SV + e * 16, ok ? vg + (int64_t)(j0 + r) * vst + ch * 16 : vg, ok ? 16 : 0);
+                }
+            } else {
+                uint8_t *sV = sStage + stage * STAGE + voff;
+                const uint8_t *vp = vg + j0; /* V^T rows are padded to a multiple of 128 keys */
 #pragma unroll 1
-            for (int x = 0; x < D / VR; x++, vp += VR * vst)
-                qattn_cp_async16(sV + VSTEP * x, vp, 16);
-            qattn_cp_async_mbar_arrive(QATTN_I4_LANDED(slot)); /* K packed, K input and V^T landed */
+                for (int x = 0; x < D / VR; x++, vp += VR * vst)
+                    qattn_cp_async16(sV + VSTEP * x, vp, 16);
+            }
+            qattn_cp_async_mbar_arrive(QATTN_I4_LANDED(slot)); /* K, K input and V landed */
         }
         qattn_cp_async_wait<0>();
         return;
@@ -179,13 +229,14 @@ static __device__ __forceinline__ void qattn_wgmma_produce_i4(const qattn_kernel
             dsK = ldexpf(p.c2, e - 14);
         }
     }
-    /* Q */
-    qattn_mbar_wait(QATTN_I4_QLANDED, 0);
+    if constexpr (I4) { /* Q */
+        qattn_mbar_wait(QATTN_I4_QLANDED, 0);
 #pragma unroll 4
-    for (int e = rt; e < BM * PCH; e += 64)
-        qattn_wgmma_unpack_chunk<RB, BM>(sQstg + e * 16, sQ, e / PCH, e % PCH);
-    qattn_fence_proxy_async_smem();
-    qattn_mbar_arrive(bar0 + 8u * (uint32_t)(2 * S)); /* Q: 64 arrivals */
+        for (int e = rt; e < BM * PCH; e += 64)
+            qattn_wgmma_unpack_chunk<RB, BM>(sQstg + e * 16, sQ, e / PCH, e % PCH);
+        qattn_fence_proxy_async_smem();
+        qattn_mbar_arrive(bar0 + 8u * (uint32_t)(2 * S)); /* Q: 64 arrivals */
+    }
     int it = 0;
     for (int j0 = J0; j0 < J1; j0 += KS, it++) {
         const int slot = it % NS, stage = it % S;
@@ -195,11 +246,20 @@ static __device__ __forceinline__ void qattn_wgmma_produce_i4(const qattn_kernel
             qattn_mbar_wait(bar0 + 8u * (uint32_t)(S + stage), (uint32_t)((it / S - 1) & 1));
         const uint8_t *stg = sStg + slot * SLOT;
         uint8_t *sK = sStage + stage * STAGE;
+        if constexpr (I4) {
 #pragma unroll
-        for (int e = rt; e < KS * PCH; e += 64) {
-            const int r = e / PCH, pc = e % PCH; /* tile row r holds key kperm (sigma within 32 keys) */
-            const int kperm = (r & ~31) + qattn_wg_sigma(r & 31);
-            qattn_wgmma_unpack_chunk<RB, KS>(stg + (kperm * PCH + pc) * 16, sK, r, pc);
+            for (int e = rt; e < KS * PCH; e += 64) {
+                const int r = e / PCH, pc = e % PCH; /* tile row r holds key sigma64(r) */
+                qattn_wgmma_unpack_chunk<RB, KS>(stg + (qattn_wg_sigma64(r) * PCH + pc) * 16, sK, r, pc);
+            }
+        }
+        if constexpr (WV) { /* V's fp16 rows after K's codes: tile row r holds key sigma64(r), like K (2 chunks
+                             * at a time: all 8 in flight spill beside int4's dS) */
+#pragma unroll 2
+            for (int e = rt; e < KS * CH; e += 64) {
+                const int r = e / CH, pc = e % CH;
+                qattn_wgmma_widen_chunk<2 * D, KS>(stg + SV + (qattn_wg_sigma64(r) * CH + pc) * 16, sK + KS * RB, r, pc);
+            }
         }
         if (dsq) {
             /* dS of the block for the CTA's Q blocks (mma.sync f16, fp32 accumulate): A row l = the fp16 high
