@@ -628,6 +628,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             stage = nstg;
             phase = nphase;
         }
+        qattn_wgmma_wait<0>(); /* nothing in flight; said for ptxas (C7517 otherwise) */
     } else {
         typename qattn_cond<QC == QATTN_FMT_INT8, int, float>::type acc[NT * 4]; /* S, written by the first k-step */
         uint32_t oh[P16 ? NO * 2 : 1]; /* P16: O in the f16 accumulator (the fp32 layout's pairs) */
@@ -742,8 +743,9 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             phase = nphase;
         }
         lA = lA / pmul, lB = lB / pmul; /* l summed P * pmul (qattn_wgmma_softmax) */
-        if constexpr (F16A)
-            qattn_wgmma_wait<0>(); /* nothing in flight (ptxas cannot tie the loop's exit to its last wait) */
+        /* nothing is in flight here (the last block's stage end waited for 0), but ptxas cannot tie the
+         * loop's exit to that wait and would inject one (C7517) */
+        qattn_wgmma_wait<0>();
         if constexpr (P16) {
 #pragma unroll
             for (int n = 0; n < NO; n++) {
