@@ -332,7 +332,7 @@ QATTN_NUM_FN void qattn_num_f16_ksteps(float *acc, int nc, const float *a, const
         const int m = nc - c0 < 16 ? nc - c0 : 16;
         int e[16]; /* E; below -999: no nonzero term */
         int64_t s[16];
-        float up[16];
+        float up[16], odd[16]; /* 2^(25 - E); the sum rounded to odd in fp32 (the encoder's input) */
         uint32_t r[16];
         for (int c = 0; c < m; c++)
             e[c] = acc[c0 + c] != 0.0f ? (int)((qattn_num_f2u(acc[c0 + c]) >> 23) & 0xFFu) - 127 : -1000;
@@ -362,13 +362,13 @@ QATTN_NUM_FN void qattn_num_f16_ksteps(float *acc, int nc, const float *a, const
             const uint32_t inexact = fd != x, over = (fd < 0.0 ? -fd : fd) > (x < 0.0 ? -x : x);
             const uint32_t u = (qattn_num_f2u(f) - over) | inexact;
             r[c] = QATTN_NUM_ROUND16_NORMAL_BITS(u);
-            up[c] = qattn_num_u2f(u); /* kept for the encoder */
+            odd[c] = qattn_num_u2f(u);
         }
         for (int c = 0; c < m; c++) {
-            const uint32_t ex = (qattn_num_f2u(up[c]) >> 23) & 0xffu;
+            const uint32_t ex = (qattn_num_f2u(odd[c]) >> 23) & 0xffu;
             if (e[c] < -999)
                 continue; /* no nonzero term: acc stays */
-            acc[c0 + c] = ex >= 113u && ex <= 141u ? qattn_num_u2f(r[c]) : qattn_num_round16(up[c]);
+            acc[c0 + c] = ex >= 113u && ex <= 141u ? qattn_num_u2f(r[c]) : qattn_num_round16(odd[c]);
         }
     }
 }
