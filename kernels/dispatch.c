@@ -833,26 +833,25 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
     return QATTN_OK;
 }
 
-const char *qattn_kernels_hw_limit(const qattn_scheme *s, int cc)
+const char *qattn_kernels_hw_limit(const qattn_scheme *s, int cc, int i)
 {
     const int fp8_pv = s->p == QATTN_FMT_E4M3 || s->p == QATTN_FMT_E5M2;
+    const char *lim[2];
+    int n = 0;
     if (cc == 90 && s->p == QATTN_FMT_E4M3 && s->v.fmt == QATTN_FMT_E4M3 && s->acc == QATTN_ACC_FP32)
-        return s->q.fmt == QATTN_FMT_E4M3
-                   ? "acc=fp32 with e4m3 Q.K: the fp8 tensor-core MMA keeps about 22 bits of its sum (fp22); the "
-                     "e4m3 wgmma's Q.K misses the fp32 emulation by 1.8e-2 of max |O| (d = 128, H100), over "
-                     "gpu-check's tolerance, so only the portable path runs it (P.V alone is widened to fp16 on "
-                     "sm_90: ck-i8fp8bf16)"
-               : s->q.fmt == QATTN_FMT_INT4 || s->k.fmt == QATTN_FMT_INT4
-                   ? "int4 Q.K: sm_90 has no int4 tensor-core MMA, so the producer unpacks the codes to int8 (exact); "
-                     "acc=fp32 with e4m3 P.V: the fp8 tensor-core MMA keeps about 22 bits of its sum (fp22), so P "
-                     "and V are widened to fp16 (exact) for the f16 MMA (25 bits a k-step of 16 keys)"
-                   : "acc=fp32 with e4m3 P.V: the fp8 tensor-core MMA keeps about 22 bits of its sum (fp22), so the "
-                     "sm_90 instances widen P and V to fp16 (exact) for the f16 MMA (25 bits a k-step of 16 keys)";
-    if ((cc == 89 || cc == 90) && fp8_pv && s->acc == QATTN_ACC_FP32)
-        return "acc=fp32 with fp8 P.V: the fp8 tensor-core MMA of sm_89 / sm_90 keeps about 22 bits of its sum "
-               "(fp22), so only the portable path accumulates in fp32 exactly";
+        lim[n++] = s->q.fmt == QATTN_FMT_E4M3
+                       ? "acc=fp32 with e4m3 Q.K: the fp8 tensor-core MMA keeps about 22 bits of its sum (fp22); the "
+                         "e4m3 wgmma's Q.K misses the fp32 emulation by 1.8e-2 of max |O| (d = 128, H100), over "
+                         "gpu-check's tolerance, so only the portable path runs it (P.V alone is widened to fp16 on "
+                         "sm_90: ck-i8fp8bf16)"
+                       : "acc=fp32 with e4m3 P.V: the fp8 tensor-core MMA keeps about 22 bits of its sum (fp22), so "
+                         "the sm_90 instances widen P and V to fp16 (exact) for the f16 MMA (25 bits a k-step of 16 "
+                         "keys)";
+    else if ((cc == 89 || cc == 90) && fp8_pv && s->acc == QATTN_ACC_FP32)
+        lim[n++] = "acc=fp32 with fp8 P.V: the fp8 tensor-core MMA of sm_89 / sm_90 keeps about 22 bits of its sum "
+                   "(fp22), so only the portable path accumulates in fp32 exactly";
     if (cc == 90 && (s->q.fmt == QATTN_FMT_INT4 || s->k.fmt == QATTN_FMT_INT4))
-        return "int4 Q.K: sm_90 has no int4 tensor-core MMA (ptxas emulates mma.s4); int4 codes are int8 values, "
-               "so a Hopper kernel unpacks them to int8 (exact)";
-    return NULL;
+        lim[n++] = "int4 Q.K: sm_90 has no int4 tensor-core MMA (ptxas emulates mma.s4); int4 codes are int8 values, "
+                   "so a Hopper kernel unpacks them to int8 (exact)";
+    return i >= 0 && i < n ? lim[i] : NULL;
 }

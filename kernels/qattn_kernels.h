@@ -376,11 +376,12 @@ int qattn_kernels_plan_quantize(const qattn_kernels_plan *pl, void *stream, int 
 /* attention forward on the quantized operands */
 int qattn_kernels_plan_attend(const qattn_kernels_plan *pl, void *stream, qattn_err *err);
 void qattn_kernels_plan_free(qattn_kernels_plan *pl);
-/* What the tensor cores of compute capability cc (89, 90, ...) cannot do
- * for scheme s exactly, in one sentence, or NULL: int4 Q.K on sm_90 (no
- * int4 MMA; int4 codes are int8 values), fp32 accumulation of fp8 P.V on
- * sm_89 / sm_90 (the fp8 MMA keeps about 22 bits of its sum). */
-const char *qattn_kernels_hw_limit(const qattn_scheme *s, int cc);
+/* The i-th thing (from 0) the tensor cores of compute capability cc (89,
+ * 90, ...) cannot do for scheme s exactly, in one sentence, or NULL past
+ * the last: fp32 accumulation of fp8 P.V on sm_89 / sm_90 (the fp8 MMA
+ * keeps about 22 bits of its sum; sm_90 widens e4m3 to fp16), int4 Q.K on
+ * sm_90 (no int4 MMA; int4 codes are int8 values). */
+const char *qattn_kernels_hw_limit(const qattn_scheme *s, int cc, int i);
 
 /* one line: the attention instance and its path, each operand's
  * quantization route and the K, V mode, e.g. "attn_fwd_wgmma_d128_... (wgmma);

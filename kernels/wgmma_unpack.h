@@ -70,24 +70,24 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
 {
     constexpr int NS = QATTN_WGMMA_UNSLOT(I4, WV), BM = QATTN_WGMMA_BM;
     constexpr int RB = D, PCH = D / 32, CH = D / 16; /* int8 row bytes, packed / 8-bit 16-byte chunks a row */
-    constexpr int STAGE = KS * RB * (WV ? 3 : 2), SLOT = QATTN_WGMMA_USLOT(D, KS, I4, WV), KP = QATTN_WGMMA_DS_ROWB(D);
+    constexpr int STAGE = QATTN_WGMMA_STAGEB(D, QATTN_FMT_INT8, WV ? QATTN_FMT_FP16 : QATTN_FMT_INT8, KS), SLOT = QATTN_WGMMA_USLOT(D, KS, I4, WV), KP = QATTN_WGMMA_DS_ROWB(D);
     constexpr int SV = I4 ? KS * D / 2 + KS * KP : 0; /* V's rows in a slot (WV) */
     constexpr int VCH = KS / 16, VR = 64 / VCH, VSTEP = VR * (KS < 128 ? KS : 128); /* V^T by 64 threads */
     constexpr int ICH = D / 8;                                                      /* 16-byte chunks of an fp16 K row */
     const int wt = (int)threadIdx.x & 127, rt = wt & 63; /* thread in the warpgroup, in its role */
     const int lane = wt & 31, g = lane >> 2, qi = lane & 3;
     const int dsq = I4 && p.q_mean != 0;
-    __shared__ __align__(8) uint64_t s_i4bar[2 * NS + 1]; /* landed[NS], free[NS], Q landed */
-    const uint32_t ib0 = qattn_wgmma_smem_addr(s_i4bar);
-#define QATTN_I4_LANDED(x) (ib0 + 8u * (uint32_t)(x))
-#define QATTN_I4_FREE(x) (ib0 + 8u * (uint32_t)(NS + (x)))
-#define QATTN_I4_QLANDED (ib0 + 8u * (uint32_t)(2 * NS))
+    __shared__ __align__(8) uint64_t s_upbar[2 * NS + 1]; /* landed[NS], free[NS], Q landed */
+    const uint32_t ib0 = qattn_wgmma_smem_addr(s_upbar);
+#define QATTN_UP_LANDED(x) (ib0 + 8u * (uint32_t)(x))
+#define QATTN_UP_FREE(x) (ib0 + 8u * (uint32_t)(NS + (x)))
+#define QATTN_UP_QLANDED (ib0 + 8u * (uint32_t)(2 * NS))
     if (wt == 0) {
         for (int x = 0; x < NS; x++) {
-            qattn_mbar_init(QATTN_I4_LANDED(x), 64);
-            qattn_mbar_init(QATTN_I4_FREE(x), 64);
+            qattn_mbar_init(QATTN_UP_LANDED(x), 64);
+            qattn_mbar_init(QATTN_UP_FREE(x), 64);
         }
-        qattn_mbar_init(QATTN_I4_QLANDED, 64);
+        qattn_mbar_init(QATTN_UP_QLANDED, 64);
     }
     qattn_bar_sync<1, 128>(); /* the producer warpgroup */
 
@@ -100,7 +100,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
                 const int r = e / PCH, pc = e % PCH, ok = i0 + r < sq;
                 qattn_cp_async16(sQstg + e * 16, ok ? qg + (int64_t)(i0 + r) * p.q_st + pc * 16 : qg, ok ? 16 : 0);
             }
-            qattn_cp_async_mbar_arrive(QATTN_I4_QLANDED);
+            qattn_cp_async_mbar_arrive(QATTN_UP_QLANDED);
         } else {
 #pragma unroll 4
             for (int e = rt; e < BM * CH; e += 64) {
@@ -124,7 +124,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
         for (int j0 = J0; j0 < J1; j0 += KS, it++) {
             const int slot = it % NS, stage = it % S;
             if (it >= NS) /* the unpackers are done with the slot's previous block */
-                qattn_mbar_wait(QATTN_I4_FREE(slot), (uint32_t)((it / NS - 1) & 1));
+                qattn_mbar_wait(QATTN_UP_FREE(slot), (uint32_t)((it / NS - 1) & 1));
             if (it >= S) /* the consumers' release of the stage's previous block */
                 qattn_mbar_wait(bar0 + 8u * (uint32_t)(S + stage), (uint32_t)((it / S - 1) & 1));
             uint8_t *stg = sStg + slot * SLOT;
@@ -165,7 +165,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
                 for (int x = 0; x < D / VR; x++, vp += VR * vst)
                     qattn_cp_async16(sV + VSTEP * x, vp, 16);
             }
-            qattn_cp_async_mbar_arrive(QATTN_I4_LANDED(slot)); /* K, K input and V landed */
+            qattn_cp_async_mbar_arrive(QATTN_UP_LANDED(slot)); /* K, K input and V landed */
         }
         qattn_cp_async_wait<0>();
         return;
@@ -230,7 +230,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
         }
     }
     if constexpr (I4) { /* Q */
-        qattn_mbar_wait(QATTN_I4_QLANDED, 0);
+        qattn_mbar_wait(QATTN_UP_QLANDED, 0);
 #pragma unroll 4
         for (int e = rt; e < BM * PCH; e += 64)
             qattn_wgmma_unpack_chunk<RB, BM>(sQstg + e * 16, sQ, e / PCH, e % PCH);
@@ -240,7 +240,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
     int it = 0;
     for (int j0 = J0; j0 < J1; j0 += KS, it++) {
         const int slot = it % NS, stage = it % S;
-        qattn_mbar_wait(QATTN_I4_LANDED(slot), (uint32_t)((it / NS) & 1));
+        qattn_mbar_wait(QATTN_UP_LANDED(slot), (uint32_t)((it / NS) & 1));
         if (it >= S) /* the stage's previous block released: implied by "landed" (the copiers waited for it), but
                       * through an asynchronous arrival; said directly so that the race checker sees it */
             qattn_mbar_wait(bar0 + 8u * (uint32_t)(S + stage), (uint32_t)((it / S - 1) & 1));
@@ -296,11 +296,11 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
         }
         qattn_fence_proxy_async_smem();
         qattn_mbar_arrive(bar0 + 8u * (uint32_t)stage); /* full: 64 arrivals */
-        qattn_mbar_arrive(QATTN_I4_FREE(slot));
+        qattn_mbar_arrive(QATTN_UP_FREE(slot));
     }
-#undef QATTN_I4_LANDED
-#undef QATTN_I4_FREE
-#undef QATTN_I4_QLANDED
+#undef QATTN_UP_LANDED
+#undef QATTN_UP_FREE
+#undef QATTN_UP_QLANDED
 }
 
 #endif

@@ -134,8 +134,8 @@ static int print_plan(const char *const *schemes, size_t nschemes, const int *di
                 }
             }
         }
-        const char *hw = qattn_kernels_hw_limit(&s, cc);
-        if (hw)
+        const char *hw;
+        for (int i = 0; (hw = qattn_kernels_hw_limit(&s, cc, i)) != NULL; i++)
             printf("  hardware: %s\n", hw);
     }
     return QATTN_EXIT_OK;
