@@ -290,6 +290,8 @@ static int qattn_attn_fwd_mfma_launch(const qattn_kernels_attn_params *pp, void 
     int rc = qattn_attn_check_grid(D, p.d, p.hq, p.hkv, p.nseq, "attn mfma", err);
     if (rc)
         return rc;
+    if (p.q_fuse)
+        return qattn_err_set(err, QATTN_ERR_ARG, "attn mfma: this instance reads stored Q codes (no fused Q)");
     if (p.kblock != QATTN_MFMA_KB || p.acc_chunk != 0)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mfma: needs kblock=%d and acc=fp32 (got kblock %d, chunk %d)",
                              QATTN_MFMA_KB, p.kblock, p.acc_chunk);

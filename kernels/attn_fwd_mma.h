@@ -510,8 +510,17 @@ static int qattn_attn_fwd_mma_check(const qattn_kernels_attn_params &p, qattn_er
     if (!WG && (p.k_group.tok != QATTN_TOK_THREAD || p.k_group.b != KB || p.k_group.s != 8 || p.k_group.w != 2 ||
                 p.k_group.ch != 0))
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: K scales must be thread:%d/8/2", KB);
+    /* Q quantized by the wgmma kernel itself (int8, token-local groups of its 128-row tile) */
+    if (p.q_fuse) {
+        if (!WG || QF != QATTN_FMT_INT8 || (p.q_fuse_in != QATTN_FMT_FP16 && p.q_fuse_in != QATTN_FMT_BF16))
+            return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: this instance cannot quantize %s Q itself", qfn);
+        if (!qattn_rows16_ok(p.q, p.q_sb, p.q_sh, p.q_st, 2) || p.q_mean || !qattn_wg_qfuse_group_ok(p.q_group))
+            return qattn_err_set(err, QATTN_ERR_ARG,
+                                 "attn wgmma: a fused Q needs 16-byte aligned fp16 / bf16 rows and token-local "
+                                 "scale groups of a 128-row tile, no smooth=q");
+    }
     /* smooth=q: the int4 wgmma kernel's producer computes dS from the fp16 input K */
-    if (!p.q_scale || !p.k_scale || (p.q_mean && !(WG && QF == QATTN_FMT_INT4)))
+    if ((!p.q_scale && !p.q_fuse) || !p.k_scale || (p.q_mean && !(WG && QF == QATTN_FMT_INT4)))
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: needs scaled %s Q/K and no Q smoothing", qfn);
     if (p.q_mean && (!qattn_wg_dsq_ok(p.qblock, p.k_in_fmt) || !p.k_in || (uintptr_t)p.k_in % 16 ||
                      p.kin_sb % 8 || p.kin_sh % 8 || p.kin_st % 8))

@@ -399,6 +399,8 @@ static int qattn_attn_fwd_portable_launch(const qattn_kernels_attn_params *pp, v
     int rc = qattn_attn_check_grid(D, p.d, p.hq, p.hkv, p.nseq, "attn", err);
     if (rc)
         return rc;
+    if (p.q_fuse)
+        return qattn_err_set(err, QATTN_ERR_ARG, "attn: this instance reads stored Q codes (no fused Q)");
     if (p.kblock < 1 || p.kblock > QATTN_ATTN_KBMAX)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn: kblock %d outside 1..%d", p.kblock, QATTN_ATTN_KBMAX);
     if (p.q_mean && (p.qblock <= 0 || !p.k_in))

@@ -58,6 +58,7 @@
 
 #include "attn_fwd_mma.h" /* the checks, key-block range, masks and epilogue of the mma path */
 #include "quant_groups.h" /* qattn_qf_tok_index */
+#include "wgmma_qfuse.h"  /* Q quantized by the consumers (params q_fuse) */
 #include "wgmma_unpack.h" /* the producer that unpacks int4 K / widens e4m3 V */
 #include "wgmma_tile.h"   /* block shape, shared memory, swizzled tiles, descriptors */
 
@@ -400,7 +401,10 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                                        : PF == QF && ACC == QATTN_ACC_FP32,
                   "P.V: e4m3 (acc fp22, or fp32 widened), int8 (fp32) or fp16 (fp16) after 8-bit Q.K, or the "
                   "baseline's 16-bit type (fp32)");
-    static_assert(QATTN_WGMMA_SMEM(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), KB, QATTN_WGMMA_WIDEN(QF, PF, ACC)) <= 232448,
+    /* dynamic shared memory, the fused Q's scales (int8 Q.K) and the barriers within sm_90's 227 KB */
+    static_assert(QATTN_WGMMA_SMEM(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), KB, QATTN_WGMMA_WIDEN(QF, PF, ACC)) +
+                          (QF == QATTN_FMT_INT8 ? 4 * QATTN_WGMMA_BM * 4 : 0) + 256 <=
+                      232448,
                   "shared memory over sm_90's 227 KB");
 
 #if QATTN_WGMMA
@@ -443,6 +447,10 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     float *sDs = (float *)(sA + 16 * QATTN_WGMMA_DS_ROWB(D));
     uint8_t *sQstg = (uint8_t *)(sDs + S * 8 * KS); /* Q's packed rows */
     __shared__ __align__(8) uint64_t s_bar[2 * S + 1]; /* full[S], empty[S], Q */
+    /* fused Q (int8 Q.K from the user's Q, QFUSE): the tile's group scales and their reciprocals' brackets */
+    constexpr int QFUSE = QC == QATTN_FMT_INT8 && !I4;
+    __shared__ float s_qsc[QFUSE ? 3 * BM : 1];
+    __shared__ int s_qrowg[QFUSE ? BM : 1]; /* each row's group, from the tile's first */
     const uint32_t bar0 = qattn_wgmma_smem_addr(s_bar);
 #define QATTN_WS_FULL(s) (bar0 + 8u * (uint32_t)(s))
 #define QATTN_WS_EMPTY(s) (bar0 + 8u * (uint32_t)(S + (s)))
@@ -486,16 +494,18 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                 qattn_wgmma_produce_unpack<D, KS, S, I4, W16>(p, sQ, sStage, sStg, sQstg, sA, sDs, bar0, J0, J1, b, h, hk, i0,
                                                  sq, sk, tq0, tk0);
         } else if (J0 < J1) {
-            const uint8_t *qg =
-                (const uint8_t *)p.q + ((int64_t)b * p.q_sb + tq0 * p.q_st + (int64_t)h * p.q_sh) * ES;
-            const int qst = (int)p.q_st * ES;
+            if (!(QFUSE && p.q_fuse)) { /* stored codes (or the baseline's Q) into sQ */
+                const uint8_t *qg =
+                    (const uint8_t *)p.q + ((int64_t)b * p.q_sb + tq0 * p.q_st + (int64_t)h * p.q_sh) * ES;
+                const int qst = (int)p.q_st * ES;
 #pragma unroll
-            for (int e = wt; e < BM * CH; e += 128) {
-                const int r = e / CH, ch = e % CH, ok = i0 + r < sq;
-                qattn_cp_async16(sQ + qattn_wg_off<RB, BM>(r, ch), qg + (ok ? (int64_t)(i0 + r) * qst + ch * 16 : 0),
-                                 ok ? 16 : 0);
+                for (int e = wt; e < BM * CH; e += 128) {
+                    const int r = e / CH, ch = e % CH, ok = i0 + r < sq;
+                    qattn_cp_async16(sQ + qattn_wg_off<RB, BM>(r, ch),
+                                     qg + (ok ? (int64_t)(i0 + r) * qst + ch * 16 : 0), ok ? 16 : 0);
+                }
+                qattn_cp_async_mbar_arrive(QATTN_WS_QBAR);
             }
-            qattn_cp_async_mbar_arrive(QATTN_WS_QBAR);
             /* this thread's 16-byte chunk ch of K rows r0 + RP x (x < KS / RP); int8: K row
              * r0 + RP x holds key RP x + sigma(r0) of the block (sigma(c) = 16h + 4i + 2u + e for
              * c = 16h + 8u + 2i + e, within 32 keys), 16-bit: key r0 + RP x; and chunk vch of the
@@ -546,13 +556,25 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     qattn_setmaxnreg_inc<CREG>();
     float qsA = 1.0f, qsB = 1.0f;
     const float *ksc = (const float *)0;
+    const int qfused = QFUSE && p.q_fuse;
+    if (qfused && J0 < J1) { /* the Q tile quantized here while the producer loads the first key blocks */
+        if (p.q_fuse_in == QATTN_FMT_BF16)
+            qattn_wgmma_fuse_q<D, QATTN_FMT_BF16>(p, sQ, s_qsc, s_qsc + BM, s_qsc + 2 * BM, s_qrowg, tid - 128, i0, sq, tq0, b, h);
+        else
+            qattn_wgmma_fuse_q<D, QATTN_FMT_FP16>(p, sQ, s_qsc, s_qsc + BM, s_qsc + 2 * BM, s_qrowg, tid - 128, i0, sq, tq0, b, h);
+    }
     if (Q8) {
         ksc = p.k_scale + ((int64_t)hk * p.nseq + b) * p.k_ntok;
-        const float *qsc = p.q_scale + ((int64_t)h * p.nseq + b) * p.q_ntok;
         /* int4: the tile holds 16 x the codes (qattn_wg_unpack_i4), S is 256 x theirs */
         const float unit = I4 ? 0.00390625f : 1.0f;
-        qsA = rA < sq ? qsc[qattn_num_group_tok_index(p.q_group, rA)] * unit : 0.0f;
-        qsB = rB < sq ? qsc[qattn_num_group_tok_index(p.q_group, rB)] * unit : 0.0f;
+        if (qfused) {
+            qsA = rA < sq && J0 < J1 ? s_qsc[s_qrowg[rA - i0]] : 0.0f;
+            qsB = rB < sq && J0 < J1 ? s_qsc[s_qrowg[rB - i0]] : 0.0f;
+        } else {
+            const float *qsc = p.q_scale + ((int64_t)h * p.nseq + b) * p.q_ntok;
+            qsA = rA < sq ? qsc[qattn_num_group_tok_index(p.q_group, rA)] * unit : 0.0f;
+            qsB = rB < sq ? qsc[qattn_num_group_tok_index(p.q_group, rB)] * unit : 0.0f;
+        }
     }
 
     float o[NO][4];
@@ -648,7 +670,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             qattn_wgmma_commit();
         };
         if (J0 < J1) {
-            qattn_mbar_wait(QATTN_WS_QBAR, 0);
+            if (!qfused)
+                qattn_mbar_wait(QATTN_WS_QBAR, 0);
             qattn_mbar_wait(QATTN_WS_FULL(0), 0);
             qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
             issue_qk(0);
@@ -778,7 +801,7 @@ static int qattn_attn_fwd_wgmma16_check(const qattn_kernels_attn_params &p, qatt
     if (p.kblock != KB || p.acc_chunk != 0)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: needs kblock=%d and acc=fp32 (got %d, %d)", KB,
                              p.kblock, p.acc_chunk);
-    if (p.q_scale || p.k_scale || p.v_scale || p.q_mean || p.k_mean || p.pmul != 1.0f)
+    if (p.q_fuse || p.q_scale || p.k_scale || p.v_scale || p.q_mean || p.k_mean || p.pmul != 1.0f)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: the fp16 / bf16 instances take unscaled Q, K, V");
     if (!qattn_rows16_ok(p.q, p.q_sb, p.q_sh, p.q_st, 2) || !qattn_rows16_ok(p.k, p.k_sb, p.k_sh, p.k_st, 2) ||
         !qattn_rows16_ok(p.v, p.v_sb, p.v_sh, p.v_st, 2))

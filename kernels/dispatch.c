@@ -84,8 +84,9 @@ static void cc_text(const qattn_kernels_sig *g, char *buf, size_t len)
 
 char *qattn_kernels_describe(const qattn_kernels_sig *g, char *buf, size_t len)
 {
-    char in[64], out[64], masks[64], cc[32];
+    char in[64], out[64], masks[64], cc[32], fuse[32];
     cc_text(g, cc, sizeof cc);
+    fmt_set(g->fuse_q, fuse, sizeof fuse);
     fmt_set(g->in_fmts, in, sizeof in);
     fmt_set(g->out_fmts, out, sizeof out);
     mask_set(g->masks, masks, sizeof masks);
@@ -108,11 +109,13 @@ char *qattn_kernels_describe(const qattn_kernels_sig *g, char *buf, size_t len)
     }
     snprintf(buf, len,
              "attn-fwd %s: d=%d q=%s k=%s p=%s%s v=%s acc=%s%s; qk groups %s; v groups %s; kblock<=%d; masks %s; "
-             "varlen %s; gqa %s; lse %s; out %s; %s; [%s]",
+             "varlen %s; gqa %s; lse %s; out %s; %s%s%s%s; [%s]",
              qattn_kernels_path_name(g->path), g->head_dim, qattn_fmt_name(g->q), qattn_fmt_name(g->k), qattn_fmt_name(g->p),
              g->p_static == 3 ? "[@static]" : g->p_static == 2 ? "@static" : "", qattn_fmt_name(g->v), acc_name(g->acc),
              g->two_level ? "[+fp32:N]" : "", g->qk_groups, g->v_groups, g->kblock_max, masks,
-             g->varlen ? "yes" : "no", g->gqa ? "yes" : "no", g->lse ? "yes" : "no", out, cc, g->arch);
+             g->varlen ? "yes" : "no", g->gqa ? "yes" : "no", g->lse ? "yes" : "no", out, cc,
+             g->fuse_q ? "; quantizes Q itself from " : "", g->fuse_q ? fuse : "",
+             g->fuse_q ? " (token-local groups of a 128-row tile)" : "", g->arch);
     return buf;
 }
 
@@ -720,6 +723,14 @@ int qattn_kernels_quant_set_layout(qattn_kernels_quant_params *p, qattn_kernels_
 
 /* ---- attention family: fill ---- */
 
+/* strides of a user tensor */
+static void tensor_strides(const qattn_kernels_tensor *t, int64_t *sb, int64_t *sh, int64_t *st)
+{
+    *sb = t->stride_batch;
+    *sh = t->stride_head;
+    *st = t->stride_tok;
+}
+
 /* strides of codes written by a quant kernel: [heads, T, row] */
 static void code_strides(const qattn_kernels_quant_params *qp, int64_t *sb, int64_t *sh, int64_t *st)
 {
@@ -764,9 +775,7 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
         }
     } else {
         p->q = q->data;
-        p->q_sb = q->stride_batch;
-        p->q_sh = q->stride_head;
-        p->q_st = q->stride_tok;
+        tensor_strides(q, &p->q_sb, &p->q_sh, &p->q_st);
     }
     if (qp_k) {
         p->k = qp_k->codes;
@@ -778,16 +787,12 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
             p->k_mean = qp_k->mean;
     } else {
         p->k = k->data;
-        p->k_sb = k->stride_batch;
-        p->k_sh = k->stride_head;
-        p->k_st = k->stride_tok;
+        tensor_strides(k, &p->k_sb, &p->k_sh, &p->k_st);
     }
     if (s->smooth & QATTN_SMOOTH_Q) {
         p->k_in = k->data;
         p->k_in_fmt = pb->in;
-        p->kin_sb = k->stride_batch;
-        p->kin_sh = k->stride_head;
-        p->kin_st = k->stride_tok;
+        tensor_strides(k, &p->kin_sb, &p->kin_sh, &p->kin_st);
     }
     if (qp_v) {
         p->v = qp_v->codes;
@@ -804,14 +809,10 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
             p->v_mean = qp_v->mean;
     } else {
         p->v = v->data;
-        p->v_sb = v->stride_batch;
-        p->v_sh = v->stride_head;
-        p->v_st = v->stride_tok;
+        tensor_strides(v, &p->v_sb, &p->v_sh, &p->v_st);
     }
     p->o = o->data;
-    p->o_sb = o->stride_batch;
-    p->o_sh = o->stride_head;
-    p->o_st = o->stride_tok;
+    tensor_strides(o, &p->o_sb, &p->o_sh, &p->o_st);
     p->out = s->out;
     p->lse = lse;
     p->lse_sh = tokens_q;
@@ -831,6 +832,24 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
     p->acc_chunk = s->acc_chunk;
     p->smooth = s->smooth;
     return QATTN_OK;
+}
+
+int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    return g && ((g->fuse_q >> pb->in) & 1u) && s->q.fmt == QATTN_FMT_INT8 && !(s->smooth & QATTN_SMOOTH_Q) &&
+           qattn_wg_qfuse_group_ok(s->q.group) && (pb->fuse_q || env_is("QATTN_FUSE_Q", "1"));
+}
+
+void qattn_kernels_attn_fuse_q(qattn_kernels_attn_params *p, const qattn_scheme *s, const qattn_kernels_problem *pb,
+                               const qattn_kernels_tensor *q)
+{
+    p->q_fuse = 1;
+    p->q_fuse_in = pb->in;
+    p->q = q->data;
+    tensor_strides(q, &p->q_sb, &p->q_sh, &p->q_st);
+    p->q_scale = NULL;
+    p->q_group = s->q.group;
+    p->q_ntok = (int)qattn_group_ntok(&s->q.group, (size_t)pb->seqlen_q);
 }
 
 const char *qattn_kernels_hw_limit(const qattn_scheme *s, int cc, int i)

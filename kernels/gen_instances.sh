@@ -72,6 +72,9 @@ attn_entry() {
     if [ -n "$vlayout" ]; then
         echo "     .v_layout = ${vlayout},"
     fi
+    if [ -n "${fuseq:-}" ]; then
+        echo "     .fuse_q = ${fuseq},"
+    fi
     echo "     .launch_attn = ${fn}},"
 }
 
@@ -408,11 +411,14 @@ for d in $head_dims; do
 int ${fn}(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 "
-        path=WGMMA kblock=$kb arch='"sm_90a"' ccmin=90 ccmax=90
+        path=WGMMA kblock=$kb arch='"sm_90a"' ccmin=90 ccmax=90 fuseq=""
+        # int8 Q: the consumers quantize the user's fp16 / bf16 Q tile themselves (wgmma_qfuse.h)
+        [ "$qk" = int8 ] && fuseq="(1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16)"
         entries="${entries}#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D${d}
 $(attn_entry)
 #endif
 "
+        fuseq=""
     done
 done
 ccmin=0 ccmax=0

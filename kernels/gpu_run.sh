@@ -12,9 +12,11 @@
 # STEPs (default: all, in this order):
 #   check     qattn gpu-check on every instance (random inputs and the
 #             activation files in data/ when present) -> OUTDIR/gpu_check.csv;
-#             test_kernels_mma, test_kernels_quant_gpu
+#             test_kernels_mma, test_kernels_quant_gpu; gpu-check of the wgmma
+#             instances with QATTN_FUSE_Q=1 -> OUTDIR/gpu_check_fused_q.csv
 #   sanitize  compute-sanitizer memcheck and racecheck on small cases of each
-#             family (mma, portable attention, fast and portable quant)
+#             family (mma, wgmma with and without Q fused, portable attention,
+#             fast and portable quant)
 #   bench     qattn bench + kernels/bench_torch.py -> OUTDIR/attn_fwd_bench.csv;
 #             test_kernels_quant_gpu --bench (quantization vs D2D copy)
 #   decode    the decode family (not in the default list): test_kernels_decode_gpu,
@@ -43,7 +45,10 @@ run_check() {
     echo "-- the same with the mma.sync instances (QATTN_MMA_SYNC=1; sm_90 takes wgmma by default)"
     QATTN_MMA_SYNC=1 test_kernels_mma || status=1
     test_kernels_quant_gpu || status=1
+    echo "-- the wgmma instances with Q quantized by the attention kernel where it can (QATTN_FUSE_Q=1)"
+    QATTN_FUSE_Q=1 qattn gpu-check --instance attn_fwd_wgmma --out "$out/gpu_check_fused_q.csv" --verbose || status=1
     summary+=("gpu-check: $(awk -F, 'NR > 1 { n++; p += $6 } END { printf "%d of %d instances pass", p, n }' "$out/gpu_check.csv")")
+    summary+=("gpu-check, QATTN_FUSE_Q=1: $(awk -F, 'NR > 1 { n++; p += $6 } END { printf "%d of %d wgmma instances pass", p, n }' "$out/gpu_check_fused_q.csv")")
 }
 
 # one compute-sanitizer run, counted: san TOOL LABEL COMMAND... (variable
@@ -73,6 +78,10 @@ run_sanitize() {
             quant_fast_in_fp16 quant_portable_in_fp32 decode_mma_d128_cache_bf16 decode_mma_d128_cache_int8 \
             decode_mma_d64_cache_e4m3 decode_portable_d128; do
             san "$tool" "$inst" qattn gpu-check --quick --instance "$inst"
+        done
+        # Q quantized inside the wgmma kernel (int8 Q: sage2-8b-sm90's and the CK layout's)
+        for inst in attn_fwd_wgmma_d128_qk_int8 attn_fwd_wgmma_d64_kb64_qk_int8_pv_e4m3_acc_fp32; do
+            QATTN_FUSE_Q=1 san "$tool" "$inst (QATTN_FUSE_Q=1)" qattn gpu-check --quick --instance "$inst"
         done
         # the quantization kernels' own test
         san "$tool" "test_kernels_quant_gpu --small" test_kernels_quant_gpu --small

@@ -250,7 +250,19 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
         const int seqlen[3] = {pb->seqlen_q, pb->seqlen_k, pb->seqlen_k};
         const int64_t tokens[3] = {tq, tk, tk};
         const int *cu[3] = {pl->cu_q, pl->cu_k, pl->cu_k};
-        for (int i = 0; i < 3; i++) {
+        /* Q quantized by the attention kernel where it can: qp[0] is then the check of the input
+         * alone (an unscaled cast with no codes written) */
+        pl->fuse_q = qattn_kernels_fuse_q_ok(pl->attn_sig, s, &pl->pb);
+        if (pl->fuse_q) {
+            qattn_operand check = s->q;
+            memset(&check.group, 0, sizeof check.group);
+            check.fmt = pb->in;
+            if ((rc = qattn_kernels_quant_fill(&pl->qp[0], pb, io->q.data, io->q.stride_batch, io->q.stride_head,
+                                               io->q.stride_tok, pb->hq, pb->seqlen_q, tq, pl->cu_q, &check,
+                                               QATTN_KERNELS_SMOOTH_NONE, 0, NULL, NULL, NULL, pl->nonfinite, err)))
+                goto fail;
+        }
+        for (int i = pl->fuse_q; i < 3; i++) {
             int smooth = !(s->smooth & bits[i]) ? QATTN_KERNELS_SMOOTH_NONE
                          : i == 0               ? QATTN_KERNELS_SMOOTH_BLOCKS
                                                 : QATTN_KERNELS_SMOOTH_TOKENS;
@@ -288,17 +300,20 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
     }
     /* the routes: by the dispatcher, now, so that the plan shows them */
     for (int i = 0; i < 3 && !rc; i++)
-        if (pl->quantize[i])
+        if (pl->quantize[i] || (i == 0 && pl->fuse_q))
             rc = qattn_kernels_quant_choose(pl->quant_sig, &pl->qp[i], err);
     if (!rc && pl->quantize[1] && pl->quantize[2] && pl->quant_sig->launch_quant_kv)
         rc = qattn_kernels_quant_choose_kv(pl->quant_sig, &pl->qp[1], &pl->qp[2], err);
     if (rc)
         goto fail;
-    rc = qattn_kernels_attn_fill(&pl->ap, s, pb, pl->quantize[0] ? &pl->qp[0] : NULL,
+    /* a fused Q: filled from the check's params, then switched (qattn_kernels_attn_fuse_q) */
+    rc = qattn_kernels_attn_fill(&pl->ap, s, pb, pl->quantize[0] || pl->fuse_q ? &pl->qp[0] : NULL,
                                  pl->quantize[1] ? &pl->qp[1] : NULL, pl->quantize[2] ? &pl->qp[2] : NULL, &io->q,
                                  &io->k, &io->v, &io->o, io->lse, tq, pl->cu_q, pl->cu_k, err);
     if (rc)
         goto fail;
+    if (pl->fuse_q)
+        qattn_kernels_attn_fuse_q(&pl->ap, s, &pl->pb, &io->q);
     return QATTN_OK;
 fail:
     qattn_kernels_plan_free(pl);
@@ -308,7 +323,8 @@ fail:
 char *qattn_kernels_plan_describe(const qattn_kernels_plan *pl, char *buf, size_t len)
 {
     static const char *names[3] = {"q", "k", "v"};
-    int n = snprintf(buf, len, "%s (%s)", pl->attn_sig->name, qattn_kernels_path_name(pl->attn_sig->path));
+    int n = snprintf(buf, len, "%s (%s)%s", pl->attn_sig->name, qattn_kernels_path_name(pl->attn_sig->path),
+                     pl->fuse_q ? "; q fused" : "");
     for (int i = 0; i < 3 && n >= 0 && (size_t)n < len; i++)
         if (pl->quantize[i])
             n += snprintf(buf + n, len - (size_t)n, "; %s %s", names[i], qattn_kernels_qroute_name(pl->qp[i].route));
@@ -333,7 +349,9 @@ int qattn_kernels_plan_quantize(const qattn_kernels_plan *pl, void *stream, int 
      * (QATTN_QUANT_OVERLAP=0 in the environment: after it) */
     const char *ov = getenv("QATTN_QUANT_OVERLAP");
     const int overlap = pl->quantize[0] && !(ov && !strcmp(ov, "0"));
-    int rc = pl->quantize[0] ? pl->quant_sig->launch_quant(&p[0], stream, err) : QATTN_OK;
+    /* a fused Q: its input checked when asked (the attention kernel quantizes it) */
+    const int q_run = pl->quantize[0] || (pl->fuse_q && check_finite);
+    int rc = q_run ? pl->quant_sig->launch_quant(&p[0], stream, err) : QATTN_OK;
     if (!rc && pl->quantize[1] && pl->quantize[2] && pl->quant_sig->launch_quant_kv) { /* one launch where it can */
         p[1].overlap = p[2].overlap = overlap;
         rc = pl->quant_sig->launch_quant_kv(&p[1], &p[2], stream, err);
@@ -350,7 +368,7 @@ int qattn_kernels_plan_quantize(const qattn_kernels_plan *pl, void *stream, int 
         QATTN_HOST_CHECK(hipStreamSynchronize(st), "quantization kernels");
         QATTN_HOST_CHECK(hipMemcpy(flag, pl->nonfinite, sizeof flag, hipMemcpyDeviceToHost), "reading the NaN flags");
         for (int i = 0; i < 3; i++)
-            if (pl->quantize[i] && flag[i])
+            if ((pl->quantize[i] || (i == 0 && pl->fuse_q)) && flag[i])
                 return qattn_err_set(err, QATTN_ERR_NAN, "the %s input holds NaN or Inf", names[i]);
     }
     return QATTN_OK;

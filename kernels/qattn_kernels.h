@@ -148,6 +148,9 @@ typedef struct qattn_kernels_sig {
     int (*launch_quant_kv)(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v, void *stream,
                            qattn_err *err);
     int (*launch_attn)(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+    /* attn: input dtypes (bits 1u << qattn_fmt) from which the instance quantizes Q itself (params
+     * q_fuse; qattn_kernels_fuse_q_ok says for which schemes); 0: none */
+    unsigned fuse_q;
     /* decode: cache formats K and V may have (bits 1u << qattn_fmt), QATTN_KERNELS_CACHE_* bits,
      * 1 when a 16-bit cache must have the query's dtype; the split kernel (and the combine after
      * it when num_splits > 1) */
@@ -191,6 +194,10 @@ typedef struct qattn_kernels_problem {
                             * device check */
     unsigned paths;        /* bit set (1u << qattn_kernels_path) of the paths the dispatcher may take;
                             * 0: all (QATTN_MMA_SYNC=1 in the environment then leaves out wgmma) */
+    int fuse_q;            /* 1: Q quantized by the attention instance itself where it can
+                            * (qattn_kernels_fuse_q_ok; QATTN_FUSE_Q=1 in the environment does the same);
+                            * 0: by its own kernel, the default (on the H100 the fused form did not pay:
+                            * kernels/DESIGN.md) */
 } qattn_kernels_problem;
 
 /* The instances that run scheme s on problem pb: *attn (attention forward)
@@ -303,7 +310,11 @@ struct qattn_kernels_attn_params {
     int64_t v_sb, v_sh, v_st; /* V codes in LAYOUT_TRANSPOSED (the instance's v_layout): element
                                * (b, h, key j, channel c) at v[b*v_sb + h*v_sh + c*v_st + j], j counted
                                * from the sequence's first key (v_st = npad, v_sb = d*npad) */
-    const float *q_scale;   /* [hq, nseq, q_ntok] or NULL (unscaled) */
+    int q_fuse;             /* 1: q is the user's Q (dtype q_fuse_in, strides in its elements), quantized
+                             * by the attention kernel itself to the scheme's codes and q_group's scales
+                             * (sig fuse_q; qattn_kernels_attn_fuse_q) */
+    qattn_fmt q_fuse_in;
+    const float *q_scale;   /* [hq, nseq, q_ntok] or NULL (unscaled, or q_fuse) */
     const float *k_scale;   /* [hkv, nseq, k_ntok] or NULL */
     const float *v_scale;   /* [hkv, nseq, v_nch] or NULL (unscaled) */
     qattn_group q_group, k_group;
@@ -346,6 +357,17 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
                             const qattn_kernels_tensor *o, float *lse, int64_t tokens_q, const int *cu_q,
                             const int *cu_k, qattn_err *err);
 
+/* Whether instance g quantizes Q of scheme s on pb itself (fused): g's
+ * fuse_q holds pb->in, Q is int8 with token-local scale groups of a
+ * 128-row tile (token, block / warp / thread groups of B | 128 tokens, not
+ * split along channels), no smooth=q; and pb->fuse_q or QATTN_FUSE_Q=1 in
+ * the environment asks for it. 0 or 1. */
+int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb);
+/* p (filled for s on pb) switched to the fused form: q = the user's Q
+ * tensor (dtype pb->in), q_group and q_ntok of s's Q, no stored scales */
+void qattn_kernels_attn_fuse_q(qattn_kernels_attn_params *p, const qattn_scheme *s, const qattn_kernels_problem *pb,
+                               const qattn_kernels_tensor *q);
+
 /* ---- the whole pipeline for one problem ---- */
 typedef struct qattn_kernels_io {
     qattn_kernels_tensor q, k, v; /* inputs, dtype pb->in */
@@ -360,6 +382,8 @@ typedef struct qattn_kernels_plan {
     qattn_kernels_problem pb;
     const qattn_kernels_sig *attn_sig, *quant_sig;
     int quantize[3];                 /* Q, K, V: 1 when a quant kernel runs */
+    int fuse_q;                      /* 1: the attention kernel quantizes Q (qp[0]: the check of its
+                                      * input for NaN / Inf, run when asked) */
     qattn_kernels_quant_params qp[3];
     qattn_kernels_attn_params ap;
     void *dev[16];                   /* device buffers owned by the plan */

@@ -171,6 +171,8 @@ __global__ void __launch_bounds__(QATTN_QUANT_THREADS) qattn_quant_encode_kernel
     const float x = qattn_quant_smoothed<IN>(p, base, mean, t, e);
     if (p.nonfinite && (qattn_num_f2u(qattn_quant_load<IN>(p, base, t, e)) & QATTN_NUM_INF) == QATTN_NUM_INF)
         atomicOr(p.nonfinite, 1);
+    if (!p.codes) /* the check alone (a Q that the attention kernel quantizes: qattn_kernels_plan_init) */
+        return;
     switch (p.fmt) {
     case QATTN_FMT_FP16: ((uint16_t *)p.codes)[out] = qattn_num_fp16_encode(x); break;
     case QATTN_FMT_BF16: ((uint16_t *)p.codes)[out] = qattn_num_bf16_encode(x); break;

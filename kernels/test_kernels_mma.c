@@ -22,8 +22,9 @@
  * The emulation's and the GPU's cosine against the float64 reference are
  * printed side by side; they must agree to 1e-4.
  *
- *   test_kernels_mma            the cases, then two through a plan (the
- *                               quantization kernels write V transposed)
+ *   test_kernels_mma            the cases, then plans (the quantization
+ *                               kernels write V transposed; Q fused into
+ *                               the wgmma kernel equals the unfused plan)
  *   test_kernels_mma --quick    three small ones (for compute-sanitizer)
  *   test_kernels_mma --bench    time B=4 H=32 N=8192 d=128 (non-causal and
  *                               causal): median of 30 runs after 5 warm-up,
@@ -168,12 +169,15 @@ static void run_case(const tcase *tc)
     const size_t q_ntok = qattn_group_ntok(&s.q.group, (size_t)maxlen);
     const size_t k_ntok = qattn_group_ntok(&s.k.group, (size_t)maxlen);
     const size_t v_nch = qattn_group_nch(&s.v.group, (size_t)d);
+    /* V in rows of keys (fp16 P.V, or e4m3 widened by the wgmma producer: the sig's v_layout), else V^T */
+    const int vrows = sig->v_layout == QATTN_KERNELS_LAYOUT_ROWS, ves = s.v.fmt == QATTN_FMT_FP16 ? 2 : 1;
+    const size_t vbytes = vrows ? (size_t)hkv * T * d * ves : (size_t)hkv * nseq * d * npad;
     float *q = malloc((size_t)hq * T * d * 4), *k = malloc((size_t)hkv * T * d * 4), *v = malloc((size_t)hkv * T * d * 4);
     make_input(q, (size_t)hq * T * d, (size_t)d, 0.3);
     make_input(k, (size_t)hkv * T * d, (size_t)d, 1.5);
     make_input(v, (size_t)hkv * T * d, (size_t)d, 0.7);
     int8_t *qc = calloc((size_t)hq * T * d, 1), *kc = calloc((size_t)hkv * T * d, 1);
-    uint8_t *vt = calloc((size_t)hkv * nseq * d * npad, 1);
+    uint8_t *vt = calloc(vbytes, 1);
     float *qsc = calloc((size_t)hq * nseq * q_ntok + 1, 4), *ksc = calloc((size_t)hkv * nseq * k_ntok + 1, 4);
     float *vsc = calloc((size_t)hkv * nseq * v_nch + 1, 4), *tmp = malloc((size_t)maxlen * d * 4 + 4),
           *mean = malloc((size_t)d * 4);
@@ -182,6 +186,7 @@ static void run_case(const tcase *tc)
     const size_t nqb = qblock ? ((size_t)maxlen + (size_t)qblock - 1) / (size_t)qblock : 0;
     float *qmean = calloc((size_t)hq * nseq * nqb * d + 1, 4);
     float *kmean = calloc((size_t)hkv * nseq * d, 4); /* [hkv, nseq, d] (smooth=k; dS subtracts mean(Q) . kmean) */
+    float *vmean = calloc((size_t)hkv * nseq * d, 4); /* [hkv, nseq, d] (smooth=v) */
     /* host quantization, per head and sequence, as the emulation does it */
     for (int h = 0; h < hq; h++)
         for (int b = 0; b < nseq; b++) {
@@ -220,15 +225,31 @@ static void run_case(const tcase *tc)
                 kc[off + i] = (int8_t)code8(s.k.fmt, t.val[i]);
             memcpy(ksc + ((size_t)h * nseq + b) * k_ntok, t.scale, qattn_group_ntok(&s.k.group, n) * 4);
             qattn_qtensor_free(&t);
-            if (qattn_qtensor_init(&t, s.v.fmt, &s.v.group, v + off, n, (size_t)d, &err)) {
+            const float *vin = v + off;
+            if (s.smooth & QATTN_SMOOTH_V) { /* V - mean, the mean added back after P.V by the kernel */
+                qattn_smooth_mean(v + off, n, (size_t)d, mean);
+                qattn_smooth_sub(v + off, n, (size_t)d, mean, tmp);
+                memcpy(vmean + ((size_t)h * nseq + b) * d, mean, (size_t)d * 4);
+                vin = tmp;
+            }
+            if (qattn_qtensor_init(&t, s.v.fmt, &s.v.group, vin, n, (size_t)d, &err)) {
                 CHECK(0, "qtensor v: %s", err.msg);
                 continue;
             }
-            uint8_t *dst = vt + ((size_t)h * nseq + b) * (size_t)d * (size_t)npad;
-            for (size_t j = 0; j < n; j++)
-                for (int c = 0; c < d; c++)
-                    dst[(size_t)c * npad + j] = code8(s.v.fmt, t.val[j * d + c]);
-            memcpy(vsc + ((size_t)h * nseq + b) * v_nch, t.scale, v_nch * 4);
+            if (vrows && ves == 2) { /* fp16 rows [hkv, T, d] */
+                for (size_t i = 0; i < n * d; i++)
+                    ((uint16_t *)vt)[off + i] = qattn_num_fp16_encode(t.val[i]);
+            } else if (vrows) { /* e4m3 rows */
+                for (size_t i = 0; i < n * d; i++)
+                    vt[off + i] = code8(s.v.fmt, t.val[i]);
+            } else {
+                uint8_t *dst = vt + ((size_t)h * nseq + b) * (size_t)d * (size_t)npad;
+                for (size_t j = 0; j < n; j++)
+                    for (int c = 0; c < d; c++)
+                        dst[(size_t)c * npad + j] = code8(s.v.fmt, t.val[j * d + c]);
+            }
+            if (t.scale) /* unscaled fp16 V has none */
+                memcpy(vsc + ((size_t)h * nseq + b) * v_nch, t.scale, v_nch * 4);
             qattn_qtensor_free(&t);
         }
 
@@ -266,7 +287,10 @@ static void run_case(const tcase *tc)
         qattn_int4_pack(kc, (size_t)hkv * T * d, (uint8_t *)kc);
     }
     uint16_t *kin = NULL; /* the fp16 input K (smooth=q: dS) */
-    void *dkin = NULL, *dqmean = NULL, *dkmean = NULL;
+    void *dkin = NULL, *dqmean = NULL, *dkmean = NULL, *dvmean = NULL;
+    if (s.smooth & QATTN_SMOOTH_V)
+        rc = rc || qattn_kernels_dev_alloc(&dvmean, (size_t)hkv * nseq * d * 4, &err) ||
+             qattn_kernels_dev_to(dvmean, vmean, (size_t)hkv * nseq * d * 4, &err);
     if (qblock) {
         kin = malloc((size_t)hkv * T * d * 2);
         for (size_t i = 0; i < (size_t)hkv * T * d; i++)
@@ -280,7 +304,7 @@ static void run_case(const tcase *tc)
     }
     rc = rc || qattn_kernels_dev_alloc(&dp.q, (size_t)hq * T * d, &err) ||
          qattn_kernels_dev_alloc(&dp.k, (size_t)hkv * T * d, &err) ||
-         qattn_kernels_dev_alloc(&dp.v, (size_t)hkv * nseq * d * npad, &err) ||
+         qattn_kernels_dev_alloc(&dp.v, vbytes, &err) ||
          qattn_kernels_dev_alloc(&dp.o, (size_t)hq * T * d * 2, &err) ||
          qattn_kernels_dev_alloc((void **)&dp.qs, (size_t)hq * nseq * q_ntok * 4, &err) ||
          qattn_kernels_dev_alloc((void **)&dp.ks, (size_t)hkv * nseq * k_ntok * 4, &err) ||
@@ -289,7 +313,7 @@ static void run_case(const tcase *tc)
          qattn_kernels_dev_alloc((void **)&dp.cu, sizeof cu, &err) ||
          qattn_kernels_dev_to(dp.q, qc, (size_t)hq * T * d, &err) ||
          qattn_kernels_dev_to(dp.k, kc, (size_t)hkv * T * d, &err) ||
-         qattn_kernels_dev_to(dp.v, vt, (size_t)hkv * nseq * d * npad, &err) ||
+         qattn_kernels_dev_to(dp.v, vt, vbytes, &err) ||
          qattn_kernels_dev_to(dp.qs, qsc, (size_t)hq * nseq * q_ntok * 4, &err) ||
          qattn_kernels_dev_to(dp.ks, ksc, (size_t)hkv * nseq * k_ntok * 4, &err) ||
          qattn_kernels_dev_to(dp.vs, vsc, (size_t)hkv * nseq * v_nch * 4, &err) ||
@@ -302,12 +326,14 @@ static void run_case(const tcase *tc)
         qattn_kernels_quant_params qq, qk, qv;
         fake_qp(&qq, dp.q, dp.qs, &s.q, hq, nseq, maxlen, (int64_t)T, d, dcu, (int)q_ntok, 1, 0);
         fake_qp(&qk, dp.k, dp.ks, &s.k, hkv, nseq, maxlen, (int64_t)T, d, dcu, (int)k_ntok, 1, 0);
-        fake_qp(&qv, dp.v, dp.vs, &s.v, hkv, nseq, maxlen, (int64_t)T, d, dcu, 1, (int)v_nch, 1);
+        fake_qp(&qv, dp.v, qattn_fmt_is_scaled(s.v.fmt) ? dp.vs : NULL, &s.v, hkv, nseq, maxlen, (int64_t)T, d, dcu, 1,
+                (int)v_nch, !vrows);
         qq.row = qk.row = row;
         qq.mean = (float *)dqmean;
         qq.mblock = qblock;
         qq.nmean = (int)nqb;
         qk.mean = (float *)dkmean; /* NULL without smooth=q: the kernels read it for dS only */
+        qv.mean = (float *)dvmean;
         qattn_kernels_tensor ot = {dp.o, tc->varlen ? 0 : (int64_t)maxlen * d, (int64_t)T * d, d};
         qattn_kernels_tensor kt = {dkin, tc->varlen ? 0 : (int64_t)maxlen * d, (int64_t)T * d, d};
         qattn_kernels_attn_params p;
@@ -357,14 +383,38 @@ static void run_case(const tcase *tc)
     qattn_kernels_dev_free(dkin);
     qattn_kernels_dev_free(dqmean);
     qattn_kernels_dev_free(dkmean);
+    qattn_kernels_dev_free(dvmean);
     free(q), free(k), free(v), free(qc), free(kc), free(vt), free(qsc), free(ksc), free(vsc), free(tmp), free(mean);
-    free(oe), free(lse_e), free(orf), free(og), free(lse_g), free(qmean), free(kmean), free(kin);
+    free(oe), free(lse_e), free(orf), free(og), free(lse_g), free(qmean), free(kmean), free(vmean), free(kin);
 }
 
-/* the whole pipeline through a plan: fp16 input, the quantization kernels
- * (V written transposed for the mma instance), the mma attention; against
- * the emulation with the same tolerances */
-static void run_plan_case(int d, int hq, int hkv, int n, const char *mask)
+/* one plan run: quantization (NaN check on) and attention; O and LSE to the host */
+static int plan_run(const qattn_scheme *s, const qattn_kernels_problem *pb, const qattn_kernels_io *io, void *og,
+                    size_t obytes, float *lse_g, size_t nlse, char *desc, size_t dlen, int *fused, qattn_err *err)
+{
+    qattn_kernels_plan pl;
+    int rc = qattn_kernels_plan_init(&pl, s, pb, io, err);
+    if (rc)
+        return rc;
+    qattn_kernels_plan_describe(&pl, desc, dlen);
+    *fused = pl.fuse_q;
+    if (pl.attn_sig->path != QATTN_KERNELS_PATH_MMA && pl.attn_sig->path != QATTN_KERNELS_PATH_WGMMA)
+        rc = qattn_err_set(err, QATTN_ERR_ARG, "the plan chose %s", pl.attn_sig->name);
+    rc = rc || qattn_kernels_dev_fill(io->o.data, 0xff, obytes, err) ||
+         qattn_kernels_plan_quantize(&pl, NULL, 1, err) || qattn_kernels_plan_attend(&pl, NULL, err) ||
+         qattn_kernels_dev_sync(err) || qattn_kernels_dev_from(og, io->o.data, obytes, err) ||
+         qattn_kernels_dev_from(lse_g, io->lse, nlse * 4, err);
+    qattn_kernels_plan_free(&pl);
+    return rc;
+}
+
+/* the whole pipeline through a plan: fp16 / bf16 input, the quantization
+ * kernels (V written transposed for the mma instance), the attention;
+ * against the emulation with the same tolerances. Where the plan quantizes
+ * Q inside the attention kernel (int8 Q on the wgmma path), the output
+ * must equal the unfused plan's bit for bit (fuse_q 0, the default), and a NaN in
+ * Q must still be reported by the quantization step. */
+static void run_plan_case(const char *scheme, qattn_fmt in, int d, int hq, int hkv, int n, const char *mask)
 {
     qattn_scheme s;
     qattn_err err;
@@ -376,22 +426,31 @@ static void run_plan_case(int d, int hq, int hkv, int n, const char *mask)
     pb.d = d;
     pb.seqlen_q = pb.seqlen_k = n;
     pb.lse = 1;
-    pb.in = QATTN_FMT_FP16;
-    if (qattn_scheme_parse("sage2-8b-sm90", &s, &err) || qattn_mask_parse(mask, &pb.mask, &err)) {
+    pb.in = in;
+    if (qattn_scheme_parse(scheme, &s, &err) || qattn_mask_parse(mask, &pb.mask, &err)) {
         CHECK(0, "plan case setup: %s", err.msg);
         return;
     }
-    const size_t nq = (size_t)hq * n * d, nk = (size_t)hkv * n * d;
+    qattn_kernels_problem pbf = pb; /* Q quantized by the attention kernel where it can */
+    pbf.fuse_q = 1;
+    const size_t nq = (size_t)hq * n * d, nk = (size_t)hkv * n * d, nl = (size_t)hq * n;
+    const size_t ob = nq * (s.out == QATTN_FMT_FP32 ? 4 : 2);
     float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *oe = malloc(nq * 4);
-    float *lse_e = malloc((size_t)hq * n * 4), *lse_g = malloc((size_t)hq * n * 4);
-    uint16_t *q16 = malloc(nq * 2), *k16 = malloc(nk * 2), *v16 = malloc(nk * 2), *og = malloc(nq * 2);
+    float *lse_e = malloc(nl * 4), *lse_g = malloc(nl * 4), *lse_u = malloc(nl * 4);
+    uint16_t *q16 = malloc(nq * 2), *k16 = malloc(nk * 2), *v16 = malloc(nk * 2);
+    unsigned char *og = malloc(ob), *ou = malloc(ob);
     make_input(q, nq, (size_t)d, 0.3);
     make_input(k, nk, (size_t)d, 1.5);
     make_input(v, nk, (size_t)d, 0.7);
+    /* the emulation sees the input as rounded to its dtype */
+#define ENC(x) (in == QATTN_FMT_BF16 ? qattn_num_bf16_encode(x) : qattn_num_fp16_encode(x))
+#define DEC(h) (in == QATTN_FMT_BF16 ? qattn_num_bf16_decode(h) : qattn_num_fp16_decode(h))
     for (size_t i = 0; i < nq; i++)
-        q16[i] = qattn_num_fp16_encode(q[i]);
-    for (size_t i = 0; i < nk; i++)
-        k16[i] = qattn_num_fp16_encode(k[i]), v16[i] = qattn_num_fp16_encode(v[i]);
+        q16[i] = ENC(q[i]), q[i] = DEC(q16[i]);
+    for (size_t i = 0; i < nk; i++) {
+        k16[i] = ENC(k[i]), k[i] = DEC(k16[i]);
+        v16[i] = ENC(v[i]), v[i] = DEC(v16[i]);
+    }
     qattn_mha a;
     memset(&a, 0, sizeof a);
     a.q = q, a.k = k, a.v = v;
@@ -399,13 +458,10 @@ static void run_plan_case(int d, int hq, int hkv, int n, const char *mask)
     int rc = qattn_emu_mha(&s, &a, &pb.mask, 0.0, oe, lse_e, &err);
     CHECK(rc == 0, "emulation: %s", err.msg);
     void *dq = NULL, *dk = NULL, *dv = NULL, *dout = NULL, *dlse = NULL;
-    qattn_kernels_plan pl;
-    memset(&pl, 0, sizeof pl);
     rc = rc || qattn_kernels_dev_alloc(&dq, nq * 2, &err) || qattn_kernels_dev_alloc(&dk, nk * 2, &err) ||
-         qattn_kernels_dev_alloc(&dv, nk * 2, &err) || qattn_kernels_dev_alloc(&dout, nq * 2, &err) ||
-         qattn_kernels_dev_alloc(&dlse, (size_t)hq * n * 4, &err) || qattn_kernels_dev_to(dq, q16, nq * 2, &err) ||
-         qattn_kernels_dev_to(dk, k16, nk * 2, &err) || qattn_kernels_dev_to(dv, v16, nk * 2, &err) ||
-         qattn_kernels_dev_fill(dout, 0xff, nq * 2, &err);
+         qattn_kernels_dev_alloc(&dv, nk * 2, &err) || qattn_kernels_dev_alloc(&dout, ob, &err) ||
+         qattn_kernels_dev_alloc(&dlse, nl * 4, &err) || qattn_kernels_dev_to(dq, q16, nq * 2, &err) ||
+         qattn_kernels_dev_to(dk, k16, nk * 2, &err) || qattn_kernels_dev_to(dv, v16, nk * 2, &err);
     qattn_kernels_io io;
     memset(&io, 0, sizeof io);
     io.q = (qattn_kernels_tensor){dq, (int64_t)n * d, (int64_t)n * d, d};
@@ -413,41 +469,66 @@ static void run_plan_case(int d, int hq, int hkv, int n, const char *mask)
     io.v = (qattn_kernels_tensor){dv, (int64_t)n * d, (int64_t)n * d, d};
     io.o = (qattn_kernels_tensor){dout, (int64_t)n * d, (int64_t)n * d, d};
     io.lse = (float *)dlse;
-    rc = rc || qattn_kernels_plan_init(&pl, &s, &pb, &io, &err);
-    CHECK(rc == 0, "plan: %s", err.msg);
-    if (rc == 0)
-        CHECK(pl.attn_sig->path == QATTN_KERNELS_PATH_MMA || pl.attn_sig->path == QATTN_KERNELS_PATH_WGMMA,
-              "the plan chose %s", pl.attn_sig->name);
-    rc = rc || qattn_kernels_plan_quantize(&pl, NULL, 1, &err) || qattn_kernels_plan_attend(&pl, NULL, &err) ||
-         qattn_kernels_dev_sync(&err) || qattn_kernels_dev_from(og, dout, nq * 2, &err) ||
-         qattn_kernels_dev_from(lse_g, dlse, (size_t)hq * n * 4, &err);
-    CHECK(rc == 0, "plan run: %s", err.msg);
+    char desc[512] = "", udesc[512] = "";
+    int fused = 0, ufused = 0;
+    rc = rc || plan_run(&s, &pbf, &io, og, ob, lse_g, nl, desc, sizeof desc, &fused, &err);
+    CHECK(rc == 0, "plan run (%s, %s): %s", scheme, desc, err.msg);
     if (rc == 0) {
         double maxo = 0.0, maxe = 0.0, dot = 0.0, ng = 0.0, ne = 0.0, dlse_max = 0.0;
         for (size_t i = 0; i < nq; i++) {
-            const double x = qattn_num_bf16_decode(og[i]), e = oe[i];
+            const uint16_t h = ((const uint16_t *)og)[i];
+            const double x = s.out == QATTN_FMT_FP32   ? ((const float *)og)[i]
+                             : s.out == QATTN_FMT_BF16 ? qattn_num_bf16_decode(h)
+                                                       : qattn_num_fp16_decode(h),
+                         e = oe[i];
             maxo = fabs(e) > maxo ? fabs(e) : maxo;
             maxe = fabs(x - e) > maxe || x != x ? fabs(x - e) : maxe;
             dot += x * e, ng += x * x, ne += e * e;
         }
-        for (size_t i = 0; i < (size_t)hq * n; i++) {
+        for (size_t i = 0; i < nl; i++) {
             const double df = fabs((double)lse_g[i] - lse_e[i]);
             dlse_max = df > dlse_max || df != df ? df : dlse_max;
         }
         const double c = dot / sqrt(ng * ne);
-        printf("plan (quant kernels + %s) d=%d h=%d/%d N=%d %s: cos(gpu,emu) %.7f  max|err|/max|O| %.2e  "
-               "max|dLSE| %.1e\n",
-               pl.attn_sig->name, d, hq, hkv, n, mask, c, maxe / maxo, dlse_max);
+        printf("plan %s in=%s d=%d h=%d/%d N=%d %s [%s]: cos(gpu,emu) %.7f  max|err|/max|O| %.2e  max|dLSE| %.1e\n",
+               scheme, qattn_fmt_name(in), d, hq, hkv, n, mask, desc, c, maxe / maxo, dlse_max);
         CHECK(c >= QATTN_KERNELS_TOL_COS, "plan: cos(gpu, emu) %.8f < %.5f", c, QATTN_KERNELS_TOL_COS);
         CHECK(maxe <= QATTN_KERNELS_TOL_ERR * maxo, "plan: max |O_gpu - O_emu| %.3g > %.0e * max|O| (%.3g)", maxe,
               QATTN_KERNELS_TOL_ERR, maxo);
         CHECK(dlse_max <= QATTN_KERNELS_TOL_LSE, "plan: max |LSE_gpu - LSE_emu| %.3g > %.0e", dlse_max,
               QATTN_KERNELS_TOL_LSE);
     }
-    qattn_kernels_plan_free(&pl);
+    if (rc == 0 && fused) {
+        /* the same plan with Q quantized by its own kernel: identical bits */
+        rc = plan_run(&s, &pb, &io, ou, ob, lse_u, nl, udesc, sizeof udesc, &ufused, &err);
+        CHECK(rc == 0 && !ufused, "unfused plan run (%s): %s", udesc, rc ? err.msg : "still fused");
+        size_t diff = 0;
+        for (size_t i = 0; rc == 0 && i < ob; i++)
+            diff += og[i] != ou[i];
+        for (size_t i = 0; rc == 0 && i < nl; i++)
+            diff += memcmp(&lse_g[i], &lse_u[i], 4) != 0;
+        printf("plan %s in=%s d=%d: fused Q against [%s]: %zu bytes differ\n", scheme, qattn_fmt_name(in), d, udesc,
+               diff);
+        CHECK(rc != 0 || diff == 0, "fused Q: %zu output bytes differ from the unfused plan", diff);
+        /* a NaN in Q: reported by the quantization step although no Q kernel runs */
+        const uint16_t nan16 = in == QATTN_FMT_BF16 ? 0x7fc0u : 0x7e00u;
+        qattn_kernels_plan pl;
+        if (qattn_kernels_dev_to((uint16_t *)dq + nq / 2 + 3, &nan16, 2, &err) == 0 &&
+            qattn_kernels_plan_init(&pl, &s, &pbf, &io, &err) == 0) {
+            const int qrc = qattn_kernels_plan_quantize(&pl, NULL, 1, &err);
+            CHECK(qrc == QATTN_ERR_NAN && strstr(err.msg, "the q input"), "NaN in a fused Q: rc %d (%s)", qrc,
+                  qrc ? err.msg : "no error");
+            qattn_kernels_plan_free(&pl);
+        } else {
+            CHECK(0, "NaN case setup: %s", err.msg);
+        }
+    }
+#undef ENC
+#undef DEC
     qattn_kernels_dev_free(dq), qattn_kernels_dev_free(dk), qattn_kernels_dev_free(dv);
     qattn_kernels_dev_free(dout), qattn_kernels_dev_free(dlse);
-    free(q), free(k), free(v), free(oe), free(lse_e), free(lse_g), free(q16), free(k16), free(v16), free(og);
+    free(q), free(k), free(v), free(oe), free(lse_e), free(lse_g), free(lse_u), free(q16), free(k16), free(v16);
+    free(og), free(ou);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -621,8 +702,19 @@ int main(int argc, char **argv)
             run_case(&cases[i]);
     }
     if (!quick) {
-        run_plan_case(128, 4, 1, 1000, "causal");
-        run_plan_case(64, 2, 2, 700, "none");
+        run_plan_case("sage2-8b-sm90", QATTN_FMT_FP16, 128, 4, 1, 1000, "causal");
+        run_plan_case("sage2-8b-sm90", QATTN_FMT_FP16, 64, 2, 2, 700, "none");
+    }
+    /* Q quantized inside the wgmma kernel (each int8 Q group pattern of the presets: thread:16/8/1,
+     * thread:32/8/1, thread:64/16/1, block:128; fp16 and bf16 input; tails) */
+    if (wg_any) {
+        run_plan_case("sage2-8b-sm90", QATTN_FMT_BF16, 128, 4, 2, 1000, "causal");
+        run_plan_case("sage2-8b", QATTN_FMT_FP16, 128, 2, 1, 777, "none");
+        run_plan_case("ck-i8fp8bf16", QATTN_FMT_FP16, 64, 2, 1, 500, "window:300,50");
+        if (!quick)
+            run_plan_case("sage1-b", QATTN_FMT_BF16, 128, 2, 2, 1100, "causal");
+        run_plan_case("sage1-vb", QATTN_FMT_FP16, 64, 4, 1, 300, "none");
+        run_plan_case("sage2-8b-sm90 q=int8@token", QATTN_FMT_FP16, 128, 2, 1, 260, "causal");
     }
     /* sage2-8b (kblock=64, K thread:64/8/2, fp22+fp32:64) is not the mma.sync
      * instances' scheme: the wgmma kb64 instance runs it where one can (sm_90

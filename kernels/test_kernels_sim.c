@@ -434,6 +434,25 @@ static void check_wg_keys(void)
         CHECK(qattn_wg_kgroup_ok(g, cases[i].kb) == cases[i].ok, "wg_kgroup_ok(%s, %d) != %d", cases[i].g,
               cases[i].kb, cases[i].ok);
     }
+    /* Q groups the fused Q quantization can take: inside a 128-row tile, one scale a row */
+    static const struct {
+        const char *g;
+        int ok;
+    } qcases[] = {
+        {"token", 1},        {"block:128", 1},     {"block:32", 1},          {"warp:64", 1},
+        {"thread:16/8/1", 1}, {"thread:32/8/1", 1}, {"thread:64/16/1", 1},    {"thread:128/8/2", 1},
+        {"tensor", 0},       {"channel", 0},       {"block:256", 0},         {"block:96", 0},
+        {"token,ch:64", 0},  {"block:128,ch:32", 0}, {"thread:256/8/1", 0},
+    };
+    for (size_t i = 0; i < sizeof qcases / sizeof qcases[0]; i++) {
+        qattn_group g;
+        qattn_err err;
+        if (qattn_group_parse(qcases[i].g, &g, &err)) {
+            CHECK(0, "group %s: %s", qcases[i].g, err.msg);
+            continue;
+        }
+        CHECK(qattn_wg_qfuse_group_ok(g) == qcases[i].ok, "wg_qfuse_group_ok(%s) != %d", qcases[i].g, qcases[i].ok);
+    }
     /* int4 unpacking (16 x the code): hand-worked word, then every nibble value in every position */
     uint32_t lo, hi;
     qattn_wg_unpack_i4(0x8f7a1009u, &lo, &hi); /* channels -7, 0, 0, 1, -6, 7, -1, -8 */

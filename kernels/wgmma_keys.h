@@ -58,6 +58,21 @@ QATTN_NUM_FN int qattn_wg_kgroup_ok(qattn_group g, int kb)
     return 1;
 }
 
+/* 1 when Q groups g lie inside the 128-row tile of a block (the fused Q
+ * quantization, wgmma_qfuse.h): token, or block / warp / thread groups of
+ * B | 128 rows, not split along channels, at most one group a row */
+QATTN_NUM_FN int qattn_wg_qfuse_group_ok(qattn_group g)
+{
+    if (g.ch != 0)
+        return 0;
+    if (g.tok == QATTN_TOK_TOKEN)
+        return 1;
+    if ((g.tok != QATTN_TOK_BLOCK && g.tok != QATTN_TOK_WARP && g.tok != QATTN_TOK_THREAD) || g.b <= 0 || 128 % g.b ||
+        (g.tok == QATTN_TOK_THREAD && (g.s <= 0 || g.w <= 0)))
+        return 0;
+    return qattn_num_group_tok_index(g, 127) - qattn_num_group_tok_index(g, 0) + 1 <= 128;
+}
+
 /* 1 when the int4 wgmma producer can compute smooth=q's dS: Q blocks of a
  * multiple of 16 rows (one block a warp's rows, at most 8 in 128) and fp16
  * input K (the f16 mma's B) */

@@ -101,7 +101,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
                 qattn_cp_async16(sQstg + e * 16, ok ? qg + (int64_t)(i0 + r) * p.q_st + pc * 16 : qg, ok ? 16 : 0);
             }
             qattn_cp_async_mbar_arrive(QATTN_UP_QLANDED);
-        } else {
+        } else if (!p.q_fuse) { /* fused: the consumers quantize Q (wgmma_qfuse.h) */
 #pragma unroll 4
             for (int e = rt; e < BM * CH; e += 64) {
                 const int r = e / CH, ch = e % CH, ok = i0 + r < sq;

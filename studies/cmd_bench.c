@@ -7,6 +7,9 @@
  *   kernel  the attention instance alone on quantized operands,
  *   e2e     quantization + smoothing (the quant kernels) + attention,
  *   quant   the quantization kernels alone,
+ * where the attention instance can quantize Q itself (fused, asked for by
+ * the problem's fuse_q), ms_e2e_fused is that plan's end to end (e2e stays
+ * the default plan's: Q by its own kernel);
  * and a device-to-device copy of one fp16 input (bytes counted twice: read
  * + write) in the same run, the bandwidth the quantization is compared with.
  * TOPS = 4 B H N^2 d / t (half of it with a causal mask). quant_gbs_floor
@@ -101,7 +104,8 @@ static void usage(FILE *f)
             "end-to-end (quantization + smoothing + attention from fp16) and the quantization\n"
             "alone, with device events (median of R runs), for every scheme x head dim x causal\n"
             "x N; fp16 Q, K, V [B, H, N, d], B = max(1, T / N). A device-to-device copy is timed\n"
-            "in the same run. The torch columns are filled by kernels/bench_torch.py.\n\n"
+            "in the same run. The torch columns are filled by kernels/bench_torch.py. Where the\n"
+            "attention kernel can quantize Q itself, ms_e2e_fused is that plan's end to end.\n\n"
             "  --schemes LIST    presets or specs, comma-separated (default sage2-8b-sm90,sage2-8b,fp16)\n"
             "  --n LIST          sequence lengths (default 1024,2048,4096,8192,16384)\n"
             "  --dims LIST       head dims (default 64,128)\n"
@@ -112,7 +116,7 @@ static void usage(FILE *f)
             "  --portable-max-n  longest N for portable (correctness-path) instances (default 2048)\n"
             "CSV: device,date,kernel,scheme,head_dim,causal,n,batch,heads,tops_kernel,tops_e2e,\n"
             "tops_torch_flash,tops_torch_cudnn,ms_kernel,ms_e2e,ms_quant,quant_gbs_floor,copy_gbs,quant_kernel,"
-            "quant_gbs_traffic\n");
+            "quant_gbs_traffic,ms_e2e_fused\n");
 }
 
 int qattn_cmd_bench(int argc, char **argv)
@@ -209,7 +213,8 @@ int qattn_cmd_bench(int argc, char **argv)
     }
     if (!rc)
         fprintf(f, "device,date,kernel,scheme,head_dim,causal,n,batch,heads,tops_kernel,tops_e2e,tops_torch_flash,"
-                   "tops_torch_cudnn,ms_kernel,ms_e2e,ms_quant,quant_gbs_floor,copy_gbs,quant_kernel,quant_gbs_traffic\n");
+                   "tops_torch_cudnn,ms_kernel,ms_e2e,ms_quant,quant_gbs_floor,copy_gbs,quant_kernel,quant_gbs_traffic,"
+                   "ms_e2e_fused\n");
     const size_t total = (size_t)nsch * nd * nc * nn;
     size_t done = 0;
     for (int si = 0; si < nsch && !rc; si++)
@@ -242,10 +247,19 @@ int qattn_cmd_bench(int argc, char **argv)
                     io.k = (qattn_kernels_tensor){dx[1], sb, sh, d};
                     io.v = (qattn_kernels_tensor){dx[2], sb, sh, d};
                     io.o = (qattn_kernels_tensor){dout, sb, sh, d};
-                    qattn_kernels_plan pl;
+                    /* pl: the default plan; pf: Q quantized by the attention kernel, where it can */
+                    qattn_kernels_plan pl, pf;
                     memset(&pl, 0, sizeof pl);
+                    memset(&pf, 0, sizeof pf);
                     if ((rc = qattn_kernels_plan_init(&pl, &sch[si], &pb, &io, &err)))
                         break;
+                    qattn_kernels_problem pbf = pb;
+                    pbf.fuse_q = 1;
+                    const int fused = qattn_kernels_fuse_q_ok(pl.attn_sig, &sch[si], &pbf);
+                    if (fused && (rc = qattn_kernels_plan_init(&pf, &sch[si], &pbf, &io, &err))) {
+                        qattn_kernels_plan_free(&pl);
+                        break;
+                    }
                     {
                         char line[512];
                         fprintf(stderr, "bench: %s d=%d causal=%d N=%d: %s\n", names[si], d, causals[ci], n,
@@ -253,15 +267,18 @@ int qattn_cmd_bench(int argc, char **argv)
                     }
                     const int nq = pl.quantize[0] + pl.quantize[1] + pl.quantize[2];
                     const int r = portable ? (reps < 5 ? reps : 5) : reps, w = portable ? 1 : 3;
-                    double mk = 0, me = 0, mq = 0, mc = 0, mn;
+                    double mk = 0, me = 0, mq = 0, mc = 0, mu = 0, mkf = 0, mn;
                     tctx tk = {&pl, 0, 1, NULL, NULL, 0}, te = {&pl, 1, 1, NULL, NULL, 0},
-                         tq = {&pl, 1, 0, NULL, NULL, 0};
+                         tq = {&pl, 1, 0, NULL, NULL, 0}, tu = {&pf, 1, 1, NULL, NULL, 0},
+                         tkf = {&pf, 0, 1, NULL, NULL, 0};
                     const size_t bytes = (size_t)B * heads * n * d * 2;
                     tctx tcp = {&pl, 0, 0, dcopy, dx[0], bytes};
                     rc = qattn_kernels_plan_quantize(&pl, NULL, 1, &err) || /* also checks the inputs are finite */
                          qattn_kernels_dev_time(timed, &tk, w, r, &mk, &mn, &err) ||
                          qattn_kernels_dev_time(timed, &te, w, r, &me, &mn, &err) ||
                          (nq && qattn_kernels_dev_time(timed, &tq, w, r, &mq, &mn, &err)) ||
+                         (fused && qattn_kernels_dev_time(timed, &tu, w, r, &mu, &mn, &err)) ||
+                         (fused && qattn_kernels_dev_time(timed, &tkf, w, r, &mkf, &mn, &err)) ||
                          qattn_kernels_dev_time(timed, &tcp, w, r, &mc, &mn, &err);
                     if (!rc) {
                         const double flops = 4.0 * B * heads * (double)n * n * d * (causals[ci] ? 0.5 : 1.0);
@@ -287,10 +304,13 @@ int qattn_cmd_bench(int argc, char **argv)
                                     pl.quant_sig ? pl.quant_sig->name : "");
                             if (fast)
                                 fprintf(f, "%.1f", traffic / (mq * 1e-3) / 1e9);
-                            fprintf(f, "\n");
+                            fprintf(f, ",");
                         } else {
-                            fprintf(f, ",,%.1f,,\n", copy_gbs);
+                            fprintf(f, ",,%.1f,,,", copy_gbs);
                         }
+                        if (fused)
+                            fprintf(f, "%.4f", mu);
+                        fprintf(f, "\n");
                         fflush(f);
                         fprintf(stderr, "  %-14s d=%-3d %s N=%-5d B=%-2d H=%d  kernel %.3f ms %.1f TOPS  e2e %.1f TOPS%s",
                                 names[si], d, causals[ci] ? "causal    " : "non-causal", n, B, heads, mk,
@@ -301,8 +321,14 @@ int qattn_cmd_bench(int argc, char **argv)
                         if (nq && fast)
                             fprintf(stderr, "    quant traffic %.1f MB = %.2f of copy\n", traffic / 1e6,
                                     traffic / (mq * 1e-3) / 1e9 / copy_gbs);
+                        if (fused)
+                            fprintf(stderr,
+                                    "    Q fused: e2e %.4f ms against %.4f ms (%.3fx); the attention kernel "
+                                    "quantizing Q %.4f ms, on stored codes %.4f ms\n",
+                                    mu, me, me / mu, mkf, mk);
                     }
                     qattn_kernels_plan_free(&pl);
+                    qattn_kernels_plan_free(&pf);
                 }
     qattn_cli_progress("bench", total, total);
     for (int i = 0; i < 3; i++)

@@ -76,6 +76,8 @@ static void print_json(void)
             printf(", \"varlen\": %s, \"gqa\": %s, \"lse\": %s, \"out\": ", g->varlen ? "true" : "false",
                    g->gqa ? "true" : "false", g->lse ? "true" : "false");
             json_fmts(g->out_fmts);
+            printf(", \"fuse_q\": "); /* input dtypes the instance quantizes Q from itself */
+            json_fmts(g->fuse_q);
         } else {
             printf(", \"in\": ");
             json_fmts(g->in_fmts);
@@ -93,6 +95,14 @@ static void print_json(void)
         printf("}%s\n", i + 1 < qattn_kernels_count() ? "," : "");
     }
     printf("]}\n");
+}
+
+/* whether the attention instance can quantize Q of s itself (asked or not) */
+static int fuse_q_ok(const qattn_kernels_sig *attn, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    qattn_kernels_problem f = *pb;
+    f.fuse_q = 1;
+    return qattn_kernels_fuse_q_ok(attn, s, &f);
 }
 
 /* --plan: per scheme and head dim, the instances the dispatcher takes on a
@@ -125,8 +135,9 @@ static int print_plan(const char *const *schemes, size_t nschemes, const int *di
             if (qattn_kernels_find(&s, &pb, &attn, &quant, &err)) {
                 printf("  d=%-4d none: %s\n", dims[j], err.msg);
             } else {
-                printf("  d=%-4d %s (%s), quantization %s\n", dims[j], attn->name, qattn_kernels_path_name(attn->path),
-                       quant ? quant->name : "none");
+                printf("  d=%-4d %s (%s), quantization %s%s\n", dims[j], attn->name, qattn_kernels_path_name(attn->path),
+                       quant ? quant->name : "none",
+                       fuse_q_ok(attn, &s, &pb) ? " (Q: also by the attention kernel, with QATTN_FUSE_Q=1)" : "");
                 if (attn->path == QATTN_KERNELS_PATH_PORTABLE) { /* why no faster path */
                     pb.paths = ((1u << QATTN_KERNELS_PATH_COUNT) - 1u) & ~(1u << QATTN_KERNELS_PATH_PORTABLE);
                     if (qattn_kernels_find(&s, &pb, &attn, &quant, &err))
@@ -135,7 +146,7 @@ static int print_plan(const char *const *schemes, size_t nschemes, const int *di
             }
         }
         const char *hw;
-        for (int i = 0; (hw = qattn_kernels_hw_limit(&s, cc, i)) != NULL; i++)
+        for (int k = 0; (hw = qattn_kernels_hw_limit(&s, cc, k)) != NULL; k++)
             printf("  hardware: %s\n", hw);
     }
     return QATTN_EXIT_OK;

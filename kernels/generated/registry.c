@@ -1305,6 +1305,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cc_min = 90,
      .cc_max = 90,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .fuse_q = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16),
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_qk_int8_pv_e4m3_acc_fp22},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
@@ -1333,6 +1334,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cc_min = 90,
      .cc_max = 90,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .fuse_q = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16),
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_int8_pv_e4m3_acc_fp22},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
@@ -1417,6 +1419,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cc_min = 90,
      .cc_max = 90,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .fuse_q = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16),
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_int8_pv_int8_acc_fp32},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
@@ -1444,6 +1447,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .arch = "sm_90a",
      .cc_min = 90,
      .cc_max = 90,
+     .fuse_q = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16),
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_int8_pv_fp16_acc_fp16},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
@@ -1471,6 +1475,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .arch = "sm_90a",
      .cc_min = 90,
      .cc_max = 90,
+     .fuse_q = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16),
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_int8_pv_e4m3_acc_fp32},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
@@ -1580,6 +1585,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cc_min = 90,
      .cc_max = 90,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .fuse_q = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16),
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_qk_int8_pv_e4m3_acc_fp22},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
@@ -1608,6 +1614,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cc_min = 90,
      .cc_max = 90,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .fuse_q = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16),
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_int8_pv_e4m3_acc_fp22},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
@@ -1692,6 +1699,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cc_min = 90,
      .cc_max = 90,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .fuse_q = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16),
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_int8_pv_int8_acc_fp32},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
@@ -1719,6 +1727,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .arch = "sm_90a",
      .cc_min = 90,
      .cc_max = 90,
+     .fuse_q = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16),
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_int8_pv_fp16_acc_fp16},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
@@ -1746,6 +1755,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .arch = "sm_90a",
      .cc_min = 90,
      .cc_max = 90,
+     .fuse_q = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16),
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_int8_pv_e4m3_acc_fp32},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
