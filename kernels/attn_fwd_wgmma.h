@@ -80,6 +80,9 @@ static __device__ __forceinline__ void qattn_wgmma_qk(float *acc, uint64_t da, u
 /* an S accumulator as float (int32 of int8 codes: |acc| <= 127^2 d < 2^22) */
 static __device__ __forceinline__ float qattn_wgmma_s2f(int a) { return qattn_i2f_small(a); }
 static __device__ __forceinline__ float qattn_wgmma_s2f(float a) { return a; }
+/* a block's P.V accumulator as float (int32 of int8 codes: |P.V| <= 127^2 KB < 2^22) */
+static __device__ __forceinline__ float qattn_wgmma_pv2f(int a) { return qattn_i2f_cvt(a); }
+static __device__ __forceinline__ float qattn_wgmma_pv2f(float a) { return a; }
 /* P.V of 32 keys: O (64 x D) (+)= P (registers) * V^T (descriptor); e4m3
  * into f32 (fp22), int8 into s32 (exact) */
 template <int D>
@@ -310,10 +313,10 @@ static __device__ __forceinline__ void qattn_wgmma_o_update(float (&o)[NO][4], c
 {
 #pragma unroll
     for (int n = 0; n < NO; n++) {
-        o[n][0] = __fmaf_rn(o[n][0], alA, qattn_wgmma_s2f(pv[4 * n]));
-        o[n][1] = __fmaf_rn(o[n][1], alA, qattn_wgmma_s2f(pv[4 * n + 1]));
-        o[n][2] = __fmaf_rn(o[n][2], alB, qattn_wgmma_s2f(pv[4 * n + 2]));
-        o[n][3] = __fmaf_rn(o[n][3], alB, qattn_wgmma_s2f(pv[4 * n + 3]));
+        o[n][0] = __fmaf_rn(o[n][0], alA, qattn_wgmma_pv2f(pv[4 * n]));
+        o[n][1] = __fmaf_rn(o[n][1], alA, qattn_wgmma_pv2f(pv[4 * n + 1]));
+        o[n][2] = __fmaf_rn(o[n][2], alB, qattn_wgmma_pv2f(pv[4 * n + 2]));
+        o[n][3] = __fmaf_rn(o[n][3], alB, qattn_wgmma_pv2f(pv[4 * n + 3]));
     }
 }
 

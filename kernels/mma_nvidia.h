@@ -185,12 +185,20 @@ static __device__ __forceinline__ uint32_t qattn_cvt_f16x2_f32(float lo, float h
 #endif
 }
 
-/* an int32 of magnitude below 2^22 to float, exactly, on the FMA pipe
- * (integer add into the mantissa of 1.5 * 2^23, then a float subtract)
- * instead of I2F on the quarter-rate pipe that ex2 needs */
+/* an int32 of magnitude below 2^22 to float, exactly, two ways with the
+ * same rate on the H100 (kernels/probes/cvt_rate.cu: 1.85-1.87 a clock a
+ * multiprocessor, half of fma's; neither on ex2's XU): an integer add into
+ * the mantissa of 1.5 * 2^23 and a float subtract (two issue slots), or
+ * one cvt.rn.f32.s32. Which is faster depends on the code around it:
+ * qattn_i2f_small for the scores (cvt there measured 3-4% slower), and
+ * qattn_i2f_cvt for sage1-vb's int32 P.V into O (7% faster) */
 static __device__ __forceinline__ float qattn_i2f_small(int x)
 {
     return __fsub_rn(__int_as_float(x + 0x4B400000), 12582912.0f);
+}
+static __device__ __forceinline__ float qattn_i2f_cvt(int x)
+{
+    return __int2float_rn(x);
 }
 
 /* ldmatrix .x4 of 8-bit data: four 8 x 16-byte matrices; lanes 8m..8m+7 give
