@@ -1,0 +1,342 @@
+/* Attention forward, wgmma path: the consumer warpgroups' steps of one key
+ * block (attn_fwd_wgmma.h): the Q.K and P.V wgmma issues, the online
+ * softmax with the P codes (8-bit, fp16, or e4m3 widened to fp16) and the
+ * 16-bit baseline's, the O updates and rescales, and a stage's end (the
+ * next block's Q.K issued under this block's P.V, the stage released). */
+#ifndef QATTN_KERNELS_WGMMA_STEPS_H
+#define QATTN_KERNELS_WGMMA_STEPS_H
+
+#include "attn_fwd_mma.h" /* qattn_mma_mask_frag */
+#include "wgmma_keys.h"   /* qattn_wg_key */
+#include "wgmma_tile.h"   /* the wgmma wrappers and descriptors */
+
+/* Q.K of 32 channels: S (64 x KB; int32 of int8 codes, fp32 of e4m3) (+)=
+ * Q (descriptor) * K^T (descriptor) */
+template <int KB>
+static __device__ __forceinline__ void qattn_wgmma_qk(int *acc, uint64_t da, uint64_t db, int accumulate)
+{
+    if (KB == 128)
+        qattn_wgmma_m64n128k32_s8(acc, da, db, accumulate);
+    else
+        qattn_wgmma_m64n64k32_s8(acc, da, db, accumulate);
+}
+template <int KB>
+static __device__ __forceinline__ void qattn_wgmma_qk(float *acc, uint64_t da, uint64_t db, int accumulate)
+{
+    qattn_wgmma_m64k32_e4m3_ss<KB>(acc, da, db, accumulate);
+}
+/* an S accumulator as float (int32 of int8 codes: |acc| <= 127^2 d < 2^22) */
+static __device__ __forceinline__ float qattn_wgmma_s2f(int a) { return qattn_i2f_small(a); }
+static __device__ __forceinline__ float qattn_wgmma_s2f(float a) { return a; }
+/* a block's P.V accumulator as float (int32 of int8 codes: |P.V| <= 127^2 KB < 2^22) */
+static __device__ __forceinline__ float qattn_wgmma_pv2f(int a) { return qattn_i2f_cvt(a); }
+static __device__ __forceinline__ float qattn_wgmma_pv2f(float a) { return a; }
+/* P.V of 32 keys: O (64 x D) (+)= P (registers) * V^T (descriptor); e4m3
+ * into f32 (fp22), int8 into s32 (exact) */
+template <int D>
+static __device__ __forceinline__ void qattn_wgmma_pv(float *d, const uint32_t *a, uint64_t db, int accumulate)
+{
+    if (D == 128)
+        qattn_wgmma_m64n128k32_e4m3_rs(d, a, db, accumulate);
+    else
+        qattn_wgmma_m64n64k32_e4m3_rs(d, a, db, accumulate);
+}
+template <int D>
+static __device__ __forceinline__ void qattn_wgmma_pv(int *d, const uint32_t *a, uint64_t db, int accumulate)
+{
+    qattn_wgmma_m64k32_s8_rs<D>(d, a, db, accumulate);
+}
+/* two P values (P * pmul) as codes of the P.V operand, the first in the low byte */
+template <int PF>
+static __device__ __forceinline__ uint32_t qattn_wgmma_pcode2(float p0, float p1)
+{
+    if (PF == QATTN_FMT_INT8) { /* P * 127 in [0, 127], rounded to nearest even (as the emulation) by
+                                 * adding 1.5 * 2^23: the integer lands in the low bits, no F2I on the XU */
+        const uint32_t u0 = __float_as_uint(p0 + 12582912.0f), u1 = __float_as_uint(p1 + 12582912.0f);
+        return (u0 & 0xffu) | ((u1 & 0xffu) << 8);
+    }
+    return qattn_cvt_e4m3x2_f32(p0, p1);
+}
+
+/* the new row maxima from the thread's (mxA, mxB, already max'ed with the
+ * running mA, mB) over the 4 lanes of a row: alpha = 2^(m_old - m_new), the
+ * exponent base (0 for a row that has seen no key), m updated */
+static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB, float &mA, float &mB, float &alA,
+                                                           float &alB, float &baseA, float &baseB)
+{
+    mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
+    mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
+    mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
+    mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
+    baseA = mxA == -INFINITY ? 0.0f : mxA, baseB = mxB == -INFINITY ? 0.0f : mxB;
+    alA = qattn_ex2_approx(mA - baseA);
+    alB = qattn_ex2_approx(mB - baseB);
+    mA = mxA;
+    mB = mxB;
+}
+
+/* Online softmax of one key block for a thread's rows A (g) and B (g + 8):
+ * acc = the S accumulators (int32 of int8 codes, fp32 of e4m3; tile t,
+ * columns in the sigma key order, qattn_wg_key), fX0 / fX1 = sq sk c2 of
+ * the keys of even / odd tiles (one K group each: qattn_wg_kgroup_ok),
+ * keys outside [loX, hiX) masked. Updates the running maximum m and sum l,
+ * returns alpha = 2^(m_old - m_new) and the codes of P * pmul as the A
+ * fragments of the P.V wgmma: e4m3 / int8, pf[q] = keys 32q..32q+31 in
+ * natural order; fp16 (PF, or e4m3 codes widened: WID), pf[q] = S columns
+ * 16q..16q+15, keys sigma(16q..16q+15) as V's rows are (the k-step's 16
+ * keys kept).
+ *
+ * The scheme's S = float(acc) f, P = 2^(S - m), codes of P * pmul, in fewer
+ * instructions per score (the same quantities up to the rounding of the
+ * exponent argument): u = float(acc); the row maximum is taken on u per
+ * tile parity and scaled once (rounding is monotonic and f >= 0, so
+ * max(u f) = (max u) f exactly); the scale is fused into the exponent,
+ * P' = 2^(fma(u, f, log2(pmul) - m)) = P * pmul is the value coded, and l
+ * accumulates P' (the caller divides l by pmul before the epilogue). Masked
+ * keys have u = -inf; f is raised to 1e-30 at least so that -inf f stays
+ * -inf (f = 0 only when the Q row's or the K group's codes are all 0, where
+ * acc = 0 and the result is the same). */
+template <int KB, int PF, bool DS, bool WID, typename SA, int NDS>
+static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 2], const float2 (&ds)[NDS], int j0,
+                                                           int loA, int hiA, int loB, int hiB, float fA0, float fA1,
+                                                           float fB0, float fB1, float lpmul, float &mA, float &mB,
+                                                           float &lA, float &lB, float &alA, float &alB,
+                                                           uint32_t (&pf)[KB / (PF == QATTN_FMT_FP16 || WID ? 16 : 32)][4])
+{
+    constexpr int NT = KB / 8;
+    const int qi = (int)threadIdx.x & 3;
+    float u[NT][4];
+    if constexpr (DS) { /* S c2 = float(acc) f + dS c2 (ds[t]: the keys of tile t), then scaled by 1 */
+        static_assert(NDS == NT, "one dS pair a tile");
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const float fA = (t & 1) ? fA1 : fA0, fB = (t & 1) ? fB1 : fB0;
+            u[t][0] = __fmaf_rn(qattn_wgmma_s2f(acc[4 * t]), fA, ds[t].x);
+            u[t][1] = __fmaf_rn(qattn_wgmma_s2f(acc[4 * t + 1]), fA, ds[t].y);
+            u[t][2] = __fmaf_rn(qattn_wgmma_s2f(acc[4 * t + 2]), fB, ds[t].x);
+            u[t][3] = __fmaf_rn(qattn_wgmma_s2f(acc[4 * t + 3]), fB, ds[t].y);
+        }
+        fA0 = fA1 = fB0 = fB1 = 1.0f;
+    } else {
+        fA0 = fmaxf(fA0, 1e-30f), fA1 = fmaxf(fA1, 1e-30f), fB0 = fmaxf(fB0, 1e-30f), fB1 = fmaxf(fB1, 1e-30f);
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                u[t][e] = qattn_wgmma_s2f(acc[4 * t + e]);
+    }
+    /* masked keys and keys past the end (key of tile t, element e: sigma) */
+    if (j0 < loA || j0 + KB > hiA || j0 < loB || j0 + KB > hiB) {
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+            qattn_mma_mask_frag(u[t], j0 + qattn_wg_key(t, qi, 0), loA, hiA, loB, hiB);
+    }
+    /* ---- row maxima per tile parity ---- */
+    float mxA, mxB;
+    {
+        float ma[NT / 2], mb[NT / 2]; /* ma[t]: tiles of parity t mod 2 */
+#pragma unroll
+        for (int t = 0; t < NT / 2; t++) {
+            const int t0 = 4 * (t >> 1) + (t & 1);
+            ma[t] = fmaxf(fmaxf(u[t0][0], u[t0][1]), fmaxf(u[t0 + 2][0], u[t0 + 2][1]));
+            mb[t] = fmaxf(fmaxf(u[t0][2], u[t0][3]), fmaxf(u[t0 + 2][2], u[t0 + 2][3]));
+        }
+        /* pairs (t, t + w), w even, keep the parity: down to ma[0] (even tiles), ma[1] (odd) */
+#pragma unroll
+        for (int w = NT / 4; w >= 2; w >>= 1)
+#pragma unroll
+            for (int t = 0; t < w; t++) {
+                ma[t] = fmaxf(ma[t], ma[t + w]);
+                mb[t] = fmaxf(mb[t], mb[t + w]);
+            }
+        mxA = fmaxf(mA, fmaxf(ma[0] * fA0, ma[1] * fA1));
+        mxB = fmaxf(mB, fmaxf(mb[0] * fB0, mb[1] * fB1));
+    }
+    float baseA, baseB;
+    qattn_wgmma_row_max(mxA, mxB, mA, mB, alA, alB, baseA, baseB);
+    const float nbA = lpmul - baseA, nbB = lpmul - baseB; /* exponent offsets, pmul folded in */
+    float sa[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        const float fA = (t & 1) ? fA1 : fA0, fB = (t & 1) ? fB1 : fB0;
+        const float p0 = qattn_ex2_approx(__fmaf_rn(u[t][0], fA, nbA));
+        const float p1 = qattn_ex2_approx(__fmaf_rn(u[t][1], fA, nbA));
+        const float p2 = qattn_ex2_approx(__fmaf_rn(u[t][2], fB, nbB));
+        const float p3 = qattn_ex2_approx(__fmaf_rn(u[t][3], fB, nbB));
+        sa[t & 3] = sa[t & 3] + (p0 + p1);
+        sb[t & 3] = sb[t & 3] + (p2 + p3);
+        if constexpr (PF == QATTN_FMT_FP16) { /* tile 2q -> a0 (row g) / a1 (row g+8), tile 2q+1 -> a2 / a3 */
+            pf[t >> 1][2 * (t & 1)] = qattn_cvt_f16x2_f32(p0, p1);
+            pf[t >> 1][2 * (t & 1) + 1] = qattn_cvt_f16x2_f32(p2, p3);
+            continue;
+        }
+        if constexpr (WID) { /* the e4m3 codes widened to fp16 (exact), laid out as fp16 P */
+            pf[t >> 1][2 * (t & 1)] = qattn_cvt_f16x2_e4m3x2(qattn_cvt_e4m3x2_f32(p0, p1));
+            pf[t >> 1][2 * (t & 1) + 1] = qattn_cvt_f16x2_e4m3x2(qattn_cvt_e4m3x2_f32(p2, p3));
+            continue;
+        }
+        const uint32_t ca = qattn_wgmma_pcode2<PF>(p0, p1), cb = qattn_wgmma_pcode2<PF>(p2, p3);
+        /* tiles 4q, 4q+1 -> a0 (row g) / a1 (row g+8); tiles 4q+2, 4q+3 -> a2 / a3 */
+        const int q = t >> 2, hi = (t >> 1) & 1, sh = (t & 1) * 16;
+        if (sh == 0) {
+            pf[q][2 * hi] = ca;
+            pf[q][2 * hi + 1] = cb;
+        } else {
+            pf[q][2 * hi] |= ca << 16;
+            pf[q][2 * hi + 1] |= cb << 16;
+        }
+    }
+    lA = lA * alA + ((sa[0] + sa[1]) + (sa[2] + sa[3]));
+    lB = lB * alB + ((sb[0] + sb[1]) + (sb[2] + sb[3]));
+}
+
+/* The same for the fp16 / bf16 baseline: acc = S in fp32 from
+ * the tensor core (keys in natural order: tile t, element e holds key
+ * 8t + 2i + (e & 1)), c2 = softmax scale * log2(e); P = 2^(S c2 - m)
+ * written over S (qattn_wgmma_pack16 rounds it for the P.V wgmma), l
+ * summed from the unrounded P. */
+template <int KB>
+static __device__ __forceinline__ void qattn_wgmma_softmax16(float (&acc)[KB / 2], int j0, int loA, int hiA,
+                                                             int loB, int hiB, float c2, float &mA, float &mB,
+                                                             float &lA, float &lB, float &alA, float &alB)
+{
+    constexpr int NT = KB / 8;
+    const int qi = (int)threadIdx.x & 3;
+    if (j0 < loA || j0 + KB > hiA || j0 < loB || j0 + KB > hiB) {
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+            qattn_mma_mask_frag(&acc[4 * t], j0 + 8 * t + 2 * qi, loA, hiA, loB, hiB);
+    }
+    /* row maxima on S, scaled once (c2 > 0, rounding is monotonic) */
+    float ma[4], mb[4];
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        ma[t] = fmaxf(acc[4 * t], acc[4 * t + 1]);
+        mb[t] = fmaxf(acc[4 * t + 2], acc[4 * t + 3]);
+    }
+#pragma unroll
+    for (int t = 4; t < NT; t++) {
+        ma[t & 3] = fmaxf(ma[t & 3], fmaxf(acc[4 * t], acc[4 * t + 1]));
+        mb[t & 3] = fmaxf(mb[t & 3], fmaxf(acc[4 * t + 2], acc[4 * t + 3]));
+    }
+    float mxA = fmaxf(mA, fmaxf(fmaxf(ma[0], ma[1]), fmaxf(ma[2], ma[3])) * c2);
+    float mxB = fmaxf(mB, fmaxf(fmaxf(mb[0], mb[1]), fmaxf(mb[2], mb[3])) * c2);
+    float baseA, baseB;
+    qattn_wgmma_row_max(mxA, mxB, mA, mB, alA, alB, baseA, baseB);
+    float sa[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        const float p0 = qattn_ex2_approx(__fmaf_rn(acc[4 * t], c2, -baseA));
+        const float p1 = qattn_ex2_approx(__fmaf_rn(acc[4 * t + 1], c2, -baseA));
+        const float p2 = qattn_ex2_approx(__fmaf_rn(acc[4 * t + 2], c2, -baseB));
+        const float p3 = qattn_ex2_approx(__fmaf_rn(acc[4 * t + 3], c2, -baseB));
+        sa[t & 3] = sa[t & 3] + (p0 + p1);
+        sb[t & 3] = sb[t & 3] + (p2 + p3);
+        acc[4 * t] = p0, acc[4 * t + 1] = p1, acc[4 * t + 2] = p2, acc[4 * t + 3] = p3;
+    }
+    lA = lA * alA + ((sa[0] + sa[1]) + (sa[2] + sa[3]));
+    lB = lB * alB + ((sb[0] + sb[1]) + (sb[2] + sb[3]));
+}
+/* P (fp32, the S layout) rounded to the 16-bit type as the A fragments of
+ * the P.V wgmma: pf[q] = keys 16q..16q+15 (tile 2q -> a0 (row g) / a1
+ * (row g + 8), tile 2q + 1 -> a2 / a3) */
+template <int KB, int BF>
+static __device__ __forceinline__ void qattn_wgmma_pack16(const float (&p)[KB / 2], uint32_t (&pf)[KB / 16][4])
+{
+#pragma unroll
+    for (int t = 0; t < KB / 8; t++) {
+        pf[t >> 1][2 * (t & 1)] = BF ? qattn_cvt_bf16x2_f32(p[4 * t], p[4 * t + 1])
+                                     : qattn_cvt_f16x2_f32(p[4 * t], p[4 * t + 1]);
+        pf[t >> 1][2 * (t & 1) + 1] = BF ? qattn_cvt_bf16x2_f32(p[4 * t + 2], p[4 * t + 3])
+                                         : qattn_cvt_f16x2_f32(p[4 * t + 2], p[4 * t + 3]);
+    }
+}
+
+/* the O update of one key block: O = O * alpha + P.V (the block's P.V
+ * accumulated from 0 by the tensor core: fp22 of e4m3, or int32 of int8
+ * codes, |P.V| <= 127^2 KB < 2^22, then into fp32) */
+template <int NO, typename PA>
+static __device__ __forceinline__ void qattn_wgmma_o_update(float (&o)[NO][4], const PA (&pv)[NO * 4], float alA,
+                                                            float alB)
+{
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+        o[n][0] = __fmaf_rn(o[n][0], alA, qattn_wgmma_pv2f(pv[4 * n]));
+        o[n][1] = __fmaf_rn(o[n][1], alA, qattn_wgmma_pv2f(pv[4 * n + 1]));
+        o[n][2] = __fmaf_rn(o[n][2], alB, qattn_wgmma_pv2f(pv[4 * n + 2]));
+        o[n][3] = __fmaf_rn(o[n][3], alB, qattn_wgmma_pv2f(pv[4 * n + 3]));
+    }
+}
+
+/* O = O alpha, skipped by warps whose rows all kept their maxima (alpha = 1) */
+template <int NO>
+static __device__ __forceinline__ void qattn_wgmma_o_rescale(float (&o)[NO][4], float alA, float alB)
+{
+    if (__any_sync(0xffffffffu, alA != 1.0f || alB != 1.0f)) {
+#pragma unroll
+        for (int n = 0; n < NO; n++)
+            o[n][0] *= alA, o[n][1] *= alA, o[n][2] *= alB, o[n][3] *= alB;
+    }
+}
+
+/* the f16 O (pairs of the fp32 layout) times alpha, each product rounded to
+ * fp16 as the emulation's acc=fp16 rescale (fp32 multiply, then RNE);
+ * skipped like qattn_wgmma_o_rescale */
+template <int NO>
+static __device__ __forceinline__ void qattn_wgmma_oh_rescale(uint32_t (&oh)[NO * 2], float alA, float alB)
+{
+    if (__any_sync(0xffffffffu, alA != 1.0f || alB != 1.0f)) {
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            float x0, x1, x2, x3;
+            qattn_f16x2_unpack(oh[2 * n], x0, x1);
+            qattn_f16x2_unpack(oh[2 * n + 1], x2, x3);
+            oh[2 * n] = qattn_cvt_f16x2_f32(x0 * alA, x1 * alA);
+            oh[2 * n + 1] = qattn_cvt_f16x2_f32(x2 * alB, x3 * alB);
+        }
+    }
+}
+
+/* O = O alpha (skipped by warps whose rows kept their maxima) + P.V of KB
+ * keys: 16-bit A fragments pf from registers, V's fp16 / bf16 rows of the
+ * stage at shared address aV (k-steps q0.., KS keys a 128-byte slab), the
+ * f16 / bf16 wgmma into the fp32 O; the caller commits */
+template <int D, int KB, int KS, int BF>
+static __device__ __forceinline__ void qattn_wgmma_pv16_issue(float (&o)[D / 8][4], float alA, float alB,
+                                                              const uint32_t (&pf)[KB / 16][4], uint32_t aV, int q0)
+{
+    qattn_wgmma_o_rescale<D / 8>(o, alA, alB);
+#pragma unroll
+    for (int n = 0; n < D / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            qattn_wgmma_fence_reg(o[n][e]);
+    qattn_wgmma_fence();
+#pragma unroll
+    for (int q = 0; q < KB / 16; q++)
+        qattn_wgmma_m64k16_rs<D, BF, 1>(&o[0][0], pf[q], qattn_wgmma_desc_sw128_mn(aV + 2048u * (uint32_t)(q0 + q), KS * 128),
+                                       1);
+}
+
+/* a consumer warp's end of a stage, after its last P.V was issued: the next
+ * stage's Q.K issued once that stage has landed (more: there is one), so the
+ * tensor core runs it while the P.V finishes; then the release of this stage
+ * by lane 0, or by every lane (LANES: the lanes read the stage with plain
+ * loads too, int4's dS, and each orders its own reads before the release) */
+template <bool LANES = false, typename F>
+static __device__ __forceinline__ void qattn_wgmma_stage_end(int more, uint32_t full_next, uint32_t phase_next,
+                                                             uint32_t empty_this, F &&issue_next)
+{
+    if (more) {
+        qattn_mbar_wait(full_next, phase_next);
+        qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
+        issue_next();
+        qattn_wgmma_wait<1>(); /* the P.V done, the next Q.K may run on */
+    } else {
+        qattn_wgmma_wait<0>();
+    }
+    if (LANES || (threadIdx.x & 31) == 0)
+        qattn_mbar_arrive(empty_this); /* this warp is done with the stage */
+}
+
+#endif
