@@ -37,14 +37,26 @@ mkdir -p "$out"
 status=0
 summary=()
 
+# a test program, its last "N passed, M failed" line or its exit status in
+# the summary (a crash shows there, not only in the log)
+tprog() {
+    local log rc
+    log=$(mktemp)
+    "$@" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] || status=1
+    summary+=("$*${QATTN_MMA_SYNC:+ (QATTN_MMA_SYNC=$QATTN_MMA_SYNC)}: $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)$([ "$rc" -eq 0 ] || echo " EXIT $rc")")
+    rm -f "$log"
+}
+
 run_check() {
     local data=()
     for f in data/*.h5; do [ -f "$f" ] && data+=(--data "$f"); done
     qattn gpu-check --out "$out/gpu_check.csv" "${data[@]}" --verbose || status=1
-    test_kernels_mma || status=1
+    tprog test_kernels_mma
     echo "-- the same with the mma.sync instances (QATTN_MMA_SYNC=1; sm_90 takes wgmma by default)"
-    QATTN_MMA_SYNC=1 test_kernels_mma || status=1
-    test_kernels_quant_gpu || status=1
+    QATTN_MMA_SYNC=1 tprog test_kernels_mma
+    tprog test_kernels_quant_gpu
     echo "-- the wgmma instances with Q quantized by the attention kernel where it can (QATTN_FUSE_Q=1)"
     QATTN_FUSE_Q=1 qattn gpu-check --instance attn_fwd_wgmma --out "$out/gpu_check_fused_q.csv" --verbose || status=1
     summary+=("gpu-check: $(awk -F, 'NR > 1 { n++; p += $6 } END { printf "%d of %d instances pass", p, n }' "$out/gpu_check.csv")")
