@@ -1,6 +1,5 @@
 /* Decode family, host side (qattn_kernels_decode.h): the cache upload, the
  * params fill, the instance choice, the split rule and the plan. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,10 +8,6 @@
 #include "qattn/group.h"
 #include "qattn_kernels.h"
 #include "registry.h"
-
-#ifndef M_LOG2E
-#define M_LOG2E 1.4426950408889634074
-#endif
 
 /* ---- the cache on the device ---- */
 
@@ -193,14 +188,10 @@ int qattn_kernels_decode_fill(qattn_kernels_decode_params *p, const qattn_kernel
                              cache->hkv, cache->d, cache->nseq, pb->hkv, pb->d, pb->nseq);
     p->q = q->data;
     p->in = pb->in;
-    p->q_sb = q->stride_batch;
-    p->q_sh = q->stride_head;
-    p->q_st = q->stride_tok;
+    qattn_kernels_tensor_strides(q, &p->q_sb, &p->q_sh, &p->q_st);
     p->o = o->data;
     p->out = pb->out;
-    p->o_sb = o->stride_batch;
-    p->o_sh = o->stride_head;
-    p->o_st = o->stride_tok;
+    qattn_kernels_tensor_strides(o, &p->o_sb, &p->o_sh, &p->o_st);
     p->lse = lse;
     p->lse_sh = tokens_q;
     p->cu_q = cu_q;
@@ -212,8 +203,7 @@ int qattn_kernels_decode_fill(qattn_kernels_decode_params *p, const qattn_kernel
     p->cache = *cache;
     p->cache.owned = 0;
     p->mask = pb->mask;
-    double scale = pb->scale > 0.0 ? pb->scale : 1.0 / sqrt((double)pb->d);
-    p->c2 = (float)(scale * M_LOG2E);
+    p->c2 = qattn_kernels_softmax_c2(pb->scale, pb->d);
     p->kblock = pb->kblock > 0 ? pb->kblock : 64;
     p->num_splits = num_splits;
     p->o_part = num_splits > 1 ? o_part : NULL;

@@ -624,10 +624,15 @@ int qattn_kernels_quant_choose_kv(const qattn_kernels_sig *g, qattn_kernels_quan
     return QATTN_OK;
 }
 
-int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+int qattn_kernels_fuse_q_can(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
 {
     return g && ((g->fuse_q >> pb->in) & 1u) && s->q.fmt == QATTN_FMT_INT8 && !(s->smooth & QATTN_SMOOTH_Q) &&
-           qattn_wg_qfuse_group_ok(s->q.group) && (pb->fuse_q || env_is("QATTN_FUSE_Q", "1"));
+           qattn_wg_qfuse_group_ok(s->q.group);
+}
+
+int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
+{
+    return qattn_kernels_fuse_q_can(g, s, pb) && (pb->fuse_q || env_is("QATTN_FUSE_Q", "1"));
 }
 
 const char *qattn_kernels_hw_limit(const qattn_scheme *s, int cc, int i)

@@ -106,8 +106,12 @@ int qattn_kernels_quant_set_layout(qattn_kernels_quant_params *p, qattn_kernels_
 
 /* ---- attention family: fill ---- */
 
-/* strides of a user tensor */
-static void tensor_strides(const qattn_kernels_tensor *t, int64_t *sb, int64_t *sh, int64_t *st)
+float qattn_kernels_softmax_c2(double scale, int d)
+{
+    return (float)((scale > 0.0 ? scale : 1.0 / sqrt((double)d)) * 1.4426950408889634074);
+}
+
+void qattn_kernels_tensor_strides(const qattn_kernels_tensor *t, int64_t *sb, int64_t *sh, int64_t *st)
 {
     *sb = t->stride_batch;
     *sh = t->stride_head;
@@ -158,7 +162,7 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
         }
     } else {
         p->q = q->data;
-        tensor_strides(q, &p->q_sb, &p->q_sh, &p->q_st);
+        qattn_kernels_tensor_strides(q, &p->q_sb, &p->q_sh, &p->q_st);
     }
     if (qp_k) {
         p->k = qp_k->codes;
@@ -170,12 +174,12 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
             p->k_mean = qp_k->mean;
     } else {
         p->k = k->data;
-        tensor_strides(k, &p->k_sb, &p->k_sh, &p->k_st);
+        qattn_kernels_tensor_strides(k, &p->k_sb, &p->k_sh, &p->k_st);
     }
     if (s->smooth & QATTN_SMOOTH_Q) {
         p->k_in = k->data;
         p->k_in_fmt = pb->in;
-        tensor_strides(k, &p->kin_sb, &p->kin_sh, &p->kin_st);
+        qattn_kernels_tensor_strides(k, &p->kin_sb, &p->kin_sh, &p->kin_st);
     }
     if (qp_v) {
         p->v = qp_v->codes;
@@ -192,10 +196,10 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
             p->v_mean = qp_v->mean;
     } else {
         p->v = v->data;
-        tensor_strides(v, &p->v_sb, &p->v_sh, &p->v_st);
+        qattn_kernels_tensor_strides(v, &p->v_sb, &p->v_sh, &p->v_st);
     }
     p->o = o->data;
-    tensor_strides(o, &p->o_sb, &p->o_sh, &p->o_st);
+    qattn_kernels_tensor_strides(o, &p->o_sb, &p->o_sh, &p->o_st);
     p->out = s->out;
     p->lse = lse;
     p->lse_sh = tokens_q;
@@ -208,8 +212,7 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
     p->seqlen_q = pb->seqlen_q;
     p->seqlen_k = pb->seqlen_k;
     p->mask = pb->mask;
-    double scale = pb->scale > 0.0 ? pb->scale : 1.0 / sqrt((double)pb->d);
-    p->c2 = (float)(scale * 1.4426950408889634074);
+    p->c2 = qattn_kernels_softmax_c2(pb->scale, pb->d);
     p->pmul = s->p_static ? qattn_fmt_qmax(s->p) : 1.0f;
     p->kblock = s->kblock;
     p->acc_chunk = s->acc_chunk;
@@ -223,7 +226,7 @@ void qattn_kernels_attn_fuse_q(qattn_kernels_attn_params *p, const qattn_scheme 
     p->q_fuse = 1;
     p->q_fuse_in = pb->in;
     p->q = q->data;
-    tensor_strides(q, &p->q_sb, &p->q_sh, &p->q_st);
+    qattn_kernels_tensor_strides(q, &p->q_sb, &p->q_sh, &p->q_st);
     p->q_scale = NULL;
     p->q_group = s->q.group;
     p->q_ntok = (int)qattn_group_ntok(&s->q.group, (size_t)pb->seqlen_q);

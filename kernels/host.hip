@@ -215,6 +215,12 @@ static int seq_tokens(const int *cu, int nseq, int seqlen, int64_t *tokens, cons
     return QATTN_OK;
 }
 
+/* 1 when the plan's qp[i] is in use: operand i quantized, or Q's input check of a fused Q */
+static int qp_in_use(const qattn_kernels_plan *pl, int i)
+{
+    return pl->quantize[i] || (i == 0 && pl->fuse_q);
+}
+
 int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const qattn_kernels_problem *pb,
                             const qattn_kernels_io *io, qattn_err *err)
 {
@@ -300,14 +306,14 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
     }
     /* the routes: by the dispatcher, now, so that the plan shows them */
     for (int i = 0; i < 3 && !rc; i++)
-        if (pl->quantize[i] || (i == 0 && pl->fuse_q))
+        if (qp_in_use(pl, i))
             rc = qattn_kernels_quant_choose(pl->quant_sig, &pl->qp[i], err);
     if (!rc && pl->quantize[1] && pl->quantize[2] && pl->quant_sig->launch_quant_kv)
         rc = qattn_kernels_quant_choose_kv(pl->quant_sig, &pl->qp[1], &pl->qp[2], err);
     if (rc)
         goto fail;
     /* a fused Q: filled from the check's params, then switched (qattn_kernels_attn_fuse_q) */
-    rc = qattn_kernels_attn_fill(&pl->ap, s, pb, pl->quantize[0] || pl->fuse_q ? &pl->qp[0] : NULL,
+    rc = qattn_kernels_attn_fill(&pl->ap, s, pb, qp_in_use(pl, 0) ? &pl->qp[0] : NULL,
                                  pl->quantize[1] ? &pl->qp[1] : NULL, pl->quantize[2] ? &pl->qp[2] : NULL, &io->q,
                                  &io->k, &io->v, &io->o, io->lse, tq, pl->cu_q, pl->cu_k, err);
     if (rc)
@@ -368,7 +374,7 @@ int qattn_kernels_plan_quantize(const qattn_kernels_plan *pl, void *stream, int 
         QATTN_HOST_CHECK(hipStreamSynchronize(st), "quantization kernels");
         QATTN_HOST_CHECK(hipMemcpy(flag, pl->nonfinite, sizeof flag, hipMemcpyDeviceToHost), "reading the NaN flags");
         for (int i = 0; i < 3; i++)
-            if ((pl->quantize[i] || (i == 0 && pl->fuse_q)) && flag[i])
+            if (qp_in_use(pl, i) && flag[i])
                 return qattn_err_set(err, QATTN_ERR_NAN, "the %s input holds NaN or Inf", names[i]);
     }
     return QATTN_OK;

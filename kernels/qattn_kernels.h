@@ -350,6 +350,12 @@ typedef struct qattn_kernels_tensor {
     int64_t stride_batch, stride_head, stride_tok; /* elements */
 } qattn_kernels_tensor;
 
+/* t's strides into *sb, *sh, *st (the params fills) */
+void qattn_kernels_tensor_strides(const qattn_kernels_tensor *t, int64_t *sb, int64_t *sh, int64_t *st);
+/* the kernels' softmax factor c2 = scale * log2(e), scale <= 0 meaning 1 / sqrt(d) (params c2 of the
+ * attention and decode families) */
+float qattn_kernels_softmax_c2(double scale, int d);
+
 int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s, const qattn_kernels_problem *pb,
                             const qattn_kernels_quant_params *qp_q, const qattn_kernels_quant_params *qp_k,
                             const qattn_kernels_quant_params *qp_v, const qattn_kernels_tensor *q,
@@ -363,6 +369,8 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
  * split along channels), no smooth=q; and pb->fuse_q or QATTN_FUSE_Q=1 in
  * the environment asks for it. 0 or 1. */
 int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb);
+/* the same without the request: whether g could quantize Q of s on pb itself */
+int qattn_kernels_fuse_q_can(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb);
 /* p (filled for s on pb) switched to the fused form: q = the user's Q
  * tensor (dtype pb->in), q_group and q_ntok of s's Q, no stored scales */
 void qattn_kernels_attn_fuse_q(qattn_kernels_attn_params *p, const qattn_scheme *s, const qattn_kernels_problem *pb,

@@ -1,7 +1,7 @@
 /* Attention forward, wgmma path: Q quantized inside the kernel (params
  * q_fuse). The two consumer warpgroups read the block's 128 x D tile of the
  * user's fp16 / bf16 Q once, take the amax of each Q scale group (groups
- * that lie inside the tile: qattn_kernels_fuse_q_ok), and write the int8
+ * that lie inside the tile: qattn_wg_qfuse_group_ok), and write the int8
  * codes (swizzled, where the producer would have copied stored codes) and
  * each group's scale into shared memory, while the producer warpgroup
  * already loads the first key blocks. The scales and codes are the
@@ -15,13 +15,6 @@
 
 #define QATTN_WGMMA_QFUSE_THREADS 256 /* the consumer warpgroups */
 #define QATTN_WGMMA_QFUSE_BAR 3       /* their named barrier (1, 2: the unpacking producer's) */
-
-/* the tile's first group (sequence-relative index): scales of row r at
- * sc[qattn_qf_tok_index(g, r) - g0] */
-static __device__ __forceinline__ int qattn_wgmma_qfuse_g0(const qattn_group &g, int i0)
-{
-    return qattn_qf_tok_index(g, i0);
-}
 
 /* the 8 int8 codes of raw's values from the exact quotients (a rounding tie
  * between the brackets; out of line: rarely taken) */
@@ -54,9 +47,8 @@ static __device__ __forceinline__ void qattn_wgmma_fuse_q(const qattn_kernels_at
     constexpr int VPR = D / 8, NV = BM * VPR / NTH;
     static_assert(BM * VPR % NTH == 0 && 32 % VPR == 0, "whole vectors a thread, a row's vectors in one warp");
     unsigned *gmax = (unsigned *)sc;
-    if (ct < BM) { /* the tile's groups: [0, rowg[BM - 1]] (qattn_kernels_fuse_q_ok: at most BM) */
-        const int g0 = qattn_wgmma_qfuse_g0(p.q_group, i0);
-        rowg[ct] = qattn_qf_tok_index(p.q_group, i0 + ct) - g0;
+    if (ct < BM) { /* the tile's groups: [0, rowg[BM - 1]] (qattn_wg_qfuse_group_ok: at most BM) */
+        rowg[ct] = qattn_qf_tok_index(p.q_group, i0 + ct) - qattn_qf_tok_index(p.q_group, i0);
         gmax[ct] = 0u;
     }
     const uint16_t *x = (const uint16_t *)p.q + (int64_t)b * p.q_sb + tq0 * p.q_st + (int64_t)h * p.q_sh;

@@ -255,7 +255,7 @@ int qattn_cmd_bench(int argc, char **argv)
                         break;
                     qattn_kernels_problem pbf = pb;
                     pbf.fuse_q = 1;
-                    const int fused = qattn_kernels_fuse_q_ok(pl.attn_sig, &sch[si], &pbf);
+                    const int fused = qattn_kernels_fuse_q_can(pl.attn_sig, &sch[si], &pb);
                     if (fused && (rc = qattn_kernels_plan_init(&pf, &sch[si], &pbf, &io, &err))) {
                         qattn_kernels_plan_free(&pl);
                         break;

@@ -97,14 +97,6 @@ static void print_json(void)
     printf("]}\n");
 }
 
-/* whether the attention instance can quantize Q of s itself (asked or not) */
-static int fuse_q_ok(const qattn_kernels_sig *attn, const qattn_scheme *s, const qattn_kernels_problem *pb)
-{
-    qattn_kernels_problem f = *pb;
-    f.fuse_q = 1;
-    return qattn_kernels_fuse_q_ok(attn, s, &f);
-}
-
 /* --plan: per scheme and head dim, the instances the dispatcher takes on a
  * device of compute capability cc, why no faster path takes a scheme that
  * lands on the portable one, and what the tensor cores cannot do for it */
@@ -137,7 +129,7 @@ static int print_plan(const char *const *schemes, size_t nschemes, const int *di
             } else {
                 printf("  d=%-4d %s (%s), quantization %s%s\n", dims[j], attn->name, qattn_kernels_path_name(attn->path),
                        quant ? quant->name : "none",
-                       fuse_q_ok(attn, &s, &pb) ? " (Q: also by the attention kernel, with QATTN_FUSE_Q=1)" : "");
+                       qattn_kernels_fuse_q_can(attn, &s, &pb) ? " (Q: also by the attention kernel, with QATTN_FUSE_Q=1)" : "");
                 if (attn->path == QATTN_KERNELS_PATH_PORTABLE) { /* why no faster path */
                     pb.paths = ((1u << QATTN_KERNELS_PATH_COUNT) - 1u) & ~(1u << QATTN_KERNELS_PATH_PORTABLE);
                     if (qattn_kernels_find(&s, &pb, &attn, &quant, &err))
