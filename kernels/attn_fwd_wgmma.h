@@ -63,6 +63,24 @@
 #include "wgmma_unpack.h" /* the producer that unpacks int4 K / widens e4m3 V */
 #include "wgmma_tile.h"   /* block shape, shared memory, swizzled tiles, descriptors */
 
+/* The consumers' order of a key block's steps, chosen per instance by
+ * measurement (H100, 2026-11-27, kernels/LOG.md): EARLY waits for the next
+ * stage before the softmax, so that its Q.K issues right behind this
+ * block's P.V (fa3-fp8 +8%, sage1-vb +13%, d = 64 +6-11%; sage2-8b at
+ * d = 64 -8% and the unpacking producer's instances -2%, so they wait after
+ * the P.V); DEFER (two-level O) adds block j's P.V into O at the start of
+ * block j + 1's softmax instead of under the tensor core's next Q.K (sage2-8b
+ * d = 128 +7%, sage2-8b-sm90 d = 64 +5%; the d = 128, 128-key instances
+ * lose 2-3%). */
+static __host__ __device__ constexpr int qattn_wg_early_wait(int d, int kb, int qf, int pf, int unpack)
+{
+    return !unpack && !(d == 64 && kb == 64 && qf == QATTN_FMT_INT8 && pf == QATTN_FMT_E4M3);
+}
+static __host__ __device__ constexpr int qattn_wg_defer_o(int d, int kb, int qf, int pf)
+{
+    return qf == QATTN_FMT_INT8 && pf == QATTN_FMT_E4M3 && (d == 64) != (kb == 64);
+}
+
 template <int D, int KB, int QF, int PF, int ACC>
 __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p)
 {
@@ -332,16 +350,20 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
 #pragma unroll
         for (int x = 0; x < (P16 ? NO * 2 : 1); x++)
             oh[x] = 0u;
-        auto issue_qk = [&](int stg) {
-            const uint32_t aK = qattn_wgmma_smem_addr(sStage + stg * STAGE);
+        /* descriptors made once: k-step kk of Q at dq0 + 2 kk, of the K tile of the stage at byte
+         * offset so at dk0 + so / 16 + 2 kk, of V^T at dv0 + so / 16 + 2 q (16-byte units in the
+         * start-address field; shared addresses stay under 256 KB, so nothing carries out of it) */
+        const uint32_t aStg0 = qattn_wgmma_smem_addr(sStage);
+        const uint64_t dq0 = qattn_wg_desc_k<RB, BM>(aQ, 64 * cw, 0), dk0 = qattn_wg_desc_k<RB, KB>(aStg0, 0, 0);
+        const uint64_t dv0 = qattn_wg_desc_k<KB, D>(aStg0 + KBYTES, 0, 0);
+        auto issue_qk = [&](uint32_t so) {
 #pragma unroll
             for (int x = 0; x < NT * 4; x++)
                 qattn_wgmma_fence_reg(acc[x]);
             qattn_wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < RB / 32; kk++)
-                qattn_wgmma_qk<KB>(acc, qattn_wg_desc_k<RB, BM>(aQ, 64 * cw, 32 * kk),
-                                   qattn_wg_desc_k<RB, KB>(aK, 0, 32 * kk), kk > 0);
+                qattn_wgmma_qk<KB>(acc, dq0 + 2u * kk, dk0 + ((so >> 4) + 2u * kk), kk > 0);
             qattn_wgmma_commit();
         };
         if (J0 < J1) {
@@ -349,7 +371,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                 qattn_mbar_wait(QATTN_WS_QBAR, 0);
             qattn_mbar_wait(QATTN_WS_FULL(0), 0);
             qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
-            issue_qk(0);
+            issue_qk(0u);
         }
         /* K groups (qattn_wg_kgroup_ok: blocks of B keys, B % KB == 0, or the tensor): the scale of a
          * thread's keys of tile parity x in block j0 is kcur[kinx], kcur = the groups of the B-block
@@ -365,37 +387,63 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
         const int dsq = I4 && p.q_mean != 0;
         const int lq = dsq ? min(max(rA / p.qblock - i0 / p.qblock, 0), 7) : 0;
         const float *dsrow = sDs + lq * KB;
+        /* two levels (TWO): each block's P.V from 0 into pvbuf, added into O; with DEFER the addition
+         * of block j runs at the start of block j + 1's softmax, and a stage is released after the
+         * next block's wait */
+        constexpr int EARLY = qattn_wg_early_wait(D, KB, QF, PF, U);
+        constexpr int DEFER = TWO && qattn_wg_defer_o(D, KB, QF, PF);
+        typename qattn_cond<PF == QATTN_FMT_INT8, int, float>::type pvbuf[TWO ? NO * 4 : 1];
+        float palA = 1.0f, palB = 1.0f; /* DEFER: alpha of the block whose P.V is in pvbuf */
+        int pstage = 0;                 /* DEFER: that block's stage */
         int stage = 0;
-        uint32_t phase = 0; /* parity of the full barriers' current completion */
+        uint32_t phase = 0, so = 0u; /* parity of the full barriers' current completion; stage * STAGE */
         for (int j0 = J0; j0 < J1; j0 += KB) {
-            const int nstg = stage == S - 1 ? 0 : stage + 1;
-            const uint32_t nphase = stage == S - 1 ? phase ^ 1u : phase;
-            const uint32_t aV = qattn_wgmma_smem_addr(sStage + stage * STAGE) + KBYTES;
-            qattn_wgmma_wait<0>(); /* S of this block */
+            const int nstg = stage == S - 1 ? 0 : stage + 1, more = j0 + KB < J1;
+            const uint32_t nphase = stage == S - 1 ? phase ^ 1u : phase, nso = stage == S - 1 ? 0u : so + STAGE;
+            const uint32_t aV = aStg0 + so + KBYTES;
+            qattn_wgmma_wait<0>(); /* S of this block (DEFER: and the previous block's P.V) */
 #pragma unroll
             for (int x = 0; x < NT * 4; x++)
                 qattn_wgmma_fence_reg(acc[x]);
+            if constexpr (DEFER) {
+#pragma unroll
+                for (int x = 0; x < NO * 4; x++)
+                    qattn_wgmma_fence_reg(pvbuf[x]);
+                if (j0 > J0 && (U || lane == 0))
+                    qattn_mbar_arrive(QATTN_WS_EMPTY(pstage));
+            }
+            /* EARLY: the next stage's arrival awaited here, before the softmax, so that its Q.K issues
+             * right behind this block's P.V */
+            if (EARLY && more) {
+                qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
+                qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
+            }
 
             /* the K scales of this thread's keys of even / odd tiles (one group each, qattn_wg_kgroup_ok) */
             const float ks0 = kcur[kin0], ks1 = kcur[kin1];
             float alA, alB;
             uint32_t pf[KB / (F16A ? 16 : 32)][4]; /* A fragments (e4m3 / int8 codes of 32 keys, fp16 of 16) */
+            auto beside = [&] {
+                if constexpr (DEFER)
+                    if (j0 > J0)
+                        qattn_wgmma_o_update<NO>(o, pvbuf, palA, palB);
+            };
             if (dsq) { /* int4, smooth=q: S c2 + dS c2 of the thread's keys of each tile */
                 float2 dsv[NT];
 #pragma unroll
                 for (int t = 0; t < NT; t++)
                     dsv[t] = *(const float2 *)(dsrow + stage * 8 * KB + qattn_wg_key(t, qi, 0));
                 qattn_wgmma_softmax<KB, PF, true, W16>(acc, dsv, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
-                                                  qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf);
+                                                  qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf,
+                                                  beside);
             } else {
                 const float2 none[1] = {make_float2(0.0f, 0.0f)};
                 qattn_wgmma_softmax<KB, PF, false, W16>(acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
                                                    qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB,
-                                                   pf);
+                                                   pf, beside);
             }
 
             /* ---- P.V of this block (from 0, or into O rescaled), then Q.K of the next ---- */
-            typename qattn_cond<PF == QATTN_FMT_INT8, int, float>::type pvbuf[TWO ? NO * 4 : 1];
             auto *pv = TWO ? pvbuf : reinterpret_cast<decltype(&pvbuf[0])>(&o[0][0]);
             if constexpr (P16) {
                 qattn_wgmma_oh_rescale<NO>(oh, alA, alB);
@@ -417,11 +465,28 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                 qattn_wgmma_fence();
 #pragma unroll
                 for (int q = 0; q < KB / 32; q++)
-                    qattn_wgmma_pv<D>(pv, pf[q], qattn_wg_desc_k<KB, D>(aV, 0, 32 * q), !TWO || q > 0);
+                    qattn_wgmma_pv<D>(pv, pf[q], dv0 + ((so >> 4) + 2u * q), !TWO || q > 0);
             }
             qattn_wgmma_commit();
-            qattn_wgmma_stage_end<U>(j0 + KB < J1, QATTN_WS_FULL(nstg), nphase, QATTN_WS_EMPTY(stage),
-                                  [&] { issue_qk(nstg); });
+            /* the next block's Q.K right behind this P.V; this stage released once the P.V is done
+             * (every lane where the lanes read it too: qattn_wgmma_stage_end) */
+            if (more) {
+                if (!EARLY) {
+                    qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
+                    qattn_fence_proxy_async_smem();
+                }
+                issue_qk(nso);
+            }
+            if constexpr (DEFER) {
+                palA = alA, palB = alB, pstage = stage;
+            } else {
+                if (more)
+                    qattn_wgmma_wait<1>();
+                else
+                    qattn_wgmma_wait<0>();
+                if (U || lane == 0)
+                    qattn_mbar_arrive(QATTN_WS_EMPTY(stage));
+            }
             if constexpr (P16) {
 #pragma unroll
                 for (int x = 0; x < NO * 2; x++)
@@ -431,7 +496,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                 for (int x = 0; x < NO * 4; x++)
                     qattn_wgmma_fence_reg(pv[x]);
             }
-            if constexpr (TWO)
+            if constexpr (TWO && !DEFER)
                 qattn_wgmma_o_update<NO>(o, pvbuf, alA, alB);
             if (--kleft == 0) {
                 kleft = kq;
@@ -439,11 +504,18 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             }
             stage = nstg;
             phase = nphase;
+            so = nso;
         }
         lA = lA / pmul, lB = lB / pmul; /* l summed P * pmul (qattn_wgmma_softmax) */
         /* nothing is in flight here (the last block's stage end waited for 0), but ptxas cannot tie the
          * loop's exit to that wait and would inject one (C7517) */
         qattn_wgmma_wait<0>();
+        if constexpr (DEFER) { /* the last block's P.V */
+#pragma unroll
+            for (int x = 0; x < NO * 4; x++)
+                qattn_wgmma_fence_reg(pvbuf[x]);
+            qattn_wgmma_o_update<NO>(o, pvbuf, palA, palB);
+        }
         if constexpr (P16) {
 #pragma unroll
             for (int n = 0; n < NO; n++) {

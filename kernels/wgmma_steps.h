@@ -96,15 +96,17 @@ static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB,
  * keys have u = -inf; f is raised to 1e-30 at least so that -inf f stays
  * -inf (f = 0 only when the Q row's or the K group's codes are all 0, where
  * acc = 0 and the result is the same). */
-template <int KB, int PF, bool DS, bool WID, typename SA, int NDS>
+template <int KB, int PF, bool DS, bool WID, typename SA, int NDS, typename F>
 static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 2], const float2 (&ds)[NDS], int j0,
                                                            int loA, int hiA, int loB, int hiB, float fA0, float fA1,
                                                            float fB0, float fB1, float lpmul, float &mA, float &mB,
                                                            float &lA, float &lB, float &alA, float &alB,
-                                                           uint32_t (&pf)[KB / (PF == QATTN_FMT_FP16 || WID ? 16 : 32)][4])
+                                                           uint32_t (&pf)[KB / (PF == QATTN_FMT_FP16 || WID ? 16 : 32)][4],
+                                                           F &&beside)
 {
     constexpr int NT = KB / 8;
     const int qi = (int)threadIdx.x & 3;
+    beside(); /* the caller's work that may run beside this block's (issue slots the chains leave) */
     float u[NT][4];
     if constexpr (DS) { /* S c2 = float(acc) f + dS c2 (ds[t]: the keys of tile t), then scaled by 1 */
         static_assert(NDS == NT, "one dS pair a tile");
