@@ -80,6 +80,11 @@ static __host__ __device__ constexpr int qattn_wg_defer_o(int d, int kb, int qf,
 {
     return qf == QATTN_FMT_INT8 && pf == QATTN_FMT_E4M3 && (d == 64) != (kb == 64);
 }
+/* MIX: half the int32 scores converted by cvt.rn.f32.s32, half by the
+ * add-subtract pair, so the two pipes share the work (sage2-8b-sm90 d = 128
+ * +6%, the d = 64 64-key instances +2-3%; the others lose 1-4%; all by cvt:
+ * -4%) */
+static __host__ __device__ constexpr bool qattn_wg_s2f_mix(int d, int kb) { return (d == 64) == (kb == 64); }
 
 template <int D, int KB, int QF, int PF, int ACC>
 __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p)
@@ -286,15 +291,20 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
          * ptxas serialized the wgmmas, C7515) */
         float acc[KS / 2]; /* S of the stage, written by the first k-step (accumulate = 0) */
         uint32_t qf[RB / 32][4]; /* A fragments of Q, channels 16kk..16kk+15 */
-        auto issue_qk = [&](int stg) {
-            const uint32_t aK = qattn_wgmma_smem_addr(sStage + stg * STAGE);
+        /* K's descriptors made once (k-step kk at dk0 + its constant offset + the stage's, in 16-byte
+         * units, as the 8-bit path does) */
+        const uint32_t aStg0 = qattn_wgmma_smem_addr(sStage);
+        const uint64_t dk0 = qattn_wg_desc_k<RB, KS>(aStg0, 0, 0);
+        auto issue_qk = [&](uint32_t so) {
 #pragma unroll
             for (int x = 0; x < KS / 2; x++)
                 qattn_wgmma_fence_reg(acc[x]);
             qattn_wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < RB / 32; kk++)
-                qattn_wgmma_m64k16_rs<128, BF, 0>(acc, qf[kk], qattn_wg_desc_k<RB, KS>(aK, 0, 32 * kk), kk > 0);
+                qattn_wgmma_m64k16_rs<128, BF, 0>(acc, qf[kk],
+                                                  dk0 + ((so + (uint32_t)((32 * kk >> 7) * KS * 128 + (32 * kk & 127))) >> 4),
+                                                  kk > 0);
             qattn_wgmma_commit();
         };
         /* O = O alpha + P.V of key block h of the stage */
@@ -310,18 +320,25 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                 qattn_ldmatrix_x4(qf[kk], sQ + qattn_wg_off<RB, BM>(64 * cw + 16 * wv + (lane & 15), 2 * kk + (lane >> 4)));
             qattn_mbar_wait(QATTN_WS_FULL(0), 0);
             qattn_fence_proxy_async_smem();
-            issue_qk(0);
+            issue_qk(0u);
         }
         int stage = 0;
-        uint32_t phase = 0; /* parity of the full barriers' current completion */
+        uint32_t phase = 0, so = 0u; /* parity of the full barriers' current completion; stage * STAGE */
         for (int j0 = J0; j0 < J1; j0 += KS) {
-            const int nstg = stage == S - 1 ? 0 : stage + 1;
-            const uint32_t nphase = stage == S - 1 ? phase ^ 1u : phase;
-            const uint32_t aV = qattn_wgmma_smem_addr(sStage + stage * STAGE) + KBYTES;
+            const int nstg = stage == S - 1 ? 0 : stage + 1, more = j0 + KS < J1;
+            const uint32_t nphase = stage == S - 1 ? phase ^ 1u : phase, nso = stage == S - 1 ? 0u : so + STAGE;
+            const uint32_t aV = aStg0 + so + KBYTES;
             qattn_wgmma_wait<0>(); /* S of this stage, P.V of the previous */
 #pragma unroll
             for (int x = 0; x < KS / 2; x++)
                 qattn_wgmma_fence_reg(acc[x]);
+            /* with 4 stages (d = 64) the next one awaited before the softmax, so that its Q.K issues
+             * right behind the P.V (+5-6%); with 2 (d = 128) after the P.V (before: -24%, the load
+             * of the next stage is then in series) */
+            if (S >= 4 && more) {
+                qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
+                qattn_fence_proxy_async_smem();
+            }
             float (&s0)[KB / 2] = *reinterpret_cast<float (*)[KB / 2]>(&acc[0]);
             float (&s1)[KB / 2] = *reinterpret_cast<float (*)[KB / 2]>(&acc[KB / 2]);
             float alA, alB;
@@ -333,8 +350,18 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             qattn_wgmma_softmax16<KB>(s1, j0 + KB, loA, hiA, loB, hiB, c2, mA, mB, lA, lB, alA, alB);
             qattn_wgmma_pack16<KB, BF>(s1, pf1);
             issue_pv(pf1, aV, 1, alA, alB);
-            qattn_wgmma_stage_end(j0 + KS < J1, QATTN_WS_FULL(nstg), nphase, QATTN_WS_EMPTY(stage),
-                                  [&] { issue_qk(nstg); });
+            if (more) {
+                if (S < 4) {
+                    qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
+                    qattn_fence_proxy_async_smem();
+                }
+                issue_qk(nso);
+                qattn_wgmma_wait<1>(); /* the P.V done, the next Q.K may run on */
+            } else {
+                qattn_wgmma_wait<0>();
+            }
+            if (lane == 0)
+                qattn_mbar_arrive(QATTN_WS_EMPTY(stage)); /* this warp is done with the stage */
 #pragma unroll
             for (int n = 0; n < NO; n++)
 #pragma unroll
@@ -342,6 +369,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                     qattn_wgmma_fence_reg(o[n][e]);
             stage = nstg;
             phase = nphase;
+            so = nso;
         }
         qattn_wgmma_wait<0>(); /* nothing in flight; said for ptxas (C7517 otherwise) */
     } else {
@@ -391,6 +419,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
          * of block j runs at the start of block j + 1's softmax, and a stage is released after the
          * next block's wait */
         constexpr int EARLY = qattn_wg_early_wait(D, KB, QF, PF, U);
+        constexpr bool MIX = qattn_wg_s2f_mix(D, KB);
         constexpr int DEFER = TWO && qattn_wg_defer_o(D, KB, QF, PF);
         typename qattn_cond<PF == QATTN_FMT_INT8, int, float>::type pvbuf[TWO ? NO * 4 : 1];
         float palA = 1.0f, palB = 1.0f; /* DEFER: alpha of the block whose P.V is in pvbuf */
@@ -433,12 +462,12 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
 #pragma unroll
                 for (int t = 0; t < NT; t++)
                     dsv[t] = *(const float2 *)(dsrow + stage * 8 * KB + qattn_wg_key(t, qi, 0));
-                qattn_wgmma_softmax<KB, PF, true, W16>(acc, dsv, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
+                qattn_wgmma_softmax<KB, PF, true, W16, MIX>(acc, dsv, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
                                                   qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf,
                                                   beside);
             } else {
                 const float2 none[1] = {make_float2(0.0f, 0.0f)};
-                qattn_wgmma_softmax<KB, PF, false, W16>(acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
+                qattn_wgmma_softmax<KB, PF, false, W16, MIX>(acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
                                                    qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB,
                                                    pf, beside);
             }
@@ -469,7 +498,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             }
             qattn_wgmma_commit();
             /* the next block's Q.K right behind this P.V; this stage released once the P.V is done
-             * (every lane where the lanes read it too: qattn_wgmma_stage_end) */
+             * (by every lane where the lanes read it with plain loads too, int4's dS: each orders its
+             * own reads before the release) */
             if (more) {
                 if (!EARLY) {
                     qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);

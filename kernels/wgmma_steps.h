@@ -1,8 +1,7 @@
 /* Attention forward, wgmma path: the consumer warpgroups' steps of one key
  * block (attn_fwd_wgmma.h): the Q.K and P.V wgmma issues, the online
  * softmax with the P codes (8-bit, fp16, or e4m3 widened to fp16) and the
- * 16-bit baseline's, the O updates and rescales, and a stage's end (the
- * next block's Q.K issued under this block's P.V, the stage released). */
+ * 16-bit baseline's, the O updates and rescales. */
 #ifndef QATTN_KERNELS_WGMMA_STEPS_H
 #define QATTN_KERNELS_WGMMA_STEPS_H
 
@@ -28,6 +27,9 @@ static __device__ __forceinline__ void qattn_wgmma_qk(float *acc, uint64_t da, u
 /* an S accumulator as float (int32 of int8 codes: |acc| <= 127^2 d < 2^22) */
 static __device__ __forceinline__ float qattn_wgmma_s2f(int a) { return qattn_i2f_small(a); }
 static __device__ __forceinline__ float qattn_wgmma_s2f(float a) { return a; }
+/* the same by cvt.rn.f32.s32 (one issue slot on another pipe than the pair's; both exact) */
+static __device__ __forceinline__ float qattn_wgmma_s2f_cvt(int a) { return qattn_i2f_cvt(a); }
+static __device__ __forceinline__ float qattn_wgmma_s2f_cvt(float a) { return a; }
 /* a block's P.V accumulator as float (int32 of int8 codes: |P.V| <= 127^2 KB < 2^22) */
 static __device__ __forceinline__ float qattn_wgmma_pv2f(int a) { return qattn_i2f_cvt(a); }
 static __device__ __forceinline__ float qattn_wgmma_pv2f(float a) { return a; }
@@ -79,7 +81,8 @@ static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB,
  * acc = the S accumulators (int32 of int8 codes, fp32 of e4m3; tile t,
  * columns in the sigma key order, qattn_wg_key), fX0 / fX1 = sq sk c2 of
  * the keys of even / odd tiles (one K group each: qattn_wg_kgroup_ok),
- * keys outside [loX, hiX) masked. Updates the running maximum m and sum l,
+ * keys outside [loX, hiX) masked (MIX: half the int32 scores converted by
+ * cvt, the other half by the add-subtract pair). Updates the running maximum m and sum l,
  * returns alpha = 2^(m_old - m_new) and the codes of P * pmul as the A
  * fragments of the P.V wgmma: e4m3 / int8, pf[q] = keys 32q..32q+31 in
  * natural order; fp16 (PF, or e4m3 codes widened: WID), pf[q] = S columns
@@ -96,7 +99,7 @@ static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB,
  * keys have u = -inf; f is raised to 1e-30 at least so that -inf f stays
  * -inf (f = 0 only when the Q row's or the K group's codes are all 0, where
  * acc = 0 and the result is the same). */
-template <int KB, int PF, bool DS, bool WID, typename SA, int NDS, typename F>
+template <int KB, int PF, bool DS, bool WID, bool MIX, typename SA, int NDS, typename F>
 static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 2], const float2 (&ds)[NDS], int j0,
                                                            int loA, int hiA, int loB, int hiB, float fA0, float fA1,
                                                            float fB0, float fB1, float lpmul, float &mA, float &mB,
@@ -125,7 +128,7 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 
         for (int t = 0; t < NT; t++)
 #pragma unroll
             for (int e = 0; e < 4; e++)
-                u[t][e] = qattn_wgmma_s2f(acc[4 * t + e]);
+                u[t][e] = MIX && (e & 1) ? qattn_wgmma_s2f_cvt(acc[4 * t + e]) : qattn_wgmma_s2f(acc[4 * t + e]);
     }
     /* masked keys and keys past the end (key of tile t, element e: sigma) */
     if (j0 < loA || j0 + KB > hiA || j0 < loB || j0 + KB > hiB) {
@@ -318,27 +321,6 @@ static __device__ __forceinline__ void qattn_wgmma_pv16_issue(float (&o)[D / 8][
     for (int q = 0; q < KB / 16; q++)
         qattn_wgmma_m64k16_rs<D, BF, 1>(&o[0][0], pf[q], qattn_wgmma_desc_sw128_mn(aV + 2048u * (uint32_t)(q0 + q), KS * 128),
                                        1);
-}
-
-/* a consumer warp's end of a stage, after its last P.V was issued: the next
- * stage's Q.K issued once that stage has landed (more: there is one), so the
- * tensor core runs it while the P.V finishes; then the release of this stage
- * by lane 0, or by every lane (LANES: the lanes read the stage with plain
- * loads too, int4's dS, and each orders its own reads before the release) */
-template <bool LANES = false, typename F>
-static __device__ __forceinline__ void qattn_wgmma_stage_end(int more, uint32_t full_next, uint32_t phase_next,
-                                                             uint32_t empty_this, F &&issue_next)
-{
-    if (more) {
-        qattn_mbar_wait(full_next, phase_next);
-        qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
-        issue_next();
-        qattn_wgmma_wait<1>(); /* the P.V done, the next Q.K may run on */
-    } else {
-        qattn_wgmma_wait<0>();
-    }
-    if (LANES || (threadIdx.x & 31) == 0)
-        qattn_mbar_arrive(empty_this); /* this warp is done with the stage */
 }
 
 #endif
