@@ -28,7 +28,8 @@ qattn_need_packages() {
 }
 
 # Packages to build the C library and program and to run the CPU tests.
-QATTN_BUILD_PACKAGES=(gcc make cmake pkg-config libhdf5-dev hdf5-tools libgsl-dev libopenblas-dev)
+# python3-numpy: the Python package (python/qattn) and its CPU test.
+QATTN_BUILD_PACKAGES=(gcc make cmake pkg-config libhdf5-dev hdf5-tools libgsl-dev libopenblas-dev python3 python3-numpy)
 
 # Packages to compile the AMD backend of the GPU kernels (compile only: hipcc
 # with clang-15 for gfx90a, clang-19 for gfx942).

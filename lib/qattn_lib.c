@@ -1,0 +1,167 @@
+/* libqattn's flat interface (qattn_lib.h) over quant/ and kernels/. */
+#include "qattn_lib.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "qattn/attn.h"
+#include "qattn/error.h"
+#include "qattn/scheme.h"
+#ifdef QATTN_LIB_WITH_KERNELS
+#include "qattn_kernels.h"
+#endif
+
+const char *qattn_lib_version(void) { return QATTN_LIB_VERSION; }
+
+size_t qattn_lib_scheme_count(void) { return qattn_scheme_preset_count(); }
+const char *qattn_lib_scheme_name(size_t i)
+{
+    return i < qattn_scheme_preset_count() ? qattn_scheme_preset_name(i) : NULL;
+}
+const char *qattn_lib_scheme_spec(size_t i)
+{
+    return i < qattn_scheme_preset_count() ? qattn_scheme_preset_spec(i) : NULL;
+}
+
+/* the message of e into the caller's buffer; returns rc */
+static int lib_fail(int rc, const qattn_err *e, char *err, size_t errlen)
+{
+    if (err && errlen > 0)
+        snprintf(err, errlen, "%s", e->msg);
+    return rc;
+}
+
+int qattn_lib_scheme_parse(const char *spec, char *buf, size_t len, char *err, size_t errlen)
+{
+    qattn_err e = {{0}};
+    qattn_scheme s;
+    if (!spec || !buf || len < 512)
+        return lib_fail(qattn_err_set(&e, QATTN_ERR_ARG, "scheme parse: no spec, or an output buffer under 512 bytes"),
+                        &e, err, errlen);
+    int rc = qattn_scheme_parse(spec, &s, &e);
+    if (rc)
+        return lib_fail(rc, &e, err, errlen);
+    qattn_scheme_format(&s, buf, len);
+    return QATTN_OK;
+}
+
+/* the problem of one batch element as quant/'s structs: the checks both calls share */
+static int lib_problem(const char *mask, const float *q, const float *k, const float *v, size_t hq, size_t hkv,
+                       size_t sq, size_t sk, size_t d, const int64_t *seqlens, size_t nseq, qattn_mha *a, qattn_mask *m,
+                       qattn_err *e)
+{
+    int rc = qattn_mask_parse(mask ? mask : "none", m, e);
+    if (rc)
+        return rc;
+    if (!q || !k || !v)
+        return qattn_err_set(e, QATTN_ERR_ARG, "attention: q, k and v are required");
+    if (hq == 0 || hkv == 0 || sq == 0 || sk == 0 || d == 0)
+        return qattn_err_set(e, QATTN_ERR_ARG, "attention: empty shape (hq %zu, hkv %zu, sq %zu, sk %zu, d %zu)", hq,
+                             hkv, sq, sk, d);
+    if (hq % hkv)
+        return qattn_err_set(e, QATTN_ERR_ARG, "attention: %zu query heads is not a multiple of %zu kv heads", hq, hkv);
+    if (seqlens) {
+        if (sq != sk)
+            return qattn_err_set(e, QATTN_ERR_ARG, "attention: packed sequences need as many queries as keys (%zu, %zu)",
+                                 sq, sk);
+        int64_t total = 0;
+        for (size_t i = 0; i < nseq; i++) {
+            if (seqlens[i] < 0)
+                return qattn_err_set(e, QATTN_ERR_ARG, "attention: sequence %zu has length %lld", i,
+                                     (long long)seqlens[i]);
+            total += seqlens[i];
+        }
+        if (total != (int64_t)sq)
+            return qattn_err_set(e, QATTN_ERR_ARG, "attention: sequence lengths sum to %lld, not to the %zu tokens",
+                                 (long long)total, sq);
+    }
+    const struct {
+        const char *name;
+        const float *x;
+        size_t n;
+    } ops[3] = {{"q", q, hq * sq * d}, {"k", k, hkv * sk * d}, {"v", v, hkv * sk * d}};
+    for (int o = 0; o < 3; o++)
+        for (size_t i = 0; i < ops[o].n; i++)
+            if (!isfinite(ops[o].x[i]))
+                return qattn_err_set(e, QATTN_ERR_NAN, "attention: %s has a non-finite value (%g) at element %zu",
+                                     ops[o].name, (double)ops[o].x[i], i);
+    a->q = q, a->k = k, a->v = v;
+    a->hq = hq, a->hkv = hkv, a->sq = sq, a->sk = sk, a->d = d;
+    a->seqlens = seqlens, a->nseq = seqlens ? nseq : 0;
+    return QATTN_OK;
+}
+
+int qattn_lib_emulate(const char *scheme, const char *mask, double scale, const float *q, const float *k,
+                      const float *v, size_t hq, size_t hkv, size_t sq, size_t sk, size_t d, const int64_t *seqlens,
+                      size_t nseq, float *o, float *lse, char *err, size_t errlen)
+{
+    qattn_err e = {{0}};
+    qattn_scheme s;
+    qattn_mha a;
+    qattn_mask m;
+    int rc = qattn_scheme_parse(scheme ? scheme : "", &s, &e);
+    if (!rc)
+        rc = lib_problem(mask, q, k, v, hq, hkv, sq, sk, d, seqlens, nseq, &a, &m, &e);
+    if (!rc && !o)
+        rc = qattn_err_set(&e, QATTN_ERR_ARG, "emulate: no output buffer");
+    if (!rc)
+        rc = qattn_emu_mha(&s, &a, &m, scale, o, lse, &e);
+    return rc ? lib_fail(rc, &e, err, errlen) : QATTN_OK;
+}
+
+int qattn_lib_reference(const char *mask, double scale, const float *q, const float *k, const float *v, size_t hq,
+                        size_t hkv, size_t sq, size_t sk, size_t d, const int64_t *seqlens, size_t nseq, double *o,
+                        double *lse, char *err, size_t errlen)
+{
+    qattn_err e = {{0}};
+    qattn_mha a;
+    qattn_mask m;
+    int rc = lib_problem(mask, q, k, v, hq, hkv, sq, sk, d, seqlens, nseq, &a, &m, &e);
+    if (!rc && !o)
+        rc = qattn_err_set(&e, QATTN_ERR_ARG, "reference: no output buffer");
+    if (!rc)
+        rc = qattn_ref_mha(&a, &m, scale, o, lse, &e);
+    return rc ? lib_fail(rc, &e, err, errlen) : QATTN_OK;
+}
+
+#ifdef QATTN_LIB_WITH_KERNELS
+size_t qattn_lib_kernel_count(void) { return qattn_kernels_count(); }
+const char *qattn_lib_kernel_name(size_t i) { return i < qattn_kernels_count() ? qattn_kernels_get(i)->name : NULL; }
+const char *qattn_lib_kernel_path(size_t i)
+{
+    return i < qattn_kernels_count() ? qattn_kernels_path_name(qattn_kernels_get(i)->path) : NULL;
+}
+const char *qattn_lib_kernel_family(size_t i)
+{
+    static const char *const names[] = {"quant", "attn-fwd", "decode"};
+    if (i >= qattn_kernels_count())
+        return NULL;
+    const unsigned f = (unsigned)qattn_kernels_get(i)->family;
+    return f < sizeof names / sizeof names[0] ? names[f] : "?";
+}
+char *qattn_lib_kernel_describe(size_t i, char *buf, size_t len)
+{
+    if (!buf || len == 0)
+        return buf;
+    if (i >= qattn_kernels_count()) {
+        buf[0] = '\0';
+        return buf;
+    }
+    return qattn_kernels_describe(qattn_kernels_get(i), buf, len);
+}
+const char *qattn_lib_kernel_backend(void) { return qattn_kernels_backend(); }
+#else
+size_t qattn_lib_kernel_count(void) { return 0; }
+const char *qattn_lib_kernel_name(size_t i) { return (void)i, NULL; }
+const char *qattn_lib_kernel_path(size_t i) { return (void)i, NULL; }
+const char *qattn_lib_kernel_family(size_t i) { return (void)i, NULL; }
+char *qattn_lib_kernel_describe(size_t i, char *buf, size_t len)
+{
+    (void)i;
+    if (buf && len > 0)
+        buf[0] = '\0';
+    return buf;
+}
+const char *qattn_lib_kernel_backend(void) { return "none"; }
+#endif
