@@ -1,0 +1,44 @@
+/* Sparse attention (the DeepSeek-V4 sparse prefill, issue 30): each query row
+ * attends to its own list of key positions, with an optional per-head
+ * attention sink (a logit added to the softmax denominator only). This
+ * header holds the float64 reference; the scheme emulation builds on it.
+ *
+ * Conventions: scores s_j = scale * q . k_j over the row's listed keys (a
+ * position listed twice counts twice); p_j = exp(s_j - m) over
+ * m = max(s_j, sink); o = sum p_j v_j / (sum p_j + exp(sink - m));
+ * lse = m + ln(sum p_j + exp(sink - m)) (natural log, scale applied). A row
+ * whose list is empty gets o = 0 and lse = -inf, or lse = sink with a sink. */
+#ifndef QATTN_SPARSE_H
+#define QATTN_SPARSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qattn/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct qattn_sparse {
+    const float *q;      /* [hq, sq, d] row-major */
+    const float *k;      /* [hkv, sk, d]: query head h reads kv head h / (hq / hkv) */
+    const float *v;      /* [hkv, sk, d] (may be k itself: one row as key and value) */
+    size_t hq, hkv, sq, sk, d;
+    const int32_t *idx;  /* [sq, topk] key positions in 0..sk-1; -1 pads */
+    size_t topk;
+    const int32_t *len;  /* [sq] entries of each row's list that count (<= topk), or NULL: all */
+    const float *sink;   /* [hq] sink logits, or NULL */
+} qattn_sparse;
+
+/* float64 sparse attention: o [hq, sq, d], lse [hq, sq] or NULL. scale <= 0
+ * means 1 / sqrt(d). Errors: missing pointers, hq % hkv, an index outside
+ * -1..sk-1 or a length over topk (QATTN_ERR_RANGE), NaN / Inf in q, k, v or
+ * sink (QATTN_ERR_NAN). */
+int qattn_ref_sparse(const qattn_sparse *a, double scale, double *o, double *lse, qattn_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,163 @@
+/* Sparse attention's float64 reference (qattn/sparse.h): a hand-computed
+ * case with and without a sink, dense lists against qattn_ref_head, list
+ * order and padding, the sink against its closed form, empty lists, GQA, and
+ * every bad input's message. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "qattn/attn.h"
+#include "qattn/sparse.h"
+
+static void fill(float *x, size_t n, uint64_t *st)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)check_gauss(st);
+}
+
+static void test_hand(void)
+{
+    /* d = 1, scale 1: q = 1, keys 1, 5, 0 with values 2, 7, 4; the list {0, 2} scores 1 and 0 */
+    const float q[1] = {1.0f}, k[3] = {1.0f, 5.0f, 0.0f}, v[3] = {2.0f, 7.0f, 4.0f};
+    const int32_t idx[3] = {0, -1, 2};
+    qattn_sparse a = {q, k, v, 1, 1, 1, 3, 1, idx, 3, NULL, NULL};
+    double o, lse;
+    qattn_err err;
+    const double e = exp(1.0);
+    CHECK(qattn_ref_sparse(&a, 1.0, &o, &lse, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(o, (2.0 * e + 4.0) / (e + 1.0), 1e-15);
+    CHECK_NEAR(lse, log(e + 1.0), 1e-15);
+    const float sink = 0.0f; /* one more exp(0) in the denominator */
+    a.sink = &sink;
+    CHECK(qattn_ref_sparse(&a, 1.0, &o, &lse, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(o, (2.0 * e + 4.0) / (e + 2.0), 1e-15);
+    CHECK_NEAR(lse, log(e + 2.0), 1e-15);
+    const int32_t len = 1; /* only key 0 counts */
+    a.len = &len, a.sink = NULL;
+    CHECK(qattn_ref_sparse(&a, 1.0, &o, &lse, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(o, 2.0, 1e-15);
+    CHECK_NEAR(lse, 1.0, 1e-15);
+}
+
+/* random heads: hq = 4 reading hkv = 2, sq = 9 rows, sk = 23 keys, d = 16 */
+enum { HQ = 4, HKV = 2, SQ = 9, SK = 23, D = 16 };
+
+static void test_dense_equals_reference(void)
+{
+    uint64_t st = 7;
+    static float q[HQ * SQ * D], k[HKV * SK * D], v[HKV * SK * D];
+    fill(q, HQ * SQ * D, &st), fill(k, HKV * SK * D, &st), fill(v, HKV * SK * D, &st);
+    static int32_t idx[SQ * (SK + 3)], perm[SQ * (SK + 3)];
+    for (int i = 0; i < SQ; i++) {
+        for (int t = 0; t < SK + 3; t++)
+            idx[i * (SK + 3) + t] = t < SK ? t : -1;
+        /* the same keys reversed, the padding first */
+        for (int t = 0; t < SK + 3; t++)
+            perm[i * (SK + 3) + t] = t < 3 ? -1 : SK + 2 - t;
+    }
+    qattn_sparse a = {q, k, v, HQ, HKV, SQ, SK, D, idx, SK + 3, NULL, NULL};
+    static double o[HQ * SQ * D], lse[HQ * SQ], o2[HQ * SQ * D], lse2[HQ * SQ];
+    qattn_err err;
+    CHECK(qattn_ref_sparse(&a, 0.0, o, lse, &err) == 0, "%s", err.msg);
+    qattn_mha m = {q, k, v, HQ, HKV, SQ, SK, D, NULL, 0};
+    qattn_mask none = {QATTN_MASK_NONE, 0, 0};
+    CHECK(qattn_ref_mha(&m, &none, 0.0, o2, lse2, &err) == 0, "%s", err.msg);
+    double worst = 0.0, worst_lse = 0.0;
+    for (int i = 0; i < HQ * SQ * D; i++)
+        worst = fmax(worst, fabs(o[i] - o2[i]));
+    for (int i = 0; i < HQ * SQ; i++)
+        worst_lse = fmax(worst_lse, fabs(lse[i] - lse2[i]));
+    CHECK(worst <= 1e-12, "dense list vs qattn_ref_mha: max |do| %.3g", worst);
+    CHECK(worst_lse <= 1e-12, "dense list vs qattn_ref_mha: max |dlse| %.3g", worst_lse);
+    a.idx = perm;
+    CHECK(qattn_ref_sparse(&a, 0.0, o2, lse2, &err) == 0, "%s", err.msg);
+    worst = 0.0;
+    for (int i = 0; i < HQ * SQ * D; i++)
+        worst = fmax(worst, fabs(o[i] - o2[i]));
+    CHECK(worst <= 1e-12, "reversed list with padding first: max |do| %.3g", worst);
+
+    /* the sink's closed form: o' = o e^lse / (e^lse + e^s), lse' = ln(e^lse + e^s) */
+    const float sink[HQ] = {-1.0f, 0.5f, 2.0f, 30.0f};
+    a.idx = idx, a.sink = sink;
+    CHECK(qattn_ref_sparse(&a, 0.0, o2, lse2, &err) == 0, "%s", err.msg);
+    worst = worst_lse = 0.0;
+    for (int h = 0; h < HQ; h++)
+        for (int i = 0; i < SQ; i++) {
+            const double l = lse[h * SQ + i], s = sink[h], mx = fmax(l, s);
+            const double den = exp(l - mx) + exp(s - mx), w = exp(l - mx) / den;
+            worst_lse = fmax(worst_lse, fabs(lse2[h * SQ + i] - (mx + log(den))));
+            for (int c = 0; c < D; c++)
+                worst = fmax(worst, fabs(o2[(h * SQ + i) * D + c] - w * o[(h * SQ + i) * D + c]));
+        }
+    CHECK(worst <= 1e-12, "sink vs its closed form: max |do| %.3g", worst);
+    CHECK(worst_lse <= 1e-12, "sink vs its closed form: max |dlse| %.3g", worst_lse);
+
+    /* GQA: heads 0 and 1 read kv head 0, so equal queries give equal rows */
+    static float q2[HQ * SQ * D];
+    for (int i = 0; i < HQ * SQ * D; i++)
+        q2[i] = q[i % (SQ * D)];
+    a.q = q2, a.sink = NULL;
+    CHECK(qattn_ref_sparse(&a, 0.0, o2, NULL, &err) == 0, "%s", err.msg);
+    CHECK(memcmp(o2, o2 + SQ * D, SQ * D * sizeof(double)) == 0, "heads 0 and 1 share kv head 0");
+    CHECK(memcmp(o2, o2 + 2 * SQ * D, SQ * D * sizeof(double)) != 0, "head 2 reads kv head 1");
+}
+
+static void test_empty_lists(void)
+{
+    const float q[2] = {1.0f, 2.0f}, k[2] = {3.0f, 4.0f};
+    const int32_t idx[2] = {-1, -1};
+    qattn_sparse a = {q, k, k, 1, 1, 1, 1, 2, idx, 2, NULL, NULL};
+    double o[2] = {5.0, 5.0}, lse = 0.0;
+    qattn_err err;
+    CHECK(qattn_ref_sparse(&a, 0.0, o, &lse, &err) == 0, "%s", err.msg);
+    CHECK(o[0] == 0.0 && o[1] == 0.0 && lse == -INFINITY, "empty list: o %g %g lse %g", o[0], o[1], lse);
+    const float sink = 1.5f;
+    a.sink = &sink;
+    CHECK(qattn_ref_sparse(&a, 0.0, o, &lse, &err) == 0, "%s", err.msg);
+    CHECK(o[0] == 0.0 && o[1] == 0.0 && lse == 1.5, "empty list with a sink: o %g %g lse %g", o[0], o[1], lse);
+}
+
+static void test_bad_input(void)
+{
+    float q[2] = {1.0f, 2.0f}, k[4] = {3.0f, 4.0f, 5.0f, 6.0f}, sink = NAN;
+    int32_t idx[2] = {0, 2}, len = 3;
+    double o[2], lse;
+    qattn_err err;
+    qattn_sparse a = {q, k, k, 1, 1, 1, 2, 2, idx, 2, NULL, NULL};
+    CHECK(qattn_ref_sparse(&a, 0.0, o, &lse, &err) == QATTN_ERR_RANGE, "index 2 of 2 keys");
+    CHECK_STR_CONTAINS(err.msg, "row 0, entry 1: key 2 is outside -1..1");
+    idx[1] = -2;
+    CHECK(qattn_ref_sparse(&a, 0.0, o, &lse, &err) == QATTN_ERR_RANGE, "index -2");
+    CHECK_STR_CONTAINS(err.msg, "key -2 is outside");
+    idx[1] = 1;
+    a.len = &len;
+    CHECK(qattn_ref_sparse(&a, 0.0, o, &lse, &err) == QATTN_ERR_RANGE, "length 3 of 2");
+    CHECK_STR_CONTAINS(err.msg, "list length 3 is outside 0..2");
+    a.len = NULL, a.sink = &sink;
+    CHECK(qattn_ref_sparse(&a, 0.0, o, &lse, &err) == QATTN_ERR_NAN, "NaN sink");
+    CHECK_STR_CONTAINS(err.msg, "sink has a non-finite value");
+    a.sink = NULL, q[1] = INFINITY;
+    CHECK(qattn_ref_sparse(&a, 0.0, o, &lse, &err) == QATTN_ERR_NAN, "Inf in q");
+    CHECK_STR_CONTAINS(err.msg, "q has a non-finite value (inf) at element 1");
+    q[1] = 2.0f, a.hq = 3, a.hkv = 2;
+    CHECK(qattn_ref_sparse(&a, 0.0, o, &lse, &err) == QATTN_ERR_ARG, "3 heads over 2");
+    CHECK_STR_CONTAINS(err.msg, "3 query heads is not a multiple of 2 kv heads");
+    a.hq = a.hkv = 1, a.idx = NULL;
+    CHECK(qattn_ref_sparse(&a, 0.0, o, &lse, &err) == QATTN_ERR_ARG, "no lists");
+    CHECK_STR_CONTAINS(err.msg, "index lists are required");
+    a.idx = idx, a.topk = 0;
+    CHECK(qattn_ref_sparse(&a, 0.0, o, &lse, &err) == QATTN_ERR_ARG, "topk 0");
+    CHECK_STR_CONTAINS(err.msg, "empty shape");
+    a.topk = 2;
+    CHECK(qattn_ref_sparse(&a, 0.0, NULL, &lse, &err) == QATTN_ERR_ARG, "no output");
+    CHECK_STR_CONTAINS(err.msg, "no output buffer");
+}
+
+int main(void)
+{
+    test_hand();
+    test_dense_equals_reference();
+    test_empty_lists();
+    test_bad_input();
+    return check_done();
+}
