@@ -1,12 +1,15 @@
-/* Sparse attention's float64 reference (qattn/sparse.h): a hand-computed
- * case with and without a sink, dense lists against qattn_ref_head, list
+/* Sparse attention (qattn/sparse.h). The float64 reference: a hand-computed
+ * case with and without a sink, dense lists against qattn_ref_mha, list
  * order and padding, the sink against its closed form, empty lists, GQA, and
- * every bad input's message. */
+ * every bad input's message. The emulation: a dense list bit for bit
+ * qattn_emu_mha's, e4m3 per-64 storage with sinks near float64, empty rows,
+ * the schemes it refuses. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "check.h"
 #include "qattn/attn.h"
+#include "qattn/scheme.h"
 #include "qattn/sparse.h"
 
 static void fill(float *x, size_t n, uint64_t *st)
@@ -153,11 +156,86 @@ static void test_bad_input(void)
     CHECK_STR_CONTAINS(err.msg, "no output buffer");
 }
 
+/* the emulation: a dense list equals qattn_emu_mha bit for bit (per-token groups: the same
+ * rows, scales and key blocks); the sink within the scheme's error of the reference's; empty
+ * lists; the schemes it refuses */
+static void test_emulation(void)
+{
+    enum { H = 4, G = 2, N = 150, DD = 64 };
+    uint64_t st = 11;
+    float *q = malloc(H * N * DD * sizeof *q), *k = malloc(G * N * DD * sizeof *k), *v = malloc(G * N * DD * sizeof *v);
+    float *o = malloc(H * N * DD * sizeof *o), *o2 = malloc(H * N * DD * sizeof *o2);
+    double *od = malloc(H * N * DD * sizeof *od);
+    int32_t *idx = malloc(N * N * sizeof *idx);
+    float lse[H * N], lse2[H * N];
+    double lsed[H * N];
+    fill(q, H * N * DD, &st), fill(k, G * N * DD, &st), fill(v, G * N * DD, &st);
+    for (int i = 0; i < N; i++)
+        for (int t = 0; t < N; t++)
+            idx[i * N + t] = t;
+    qattn_scheme sch;
+    qattn_err err;
+    const char *spec = "q=int8@token k=int8@token p=e4m3@static v=e4m3@token smooth=none acc=fp22+fp32:128 "
+                       "kblock=128 out=bf16";
+    CHECK(qattn_scheme_parse(spec, &sch, &err) == 0, "%s", err.msg);
+    qattn_sparse a = {q, k, v, H, G, N, N, DD, idx, N, NULL, NULL};
+    CHECK(qattn_emu_sparse(&sch, &a, 0.0, o, lse, &err) == 0, "%s", err.msg);
+    qattn_mha m = {q, k, v, H, G, N, N, DD, NULL, 0};
+    qattn_mask none = {QATTN_MASK_NONE, 0, 0};
+    CHECK(qattn_emu_mha(&sch, &m, &none, 0.0, o2, lse2, &err) == 0, "%s", err.msg);
+    CHECK(memcmp(o, o2, H * N * DD * sizeof *o) == 0, "dense list: o differs from qattn_emu_mha");
+    CHECK(memcmp(lse, lse2, sizeof lse) == 0, "dense list: lse differs from qattn_emu_mha");
+
+    /* the DeepSeek-V4-like storage (e4m3, an e8m0 scale per 64 channels and token) with sinks and
+     * ragged lists, against float64 */
+    for (int i = 0; i < N; i++)
+        for (int t = 0; t < N; t++)
+            idx[i * N + t] = t <= i ? (int32_t)((i * 37 + t * 11) % N) : -1;
+    const float sink[H] = {-2.0f, 0.0f, 1.0f, 3.0f};
+    a.sink = sink;
+    CHECK(qattn_scheme_parse("q=e4m3@token,ch:64,e8m0 k=e4m3@token,ch:64,e8m0 p=bf16 v=e4m3@token,ch:64,e8m0 "
+                             "smooth=none acc=fp32 kblock=64 out=bf16",
+                             &sch, &err) == 0,
+          "%s", err.msg);
+    CHECK(qattn_emu_sparse(&sch, &a, 0.0, o, lse, &err) == 0, "%s", err.msg);
+    CHECK(qattn_ref_sparse(&a, 0.0, od, lsed, &err) == 0, "%s", err.msg);
+    double num = 0.0, den_e = 0.0, den_r = 0.0, dl = 0.0;
+    for (int i = 0; i < H * N * DD; i++)
+        num += o[i] * od[i], den_e += (double)o[i] * o[i], den_r += od[i] * od[i];
+    for (int i = 0; i < H * N; i++)
+        dl = fmax(dl, fabs(lse[i] - lsed[i]));
+    const double cosv = num / sqrt(den_e * den_r);
+    CHECK(cosv > 0.999 && cosv < 1.0, "e4m3 per-64 storage with sinks: cos %.7f against float64", cosv);
+    CHECK(dl < 0.15, "e4m3 per-64 storage with sinks: max |dlse| %.3g (e4m3 scores: about 0.05 here)", dl);
+    /* row 0 of every head lists one key: o = that key's V times its weight against the sink */
+    a.sink = NULL;
+    for (int t = 1; t < N; t++)
+        idx[t] = -1;
+    for (int t = 0; t < N; t++)
+        idx[N + t] = -1; /* row 1: nothing */
+    CHECK(qattn_emu_sparse(&sch, &a, 0.0, o, lse, &err) == 0, "%s", err.msg);
+    CHECK(o[DD] == 0.0f && lse[1] == -INFINITY, "empty row: o %g lse %g", o[DD], lse[1]);
+    a.sink = sink;
+    CHECK(qattn_emu_sparse(&sch, &a, 0.0, o, lse, &err) == 0, "%s", err.msg);
+    CHECK(o[DD] == 0.0f && lse[1] == -2.0f && lse[3 * N + 1] == 3.0f, "empty row with a sink: lse %g, %g", lse[1],
+          lse[3 * N + 1]);
+
+    /* schemes it refuses */
+    CHECK(qattn_scheme_parse("sage2-8b-sm90", &sch, &err) == 0, "%s", err.msg);
+    CHECK(qattn_emu_sparse(&sch, &a, 0.0, o, lse, &err) == QATTN_ERR_ARG, "smooth=k over lists");
+    CHECK_STR_CONTAINS(err.msg, "smoothing is not defined over per-query key lists");
+    sch.smooth = 0;
+    CHECK(qattn_emu_sparse(&sch, &a, 0.0, o, lse, &err) == QATTN_ERR_ARG, "thread groups over lists");
+    CHECK_STR_CONTAINS(err.msg, "need per-token scale groups");
+    free(q), free(k), free(v), free(o), free(o2), free(od), free(idx);
+}
+
 int main(void)
 {
     test_hand();
     test_dense_equals_reference();
     test_empty_lists();
     test_bad_input();
+    test_emulation();
     return check_done();
 }

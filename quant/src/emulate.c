@@ -30,6 +30,7 @@
 
 #include "blas.h"
 #include "qattn/attn.h"
+#include "qattn/sparse.h"
 #include "qattn/numerics.h"
 #include "segments.h"
 
@@ -467,8 +468,10 @@ typedef struct emu_row_buf {
     float *tmp;   /* [d] */
 } emu_row_buf;
 
+/* sink2: the row's sink logit in base 2 (scale applied), a term of l only,
+ * added after the last block at the running maximum; -inf: none */
 static void emu_row(const qattn_scheme *s, const emu_seg *e, const qattn_mask *m, float c2, size_t i,
-                    const float *dotrow, size_t jt0, emu_row_buf *b, float *o, float *lse)
+                    const float *dotrow, size_t jt0, emu_row_buf *b, float sink2, float *o, float *lse)
 {
     size_t d = e->d, sk = e->sk, kb = (size_t)s->kblock;
     size_t lo, hi;
@@ -477,7 +480,7 @@ static void emu_row(const qattn_scheme *s, const emu_seg *e, const qattn_mask *m
         for (size_t c = 0; c < d; c++)
             o[c] = 0.0f;
         if (lse)
-            *lse = -INFINITY;
+            *lse = sink2 == -INFINITY ? -INFINITY : (float)((double)sink2 * M_LN2);
         return;
     }
     size_t jb0 = lo / kb * kb;
@@ -563,6 +566,8 @@ static void emu_row(const qattn_scheme *s, const emu_seg *e, const qattn_mask *m
     }
     if (two)
         vec_add(QATTN_ACC_FP32, b->o, b->inner, d);
+    if (sink2 != -INFINITY)
+        l = l + exp2_soft(sink2 - mrow);
     for (size_t c = 0; c < d; c++) {
         float x = b->o[c] / l;
         if (s->p_static)
@@ -577,8 +582,11 @@ static void emu_row(const qattn_scheme *s, const emu_seg *e, const qattn_mask *m
         *lse = (float)(((double)mrow + log2((double)l)) * M_LN2);
 }
 
+/* sink: [sq] each row's sink logit (natural units, scale not applied: it
+ * is a logit), or NULL */
 static int emu_segment(const qattn_scheme *s, const float *q, const float *k, const float *v, size_t sq, size_t sk,
-                       size_t d, const qattn_mask *m, double scale, float *o, float *lse, qattn_err *err)
+                       size_t d, const qattn_mask *m, double scale, const float *sink, float *o, float *lse,
+                       qattn_err *err)
 {
     emu_seg e;
     int rc = emu_prepare(s, q, k, v, sq, sk, d, &e, err);
@@ -612,7 +620,9 @@ static int emu_segment(const qattn_scheme *s, const float *q, const float *k, co
             emu_dots(&e, i0, rows, jt0, nk, dot, dotd);
         }
         for (size_t r = 0; r < rows; r++)
-            emu_row(s, &e, m, c2, i0 + r, dot + r * nk, jt0, &b, o + (i0 + r) * d, lse ? lse + i0 + r : NULL);
+            emu_row(s, &e, m, c2, i0 + r, dot + r * nk, jt0, &b,
+                    sink ? (float)((double)sink[i0 + r] * M_LOG2E) : -INFINITY, o + (i0 + r) * d,
+                    lse ? lse + i0 + r : NULL);
     }
 done:
     free(dot);
@@ -647,7 +657,7 @@ int qattn_emu_head(const qattn_scheme *s, const qattn_head *h, const qattn_mask 
         size_t off, sq, sk;
         qattn_head_segment(h, sg, &off, &sq, &sk);
         size_t koff = h->seqlens ? off : 0;
-        rc = emu_segment(s, h->q + off * h->d, h->k + koff * h->d, h->v + koff * h->d, sq, sk, h->d, m, scale,
+        rc = emu_segment(s, h->q + off * h->d, h->k + koff * h->d, h->v + koff * h->d, sq, sk, h->d, m, scale, NULL,
                          o + off * h->d, lse ? lse + off : NULL, err);
         if (rc)
             return rc;
@@ -667,4 +677,81 @@ int qattn_emu_mha(const qattn_scheme *s, const qattn_mha *a, const qattn_mask *m
             return rc;
     }
     return QATTN_OK;
+}
+
+/* a group of a scheme operand that gives each row its own scales (or none),
+ * so that quantizing gathered rows equals quantizing the cache */
+static int sparse_group_ok(const qattn_operand *op)
+{
+    return !qattn_fmt_is_scaled(op->fmt) || op->group.tok == QATTN_TOK_TOKEN;
+}
+
+int qattn_emu_sparse(const qattn_scheme *s, const qattn_sparse *a, double scale, float *o, float *lse, qattn_err *err)
+{
+    int rc = qattn_sparse_check(a, err);
+    if (rc)
+        return rc;
+    if (!o)
+        return qattn_err_set(err, QATTN_ERR_ARG, "sparse emulation: no output buffer");
+    if (s->smooth != 0)
+        return qattn_err_set(err, QATTN_ERR_ARG,
+                             "sparse emulation: smoothing is not defined over per-query key lists (use smooth=none)");
+    if (!sparse_group_ok(&s->q) || !sparse_group_ok(&s->k) || !sparse_group_ok(&s->v))
+        return qattn_err_set(err, QATTN_ERR_ARG,
+                             "sparse emulation: Q, K and V need per-token scale groups (token, with ch: or e8m0), "
+                             "so that gathered rows keep the cache's scales");
+    if (s->kblock <= 0)
+        return qattn_err_set(err, QATTN_ERR_ARG, "kblock must be positive");
+    qattn_blas_init();
+    if (!(scale > 0.0))
+        scale = 1.0 / sqrt((double)a->d);
+    const size_t d = a->d, grp = a->hq / a->hkv, topk = a->topk;
+    const qattn_mask none = {QATTN_MASK_NONE, 0, 0};
+    float *qg = malloc(grp * d * sizeof *qg), *kg = malloc(topk * d * sizeof *kg), *vg = malloc(topk * d * sizeof *vg);
+    float *og = malloc(grp * d * sizeof *og), *lg = malloc(grp * sizeof *lg), *sg = malloc(grp * sizeof *sg);
+    if (!qg || !kg || !vg || !og || !lg || !sg) {
+        rc = qattn_err_set(err, QATTN_ERR_NOMEM, "sparse emulation: out of memory");
+        goto done;
+    }
+    /* one tile a (query token, kv head): the heads of the group as rows, the
+     * token's listed keys in list order */
+    for (size_t g = 0; g < a->hkv && !rc; g++) {
+        const float *kh = a->k + g * a->sk * d, *vh = a->v + g * a->sk * d;
+        for (size_t r = 0; r < grp; r++)
+            sg[r] = a->sink ? a->sink[g * grp + r] : -INFINITY;
+        for (size_t i = 0; i < a->sq && !rc; i++) {
+            const int32_t *list = a->idx + i * topk;
+            const size_t len = a->len ? (size_t)a->len[i] : topk;
+            size_t n = 0;
+            for (size_t t = 0; t < len; t++)
+                if (list[t] >= 0) {
+                    memcpy(kg + n * d, kh + (size_t)list[t] * d, d * sizeof *kg);
+                    memcpy(vg + n * d, vh + (size_t)list[t] * d, d * sizeof *vg);
+                    n++;
+                }
+            for (size_t r = 0; r < grp; r++)
+                memcpy(qg + r * d, a->q + ((g * grp + r) * a->sq + i) * d, d * sizeof *qg);
+            if (n == 0) { /* nothing listed: o = 0, lse = -inf (the sink's logit with one) */
+                for (size_t r = 0; r < grp; r++) {
+                    memset(og + r * d, 0, d * sizeof *og);
+                    lg[r] = a->sink ? sg[r] : -INFINITY;
+                }
+            } else {
+                rc = emu_segment(s, qg, kg, vg, grp, n, d, &none, scale, a->sink ? sg : NULL, og, lg, err);
+            }
+            for (size_t r = 0; r < grp && !rc; r++) {
+                memcpy(o + ((g * grp + r) * a->sq + i) * d, og + r * d, d * sizeof *o);
+                if (lse)
+                    lse[(g * grp + r) * a->sq + i] = lg[r];
+            }
+        }
+    }
+done:
+    free(qg);
+    free(kg);
+    free(vg);
+    free(og);
+    free(lg);
+    free(sg);
+    return rc;
 }

@@ -14,8 +14,7 @@ static int sparse_finite(const float *x, size_t n, const char *what, qattn_err *
     return QATTN_OK;
 }
 
-/* the checks of a: shapes, pointers, indices, lengths, finite values */
-static int sparse_check(const qattn_sparse *a, qattn_err *err)
+int qattn_sparse_check(const qattn_sparse *a, qattn_err *err)
 {
     if (!a || !a->q || !a->k || !a->v || !a->idx)
         return qattn_err_set(err, QATTN_ERR_ARG, "sparse attention: q, k, v and the index lists are required");
@@ -52,7 +51,7 @@ static int sparse_check(const qattn_sparse *a, qattn_err *err)
 
 int qattn_ref_sparse(const qattn_sparse *a, double scale, double *o, double *lse, qattn_err *err)
 {
-    int rc = sparse_check(a, err);
+    int rc = qattn_sparse_check(a, err);
     if (rc)
         return rc;
     if (!o)

@@ -1,7 +1,7 @@
 /* Sparse attention (the DeepSeek-V4 sparse prefill, issue 30): each query row
  * attends to its own list of key positions, with an optional per-head
  * attention sink (a logit added to the softmax denominator only). This
- * header holds the float64 reference; the scheme emulation builds on it.
+ * header holds the float64 reference and the scheme's emulation.
  *
  * Conventions: scores s_j = scale * q . k_j over the row's listed keys (a
  * position listed twice counts twice); p_j = exp(s_j - m) over
@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "qattn/error.h"
+#include "qattn/scheme.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,6 +37,19 @@ typedef struct qattn_sparse {
  * -1..sk-1 or a length over topk (QATTN_ERR_RANGE), NaN / Inf in q, k, v or
  * sink (QATTN_ERR_NAN). */
 int qattn_ref_sparse(const qattn_sparse *a, double scale, double *o, double *lse, qattn_err *err);
+
+/* The checks both calls make (shapes, pointers, indices, lengths, finite values). */
+int qattn_sparse_check(const qattn_sparse *a, qattn_err *err);
+
+/* Emulation of scheme s (quant/src/emulate.c): one tile a (query token, kv
+ * head) with the group's query heads as rows and the token's listed keys, in
+ * list order, as the key blocks; the sink added into l after the last block
+ * at the running maximum. o [hq, sq, d] rounded to s->out, lse [hq, sq] or
+ * NULL. Q, K and V need per-token scale groups (token, with ch: or e8m0) or
+ * no scales, so that gathered rows keep the cache's scales, and smooth=none
+ * (a mean over a list is not a cache's); otherwise QATTN_ERR_ARG. */
+int qattn_emu_sparse(const qattn_scheme *s, const qattn_sparse *a, double scale, float *o, float *lse,
+                     qattn_err *err);
 
 #ifdef __cplusplus
 }
