@@ -3,7 +3,8 @@
  * order and padding, the sink against its closed form, empty lists, GQA, and
  * every bad input's message. The emulation: a dense list bit for bit
  * qattn_emu_mha's, e4m3 per-64 storage with sinks near float64, empty rows,
- * the schemes it refuses. */
+ * the schemes it refuses. A paged prefix + extend equal to the contiguous
+ * layout, both ways, and its bad inputs. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -23,7 +24,7 @@ static void test_hand(void)
     /* d = 1, scale 1: q = 1, keys 1, 5, 0 with values 2, 7, 4; the list {0, 2} scores 1 and 0 */
     const float q[1] = {1.0f}, k[3] = {1.0f, 5.0f, 0.0f}, v[3] = {2.0f, 7.0f, 4.0f};
     const int32_t idx[3] = {0, -1, 2};
-    qattn_sparse a = {q, k, v, 1, 1, 1, 3, 1, idx, 3, NULL, NULL};
+    qattn_sparse a = {q, k, v, 1, 1, 1, 3, 1, idx, 3, NULL, NULL, 0, 0, 0, NULL, NULL, NULL};
     double o, lse;
     qattn_err err;
     const double e = exp(1.0);
@@ -58,7 +59,7 @@ static void test_dense_equals_reference(void)
         for (int t = 0; t < SK + 3; t++)
             perm[i * (SK + 3) + t] = t < 3 ? -1 : SK + 2 - t;
     }
-    qattn_sparse a = {q, k, v, HQ, HKV, SQ, SK, D, idx, SK + 3, NULL, NULL};
+    qattn_sparse a = {q, k, v, HQ, HKV, SQ, SK, D, idx, SK + 3, NULL, NULL, 0, 0, 0, NULL, NULL, NULL};
     static double o[HQ * SQ * D], lse[HQ * SQ], o2[HQ * SQ * D], lse2[HQ * SQ];
     qattn_err err;
     CHECK(qattn_ref_sparse(&a, 0.0, o, lse, &err) == 0, "%s", err.msg);
@@ -109,7 +110,7 @@ static void test_empty_lists(void)
 {
     const float q[2] = {1.0f, 2.0f}, k[2] = {3.0f, 4.0f};
     const int32_t idx[2] = {-1, -1};
-    qattn_sparse a = {q, k, k, 1, 1, 1, 1, 2, idx, 2, NULL, NULL};
+    qattn_sparse a = {q, k, k, 1, 1, 1, 1, 2, idx, 2, NULL, NULL, 0, 0, 0, NULL, NULL, NULL};
     double o[2] = {5.0, 5.0}, lse = 0.0;
     qattn_err err;
     CHECK(qattn_ref_sparse(&a, 0.0, o, &lse, &err) == 0, "%s", err.msg);
@@ -126,7 +127,7 @@ static void test_bad_input(void)
     int32_t idx[2] = {0, 2}, len = 3;
     double o[2], lse;
     qattn_err err;
-    qattn_sparse a = {q, k, k, 1, 1, 1, 2, 2, idx, 2, NULL, NULL};
+    qattn_sparse a = {q, k, k, 1, 1, 1, 2, 2, idx, 2, NULL, NULL, 0, 0, 0, NULL, NULL, NULL};
     CHECK(qattn_ref_sparse(&a, 0.0, o, &lse, &err) == QATTN_ERR_RANGE, "index 2 of 2 keys");
     CHECK_STR_CONTAINS(err.msg, "row 0, entry 1: key 2 is outside -1..1");
     idx[1] = -2;
@@ -178,7 +179,7 @@ static void test_emulation(void)
     const char *spec = "q=int8@token k=int8@token p=e4m3@static v=e4m3@token smooth=none acc=fp22+fp32:128 "
                        "kblock=128 out=bf16";
     CHECK(qattn_scheme_parse(spec, &sch, &err) == 0, "%s", err.msg);
-    qattn_sparse a = {q, k, v, H, G, N, N, DD, idx, N, NULL, NULL};
+    qattn_sparse a = {q, k, v, H, G, N, N, DD, idx, N, NULL, NULL, 0, 0, 0, NULL, NULL, NULL};
     CHECK(qattn_emu_sparse(&sch, &a, 0.0, o, lse, &err) == 0, "%s", err.msg);
     qattn_mha m = {q, k, v, H, G, N, N, DD, NULL, 0};
     qattn_mask none = {QATTN_MASK_NONE, 0, 0};
@@ -230,6 +231,70 @@ static void test_emulation(void)
     free(q), free(k), free(v), free(o), free(o2), free(od), free(idx);
 }
 
+/* a paged prefix + extend layout reads the same rows as the contiguous one: reference and
+ * emulation bit for bit; its bad inputs */
+static void test_paged(void)
+{
+    enum { H = 4, G = 2, N = 150, DD = 64, PAGE = 16, PREFIX = 100, NPOOL = 9 };
+    uint64_t st = 23;
+    float *q = malloc(H * N * DD * sizeof *q), *k = malloc(G * N * DD * sizeof *k), *v = malloc(G * N * DD * sizeof *v);
+    float *kp = malloc(G * NPOOL * PAGE * DD * sizeof *kp), *vp = malloc(G * NPOOL * PAGE * DD * sizeof *vp);
+    float *ke = malloc(G * (N - PREFIX) * DD * sizeof *ke), *ve = malloc(G * (N - PREFIX) * DD * sizeof *ve);
+    float *o = malloc(H * N * DD * sizeof *o), *o2 = malloc(H * N * DD * sizeof *o2);
+    double *od = malloc(H * N * DD * sizeof *od), *od2 = malloc(H * N * DD * sizeof *od2);
+    int32_t *idx = malloc(N * 64 * sizeof *idx), table[(PREFIX + PAGE - 1) / PAGE];
+    float lse[H * N], lse2[H * N], sink[H] = {0.5f, -1.0f, 2.0f, 0.0f};
+    fill(q, H * N * DD, &st), fill(k, G * N * DD, &st), fill(v, G * N * DD, &st);
+    fill(kp, G * NPOOL * PAGE * DD, &st), fill(vp, G * NPOOL * PAGE * DD, &st); /* unmapped rows stay noise */
+    for (int x = 0; x < (PREFIX + PAGE - 1) / PAGE; x++)
+        table[x] = (x * 4 + 3) % NPOOL;
+    for (int g = 0; g < G; g++)
+        for (int p = 0; p < N; p++) {
+            float *kd = p < PREFIX ? kp + ((size_t)g * NPOOL * PAGE + (size_t)table[p / PAGE] * PAGE + p % PAGE) * DD
+                                   : ke + ((size_t)g * (N - PREFIX) + p - PREFIX) * DD;
+            float *vd = p < PREFIX ? vp + ((size_t)g * NPOOL * PAGE + (size_t)table[p / PAGE] * PAGE + p % PAGE) * DD
+                                   : ve + ((size_t)g * (N - PREFIX) + p - PREFIX) * DD;
+            memcpy(kd, k + ((size_t)g * N + p) * DD, DD * sizeof *kd);
+            memcpy(vd, v + ((size_t)g * N + p) * DD, DD * sizeof *vd);
+        }
+    for (int i = 0; i < N; i++) /* 64 entries a row, crossing pages and the prefix's end */
+        for (int t = 0; t < 64; t++)
+            idx[i * 64 + t] = t % 9 == 8 ? -1 : (int32_t)((i * 7 + t * 13) % N);
+    qattn_scheme sch;
+    qattn_err err;
+    CHECK(qattn_scheme_parse("q=e4m3@token,ch:64,e8m0 k=e4m3@token,ch:64,e8m0 p=bf16 v=e4m3@token,ch:64,e8m0 "
+                             "smooth=none acc=fp32 kblock=64 out=bf16",
+                             &sch, &err) == 0,
+          "%s", err.msg);
+    qattn_sparse flat = {q, k, v, H, G, N, N, DD, idx, 64, NULL, sink, 0, 0, 0, NULL, NULL, NULL};
+    qattn_sparse paged = {q, kp, vp, H, G, N, N, DD, idx, 64, NULL, sink, PAGE, PREFIX, NPOOL, table, ke, ve};
+    CHECK(qattn_ref_sparse(&flat, 0.0, od, NULL, &err) == 0, "%s", err.msg);
+    CHECK(qattn_ref_sparse(&paged, 0.0, od2, NULL, &err) == 0, "%s", err.msg);
+    CHECK(memcmp(od, od2, H * N * DD * sizeof *od) == 0, "paged reference differs from the contiguous one");
+    CHECK(qattn_emu_sparse(&sch, &flat, 0.0, o, lse, &err) == 0, "%s", err.msg);
+    CHECK(qattn_emu_sparse(&sch, &paged, 0.0, o2, lse2, &err) == 0, "%s", err.msg);
+    CHECK(memcmp(o, o2, H * N * DD * sizeof *o) == 0 && memcmp(lse, lse2, sizeof lse) == 0,
+          "paged emulation differs from the contiguous one");
+
+    table[2] = NPOOL;
+    CHECK(qattn_ref_sparse(&paged, 0.0, od2, NULL, &err) == QATTN_ERR_RANGE, "pool page 9 of 9");
+    CHECK_STR_CONTAINS(err.msg, "page 2 maps to pool page 9 of 9");
+    table[2] = 1, paged.page = 300;
+    CHECK(qattn_ref_sparse(&paged, 0.0, od2, NULL, &err) == QATTN_ERR_RANGE, "pages of 300");
+    CHECK_STR_CONTAINS(err.msg, "pages of 300 tokens");
+    paged.page = PAGE, paged.prefix = N + 1;
+    CHECK(qattn_ref_sparse(&paged, 0.0, od2, NULL, &err) == QATTN_ERR_RANGE, "prefix past the end");
+    CHECK_STR_CONTAINS(err.msg, "a prefix of 151 of 150 positions");
+    paged.prefix = PREFIX, paged.v_ext = NULL;
+    CHECK(qattn_emu_sparse(&sch, &paged, 0.0, o2, NULL, &err) == QATTN_ERR_ARG, "no v_ext");
+    CHECK_STR_CONTAINS(err.msg, "positions 100..149 need k_ext and v_ext");
+    paged.v_ext = ve, ke[5] = NAN;
+    CHECK(qattn_ref_sparse(&paged, 0.0, od2, NULL, &err) == QATTN_ERR_NAN, "NaN in k_ext");
+    CHECK_STR_CONTAINS(err.msg, "k_ext has a non-finite value");
+    free(q), free(k), free(v), free(kp), free(vp), free(ke), free(ve), free(o), free(o2), free(od), free(od2);
+    free(idx);
+}
+
 int main(void)
 {
     test_hand();
@@ -237,5 +302,6 @@ int main(void)
     test_empty_lists();
     test_bad_input();
     test_emulation();
+    test_paged();
     return check_done();
 }

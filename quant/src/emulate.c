@@ -716,7 +716,6 @@ int qattn_emu_sparse(const qattn_scheme *s, const qattn_sparse *a, double scale,
     /* one tile a (query token, kv head): the heads of the group as rows, the
      * token's listed keys in list order */
     for (size_t g = 0; g < a->hkv && !rc; g++) {
-        const float *kh = a->k + g * a->sk * d, *vh = a->v + g * a->sk * d;
         for (size_t r = 0; r < grp; r++)
             sg[r] = a->sink ? a->sink[g * grp + r] : -INFINITY;
         for (size_t i = 0; i < a->sq && !rc; i++) {
@@ -725,8 +724,8 @@ int qattn_emu_sparse(const qattn_scheme *s, const qattn_sparse *a, double scale,
             size_t n = 0;
             for (size_t t = 0; t < len; t++)
                 if (list[t] >= 0) {
-                    memcpy(kg + n * d, kh + (size_t)list[t] * d, d * sizeof *kg);
-                    memcpy(vg + n * d, vh + (size_t)list[t] * d, d * sizeof *vg);
+                    memcpy(kg + n * d, qattn_sparse_row(a, 0, g, (size_t)list[t]), d * sizeof *kg);
+                    memcpy(vg + n * d, qattn_sparse_row(a, 1, g, (size_t)list[t]), d * sizeof *vg);
                     n++;
                 }
             for (size_t r = 0; r < grp; r++)

@@ -39,14 +39,47 @@ int qattn_sparse_check(const qattn_sparse *a, qattn_err *err)
                                      a->sk - 1);
         }
     }
+    size_t kv_rows = a->sk; /* rows of k and v a head */
+    if (a->page) {
+        if (a->page > 256)
+            return qattn_err_set(err, QATTN_ERR_RANGE, "sparse attention: pages of %zu tokens (1..256)", a->page);
+        if (a->prefix > a->sk)
+            return qattn_err_set(err, QATTN_ERR_RANGE, "sparse attention: a prefix of %zu of %zu positions", a->prefix,
+                                 a->sk);
+        if (a->prefix && (!a->table || !a->npool))
+            return qattn_err_set(err, QATTN_ERR_ARG, "sparse attention: a paged prefix needs a page table and a pool");
+        if (a->prefix < a->sk && (!a->k_ext || !a->v_ext))
+            return qattn_err_set(err, QATTN_ERR_ARG, "sparse attention: positions %zu..%zu need k_ext and v_ext",
+                                 a->prefix, a->sk - 1);
+        for (size_t x = 0; x < (a->prefix + a->page - 1) / a->page; x++)
+            if (a->table[x] < 0 || (size_t)a->table[x] >= a->npool)
+                return qattn_err_set(err, QATTN_ERR_RANGE, "sparse attention: page %zu maps to pool page %d of %zu", x,
+                                     (int)a->table[x], a->npool);
+        kv_rows = a->npool * a->page;
+    }
     int rc = sparse_finite(a->q, a->hq * a->sq * a->d, "q", err);
     if (!rc)
-        rc = sparse_finite(a->k, a->hkv * a->sk * a->d, "k", err);
+        rc = sparse_finite(a->k, a->hkv * kv_rows * a->d, "k", err);
     if (!rc)
-        rc = sparse_finite(a->v, a->hkv * a->sk * a->d, "v", err);
+        rc = sparse_finite(a->v, a->hkv * kv_rows * a->d, "v", err);
+    if (!rc && a->page && a->prefix < a->sk)
+        rc = sparse_finite(a->k_ext, a->hkv * (a->sk - a->prefix) * a->d, "k_ext", err);
+    if (!rc && a->page && a->prefix < a->sk)
+        rc = sparse_finite(a->v_ext, a->hkv * (a->sk - a->prefix) * a->d, "v_ext", err);
     if (!rc && a->sink)
         rc = sparse_finite(a->sink, a->hq, "sink", err);
     return rc;
+}
+
+const float *qattn_sparse_row(const qattn_sparse *a, int which, size_t g, size_t pos)
+{
+    const size_t d = a->d;
+    if (!a->page)
+        return (which ? a->v : a->k) + (g * a->sk + pos) * d;
+    if (pos >= a->prefix)
+        return (which ? a->v_ext : a->k_ext) + (g * (a->sk - a->prefix) + pos - a->prefix) * d;
+    const size_t row = (size_t)a->table[pos / a->page] * a->page + pos % a->page;
+    return (which ? a->v : a->k) + (g * a->npool * a->page + row) * d;
 }
 
 int qattn_ref_sparse(const qattn_sparse *a, double scale, double *o, double *lse, qattn_err *err)
@@ -63,7 +96,7 @@ int qattn_ref_sparse(const qattn_sparse *a, double scale, double *o, double *lse
     if (!s)
         return qattn_err_set(err, QATTN_ERR_NOMEM, "sparse attention: out of memory");
     for (size_t h = 0; h < a->hq; h++) {
-        const float *kh = a->k + (h / grp) * a->sk * d, *vh = a->v + (h / grp) * a->sk * d;
+        const size_t g = h / grp;
         const double sink = a->sink ? (double)a->sink[h] : -INFINITY;
         for (size_t i = 0; i < a->sq; i++) {
             const float *qi = a->q + (h * a->sq + i) * d;
@@ -73,7 +106,7 @@ int qattn_ref_sparse(const qattn_sparse *a, double scale, double *o, double *lse
             for (size_t t = 0; t < n; t++) {
                 if (list[t] < 0)
                     continue;
-                const float *kj = kh + (size_t)list[t] * d;
+                const float *kj = qattn_sparse_row(a, 0, g, (size_t)list[t]);
                 double dot = 0.0;
                 for (size_t c = 0; c < d; c++)
                     dot += (double)qi[c] * (double)kj[c];
@@ -94,7 +127,7 @@ int qattn_ref_sparse(const qattn_sparse *a, double scale, double *o, double *lse
                 if (list[t] < 0)
                     continue;
                 const double p = exp(s[t] - m);
-                const float *vj = vh + (size_t)list[t] * d;
+                const float *vj = qattn_sparse_row(a, 1, g, (size_t)list[t]);
                 l += p;
                 for (size_t c = 0; c < d; c++)
                     oi[c] += p * (double)vj[c];

@@ -30,7 +30,17 @@ typedef struct qattn_sparse {
     size_t topk;
     const int32_t *len;  /* [sq] entries of each row's list that count (<= topk), or NULL: all */
     const float *sink;   /* [hq] sink logits, or NULL */
+    /* paged prefix + extend (page 0: k and v hold all sk positions as above). Positions below
+     * prefix are read from a pool of pages, k and v as [hkv, npool * page, d]: position p at pool
+     * row table[p / page] * page + p % page of its kv head; positions prefix..sk-1 from k_ext and
+     * v_ext, [hkv, sk - prefix, d]. */
+    size_t page, prefix, npool;  /* page 1..256 tokens */
+    const int32_t *table;        /* [ceil(prefix / page)] pool pages */
+    const float *k_ext, *v_ext;
 } qattn_sparse;
+
+/* row `pos` (a position 0..sk-1) of kv head g of k (which = 0) or v (1) */
+const float *qattn_sparse_row(const qattn_sparse *a, int which, size_t g, size_t pos);
 
 /* float64 sparse attention: o [hq, sq, d], lse [hq, sq] or NULL. scale <= 0
  * means 1 / sqrt(d). Errors: missing pointers, hq % hkv, an index outside
