@@ -399,6 +399,9 @@ static int check_problem(const qattn_scheme *s, const qattn_kernels_problem *pb,
         return qattn_err_set(err, QATTN_ERR_ARG, "window mask needs non-negative sizes");
     if ((s->smooth & QATTN_SMOOTH_Q) && qattn_scheme_qblock(s) <= 0)
         return qattn_err_set(err, QATTN_ERR_ARG, "smooth=q needs a Q block");
+    if (s->rope > 0)
+        return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
+                             "rope=%d: no instance keeps a bf16 part of the head (the emulation does)", s->rope);
     return QATTN_OK;
 }
 

@@ -394,6 +394,13 @@ static void check_path_choice(void)
         CHECK_STR_CONTAINS(err.msg, "mfma: any device");
     }
     CHECK(!strcmp(qattn_kernels_path_name(QATTN_KERNELS_PATH_WGMMA), "wgmma"), "path name");
+    /* rope=: no instance keeps a bf16 part of the head, and the dispatcher says so */
+    qattn_scheme sr;
+    CHECK(qattn_scheme_parse("bf16 rope=32", &sr, &err) == 0, "%s", err.msg);
+    pb.paths = 0;
+    rc = qattn_kernels_find(&sr, &pb, &a, NULL, &err);
+    CHECK(rc == QATTN_KERNELS_ERR_UNSUPPORTED, "rope=32: rc %d", rc);
+    CHECK_STR_CONTAINS(err.msg, "rope=32: no instance keeps a bf16 part of the head");
 }
 
 /* the 8-bit wgmma tile's key order (a permutation: each key of a block once

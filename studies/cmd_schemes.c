@@ -36,7 +36,8 @@ int qattn_cmd_scheme_check(int argc, char **argv)
                "Prints the normalized full spec of SPEC (a preset name, a scheme string, or a preset\n"
                "followed by overrides such as 'sage2-8b acc=fp22'), or its error on stderr (exit 2).\n"
                "A scheme is at most %d characters, each key is given once, and every size in it\n"
-               "(a group's B, S, W and ch:C, kblock, qblock, the N of acc=...+fp32:N) is 1 to %d.\n",
+               "(a group's B, S, W and ch:C, kblock, qblock, the N of acc=...+fp32:N) is 1 to %d\n"
+               "(rope, the head's last channels kept in bf16, 0 to it).\n",
                QATTN_SCHEME_LEN_MAX, QATTN_SCHEME_SIZE_MAX);
     if (prc)
         return prc == QATTN_CLI_HELP ? QATTN_EXIT_OK : prc;

@@ -57,6 +57,16 @@ int main(void)
     CHECK(qattn_scheme_parse("sage2-4b qblock=64", &s, &err) == 0 && qattn_scheme_qblock(&s) == 64, "qblock=");
     qattn_scheme_format(&s, buf, sizeof buf);
     CHECK_STR_CONTAINS(buf, "qblock=64");
+    /* rope: the head's last channels in bf16 (DeepSeek-V4); written only when set */
+    CHECK(qattn_scheme_parse("q=e4m3@token,ch:64,e8m0 k=e4m3@token,ch:64,e8m0 rope=64", &s, &err) == 0 && s.rope == 64,
+          "rope=64: %s", err.msg);
+    qattn_scheme_format(&s, buf, sizeof buf);
+    CHECK(!strcmp(buf, "q=e4m3@token,ch:64,e8m0 k=e4m3@token,ch:64,e8m0 p=fp32 v=fp32 smooth=none acc=fp32 "
+                       "kblock=64 rope=64 out=fp32"),
+          "got %s", buf);
+    CHECK(qattn_scheme_parse("sage2-8b rope=0", &s, &err) == 0 && s.rope == 0, "rope=0");
+    qattn_scheme_format(&s, buf, sizeof buf);
+    CHECK(strstr(buf, "rope") == NULL, "rope=0 is not written: %s", buf);
     CHECK(qattn_scheme_parse("p=e5m2@static acc=fp16+fp32:128 kblock=128", &s, &err) == 0, "%s", err.msg);
     CHECK(s.p == QATTN_FMT_E5M2 && s.acc == QATTN_ACC_FP16 && s.acc_chunk == 128, "fp16 two-level");
 
@@ -112,6 +122,8 @@ int main(void)
     bad("q=int8@token,ch:65537", "larger than 65536");
     bad("kblock=65537", "1 to 65536");
     bad("qblock=65537", "1 to 65536");
+    bad("rope=-1", "rope=-1: '-1' is not an integer from 0 to 65536");
+    bad("rope=64 rope=32", "key 'rope' is given twice");
     bad("acc=fp22+fp32:65537", "1 to 65536");
     CHECK(qattn_scheme_parse("q=int8@thread:65536/65536/1 k=int8@block:65536,ch:65536 kblock=65536 qblock=65536 "
                              "acc=fp22+fp32:65536",

@@ -4,7 +4,7 @@
  * every bad input's message. The emulation: a dense list bit for bit
  * qattn_emu_mha's, e4m3 per-64 storage with sinks near float64, empty rows,
  * the schemes it refuses. A paged prefix + extend equal to the contiguous
- * layout, both ways, and its bad inputs. */
+ * layout, both ways, and its bad inputs. rope=R, the bf16 part of the head. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -295,6 +295,60 @@ static void test_paged(void)
     free(idx);
 }
 
+/* rope=R (the head's last R channels in bf16, outside the formats): no change where everything is
+ * bf16 already; with the other channels zero, the bf16 scheme's result bit for bit; closer to
+ * float64 than e4m3 on every channel; rope >= d refused */
+static void test_rope(void)
+{
+    enum { H = 2, N = 96, DD = 128, R = 64 };
+    uint64_t st = 31;
+    float *q = malloc(H * N * DD * sizeof *q), *k = malloc(H * N * DD * sizeof *k), *v = malloc(H * N * DD * sizeof *v);
+    float *o = malloc(H * N * DD * sizeof *o), *o2 = malloc(H * N * DD * sizeof *o2);
+    double *od = malloc(H * N * DD * sizeof *od);
+    fill(q, H * N * DD, &st), fill(k, H * N * DD, &st), fill(v, H * N * DD, &st);
+    qattn_mha m = {q, k, v, H, H, N, N, DD, NULL, 0};
+    qattn_mask causal = {QATTN_MASK_CAUSAL, 0, 0};
+    qattn_scheme s1, s2;
+    qattn_err err;
+    const char *bf = "q=bf16 k=bf16 p=bf16 v=bf16 smooth=none acc=fp32 kblock=64 out=bf16";
+    char spec[256];
+    snprintf(spec, sizeof spec, "%s rope=%d", bf, R);
+    CHECK(qattn_scheme_parse(bf, &s1, &err) == 0 && qattn_scheme_parse(spec, &s2, &err) == 0, "%s", err.msg);
+    CHECK(qattn_emu_mha(&s1, &m, &causal, 0.0, o, NULL, &err) == 0, "%s", err.msg);
+    CHECK(qattn_emu_mha(&s2, &m, &causal, 0.0, o2, NULL, &err) == 0, "%s", err.msg);
+    CHECK(memcmp(o, o2, H * N * DD * sizeof *o) == 0, "bf16 everywhere: rope=%d changed the result", R);
+
+    const char *fp8 = "q=e4m3@token,ch:64,e8m0 k=e4m3@token,ch:64,e8m0 p=bf16 v=e4m3@token,ch:64,e8m0 smooth=none "
+                      "acc=fp32 kblock=64 out=bf16";
+    snprintf(spec, sizeof spec, "%s rope=%d", fp8, R);
+    CHECK(qattn_scheme_parse(spec, &s2, &err) == 0, "%s", err.msg);
+    double e_rope = 0.0, e_all = 0.0;
+    CHECK(qattn_ref_mha(&m, &causal, 0.0, od, NULL, &err) == 0, "%s", err.msg);
+    CHECK(qattn_emu_mha(&s2, &m, &causal, 0.0, o2, NULL, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < H * N * DD; i++)
+        e_rope += fabs(o2[i] - od[i]);
+    CHECK(qattn_scheme_parse(fp8, &s1, &err) == 0, "%s", err.msg);
+    CHECK(qattn_emu_mha(&s1, &m, &causal, 0.0, o, NULL, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < H * N * DD; i++)
+        e_all += fabs(o[i] - od[i]);
+    CHECK(e_rope < 0.9 * e_all, "bf16 rope part: L1 error %.4g, all e4m3 %.4g", e_rope, e_all);
+
+    /* the other channels zero: only the bf16 part is left, as in the bf16 scheme */
+    for (int r = 0; r < H * N; r++)
+        for (int c = 0; c < DD - R; c++)
+            q[r * DD + c] = k[r * DD + c] = v[r * DD + c] = 0.0f;
+    CHECK(qattn_scheme_parse(bf, &s1, &err) == 0, "%s", err.msg);
+    CHECK(qattn_emu_mha(&s1, &m, &causal, 0.0, o, NULL, &err) == 0, "%s", err.msg);
+    CHECK(qattn_emu_mha(&s2, &m, &causal, 0.0, o2, NULL, &err) == 0, "%s", err.msg);
+    CHECK(memcmp(o, o2, H * N * DD * sizeof *o) == 0, "zero e4m3 part: not the bf16 scheme's result");
+
+    snprintf(spec, sizeof spec, "%s rope=%d", fp8, DD);
+    CHECK(qattn_scheme_parse(spec, &s2, &err) == 0, "%s", err.msg);
+    CHECK(qattn_emu_mha(&s2, &m, &causal, 0.0, o2, NULL, &err) == QATTN_ERR_ARG, "rope = d");
+    CHECK_STR_CONTAINS(err.msg, "rope=128 needs a head dim above it (d = 128)");
+    free(q), free(k), free(v), free(o), free(o2), free(od);
+}
+
 int main(void)
 {
     test_hand();
@@ -303,5 +357,6 @@ int main(void)
     test_bad_input();
     test_emulation();
     test_paged();
+    test_rope();
     return check_done();
 }

@@ -368,13 +368,40 @@ static int emu_prepare(const qattn_scheme *s, const float *q, const float *k, co
         free(mean);
         mean = NULL;
     }
-    if ((rc = qattn_qtensor_init(&e->qt, s->q.fmt, &s->q.group, qs, sq, d, err)) ||
-        (rc = qattn_qtensor_init(&e->kt, s->k.fmt, &s->k.group, ks, sk, d, err)) ||
-        (rc = qattn_qtensor_init(&e->vt, s->v.fmt, &s->v.group, vs, sk, d, err)))
+    /* rope: the last channels stay bf16 (qattn_scheme.rope); the formats and groups cover the
+     * first dn channels, their own tensors */
+    const size_t rope = s->rope > 0 ? (size_t)s->rope : 0, dn = d - rope;
+    if (rope) {
+        if (rope >= d) {
+            rc = qattn_err_set(err, QATTN_ERR_ARG, "rope=%d needs a head dim above it (d = %zu)", s->rope, d);
+            goto done;
+        }
+        float *xn[3] = {NULL, NULL, NULL};
+        const float *src[3] = {qs, ks, vs};
+        const size_t rows[3] = {sq, sk, sk};
+        for (int x = 0; x < 3; x++) {
+            xn[x] = malloc(rows[x] * dn * sizeof *xn[x]);
+            if (xn[x])
+                for (size_t i = 0; i < rows[x]; i++)
+                    memcpy(xn[x] + i * dn, src[x] + i * d, dn * sizeof *xn[x]);
+        }
+        if (!xn[0] || !xn[1] || !xn[2])
+            rc = qattn_err_set(err, QATTN_ERR_NOMEM, "out of memory preparing a %zu x %zu head", sq, d);
+        else if (!(rc = qattn_qtensor_init(&e->qt, s->q.fmt, &s->q.group, xn[0], sq, dn, err)) &&
+                 !(rc = qattn_qtensor_init(&e->kt, s->k.fmt, &s->k.group, xn[1], sk, dn, err)))
+            rc = qattn_qtensor_init(&e->vt, s->v.fmt, &s->v.group, xn[2], sk, dn, err);
+        for (int x = 0; x < 3; x++)
+            free(xn[x]);
+        if (rc)
+            goto done;
+    } else if ((rc = qattn_qtensor_init(&e->qt, s->q.fmt, &s->q.group, qs, sq, d, err)) ||
+               (rc = qattn_qtensor_init(&e->kt, s->k.fmt, &s->k.group, ks, sk, d, err)) ||
+               (rc = qattn_qtensor_init(&e->vt, s->v.fmt, &s->v.group, vs, sk, d, err))) {
         goto done;
+    }
 
-    /* ---- S path ---- */
-    e->factored = !group_splits_channels(&s->q, d) && !group_splits_channels(&s->k, d);
+    /* ---- S path (rope: dequantized values and the bf16 part, in double) ---- */
+    e->factored = !rope && !group_splits_channels(&s->q, d) && !group_splits_channels(&s->k, d);
     e->int_qk = e->factored && qattn_fmt_is_int(s->q.fmt) && qattn_fmt_is_int(s->k.fmt);
     e->qk_fp8tc = e->factored && s->acc == QATTN_ACC_FP22 && s->q.fmt == QATTN_FMT_E4M3 && s->k.fmt == QATTN_FMT_E4M3;
     if (e->factored) {
@@ -394,17 +421,21 @@ static int emu_prepare(const qattn_scheme *s, const float *q, const float *k, co
             goto nomem;
         for (size_t i = 0; i < sq; i++)
             for (size_t c = 0; c < d; c++)
-                e->qd[i * d + c] = e->factored ? e->qt.val[i * d + c] : qattn_qtensor_at(&e->qt, i, c);
+                e->qd[i * d + c] = e->factored ? e->qt.val[i * d + c]
+                                   : c < dn    ? qattn_qtensor_at(&e->qt, i, c)
+                                               : qattn_fmt_round(QATTN_FMT_BF16, qs[i * d + c]);
         for (size_t j = 0; j < sk; j++)
             for (size_t c = 0; c < d; c++)
-                e->kd[j * d + c] = e->factored ? e->kt.val[j * d + c] : qattn_qtensor_at(&e->kt, j, c);
+                e->kd[j * d + c] = e->factored ? e->kt.val[j * d + c]
+                                   : c < dn    ? qattn_qtensor_at(&e->kt, j, c)
+                                               : qattn_fmt_round(QATTN_FMT_BF16, ks[j * d + c]);
     }
 
     /* ---- V as it enters P.V ---- */
     e->vval = malloc(sk * d * sizeof *e->vval);
     if (!e->vval)
         goto nomem;
-    if (qattn_fmt_is_scaled(s->v.fmt) && qattn_group_token_uniform(&s->v.group)) {
+    if (!rope && qattn_fmt_is_scaled(s->v.fmt) && qattn_group_token_uniform(&s->v.group)) {
         /* one scale per channel group over all keys: it factors out of the
          * sum over keys and is applied once to O, as the kernel does */
         memcpy(e->vval, e->vt.val, sk * d * sizeof *e->vval);
@@ -416,7 +447,8 @@ static int emu_prepare(const qattn_scheme *s, const float *q, const float *k, co
     } else {
         for (size_t j = 0; j < sk; j++)
             for (size_t c = 0; c < d; c++)
-                e->vval[j * d + c] = qattn_qtensor_at(&e->vt, j, c);
+                e->vval[j * d + c] =
+                    c < dn ? qattn_qtensor_at(&e->vt, j, c) : qattn_fmt_round(QATTN_FMT_BF16, vs[j * d + c]);
     }
     e->int_pv = e->vsc && qattn_fmt_is_int(s->v.fmt) && qattn_fmt_is_int(s->p) && s->p_static;
     goto done;

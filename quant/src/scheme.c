@@ -214,6 +214,18 @@ static int parse_word(const char *w, qattn_scheme *s, qattn_err *err)
         return parse_smooth(val, s, err);
     if (!strcmp(key, "acc"))
         return parse_acc(val, s, err);
+    if (!strcmp(key, "rope")) {
+        int v;
+        if (!strcmp(val, "0")) {
+            s->rope = 0;
+            return QATTN_OK;
+        }
+        if (parse_int_word(val, &v))
+            return qattn_err_set(err, QATTN_ERR_ARG, "rope=%s: '%s' is not an integer from 0 to %d", val, val,
+                                 QATTN_SCHEME_SIZE_MAX);
+        s->rope = v;
+        return QATTN_OK;
+    }
     if (!strcmp(key, "kblock") || !strcmp(key, "qblock")) {
         int v;
         if (parse_int_word(val, &v))
@@ -234,13 +246,13 @@ static int parse_word(const char *w, qattn_scheme *s, qattn_err *err)
         return QATTN_OK;
     }
     return qattn_err_set(err, QATTN_ERR_ARG,
-                         "unknown key '%s' in '%s' (keys: q k p v smooth acc kblock qblock out)", key, w);
+                         "unknown key '%s' in '%s' (keys: q k p v smooth acc kblock qblock rope out)", key, w);
 }
 
 /* index of the key of word w (text before '='), or -1 when unknown */
 static int key_index(const char *w)
 {
-    static const char *keys[] = {"q", "k", "v", "p", "smooth", "acc", "kblock", "qblock", "out"};
+    static const char *keys[] = {"q", "k", "v", "p", "smooth", "acc", "kblock", "qblock", "out", "rope"};
     size_t klen = strcspn(w, "=");
     for (int i = 0; i < (int)(sizeof keys / sizeof keys[0]); i++)
         if (strlen(keys[i]) == klen && !strncmp(keys[i], w, klen))
@@ -329,6 +341,8 @@ char *qattn_scheme_format(const qattn_scheme *s, char *buf, size_t len)
                      s->p_static ? "@static" : "", v, smooth, acc, s->kblock);
     if (s->qblock > 0 && n >= 0 && (size_t)n < len)
         n += snprintf(buf + n, len - (size_t)n, " qblock=%d", s->qblock);
+    if (s->rope > 0 && n >= 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, " rope=%d", s->rope);
     if (n >= 0 && (size_t)n < len)
         snprintf(buf + n, len - (size_t)n, " out=%s", qattn_fmt_name(s->out));
     return buf;

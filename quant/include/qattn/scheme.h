@@ -57,6 +57,8 @@ typedef struct qattn_scheme {
                        * keys and is added into an fp32 buffer (two-level) */
     int kblock;       /* keys per online-softmax step */
     int qblock;       /* Q smoothing block; 0 = the Q group's block, else 128 */
+    int rope;         /* the last rope channels of Q, K and V kept in bf16, outside their
+                       * formats and groups (DeepSeek-V4's 64 rope values); 0: none */
     qattn_fmt out;    /* fp32, fp16, bf16 */
 } qattn_scheme;
 
