@@ -195,6 +195,14 @@ static int check_storage(const char *path, hid_t d, const char *lname, const cha
         if (crank != 3 || !cdims[0] || !cdims[1] || !cdims[2])
             return qattn_err_set(err, QATTN_ERR_SCHEMA, "%s: /%s/%s has an unreadable chunk shape", path, lname,
                                  name);
+        /* a chunk past the dataset's shape (an edited chunk dim: 5 x 2 data in a 5 x 167772162
+         * chunk made libhdf5 copy out of bounds, fuzz_h5 2026-11-27); writers never make one for
+         * a fixed shape */
+        if (cdims[0] > dims[0] || cdims[1] > dims[1] || cdims[2] > dims[2])
+            return qattn_err_set(err, QATTN_ERR_SCHEMA,
+                                 "%s: /%s/%s has chunks of %llu x %llu x %llu, larger than its shape %s", path,
+                                 lname, name, (unsigned long long)cdims[0], (unsigned long long)cdims[1],
+                                 (unsigned long long)cdims[2], sh);
         double want = 1;
         for (int i = 0; i < 3; i++)
             want *= (double)((dims[i] + cdims[i] - 1) / cdims[i]);
@@ -212,7 +220,9 @@ static int check_storage(const char *path, hid_t d, const char *lname, const cha
                                  "unfinished file?)",
                                  path, lname, name, sh, (unsigned long long)have, want);
 #endif
-    } else if (layout == H5D_CONTIGUOUS && (double)stored < declared) {
+    } else if ((layout == H5D_CONTIGUOUS || layout == H5D_COMPACT) && (double)stored < declared) {
+        /* compact data lives in the object header: a declared shape past its stored bytes made
+         * libhdf5 copy out of bounds (fuzz_h5, 2026-11-27) */
         return qattn_err_set(err, QATTN_ERR_SCHEMA,
                              "%s: /%s/%s declares shape %s (%.0f bytes) but holds %llu bytes of data (an "
                              "unfinished file?)",
