@@ -1,7 +1,6 @@
 /* libqattn's flat interface (qattn_lib.h) over quant/ and kernels/. */
 #include "qattn_lib.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -76,16 +75,10 @@ static int lib_problem(const char *mask, const float *q, const float *k, const f
             return qattn_err_set(e, QATTN_ERR_ARG, "attention: sequence lengths sum to %lld, not to the %zu tokens",
                                  (long long)total, sq);
     }
-    const struct {
-        const char *name;
-        const float *x;
-        size_t n;
-    } ops[3] = {{"q", q, hq * sq * d}, {"k", k, hkv * sk * d}, {"v", v, hkv * sk * d}};
-    for (int o = 0; o < 3; o++)
-        for (size_t i = 0; i < ops[o].n; i++)
-            if (!isfinite(ops[o].x[i]))
-                return qattn_err_set(e, QATTN_ERR_NAN, "attention: %s has a non-finite value (%g) at element %zu",
-                                     ops[o].name, (double)ops[o].x[i], i);
+    if ((rc = qattn_finite_check(q, hq * sq * d, "attention", "q", e)) ||
+        (rc = qattn_finite_check(k, hkv * sk * d, "attention", "k", e)) ||
+        (rc = qattn_finite_check(v, hkv * sk * d, "attention", "v", e)))
+        return rc;
     a->q = q, a->k = k, a->v = v;
     a->hq = hq, a->hkv = hkv, a->sq = sq, a->sk = sk, a->d = d;
     a->seqlens = seqlens, a->nseq = seqlens ? nseq : 0;

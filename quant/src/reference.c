@@ -134,6 +134,15 @@ int qattn_head_begin(const qattn_head *h, double *scale, size_t *nseg, qattn_err
     return QATTN_OK;
 }
 
+int qattn_finite_check(const float *x, size_t n, const char *who, const char *what, qattn_err *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return qattn_err_set(err, QATTN_ERR_NAN, "%s: %s has a non-finite value (%g) at element %zu", who, what,
+                                 (double)x[i], i);
+    return QATTN_OK;
+}
+
 int qattn_ref_head(const qattn_head *h, const qattn_mask *m, double scale, double *o, double *lse, qattn_err *err)
 {
     size_t nseg;

@@ -5,14 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-static int sparse_finite(const float *x, size_t n, const char *what, qattn_err *err)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return qattn_err_set(err, QATTN_ERR_NAN, "sparse attention: %s has a non-finite value (%g) at element %zu",
-                                 what, (double)x[i], i);
-    return QATTN_OK;
-}
+#include "qattn/attn.h" /* qattn_finite_check */
 
 int qattn_sparse_check(const qattn_sparse *a, qattn_err *err)
 {
@@ -57,17 +50,17 @@ int qattn_sparse_check(const qattn_sparse *a, qattn_err *err)
                                      (int)a->table[x], a->npool);
         kv_rows = a->npool * a->page;
     }
-    int rc = sparse_finite(a->q, a->hq * a->sq * a->d, "q", err);
+    int rc = qattn_finite_check(a->q, a->hq * a->sq * a->d, "sparse attention", "q", err);
     if (!rc)
-        rc = sparse_finite(a->k, a->hkv * kv_rows * a->d, "k", err);
+        rc = qattn_finite_check(a->k, a->hkv * kv_rows * a->d, "sparse attention", "k", err);
     if (!rc)
-        rc = sparse_finite(a->v, a->hkv * kv_rows * a->d, "v", err);
+        rc = qattn_finite_check(a->v, a->hkv * kv_rows * a->d, "sparse attention", "v", err);
     if (!rc && a->page && a->prefix < a->sk)
-        rc = sparse_finite(a->k_ext, a->hkv * (a->sk - a->prefix) * a->d, "k_ext", err);
+        rc = qattn_finite_check(a->k_ext, a->hkv * (a->sk - a->prefix) * a->d, "sparse attention", "k_ext", err);
     if (!rc && a->page && a->prefix < a->sk)
-        rc = sparse_finite(a->v_ext, a->hkv * (a->sk - a->prefix) * a->d, "v_ext", err);
+        rc = qattn_finite_check(a->v_ext, a->hkv * (a->sk - a->prefix) * a->d, "sparse attention", "v_ext", err);
     if (!rc && a->sink)
-        rc = sparse_finite(a->sink, a->hq, "sink", err);
+        rc = qattn_finite_check(a->sink, a->hq, "sparse attention", "sink", err);
     return rc;
 }
 

@@ -103,6 +103,10 @@ int qattn_emu_head(const qattn_scheme *s, const qattn_head *h,
  * results below 2^-126 flushed to 0 (as ex2.approx.ftz on the GPU). */
 float qattn_emu_exp2(float x);
 
+/* 0 when x [n] is all finite; else QATTN_ERR_NAN with "WHO: WHAT has a
+ * non-finite value (V) at element I" (the attention calls' input check) */
+int qattn_finite_check(const float *x, size_t n, const char *who, const char *what, qattn_err *err);
+
 /* ---- the rows of float64 attention ---- */
 /* What each query row of the float64 softmax looks like, with the scores,
  * mask and scale of qattn_ref_head; any output may be NULL. A row that sees
