@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "qattn_kernels.h"
+#include "qattn_kernels_sparse.h"
 #include "registry.h"
 #include "wgmma_keys.h"
 
@@ -104,6 +105,17 @@ char *qattn_kernels_describe(const qattn_kernels_sig *g, char *buf, size_t len)
         snprintf(buf, len, "decode %s: d=%d; q %s -> out %s; cache %s%s; %s; masks %s; split-KV + combine; %s; [%s]",
                  qattn_kernels_path_name(g->path), g->head_dim, in, out, cf,
                  g->cache_is_in ? " (16-bit: the query's dtype)" : "", g->qk_groups, masks, cc, g->arch);
+        return buf;
+    }
+    if (g->family == QATTN_KERNELS_FAMILY_SPARSE) {
+        char d[16];
+        snprintf(d, sizeof d, g->head_dim ? "d=%d" : "d<=%d", g->head_dim ? g->head_dim : QATTN_KERNELS_SPARSE_D_MAX);
+        snprintf(buf, len, "sparse %s: %s; q %s -> out %s; variants %s%s%s; %s; per-query lists, paged prefix + "
+                 "extend, sinks, gqa, lse; %s; [%s]",
+                 qattn_kernels_path_name(g->path), d, in, out,
+                 (g->sparse_variants >> QATTN_KERNELS_SPARSE_BF16) & 1u ? "bf16 prepass" : "",
+                 g->sparse_variants == ((1u << QATTN_KERNELS_SPARSE_BF16) | (1u << QATTN_KERNELS_SPARSE_FUSED)) ? " " : "",
+                 (g->sparse_variants >> QATTN_KERNELS_SPARSE_FUSED) & 1u ? "fused" : "", g->qk_groups, cc, g->arch);
         return buf;
     }
     snprintf(buf, len,

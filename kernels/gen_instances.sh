@@ -335,6 +335,68 @@ $(decode_entry)
 "
     done
 done
+# the sparse family (qattn_kernels_sparse.h): the DeepSeek-V4 sparse prefill
+# over per-query key lists. Portable (sparse_portable.h): the emulation step
+# by step, bf16 and fused variants, any d <= 512; every backend. NVIDIA
+# wgmma (sparse_wgmma.h, sm_90a): d = 512, bf16 rows, 64 heads a CTA.
+# registry entry from name, path, d, variants, infmts, kblock, groups, arch,
+# ccmin / ccmax and fn
+sparse_entry() {
+    echo "    {.name = \"${name}\",
+     .family = QATTN_KERNELS_FAMILY_SPARSE,
+     .path = QATTN_KERNELS_PATH_${path},
+     .head_dim = ${d},
+     .qk_groups = \"${groups}\",
+     .v_groups = \"${groups}\",
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = ${kblock},
+     .in_fmts = ${infmts},
+     .out_fmts = ${all_dtypes},
+     .arch = ${arch},
+     .cc_min = ${ccmin:-0},
+     .cc_max = ${ccmax:-0},
+     .sparse_variants = ${variants},
+     .launch_sparse = ${fn}},"
+}
+cmake_sparse=""
+cmake_sparse_fast=""
+name="sparse_portable"
+fn="qattn_kernels_launch_${name}"
+{
+    banner "Sparse prefill (per-query key lists, paged prefix + extend), portable path: any d <= 512."
+    echo '#include "../sparse_portable.h"'
+    echo
+    echo "QATTN_SPARSE_PORTABLE_INSTANCE(${fn})"
+} >"$out/${name}.hip"
+cmake_sparse="${cmake_sparse} ${name}.hip"
+decls="${decls}int ${fn}(const qattn_kernels_sparse_params *p, void *stream, qattn_err *err);
+"
+path=PORTABLE d=0 kblock=128 infmts="${all_dtypes}" arch=QATTN_KERNELS_ARCHS ccmin=0 ccmax=0
+variants="(1u << QATTN_KERNELS_SPARSE_BF16) | (1u << QATTN_KERNELS_SPARSE_FUSED)"
+groups="bf16 rows, or fp8 rows: e4m3 with an e8m0 scale per 64 channels and token, rope channels bf16"
+entries="${entries}$(sparse_entry)
+"
+name="sparse_wgmma_d512_bf16"
+fn="qattn_kernels_launch_${name}"
+{
+    banner "Sparse prefill, NVIDIA wgmma path (sm_90a): d=512, bf16 rows, 64 heads a CTA."
+    echo '#include "../sparse_wgmma.h"'
+    echo
+    echo "QATTN_SPARSE_WGMMA_INSTANCE(${fn})"
+} >"$out/${name}.hip"
+cmake_sparse_fast="${cmake_sparse_fast} ${name}.hip"
+decls="${decls}#if QATTN_KERNELS_WITH_WGMMA
+int ${fn}(const qattn_kernels_sparse_params *p, void *stream, qattn_err *err);
+#endif
+"
+path=WGMMA d=512 kblock=1024 infmts="1u << QATTN_FMT_BF16" arch='QATTN_KERNELS_ARCHS " (kernel body: sm_90 only)"'
+ccmin=90 ccmax=90 variants="1u << QATTN_KERNELS_SPARSE_BF16"
+groups="bf16 rows; blocks of 64 list entries (holes included), P in bf16"
+entries="${entries}#if QATTN_KERNELS_WITH_WGMMA
+$(sparse_entry)
+#endif
+"
 ccmin=0 ccmax=0
 # the NVIDIA warpgroup-MMA path (attn_fwd_wgmma.h), on sm_90 in a build for
 # sm_90a (QATTN_KERNELS_WITH_WGMMA), compiled with the mma.sync instances:
@@ -464,6 +526,7 @@ done
     banner "The instance registry."
     cat <<'EOF'
 #include "qattn_kernels.h"
+#include "qattn_kernels_sparse.h"
 #include "registry.h"
 
 /* QATTN_KERNELS_WITH_D64 / _D128: the head dims built (CMake
@@ -507,6 +570,10 @@ EOF
     echo "# NVIDIA only (mma.sync and wgmma)"
     echo "set(QATTN_KERNELS_MMA_INSTANCES_D64${cmake_mma_64})"
     echo "set(QATTN_KERNELS_MMA_INSTANCES_D128${cmake_mma_128})"
+    echo "# every backend (sparse prefill)"
+    echo "set(QATTN_KERNELS_SPARSE_INSTANCES${cmake_sparse})"
+    echo "# NVIDIA sm_90a only (sparse prefill, wgmma)"
+    echo "set(QATTN_KERNELS_SPARSE_FAST_INSTANCES${cmake_sparse_fast})"
     echo "# AMD and the host simulation (MFMA)"
     echo "set(QATTN_KERNELS_MFMA_INSTANCES_D64${cmake_mfma_64})"
     echo "set(QATTN_KERNELS_MFMA_INSTANCES_D128${cmake_mfma_128})"

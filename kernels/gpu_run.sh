@@ -22,6 +22,9 @@
 #   decode    the decode family (not in the default list): test_kernels_decode_gpu,
 #             its memcheck / racecheck (--quick), qattn decode-bench +
 #             kernels/bench_torch_decode.py -> OUTDIR/decode_bench.csv
+#   sparse    the sparse prefill (not in the default list): test_kernels_sparse_gpu,
+#             its memcheck / racecheck (--quick), qattn sparse-bench +
+#             kernels/bench_torch_matmul.py -> OUTDIR/sparse_prefill_bench.csv
 #   quant     the quantization kernels alone (not in the default list):
 #             test_kernels_quant_gpu, its memcheck / racecheck, --bench with
 #             the streamed kernel (tiles per slice 2, 4, 8) and without it
@@ -117,6 +120,26 @@ run_decode() {
     python3 kernels/bench_torch_decode.py --in "$out/decode_raw.csv" --out "$out/decode_bench.csv" || status=1
 }
 
+run_sparse() {
+    local cs
+    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    test_kernels_sparse_gpu >"$out/sparse_check.log" 2>&1 || status=1
+    grep -E "^case" "$out/sparse_check.log" | cut -c1-60,150-260
+    tail -3 "$out/sparse_check.log"
+    summary+=("sparse check: $(tail -1 "$out/sparse_check.log")")
+    local n=0 bad=0
+    for tool in memcheck racecheck; do
+        san "$tool" "test_kernels_sparse_gpu --quick" test_kernels_sparse_gpu --quick
+    done
+    summary+=("sparse compute-sanitizer: $((n - bad)) of $n runs clean")
+    qattn sparse-bench --out "$out/sparse_raw.csv" ${QATTN_SPARSE_BENCH_ARGS:-} || status=1
+    python3 kernels/bench_torch_matmul.py --in "$out/sparse_raw.csv" --out "$out/sparse_prefill_bench.csv" || status=1
+    rm -f "$out/sparse_raw.csv"
+    summary+=("$(awk -F, 'NR > 1 && $3 == "bf16" && $4 == 128 && $5 == 2048 {
+        printf "sparse bf16 h=128 topk=2048 n_kv=%d: %.1f TFLOPS = %.2f of torch matmul; ", $7, $10, $10 / $13 }' \
+        "$out/sparse_prefill_bench.csv")")
+}
+
 run_quant() {
     local cs
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -157,7 +180,7 @@ run_bench() {
 
 for s in "${steps[@]}"; do
     case "$s" in
-    check | sanitize | bench | quant | decode)
+    check | sanitize | bench | quant | decode | sparse)
         echo "== $s" >&2
         "run_$s" > >(tee "$out/$s.log") 2>&1
         ;;

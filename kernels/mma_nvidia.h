@@ -656,4 +656,34 @@ static __device__ __forceinline__ void qattn_wgmma_m64k16_f16acc(uint32_t *d, co
 #endif
 }
 
+/* d[16] (f32) (+)= A (bf16, 64 x 16, descriptor, K-major) * B (bf16, 16 x 32,
+ * descriptor, K-major): a 32-key slice of bf16 Q.K with both operands in
+ * shared memory (the sparse prefill's 512-wide Q does not fit registers) */
+static __device__ __forceinline__ void qattn_wgmma_m64n32k16_bf16_ss(float *d, uint64_t da, uint64_t db, int accumulate)
+{
+#if QATTN_WGMMA
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+                 : QATTN_WG_F8(d, 0), QATTN_WG_F8(d, 8)
+                 : "l"(da), "l"(db), "r"(accumulate));
+#else
+    (void)d, (void)da, (void)db, (void)accumulate;
+#endif
+}
+
+/* d[64] (f32) += A (bf16, 64 x 16, descriptor, K-major) * B (bf16, 16 x 128,
+ * descriptor, N-major: V in rows of keys): P.V with P from shared memory */
+static __device__ __forceinline__ void qattn_wgmma_m64n128k16_bf16_ss_tb(float *d, uint64_t da, uint64_t db)
+{
+#if QATTN_WGMMA
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " QATTN_WG_S64 ", %64, %65, p, 1, 1, 0, 1;\n}\n"
+                 : QATTN_WG_F64(d)
+                 : "l"(da), "l"(db));
+#else
+    (void)d, (void)da, (void)db;
+#endif
+}
+
 #endif

@@ -56,8 +56,9 @@ enum qattn_kernels_status {
 typedef enum qattn_kernels_family {
     QATTN_KERNELS_FAMILY_QUANT = 0, /* smoothing + quantization of one operand */
     QATTN_KERNELS_FAMILY_ATTN_FWD,  /* attention forward (quantized or baseline) */
-    QATTN_KERNELS_FAMILY_DECODE     /* split-KV attention over a paged KV cache, and its combine
+    QATTN_KERNELS_FAMILY_DECODE,    /* split-KV attention over a paged KV cache, and its combine
                                      * (qattn_kernels_decode.h) */
+    QATTN_KERNELS_FAMILY_SPARSE     /* sparse prefill over per-query key lists (qattn_kernels_sparse.h) */
 } qattn_kernels_family;
 
 /* The code path of an instance, in the dispatcher's order of preference
@@ -109,6 +110,7 @@ typedef enum qattn_kernels_kvmode {
 typedef struct qattn_kernels_quant_params qattn_kernels_quant_params;
 typedef struct qattn_kernels_attn_params qattn_kernels_attn_params;
 typedef struct qattn_kernels_decode_params qattn_kernels_decode_params;
+typedef struct qattn_kernels_sparse_params qattn_kernels_sparse_params;
 
 /* decode: the scale groups of a quantized cache an instance reads (bits) */
 enum {
@@ -158,6 +160,10 @@ typedef struct qattn_kernels_sig {
     int cache_is_in;
     int blocks_per_sm;    /* decode: blocks of the split kernel a multiprocessor holds (the split rule) */
     int (*launch_decode)(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
+    /* sparse: the variants it runs (1u << qattn_kernels_sparse_variant; prepass: by the bf16 kernel
+     * after the plan's dequantization); head_dim 0: any d up to QATTN_KERNELS_SPARSE_D_MAX */
+    unsigned sparse_variants;
+    int (*launch_sparse)(const qattn_kernels_sparse_params *p, void *stream, qattn_err *err);
     /* quant: the routes (bit set, 1u << qattn_kernels_qroute) the instance can take for p, and the K, V
      * modes (1u << qattn_kernels_kvmode) for the pair k, v; NULL: portable only, one after the other */
     unsigned (*quant_routes)(const qattn_kernels_quant_params *p);

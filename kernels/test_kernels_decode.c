@@ -130,7 +130,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < ncase; i++) {
         if (quick && !cases[i].quick)
             continue;
-        char label[32];
+        char label[48];
         snprintf(label, sizeof label, "case %zu", i);
         run_case(i, 0, label); /* the dispatcher's choice */
 #ifndef QATTN_TEST_SIM

@@ -566,7 +566,7 @@ int main(int argc, char **argv)
         const qattn_kernels_sig *g = qattn_kernels_get(i);
         char buf[512];
         qattn_kernels_describe(g, buf, sizeof buf);
-        CHECK(g->name && (g->launch_attn || g->launch_quant || g->launch_decode), "instance %zu", i);
+        CHECK(g->name && (g->launch_attn || g->launch_quant || g->launch_decode || g->launch_sparse), "instance %zu", i);
     }
     return check_done();
 }

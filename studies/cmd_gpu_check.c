@@ -38,6 +38,7 @@
 #ifdef QATTN_HAVE_GPU
 #include "qattn/formats.h"
 #include "qattn/h5io.h"
+#include "qattn_kernels_sparse.h"
 
 #define TOL_GAP 1e-4
 
@@ -99,6 +100,30 @@ static void row_add(row *r, const result *x)
     if (!(x->cos >= QATTN_KERNELS_TOL_COS && x->err <= QATTN_KERNELS_TOL_ERR && x->dlse <= QATTN_KERNELS_TOL_LSE &&
           x->gap <= TOL_GAP && x->nonfinite == 0))
         r->failed++;
+}
+
+/* a family case (decode, sparse) checked by its own harness: its errors and
+ * verdict into r; what = the case's label for the reason */
+static void row_add_case(row *r, double cos, double err, double dlse, int pass, double tol, double lse_tol,
+                         const char *what)
+{
+    r->cases++;
+    r->min_cos = cos < r->min_cos ? cos : r->min_cos;
+    r->max_err = err > r->max_err || err != err ? err : r->max_err;
+    r->max_dlse = dlse > r->max_dlse || dlse != dlse ? dlse : r->max_dlse;
+    if (!pass) {
+        r->failed++;
+        snprintf(r->why, sizeof r->why, "%s: err %.2e (tolerance %.0e), dLSE %.1e (%.0e)", what, err, tol, dlse,
+                 lse_tol);
+    }
+}
+
+/* word appended to r's scheme column once */
+static void row_scheme_add(row *r, const char *word)
+{
+    if (!strstr(r->scheme, word) && strlen(r->scheme) + strlen(word) + 2 < sizeof r->scheme)
+        snprintf(r->scheme + strlen(r->scheme), sizeof r->scheme - strlen(r->scheme), "%s%s", r->scheme[0] ? " " : "",
+                 word);
 }
 
 static size_t fmt_bytes(qattn_fmt f) { return f == QATTN_FMT_FP32 ? 4 : 2; }
@@ -400,6 +425,8 @@ int qattn_cmd_gpu_check(int argc, char **argv)
             char spec[512];
             if (g->family == QATTN_KERNELS_FAMILY_DECODE)
                 snprintf(spec, sizeof spec, "(decode: the split-KV cases of kernels/decode_check.c)");
+            else if (g->family == QATTN_KERNELS_FAMILY_SPARSE)
+                snprintf(spec, sizeof spec, "(sparse: the sparse prefill cases of kernels/sparse_check.c)");
             else if (g->family != QATTN_KERNELS_FAMILY_ATTN_FWD)
                 snprintf(spec, sizeof spec, "(quantization: inside sage2-8b-sm90, sage2-4b, sage1-b, fa3-fp8)");
             else if (qattn_gpu_scheme_for(g, &s, spec, sizeof spec)) {
@@ -528,26 +555,36 @@ int qattn_cmd_gpu_check(int argc, char **argv)
                     break;
                 if (!dr.ran || dr.sig != g)
                     continue;
-                result x;
-                memset(&x, 0, sizeof x);
-                x.cos = dr.cos, x.err = dr.err, x.dlse = dr.max_dlse;
-                r->cases++;
-                r->min_cos = x.cos < r->min_cos ? x.cos : r->min_cos;
-                r->max_err = x.err > r->max_err || x.err != x.err ? x.err : r->max_err;
-                r->max_dlse = x.dlse > r->max_dlse || x.dlse != x.dlse ? x.dlse : r->max_dlse;
-                if (!dr.pass) {
-                    r->failed++;
-                    snprintf(r->why, sizeof r->why, "case %zu: err %.2e (tolerance %.0e), dLSE %.1e (%.0e)", ci,
-                             dr.err, dr.tol, dr.max_dlse, dr.lse_tol);
-                }
-                char kv[64];
+                char what[32], kv[64];
+                snprintf(what, sizeof what, "case %zu", ci);
+                row_add_case(r, dr.cos, dr.err, dr.max_dlse, dr.pass, dr.tol, dr.lse_tol, what);
                 snprintf(kv, sizeof kv, "%s/%s", dcs[ci].k, dcs[ci].v);
-                if (!strstr(r->scheme, kv) && strlen(r->scheme) + strlen(kv) + 2 < sizeof r->scheme)
-                    snprintf(r->scheme + strlen(r->scheme), sizeof r->scheme - strlen(r->scheme), "%s%s",
-                             r->scheme[0] ? " " : "", kv);
+                row_scheme_add(r, kv);
                 if (verbose)
                     fprintf(stderr, "  %-28s decode case %2zu splits %-3d: err %.2e dLSE %.1e cos %.8f %s\n", g->name, ci,
                             dr.num_splits, dr.err, dr.max_dlse, dr.cos, dr.pass ? "ok" : "FAIL");
+            }
+        } else if (g->family == QATTN_KERNELS_FAMILY_SPARSE) {
+            /* the sparse prefill cases this instance takes against qattn_emu_sparse; the variants
+             * it ran go in the scheme column */
+            size_t nc;
+            const qattn_kernels_sparse_case *scs = qattn_kernels_sparse_cases(&nc);
+            for (size_t ci = 0; ci < nc && rc == 0; ci++) {
+                if (quick && !scs[ci].quick)
+                    continue;
+                qattn_kernels_sparse_result sr;
+                if ((rc = qattn_kernels_sparse_run_case(&scs[ci], 1u << g->path, &st, &sr, &err)))
+                    break;
+                if (!sr.ran || sr.sig != g)
+                    continue;
+                char what[32];
+                snprintf(what, sizeof what, "case %zu", ci);
+                row_add_case(r, sr.cos, sr.err, sr.max_dlse, sr.pass, sr.tol, sr.lse_tol, what);
+                row_scheme_add(r, qattn_kernels_sparse_variant_name(scs[ci].variant));
+                if (verbose)
+                    fprintf(stderr, "  %-28s sparse case %2zu %-7s h=%-3d topk=%-4d: err %.2e dLSE %.1e cos %.8f %s\n",
+                            g->name, ci, qattn_kernels_sparse_variant_name(scs[ci].variant), scs[ci].hq, scs[ci].topk,
+                            sr.err, sr.max_dlse, sr.cos, sr.pass ? "ok" : "FAIL");
             }
         } else {
             /* a quantization instance inside the plans of a few schemes */

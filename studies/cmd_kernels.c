@@ -63,6 +63,7 @@ static void print_json(void)
         printf(", \"family\": \"%s\", \"path\": \"%s\"",
                g->family == QATTN_KERNELS_FAMILY_QUANT    ? "quant"
                : g->family == QATTN_KERNELS_FAMILY_DECODE ? "decode"
+               : g->family == QATTN_KERNELS_FAMILY_SPARSE ? "sparse"
                                                           : "attn-fwd",
                path);
         if (g->family == QATTN_KERNELS_FAMILY_ATTN_FWD) {

@@ -27,5 +27,6 @@ int qattn_cmd_kernels(int argc, char **argv);
 int qattn_cmd_gpu_check(int argc, char **argv);
 int qattn_cmd_bench(int argc, char **argv);
 int qattn_cmd_decode_bench(int argc, char **argv);
+int qattn_cmd_sparse_bench(int argc, char **argv);
 
 #endif

@@ -31,6 +31,7 @@ static const qattn_command commands[] = {
     {"gpu-check", qattn_cmd_gpu_check, "GPU: every kernel instance against the CPU emulation"},
     {"bench", qattn_cmd_bench, "GPU: kernel-only and end-to-end TOPS of the attention kernels"},
     {"decode-bench", qattn_cmd_decode_bench, "GPU: split-KV decode over a paged KV cache against a D2D copy"},
+    {"sparse-bench", qattn_cmd_sparse_bench, "GPU: the DeepSeek-V4 sparse prefill, bf16 / prepass / fused"},
 };
 static const size_t ncommands = sizeof commands / sizeof commands[0];
 

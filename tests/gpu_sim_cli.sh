@@ -54,6 +54,28 @@ fi
 check "gpu-check decode_portable_d64: 5 cases pass, bit-exact" \
     awk -F, 'NR == 2 && $3 == "decode_portable_d64" && $4 == 5 && $5 == 0 && $6 == 1 { n++ } END { exit !(n == 1) }' "$csv"
 
+# the sparse prefill's portable instance on its quick cases: bit-exact with qattn_emu_sparse
+csv=$S/gc_sparse.csv
+if "$Q" gpu-check --quick --instance sparse_portable --out "$csv" >"$OUT" 2>"$ERR"; then
+    ok "gpu-check sparse_portable: exit 0"
+else
+    bad "gpu-check sparse_portable: $(tail -c 400 "$ERR")"
+fi
+check "gpu-check sparse_portable: 5 cases of every variant pass, bit-exact" \
+    awk -F, 'NR == 2 && $3 == "sparse_portable" && $4 == 5 && $5 == 0 && $6 == 1 && $9 ~ /bf16/ && $9 ~ /prepass/ &&
+             $9 ~ /fused/ { n++ } END { exit !(n == 1) }' "$csv"
+
+# ---- sparse-bench: CSV contract on a tiny problem ----
+csv=$S/sparse.csv
+if "$Q" sparse-bench --heads 16 --topk 64 --nkv 1024 --nq 2 --portable-nq 2 --reps 1 --out "$csv" >"$OUT" 2>"$ERR"
+then ok "sparse-bench: exit 0"; else bad "sparse-bench: $(tail -c 400 "$ERR")"; fi
+check "sparse-bench: header" test "$(head -n 1 "$csv" 2>/dev/null | cut -d, -f1-11)" = \
+    "device,date,variant,h,topk,n_q,n_kv,page,us,tflops,kv_gbs"
+check "sparse-bench: one row a variant, positive times, the instance named" \
+    awk -F, 'NR > 1 && $4 == 16 && $5 == 64 && $6 == 2 && $7 == 1024 && $8 == 64 && $9 > 0 && $11 > 0 &&
+             $12 == "sparse_portable" { v[$3]++ } END { exit !(v["bf16"] == 1 && v["prepass"] == 1 &&
+             v["fused"] == 1 && NR == 4) }' "$csv"
+
 # ---- decode-bench: CSV contract on a tiny cache ----
 csv=$S/decode.csv
 if "$Q" decode-bench --caches bf16,int8@token --shapes 300:1:1 --reps 1 --copy-mib 1 --out "$csv" >"$OUT" 2>"$ERR"; then
@@ -98,6 +120,11 @@ check "decode-bench: bad --shapes: no file" test ! -e "$S/x6.csv"
 expect_err "decode-bench: unknown cache format" "unknown format" "" "$Q" decode-bench --caches int9 --out "$S/x7.csv"
 expect_err "decode-bench: --page 0" "--page" "" "$Q" decode-bench --page 0
 expect_err "decode-bench: bad --splits" "--splits: bad value '0'" "" "$Q" decode-bench --splits 4,0
+expect_err "sparse-bench: unknown variant" "unknown variant 'int9'" "" "$Q" sparse-bench --variants bf16,int9 \
+    --out "$S/x8.csv"
+check "sparse-bench: unknown variant: no file" test ! -e "$S/x8.csv"
+expect_err "sparse-bench: --nkv below 1024" "--nkv: bad value '100'" "" "$Q" sparse-bench --nkv 100
+expect_err "sparse-bench: bad --heads" "--heads: bad value 'x'" "" "$Q" sparse-bench --heads 16,x --out "$S/x9.csv"
 check "no temporary files left" bash -c "! ls '$S' | grep -q '\\.tmp'"
 
 lib_finish

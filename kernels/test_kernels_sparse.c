@@ -1,0 +1,123 @@
+/* The sparse family (the DeepSeek-V4 sparse prefill) against the emulation
+ * (qattn_emu_sparse): the case table of kernels/sparse_check.c.
+ *
+ * Built against the host simulation (CTest test_kernels_sparse, CPU): every
+ * case on the portable instance, which must give the emulation's
+ * bits (o, lse). Built against a GPU backend (test_kernels_sparse_gpu, label
+ * gpu): every case on the dispatcher's instance and on the portable one,
+ * within the tolerances of qattn_kernels_sparse.h.
+ * Also the dispatcher's and the upload's messages. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tests/check.h"
+#include "qattn_kernels_sparse.h"
+
+#ifdef QATTN_TEST_SIM /* built against the host simulation */
+#define EXACT 1
+#else
+#define EXACT 0
+#endif
+
+static uint64_t seed = 3030;
+
+static void run_case(size_t i, unsigned paths, const char *label)
+{
+    size_t n;
+    const qattn_kernels_sparse_case *c = qattn_kernels_sparse_cases(&n) + i;
+    qattn_kernels_sparse_result r;
+    qattn_err err = {{0}};
+    const int rc = qattn_kernels_sparse_run_case(c, paths, &seed, &r, &err);
+    CHECK(rc == 0, "%s: %s", label, err.msg);
+    if (rc || !r.ran)
+        return;
+    const char *lists[] = {"sparse", "dense", "empty"};
+    printf("%-18s %-24s %-7s d=%d rope=%d h=%d/%d tokens=%d topk=%-4d sk=%d prefix=%d page=%-3d %-6s sink=%d: "
+           "max|dO|/max|V| %.2e, max|dLSE| %.1e, cos %.7f, differing %ld O\n",
+           label, r.sig->name, qattn_kernels_sparse_variant_name(c->variant), c->d, c->rope, c->hq, c->hkv, c->sq,
+           c->topk, c->sk, c->prefix, c->page, lists[c->lists], c->sink, r.err, r.max_dlse, r.cos, r.diff_o);
+    if (EXACT && r.sig->path == QATTN_KERNELS_PATH_PORTABLE)
+        CHECK(r.diff_o == 0 && r.max_dlse == 0.0, "%s: %ld outputs differ from the emulation, max |dLSE| %.3g", label,
+              r.diff_o, r.max_dlse);
+    else
+        CHECK(r.pass, "%s: max |O - O_emu| / max|V| %.3g (tolerance %.1g), max |LSE - LSE_emu| %.3g (%.1g)", label,
+              r.err, r.tol, r.max_dlse, r.lse_tol);
+}
+
+/* what no instance takes, and the upload's refusals */
+static void messages(void)
+{
+    qattn_kernels_sparse_problem pb;
+    memset(&pb, 0, sizeof pb);
+    pb.sq = 4, pb.hq = 16, pb.hkv = 1, pb.d = 576, pb.rope = 64, pb.topk = 64;
+    pb.variant = QATTN_KERNELS_SPARSE_FUSED, pb.in = pb.out = QATTN_FMT_BF16, pb.cc = -1;
+    qattn_err err = {{0}};
+    const qattn_kernels_sig *sig = NULL;
+    int rc = qattn_kernels_sparse_find(&pb, &sig, &err);
+    CHECK(rc == QATTN_KERNELS_ERR_UNSUPPORTED, "d = 576: rc %d", rc);
+    CHECK_STR_CONTAINS(err.msg, "(head dim): d=576, variant fused");
+    pb.d = 512, pb.hq = 6, pb.hkv = 4;
+    CHECK(qattn_kernels_sparse_find(&pb, &sig, &err) == QATTN_ERR_ARG, "6 q heads on 4 kv heads");
+    CHECK_STR_CONTAINS(err.msg, "bad sparse problem");
+    pb.hq = 16, pb.hkv = 1;
+    rc = qattn_kernels_sparse_find(&pb, &sig, &err);
+    CHECK(rc == 0 && sig && sig->family == QATTN_KERNELS_FAMILY_SPARSE, "fused, d 512: %s", rc ? err.msg : "");
+    pb.paths = 1u << QATTN_KERNELS_PATH_WGMMA;
+    CHECK(qattn_kernels_sparse_find(&pb, &sig, &err) == QATTN_KERNELS_ERR_UNSUPPORTED, "fused on wgmma only");
+
+    enum { D = 128, SK = 8 };
+    float k[SK * D], v[SK * D], q[2 * D];
+    int32_t idx[SK];
+    for (int i = 0; i < SK * D; i++)
+        k[i] = v[i] = (float)(i % 7) - 3.0f;
+    for (int i = 0; i < 2 * D; i++)
+        q[i] = 1.0f;
+    for (int i = 0; i < SK; i++)
+        idx[i] = i;
+    qattn_sparse a = {q, k, v, 2, 1, 1, SK, D, idx, SK, NULL, NULL, 0, 0, 0, NULL, NULL, NULL};
+    qattn_kernels_sparse_kv kv;
+    CHECK(qattn_kernels_sparse_kv_upload(&kv, &a, 0, 0, &err) == QATTN_ERR_ARG, "v != k");
+    CHECK_STR_CONTAINS(err.msg, "one row as key and value (v = k)");
+    a.v = k;
+    CHECK(qattn_kernels_sparse_kv_upload(&kv, &a, 1, 32, &err) == QATTN_ERR_ARG, "fp8 rows, d - rope = 96");
+    CHECK_STR_CONTAINS(err.msg, "d - rope a multiple of 64 and rope a multiple of 16 (d 128, rope 32)");
+    CHECK(qattn_kernels_sparse_kv_upload(&kv, &a, 1, 64, &err) == 0, "%s", err.msg);
+    qattn_kernels_tensor t = {NULL, 0, D, 2 * D};
+    qattn_kernels_sparse_plan pl;
+    pb.paths = 0, pb.d = D, pb.hq = 2, pb.sq = 1, pb.topk = SK, pb.variant = QATTN_KERNELS_SPARSE_BF16;
+    CHECK(qattn_kernels_sparse_plan_init(&pl, &pb, &t, &t, NULL, NULL, NULL, NULL, &kv, &err) == QATTN_ERR_ARG,
+          "bf16 variant on fp8 rows");
+    CHECK_STR_CONTAINS(err.msg, "the bf16 variant reads bf16 rows, the cache has fp8 rows");
+    qattn_kernels_sparse_kv_free(&kv);
+}
+
+int main(int argc, char **argv)
+{
+    const int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    if (argc > 1 && !quick) {
+        fprintf(stderr, "test_kernels_sparse: unknown option '%s' (--quick)\n", argv[1]);
+        return 2;
+    }
+    int ndev = 0;
+    qattn_err err;
+    if (qattn_kernels_dev_count(&ndev, &err) || ndev == 0) {
+        fprintf(stderr, "test_kernels_sparse: no GPU (%s)\n", ndev ? err.msg : "none found");
+        return 1;
+    }
+    messages();
+    size_t ncase;
+    const qattn_kernels_sparse_case *cases = qattn_kernels_sparse_cases(&ncase);
+    for (size_t i = 0; i < ncase; i++) {
+        if (quick && !cases[i].quick)
+            continue;
+        char label[48];
+        snprintf(label, sizeof label, "case %zu", i);
+        run_case(i, 0, label);
+#ifndef QATTN_TEST_SIM
+        snprintf(label, sizeof label, "case %zu portable", i);
+        run_case(i, 1u << QATTN_KERNELS_PATH_PORTABLE, label);
+#endif
+    }
+    return check_done();
+}
