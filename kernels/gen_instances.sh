@@ -338,7 +338,8 @@ done
 # the sparse family (qattn_kernels_sparse.h): the DeepSeek-V4 sparse prefill
 # over per-query key lists. Portable (sparse_portable.h): the emulation step
 # by step, bf16 and fused variants, any d <= 512; every backend. NVIDIA
-# wgmma (sparse_wgmma.h, sm_90a): d = 512, bf16 rows, 64 heads a CTA.
+# wgmma (sparse_wgmma.h, sm_90a): d = 512, bf16 rows (bf16, prepass) or fp8
+# rows (fused), 64 heads a CTA.
 # registry entry from name, path, d, variants, infmts, kblock, groups, arch,
 # ccmin / ccmax and fn
 sparse_entry() {
@@ -377,26 +378,36 @@ variants="(1u << QATTN_KERNELS_SPARSE_BF16) | (1u << QATTN_KERNELS_SPARSE_FUSED)
 groups="bf16 rows, or fp8 rows: e4m3 with an e8m0 scale per 64 channels and token, rope channels bf16"
 entries="${entries}$(sparse_entry)
 "
-name="sparse_wgmma_d512_bf16"
-fn="qattn_kernels_launch_${name}"
-{
-    banner "Sparse prefill, NVIDIA wgmma path (sm_90a): d=512, bf16 rows, 64 heads a CTA."
-    echo '#include "../sparse_wgmma.h"'
-    echo
-    echo "QATTN_SPARSE_WGMMA_INSTANCE(${fn})"
-} >"$out/${name}.hip"
-cmake_sparse_fast="${cmake_sparse_fast} ${name}.hip"
-decls="${decls}#if QATTN_KERNELS_WITH_WGMMA
+for rows in bf16 fp8; do
+    name="sparse_wgmma_d512_${rows}"
+    fn="qattn_kernels_launch_${name}"
+    f8=0
+    [ "$rows" = fp8 ] && f8=1
+    {
+        banner "Sparse prefill, NVIDIA wgmma path (sm_90a): d=512, ${rows} rows, 64 heads a CTA."
+        echo '#include "../sparse_wgmma.h"'
+        echo
+        echo "QATTN_SPARSE_WGMMA_INSTANCE(${f8}, ${fn})"
+    } >"$out/${name}.hip"
+    cmake_sparse_fast="${cmake_sparse_fast} ${name}.hip"
+    decls="${decls}#if QATTN_KERNELS_WITH_WGMMA
 int ${fn}(const qattn_kernels_sparse_params *p, void *stream, qattn_err *err);
 #endif
 "
-path=WGMMA d=512 kblock=1024 infmts="1u << QATTN_FMT_BF16" arch='QATTN_KERNELS_ARCHS " (kernel body: sm_90 only)"'
-ccmin=90 ccmax=90 variants="1u << QATTN_KERNELS_SPARSE_BF16"
-groups="bf16 rows; blocks of 64 list entries (holes included), P in bf16"
-entries="${entries}#if QATTN_KERNELS_WITH_WGMMA
+    path=WGMMA d=512 kblock=1024 infmts="1u << QATTN_FMT_BF16" arch='QATTN_KERNELS_ARCHS " (kernel body: sm_90 only)"'
+    ccmin=90 ccmax=90
+    if [ "$rows" = bf16 ]; then
+        variants="1u << QATTN_KERNELS_SPARSE_BF16"
+        groups="bf16 rows; blocks of 64 list entries (holes included), P in bf16"
+    else
+        variants="1u << QATTN_KERNELS_SPARSE_FUSED"
+        groups="fp8 rows (rope 64) widened to bf16 on chip, Q quantized on chip; blocks of 64 list entries, P in bf16"
+    fi
+    entries="${entries}#if QATTN_KERNELS_WITH_WGMMA
 $(sparse_entry)
 #endif
 "
+done
 ccmin=0 ccmax=0
 # the NVIDIA warpgroup-MMA path (attn_fwd_wgmma.h), on sm_90 in a build for
 # sm_90a (QATTN_KERNELS_WITH_WGMMA), compiled with the mma.sync instances:

@@ -257,6 +257,17 @@ static __device__ __forceinline__ void qattn_cp_async4(void *smem_dst, const voi
 #endif
 }
 
+/* 8 bytes global -> shared, asynchronously (through L1); src_bytes 0 fills zeros */
+static __device__ __forceinline__ void qattn_cp_async8(void *smem_dst, const void *gsrc, int src_bytes)
+{
+#if QATTN_MMA_SM80
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(a), "l"(gsrc), "r"(src_bytes));
+#else
+    (void)smem_dst, (void)gsrc, (void)src_bytes;
+#endif
+}
+
 static __device__ __forceinline__ void qattn_cp_async_commit(void)
 {
 #if QATTN_MMA_SM80

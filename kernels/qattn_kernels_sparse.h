@@ -8,8 +8,8 @@
  * The cache on the device (qattn_kernels_sparse_kv), per part (pool, ext):
  *   bf16 rows  val  [rows, hkv, d] bf16;
  *   fp8 rows   val  [rows, hkv, d - rope] e4m3 codes of the "nope" channels,
- *              sc   [rows, hkv, (d - rope) / 64] e8m0 scale codes (one per
- *                   64 channels and token),
+ *              sc   [rows, hkv, SC_ROW] e8m0 scale codes (one per 64
+ *                   channels and token; rows padded to 8 bytes),
  *              rope [rows, hkv, rope] bf16 (the last rope channels);
  * position p of kv head g: p < prefix at pool row table[p / page] * page +
  * p % page, else ext row p - prefix. */
@@ -37,6 +37,8 @@ typedef enum qattn_kernels_sparse_variant {
 
 #define QATTN_KERNELS_SPARSE_SCALE_CH 64 /* channels per e8m0 scale of the fp8 rows */
 #define QATTN_KERNELS_SPARSE_D_MAX 512   /* widest head of the portable path */
+/* bytes of a row's scale codes: one per 64 of the dn nope channels, padded to 8 */
+#define QATTN_KERNELS_SPARSE_SC_ROW(dn) (((dn) / QATTN_KERNELS_SPARSE_SCALE_CH + 7) / 8 * 8)
 
 /* "bf16", "prepass", "fused"; NULL for others */
 const char *qattn_kernels_sparse_variant_name(qattn_kernels_sparse_variant v);
@@ -45,7 +47,7 @@ char *qattn_kernels_sparse_scheme(qattn_kernels_sparse_variant v, int kblock, in
 
 typedef struct qattn_kernels_kvrows {
     void *val;      /* bf16 [rows, hkv, d] or e4m3 [rows, hkv, d - rope], device */
-    uint8_t *sc;    /* fp8: [rows, hkv, (d - rope) / 64] e8m0, device; bf16: NULL */
+    uint8_t *sc;    /* fp8: [rows, hkv, SC_ROW(d - rope)] e8m0, device; bf16: NULL */
     uint16_t *rope; /* fp8: [rows, hkv, rope] bf16, device; bf16: NULL */
     int64_t rows;
 } qattn_kernels_kvrows;

@@ -70,7 +70,7 @@ static int rows_alloc(qattn_kernels_kvrows *r, int64_t rows, int hkv, int d, int
     const int dn = d - rope;
     int rc = qattn_kernels_dev_alloc(&r->val, n * (fp8 ? (size_t)dn : (size_t)d * 2), err);
     if (!rc && fp8)
-        rc = qattn_kernels_dev_alloc((void **)&r->sc, n * (size_t)(dn / QATTN_KERNELS_SPARSE_SCALE_CH), err);
+        rc = qattn_kernels_dev_alloc((void **)&r->sc, n * (size_t)QATTN_KERNELS_SPARSE_SC_ROW(dn), err);
     if (!rc && fp8 && rope)
         rc = qattn_kernels_dev_alloc((void **)&r->rope, n * (size_t)rope * 2, err);
     return rc;
@@ -91,9 +91,10 @@ static int rows_upload(qattn_kernels_kvrows *r, const float *src, size_t hs, int
     if (r->rows == 0)
         return QATTN_OK;
     const size_t n = (size_t)r->rows * (size_t)hkv;
-    const int dn = d - rope, nsc = dn / QATTN_KERNELS_SPARSE_SCALE_CH;
+    const int dn = d - rope, nsc = QATTN_KERNELS_SPARSE_SC_ROW(dn);
     uint16_t *b16 = fp8 ? NULL : malloc(n * (size_t)d * 2);
-    uint8_t *codes = fp8 ? malloc(n * (size_t)dn) : NULL, *sc = fp8 ? malloc(n * (size_t)nsc + 1) : NULL;
+    /* the scale rows' padding bytes stay 0 */
+    uint8_t *codes = fp8 ? malloc(n * (size_t)dn) : NULL, *sc = fp8 ? calloc(n * (size_t)nsc + 1, 1) : NULL;
     uint16_t *rp = fp8 ? malloc(n * (size_t)rope * 2 + 2) : NULL;
     int rc = QATTN_OK;
     if (fp8 ? !codes || !sc || !rp : !b16) {

@@ -19,15 +19,14 @@
 #define QATTN_SPARSE_THREADS 128
 #define QATTN_SPARSE_KBMAX 128 /* largest kblock of the portable kernel */
 
-/* the rows part and the row index (in [rows, hkv]) of position pos, kv head g */
+/* the row index (in [rows, hkv]) of position pos, kv head g, in the pool
+ * (*ext = 0) or the extend part (*ext = 1) */
 static __device__ __forceinline__ int64_t qattn_sparse_at(const qattn_kernels_sparse_kv &kv, int64_t pos, int g,
-                                                          const qattn_kernels_kvrows **part)
+                                                          int *ext)
 {
-    if (pos < kv.prefix) {
-        *part = &kv.pool;
+    *ext = pos >= kv.prefix;
+    if (!*ext)
         return ((int64_t)kv.table[pos / kv.page] * kv.page + pos % kv.page) * kv.hkv + g;
-    }
-    *part = &kv.ext;
     return (pos - kv.prefix) * kv.hkv + g;
 }
 
@@ -41,7 +40,7 @@ static __device__ __forceinline__ float qattn_sparse_val(const qattn_kernels_spa
     if (c >= dn)
         return qattn_num_bf16_decode(rows.rope[r * kv.rope + (c - dn)]);
     return qattn_num_e4m3_decode(((const uint8_t *)rows.val)[r * dn + c]) *
-           qattn_num_e8m0_decode(rows.sc[r * (dn / QATTN_KERNELS_SPARSE_SCALE_CH) + c / QATTN_KERNELS_SPARSE_SCALE_CH]);
+           qattn_num_e8m0_decode(rows.sc[r * QATTN_KERNELS_SPARSE_SC_ROW(dn) + c / QATTN_KERNELS_SPARSE_SCALE_CH]);
 }
 
 static __device__ __forceinline__ void qattn_sparse_put(const qattn_kernels_sparse_params &p, int t, int h, int c,
@@ -109,9 +108,7 @@ static __global__ void __launch_bounds__(QATTN_SPARSE_THREADS) qattn_sparse_port
             int n = 0, x = sCursor;
             for (; x < len && n < kb; x++)
                 if (list[x] >= 0) {
-                    const qattn_kernels_kvrows *part;
-                    sRow[n] = qattn_sparse_at(p.kv, list[x], g, &part);
-                    sPart[n] = part == &p.kv.ext;
+                    sRow[n] = qattn_sparse_at(p.kv, list[x], g, &sPart[n]);
                     n++;
                 }
             sCursor = x;

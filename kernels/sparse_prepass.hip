@@ -2,7 +2,8 @@
  * which the plan of the prepass variant runs before the bf16 kernel. */
 #include "sparse_portable.h"
 
-/* the prepass: one thread per 16 channels of a row, codes times the e8m0
+/* the prepass: one thread per 16 channels of a row (16-byte loads, 32-byte
+ * stores: consecutive threads, consecutive pieces), codes times the e8m0
  * scale rounded to bf16 (exact in bf16's range), the rope part copied */
 static __global__ void __launch_bounds__(256) qattn_sparse_prepass_kernel(qattn_kernels_kvrows src, qattn_kernels_kvrows dst,
                                                                     int64_t rows, int d, int rope)
@@ -13,17 +14,23 @@ static __global__ void __launch_bounds__(256) qattn_sparse_prepass_kernel(qattn_
         return;
     const int64_t r = x / pieces;
     const int c0 = (int)(x % pieces) * 16;
-    uint16_t *out = (uint16_t *)dst.val + r * d + c0;
+    uint4 *out = (uint4 *)((uint16_t *)dst.val + r * d + c0);
     if (c0 >= dn) {
-        const uint16_t *in = src.rope + r * rope + (c0 - dn);
-        for (int c = 0; c < 16; c++)
-            out[c] = in[c];
+        const uint4 *in = (const uint4 *)(src.rope + r * rope + (c0 - dn));
+        out[0] = in[0], out[1] = in[1];
         return;
     }
-    const float s = qattn_num_e8m0_decode(src.sc[r * (dn / CH) + c0 / CH]);
-    const uint8_t *in = (const uint8_t *)src.val + r * dn + c0;
-    for (int c = 0; c < 16; c++)
-        out[c] = qattn_num_bf16_encode(qattn_num_e4m3_decode(in[c]) * s);
+    const float s = qattn_num_e8m0_decode(src.sc[r * QATTN_KERNELS_SPARSE_SC_ROW(dn) + c0 / CH]);
+    const uint4 w = *(const uint4 *)((const uint8_t *)src.val + r * dn + c0);
+    const uint32_t in[4] = {w.x, w.y, w.z, w.w};
+    uint32_t o[8];
+    for (int k = 0; k < 8; k++) {
+        const uint32_t b = in[k / 2] >> (16 * (k & 1));
+        o[k] = (uint32_t)qattn_num_bf16_encode(qattn_num_e4m3_decode((uint8_t)(b & 0xffu)) * s) |
+               (uint32_t)qattn_num_bf16_encode(qattn_num_e4m3_decode((uint8_t)((b >> 8) & 0xffu)) * s) << 16;
+    }
+    const uint4 v0 = {o[0], o[1], o[2], o[3]}, v1 = {o[4], o[5], o[6], o[7]};
+    out[0] = v0, out[1] = v1;
 }
 
 static int prepass_part(const qattn_kernels_kvrows &src, const qattn_kernels_kvrows &dst, int hkv, int d, int rope,

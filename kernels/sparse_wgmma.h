@@ -14,7 +14,17 @@
  * Each consumer keeps its own partial l; both hold the same row maxima, so
  * the two sums add at the end, with the sink's term. A stage's layout: 8
  * slabs of 64 channels, 64 rows of 128 bytes each, 128-byte swizzle, read
- * K-major for Q.K and N-major for P.V. */
+ * K-major for Q.K and N-major for P.V.
+ *
+ * F8 = 1 (the fused variant): the cache's fp8 rows as stored. The producer
+ * loads a block's e4m3 codes and e8m0 scales into registers while it widens
+ * the block before into the stage's bf16 tile (codes times scale are bf16
+ * values: exact), the rope channels copied straight into the tile; the
+ * consumers quantize the Q tile once as the scheme does
+ * (e4m3 with an e8m0 scale per 64 channels, exact in bf16). Q.K and P.V then
+ * run as for bf16 rows on those exact values: the e4m3 products and their
+ * fp32 sums are the ones e4m3 Q.K with the scales applied per 64 channels
+ * would form, in another order. */
 #ifndef QATTN_KERNELS_SPARSE_WGMMA_H
 #define QATTN_KERNELS_SPARSE_WGMMA_H
 
@@ -24,14 +34,73 @@
 #define QATTN_SPW_D 512
 #define QATTN_SPW_ROWS 64 /* q heads a CTA */
 #define QATTN_SPW_KEYS 64 /* list entries a stage */
-#define QATTN_SPW_THREADS 384
+#define QATTN_SPW_THREADS(F8) ((F8) ? 512 : 384) /* F8: a second producer warpgroup (warpgroup 3) */
 #define QATTN_SPW_TILE (QATTN_SPW_ROWS * QATTN_SPW_D * 2) /* bytes of the Q tile and of a stage: 64 KiB */
 #define QATTN_SPW_OFF_KV QATTN_SPW_TILE                      /* stage s at OFF_KV + s * TILE */
 #define QATTN_SPW_OFF_P (3 * QATTN_SPW_TILE)                  /* P of stage s at OFF_P + s * 8 KiB */
 #define QATTN_SPW_OFF_RED (QATTN_SPW_OFF_P + 2 * 8192)        /* row maxima [2 stages][2][64], sums [2][64] */
 #define QATTN_SPW_SMEM (QATTN_SPW_OFF_RED + 6 * 64 * 4 + 1024) /* + the 1024-byte alignment */
 
-static __global__ void __launch_bounds__(QATTN_SPW_THREADS, 1) qattn_sparse_wgmma_kernel(qattn_kernels_sparse_params p)
+/* the bf16 row of position pos, kv head g */
+static __device__ __forceinline__ const uint16_t *qattn_spw_row(const qattn_kernels_sparse_kv &kv, int64_t pos, int g)
+{
+    int ext;
+    const int64_t row = qattn_sparse_at(kv, pos, g, &ext);
+    return (const uint16_t *)(ext ? kv.ext.val : kv.pool.val) + row * QATTN_SPW_D;
+}
+
+/* F8: the exact float path of qattn_spw_widen16, for the pieces it leaves */
+struct qattn_spw_pair {
+    uint4 lo, hi;
+};
+static __device__ __forceinline__ qattn_spw_pair qattn_spw_widen16_slow(uint4 w, uint32_t sc)
+{
+    const uint32_t in[4] = {w.x, w.y, w.z, w.w};
+    const float s = qattn_num_e8m0_decode((uint8_t)sc);
+    uint32_t o[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        float lo, hi;
+        qattn_f16x2_unpack(qattn_cvt_f16x2_e4m3x2(in[k >> 1] >> (16 * (k & 1))), lo, hi);
+        o[k] = qattn_cvt_bf16x2_f32(lo * s, hi * s);
+    }
+    return {make_uint4(o[0], o[1], o[2], o[3]), make_uint4(o[4], o[5], o[6], o[7])};
+}
+
+/* F8: the bf16 values of 16 e4m3 codes (w) times 2^k (scale code sc, k =
+ * sc - 127) into 32 bytes at dst0, dst1. A normal code s eeee mmm is
+ * 2^(e - 7 + k) (1 + m / 8): bf16 s, exponent e + 120 + k, mantissa m << 4,
+ * formed by integer operations two at a time, branch-free (the conversion
+ * units would take 4 instructions a pair at a quarter of the rate); a piece
+ * with a zero or subnormal code (exponent field 0), or a scale below
+ * 2^-119, goes through the float path */
+static __device__ __forceinline__ void qattn_spw_widen16(uint4 w, uint32_t sc, uint8_t *dst0, uint8_t *dst1)
+{
+    const uint32_t in[4] = {w.x, w.y, w.z, w.w};
+    const uint32_t bias = (sc - 7u) << 7; /* (120 + k) << 7 */
+    const uint32_t bias2 = bias | bias << 16;
+    uint32_t o[8], zero = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const uint32_t v = in[k] & 0x78787878u; /* exponent fields: a zero byte needs the float path */
+        zero |= (v - 0x01010101u) & ~v & 0x80808080u;
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        uint32_t t;
+        asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(t) : "r"(in[k >> 1]), "r"((k & 1) ? 0x4342u : 0x4140u));
+        o[k] = ((t << 8) & 0x80008000u) | (((t << 4) & 0x07f007f0u) + bias2);
+    }
+    qattn_spw_pair r = {make_uint4(o[0], o[1], o[2], o[3]), make_uint4(o[4], o[5], o[6], o[7])};
+    if (__any_sync(__activemask(), zero || sc < 8u)) /* rare: the warp takes it together, no call */
+        if (zero || sc < 8u)
+            r = qattn_spw_widen16_slow(w, sc);
+    *(uint4 *)dst0 = r.lo;
+    *(uint4 *)dst1 = r.hi;
+}
+
+template <int F8>
+static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_wgmma_kernel(qattn_kernels_sparse_params p)
 {
 #if QATTN_WGMMA
     const int D = QATTN_SPW_D, KEYS = QATTN_SPW_KEYS, SLAB = QATTN_SPW_ROWS * 128; /* bytes of a 64-channel slab */
@@ -39,6 +108,8 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS, 1) qattn_sparse_wgmm
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
     float *red = (float *)(smem + QATTN_SPW_OFF_RED);
     __shared__ __align__(8) uint64_t s_bar[5]; /* full[2], empty[2], Q */
+    __shared__ const uint16_t *sRow[F8 ? 1 : 2][QATTN_SPW_KEYS]; /* the producer's: each stage's rows (NULL: a hole) */
+    __shared__ int64_t sKey[3][F8 ? QATTN_SPW_KEYS : 1]; /* F8: blocks j..j+2's rows (bit 62: ext), -1: a hole */
     const uint32_t bar0 = qattn_wgmma_smem_addr(s_bar);
 #define QATTN_SPW_FULL(s) (bar0 + 8u * (uint32_t)(s))
 #define QATTN_SPW_EMPTY(s) (bar0 + 16u + 8u * (uint32_t)(s))
@@ -51,48 +122,149 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS, 1) qattn_sparse_wgmm
     const int nblk = (len + KEYS - 1) / KEYS;
     if (tid == 0) {
         for (int s = 0; s < 2; s++) {
-            qattn_mbar_init(QATTN_SPW_FULL(s), 128);
+            qattn_mbar_init(QATTN_SPW_FULL(s), F8 ? 256 : 128); /* the producers' threads */
             qattn_mbar_init(QATTN_SPW_EMPTY(s), 8); /* consumer warps */
         }
         qattn_mbar_init(QATTN_SPW_QBAR, 128);
     }
     __syncthreads();
 
-    if (wg == 0) {
-        /* ================= producer: two threads a row, 32 pieces of 16 bytes each ================= */
-        qattn_setmaxnreg_dec<40>();
-        const int r = wt >> 1, pc0 = (wt & 1) * 32;
-        {
-            const int ok = r0 + r < grp;
-            const uint16_t *src = (const uint16_t *)p.q + (int64_t)t * p.q_st +
-                                  (int64_t)(g * grp + (ok ? r0 + r : 0)) * p.q_sh;
+    if (wg == 0 || wg == 3) {
+        /* ================= producers (warpgroup 0; F8: and 3) ================= */
+        /* F8: 2 x 128 x 80 + 256 x 176 = 65536 registers */
+        qattn_setmaxnreg_dec<F8 ? 80 : 40>();
+        /* each warp copies 512 contiguous bytes of one row per instruction (pieces wt % 64 of rows
+         * wt / 64, + 2, ...): scattered 16-byte pieces would cost the L1 a line each */
+        const int pc = wt & 63, rh = wt >> 6;
+        if (wg == 0) {
+            const uint16_t *qt = (const uint16_t *)p.q + (int64_t)t * p.q_st;
 #pragma unroll 8
-            for (int i = 0; i < 32; i++)
-                qattn_cp_async16(smem + qattn_wg_off<1024, 64>(r, pc0 + i), src + (pc0 + i) * 8, ok ? 16 : 0);
+            for (int i = 0; i < QATTN_SPW_ROWS / 2; i++) {
+                const int r = 2 * i + rh, ok = r0 + r < grp;
+                qattn_cp_async16(smem + qattn_wg_off<1024, 64>(r, pc),
+                                 qt + (ok ? (int64_t)(g * grp + r0 + r) * p.q_sh : 0) + pc * 8, ok ? 16 : 0);
+            }
             qattn_cp_async_mbar_arrive(QATTN_SPW_QBAR);
         }
-        for (int j = 0; j < nblk; j++) {
-            const int s = j & 1;
-            qattn_mbar_wait(QATTN_SPW_EMPTY(s), ((j >> 1) & 1) ^ 1);
-            const int e = j * KEYS + r;
-            const int pos = e < len ? list[e] : -1;
-            const uint16_t *src = (const uint16_t *)p.q; /* any mapped address for a zero fill */
-            if (pos >= 0) {
-                const qattn_kernels_kvrows *part;
-                const int64_t row = qattn_sparse_at(p.kv, pos, g, &part);
-                src = (const uint16_t *)part->val + row * D;
+        if constexpr (F8) {
+            /* fp8 rows, two producer warpgroups: each of their 8 warps takes 2 rows of a batch of
+             * 16 (4 batches a block), lane l < 28 loading 16 codes of a row (a warp: the row's 448
+             * contiguous bytes), lane 28 its 8 scale bytes, into registers; a block's loads go out
+             * while the block before is widened (up to 3 batches, 22 KiB, in flight), each batch
+             * then widened by the lanes that loaded it into the stage's bf16 tile; the rope
+             * channels by cp.async into the tile's last slab. Keys (list, page table) are found
+             * two blocks ahead into sKey, the list entries loaded a block before that. The
+             * widening is the fused variant's extra work: 8 warps share it. */
+            const int DN = D - 64, SCR = QATTN_KERNELS_SPARSE_SC_ROW(D - 64);
+            const int pt = (wg ? 128 : 0) + wt, lane = wt & 31, w = pt >> 5; /* 0..255, warp 0..7 */
+            const int64_t RMASK = ((int64_t)1 << 62) - 1;
+            uint4 buf[4][2]; /* [batch][row of the warp]: this lane's 16 codes (lane 28: the scales) */
+            auto entry = [&](int jb) { /* threads pt < 64: the list entry of block jb (-1: none) */
+                const int e = jb * KEYS + pt;
+                return jb < nblk && e < len ? list[e] : -1;
+            };
+            auto put_key = [&](int jb, int pos) {
+                int64_t key = -1;
+                if (pos >= 0) {
+                    int ext;
+                    key = qattn_sparse_at(p.kv, pos, g, &ext);
+                    key |= ext ? (int64_t)1 << 62 : 0;
+                }
+                sKey[jb % 3][pt] = key;
+            };
+            auto load = [&](int jb, int b, uint4 *v) {
+#pragma unroll
+                for (int k = 0; k < 2; k++) {
+                    const int64_t key = sKey[jb % 3][16 * b + 2 * w + k];
+                    const int ext = (int)(key >> 62) & 1;
+                    const int64_t ri = key & RMASK;
+                    uint4 x = {0u, 0u, 0u, 0u};
+                    if (key >= 0 && lane < 28)
+                        x = *(const uint4 *)((const uint8_t *)(ext ? p.kv.ext.val : p.kv.pool.val) + ri * DN + 16 * lane);
+                    else if (key >= 0 && lane == 28) {
+                        const uint2 sw = *(const uint2 *)((ext ? p.kv.ext.sc : p.kv.pool.sc) + ri * SCR);
+                        x.x = sw.x, x.y = sw.y;
+                    }
+                    v[k] = x;
+                }
+            };
+            int pos_next = -1; /* threads pt < 64: the list entry of block j + 2 */
+            if (pt < KEYS) {
+                put_key(0, entry(0));
+                put_key(1, entry(1));
+                pos_next = entry(2);
             }
-            uint8_t *dst = smem + QATTN_SPW_OFF_KV + s * QATTN_SPW_TILE;
+            qattn_bar_sync<3, 256>();
+#pragma unroll
+            for (int b = 0; b < 4; b++)
+                load(0, b, buf[b]);
+            for (int j = 0; j < nblk; j++) {
+                const int s = j & 1, more = j + 1 < nblk;
+                qattn_mbar_wait(QATTN_SPW_EMPTY(s), ((j >> 1) & 1) ^ 1);
+                qattn_bar_sync<3, 256>(); /* the keys of block j + 1 are in sKey */
+                uint8_t *dst = smem + QATTN_SPW_OFF_KV + s * QATTN_SPW_TILE;
+#pragma unroll
+                for (int i = 0; i < KEYS * 8 / 256; i++) { /* rope: 8 pieces a row */
+                    const int e = pt + 256 * i, r = e >> 3, pc8 = e & 7;
+                    const int64_t key = sKey[j % 3][r];
+                    const uint16_t *src = (key >> 62 ? p.kv.ext.rope : p.kv.pool.rope) + (key & RMASK) * 64 + pc8 * 8;
+                    qattn_cp_async16(dst + qattn_wg_off<1024, 64>(r, 56 + pc8), key >= 0 ? src : (const uint16_t *)p.q,
+                                     key >= 0 ? 16 : 0);
+                }
+#pragma unroll
+                for (int b = 0; b < 4; b++) {
+#pragma unroll
+                    for (int k = 0; k < 2; k++) {
+                        const uint32_t lo = __shfl_sync(0xffffffffu, buf[b][k].x, 28);
+                        const uint32_t hi = __shfl_sync(0xffffffffu, buf[b][k].y, 28);
+                        const int gr = lane >> 2, r = 16 * b + 2 * w + k;
+                        const uint32_t code = ((gr < 4 ? lo >> (8 * gr) : hi >> (8 * (gr - 4))) & 0xffu);
+                        if (lane < 28)
+                            qattn_spw_widen16(buf[b][k], code, dst + qattn_wg_off<1024, 64>(r, 2 * lane),
+                                              dst + qattn_wg_off<1024, 64>(r, 2 * lane + 1));
+                    }
+                    if (more)
+                        load(j + 1, b, buf[b]);
+                }
+                if (pt < KEYS) { /* the keys of block j + 2 (its slot was last read before this block's barrier) */
+                    put_key(j + 2, pos_next);
+                    pos_next = entry(j + 3);
+                }
+                qattn_cp_async_wait<0>(); /* the rope copies */
+                qattn_fence_proxy_async_smem(); /* the widened values and the copies, read by wgmma */
+                qattn_mbar_arrive(QATTN_SPW_FULL(s));
+            }
+        } else {
+            /* a stage: the first 64 threads find their key's row (list, page table) into sRow, then
+             * the copies as for Q */
+            for (int j = 0; j < nblk; j++) {
+                const int s = j & 1;
+                if (wt < KEYS) {
+                    const int e = j * KEYS + wt;
+                    const int pos = e < len ? list[e] : -1;
+                    const uint16_t *src = NULL;
+                    if (pos >= 0)
+                        src = qattn_spw_row(p.kv, pos, g);
+                    sRow[s][wt] = src;
+                }
+                qattn_bar_sync<3, 128>(); /* also: every thread is done with sRow[s] of block j - 2 */
+                qattn_mbar_wait(QATTN_SPW_EMPTY(s), ((j >> 1) & 1) ^ 1);
+                uint8_t *dst = smem + QATTN_SPW_OFF_KV + s * QATTN_SPW_TILE;
 #pragma unroll 8
-            for (int i = 0; i < 32; i++)
-                qattn_cp_async16(dst + qattn_wg_off<1024, 64>(r, pc0 + i), src + (pc0 + i) * 8, pos >= 0 ? 16 : 0);
-            qattn_cp_async_mbar_arrive(QATTN_SPW_FULL(s));
+                for (int i = 0; i < KEYS / 2; i++) {
+                    const int r = 2 * i + rh;
+                    const uint16_t *src = sRow[s][r];
+                    qattn_cp_async16(dst + qattn_wg_off<1024, 64>(r, pc), src ? src + pc * 8 : (const uint16_t *)p.q,
+                                     src ? 16 : 0);
+                }
+                qattn_cp_async_mbar_arrive(QATTN_SPW_FULL(s));
+            }
         }
         return;
     }
 
     /* ================= consumers ================= */
-    qattn_setmaxnreg_inc<232>();
+    qattn_setmaxnreg_inc<F8 ? 176 : 232>();
     const int c = wg - 1, lane = tid & 31, wv = (tid >> 5) & 3, q4 = lane & 3;
     const int rowA = 16 * wv + (lane >> 2), rowB = rowA + 8;
     const float NEG = -INFINITY;
@@ -105,6 +277,37 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS, 1) qattn_sparse_wgmm
     float mA = NEG, mB = NEG, lA = 0.0f, lB = 0.0f;
     const uint32_t aQ = qattn_wgmma_smem_addr(smem);
     qattn_mbar_wait(QATTN_SPW_QBAR, 0);
+    if constexpr (F8) { /* the scheme's Q: e4m3 codes with an e8m0 scale per 64 nope channels, in place */
+        for (int it = tid - 128; it < QATTN_SPW_ROWS * 7; it += 256) {
+            const int r = it / 7, sl = it % 7;
+            float amax = 0.0f;
+            for (int ch = 0; ch < 8; ch++) {
+                const uint4 w = *(const uint4 *)(smem + qattn_wg_off<1024, 64>(r, 8 * sl + ch));
+                const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    amax = fmaxf(amax, fmaxf(fabsf(qattn_num_bf16_decode((uint16_t)(u[k] & 0xffffu))),
+                                             fabsf(qattn_num_bf16_decode((uint16_t)(u[k] >> 16)))));
+            }
+            const float sc = qattn_num_scale_for(QATTN_FMT_E4M3, amax, 1);
+            for (int ch = 0; ch < 8; ch++) {
+                uint4 *at = (uint4 *)(smem + qattn_wg_off<1024, 64>(r, 8 * sl + ch));
+                const uint4 w = *at;
+                uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const float lo = qattn_num_bf16_decode((uint16_t)(u[k] & 0xffffu));
+                    const float hi = qattn_num_bf16_decode((uint16_t)(u[k] >> 16));
+                    u[k] = sc > 0.0f ? qattn_cvt_bf16x2_f32(qattn_num_round(QATTN_FMT_E4M3, lo / sc) * sc,
+                                                            qattn_num_round(QATTN_FMT_E4M3, hi / sc) * sc)
+                                     : 0u;
+                }
+                *at = make_uint4(u[0], u[1], u[2], u[3]);
+            }
+        }
+        qattn_fence_proxy_async_smem();
+        qattn_bar_sync<1, 256>();
+    }
     for (int j = 0; j < nblk; j++) {
         const int s = j & 1;
         const uint32_t aKV = aQ + QATTN_SPW_OFF_KV + (uint32_t)s * QATTN_SPW_TILE;
@@ -174,13 +377,14 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS, 1) qattn_sparse_wgmm
         mA = nA, mB = nB;
         qattn_fence_proxy_async_smem(); /* P's stores read by wgmma */
         qattn_bar_sync<2, 256>();
+        if (!__all_sync(0xffffffffu, alA == 1.0f && alB == 1.0f)) /* the warp's rows kept their maxima: O stays */
 #pragma unroll
-        for (int n = 0; n < 2; n++)
+            for (int n = 0; n < 2; n++)
 #pragma unroll
-            for (int i = 0; i < 16; i++) {
-                o[n][4 * i] *= alA, o[n][4 * i + 1] *= alA;
-                o[n][4 * i + 2] *= alB, o[n][4 * i + 3] *= alB;
-            }
+                for (int i = 0; i < 16; i++) {
+                    o[n][4 * i] *= alA, o[n][4 * i + 1] *= alA;
+                    o[n][4 * i + 2] *= alB, o[n][4 * i + 3] *= alB;
+                }
 #pragma unroll
         for (int n = 0; n < 2; n++)
 #pragma unroll
@@ -254,14 +458,15 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS, 1) qattn_sparse_wgmm
 #endif
 }
 
+template <int F8>
 static int qattn_sparse_wgmma_launch(const qattn_kernels_sparse_params *pp, void *stream, qattn_err *err)
 {
     const qattn_kernels_sparse_params p = *pp;
     int rc = qattn_sparse_check_params(p, QATTN_SPW_D, err);
     if (rc)
         return rc;
-    if (p.kv.fp8 || p.q_fp8 || p.in != QATTN_FMT_BF16)
-        return qattn_err_set(err, QATTN_ERR_ARG, "sparse wgmma: bf16 queries and bf16 rows only");
+    if (p.kv.fp8 != F8 || p.q_fp8 != F8 || p.in != QATTN_FMT_BF16 || (F8 && p.rope != 64))
+        return qattn_err_set(err, QATTN_ERR_ARG, "sparse wgmma: bf16 queries and %s rows only", F8 ? "fp8 (rope 64)" : "bf16");
     if ((p.q_sh | p.q_st | p.o_sh | p.o_st) & 7)
         return qattn_err_set(err, QATTN_ERR_ARG, "sparse wgmma: query and output strides must be multiples of 8");
     const int cc = qattn_kernels_dev_cc();
@@ -271,21 +476,25 @@ static int qattn_sparse_wgmma_launch(const qattn_kernels_sparse_params *pp, void
                              QATTN_KERNELS_ARCHS);
     if (p.sq == 0)
         return QATTN_OK;
+    if (p.sq > 65535)
+        return qattn_err_set(err, QATTN_ERR_ARG, "sparse wgmma: %d query tokens (at most 65535 a call)", p.sq);
     const int tiles = (p.hq / p.hkv + QATTN_SPW_ROWS - 1) / QATTN_SPW_ROWS;
-    void (*k)(qattn_kernels_sparse_params) = &qattn_sparse_wgmma_kernel;
-    QATTN_DECODE_CHECK(hipFuncSetAttribute((const void *)k, hipFuncAttributeMaxDynamicSharedMemorySize, QATTN_SPW_SMEM),
+    void (*k)(qattn_kernels_sparse_params) = &qattn_sparse_wgmma_kernel<F8>;
+    QATTN_DECODE_CHECK(hipFuncSetAttribute((const void *)k, hipFuncAttributeMaxDynamicSharedMemorySize,
+                                           QATTN_SPW_SMEM),
                        "sparse wgmma: raising the shared-memory limit");
     /* the tiles of a token side by side: they read the same rows (the second from L2) */
-    hipLaunchKernelGGL(k, dim3((unsigned)(p.hkv * tiles), (unsigned)p.sq), dim3(QATTN_SPW_THREADS), QATTN_SPW_SMEM,
+    hipLaunchKernelGGL(k, dim3((unsigned)(p.hkv * tiles), (unsigned)p.sq), dim3(QATTN_SPW_THREADS(F8)), QATTN_SPW_SMEM,
                        (hipStream_t)stream, p);
     QATTN_DECODE_CHECK(hipGetLastError(), "sparse wgmma kernel launch");
     return QATTN_OK;
 }
 
-#define QATTN_SPARSE_WGMMA_INSTANCE(NAME)                                                   \
+/* one instance: F8 0 (bf16 rows: the bf16 and prepass variants) or 1 (fp8 rows: fused) */
+#define QATTN_SPARSE_WGMMA_INSTANCE(F8, NAME)                                               \
     extern "C" int NAME(const qattn_kernels_sparse_params *p, void *stream, qattn_err *err) \
     {                                                                                       \
-        return qattn_sparse_wgmma_launch(p, stream, err);                                   \
+        return qattn_sparse_wgmma_launch<F8>(p, stream, err);                               \
     }
 
 #endif

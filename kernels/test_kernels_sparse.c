@@ -63,8 +63,10 @@ static void messages(void)
     pb.hq = 16, pb.hkv = 1;
     rc = qattn_kernels_sparse_find(&pb, &sig, &err);
     CHECK(rc == 0 && sig && sig->family == QATTN_KERNELS_FAMILY_SPARSE, "fused, d 512: %s", rc ? err.msg : "");
-    pb.paths = 1u << QATTN_KERNELS_PATH_WGMMA;
-    CHECK(qattn_kernels_sparse_find(&pb, &sig, &err) == QATTN_KERNELS_ERR_UNSUPPORTED, "fused on wgmma only");
+    pb.paths = 1u << QATTN_KERNELS_PATH_WGMMA, pb.in = QATTN_FMT_FP16;
+    CHECK(qattn_kernels_sparse_find(&pb, &sig, &err) == QATTN_KERNELS_ERR_UNSUPPORTED, "fp16 queries on wgmma only");
+    CHECK_STR_CONTAINS(err.msg, "no sparse instance takes this problem");
+    pb.in = QATTN_FMT_BF16;
 
     enum { D = 128, SK = 8 };
     float k[SK * D], v[SK * D], q[2 * D];

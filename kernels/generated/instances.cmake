@@ -8,7 +8,7 @@ set(QATTN_KERNELS_MMA_INSTANCES_D128 attn_fwd_mma_d128_qk_int8_pv_e4m3_acc_fp22.
 # every backend (sparse prefill)
 set(QATTN_KERNELS_SPARSE_INSTANCES sparse_portable.hip)
 # NVIDIA sm_90a only (sparse prefill, wgmma)
-set(QATTN_KERNELS_SPARSE_FAST_INSTANCES sparse_wgmma_d512_bf16.hip)
+set(QATTN_KERNELS_SPARSE_FAST_INSTANCES sparse_wgmma_d512_bf16.hip sparse_wgmma_d512_fp8.hip)
 # AMD and the host simulation (MFMA)
 set(QATTN_KERNELS_MFMA_INSTANCES_D64 attn_fwd_mfma_d64_qk_int8_pv_e4m3_acc_fp32.hip attn_fwd_mfma_d64_qk_e4m3_pv_e4m3_acc_fp32.hip)
 set(QATTN_KERNELS_MFMA_INSTANCES_D128 attn_fwd_mfma_d128_qk_int8_pv_e4m3_acc_fp32.hip attn_fwd_mfma_d128_qk_e4m3_pv_e4m3_acc_fp32.hip)

@@ -109,6 +109,9 @@ int qattn_kernels_launch_sparse_portable(const qattn_kernels_sparse_params *p, v
 #if QATTN_KERNELS_WITH_WGMMA
 int qattn_kernels_launch_sparse_wgmma_d512_bf16(const qattn_kernels_sparse_params *p, void *stream, qattn_err *err);
 #endif
+#if QATTN_KERNELS_WITH_WGMMA
+int qattn_kernels_launch_sparse_wgmma_d512_fp8(const qattn_kernels_sparse_params *p, void *stream, qattn_err *err);
+#endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
 int qattn_kernels_launch_attn_fwd_wgmma_d64_qk_int8_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
@@ -1317,6 +1320,24 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cc_max = 90,
      .sparse_variants = 1u << QATTN_KERNELS_SPARSE_BF16,
      .launch_sparse = qattn_kernels_launch_sparse_wgmma_d512_bf16},
+#endif
+#if QATTN_KERNELS_WITH_WGMMA
+    {.name = "sparse_wgmma_d512_fp8",
+     .family = QATTN_KERNELS_FAMILY_SPARSE,
+     .path = QATTN_KERNELS_PATH_WGMMA,
+     .head_dim = 512,
+     .qk_groups = "fp8 rows (rope 64) widened to bf16 on chip, Q quantized on chip; blocks of 64 list entries, P in bf16",
+     .v_groups = "fp8 rows (rope 64) widened to bf16 on chip, Q quantized on chip; blocks of 64 list entries, P in bf16",
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 1024,
+     .in_fmts = 1u << QATTN_FMT_BF16,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_90 only)",
+     .cc_min = 90,
+     .cc_max = 90,
+     .sparse_variants = 1u << QATTN_KERNELS_SPARSE_FUSED,
+     .launch_sparse = qattn_kernels_launch_sparse_wgmma_d512_fp8},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
     {.name = "attn_fwd_wgmma_d64_qk_int8_pv_e4m3_acc_fp22",
