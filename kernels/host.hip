@@ -182,11 +182,24 @@ int qattn_kernels_dev_time(qattn_kernels_timed_fn fn, void *ctx, int warmup, int
 
 /* ---- plans ---- */
 
+/* QATTN_PLAN_MEASURE: the plan's buffers laid out from this address, nothing allocated, to size a
+ * workspace (fill functions store the pointers without touching them) */
+#define QATTN_PLAN_MEASURE ((void *)(uintptr_t)4096)
+
 static int plan_alloc(qattn_kernels_plan *pl, void **p, size_t bytes, qattn_err *err)
 {
     *p = NULL;
     if (bytes == 0)
         return QATTN_OK;
+    if (pl->ws_mode) { /* carved from the caller's workspace, 256-byte aligned */
+        const size_t at = (pl->ws_used + 255) / 256 * 256;
+        if (pl->ws_base != QATTN_PLAN_MEASURE && at + bytes > pl->ws_cap)
+            return qattn_err_set(err, QATTN_ERR_ARG, "plan: workspace of %zu bytes, %zu needed", pl->ws_cap,
+                                 at + bytes);
+        *p = (char *)pl->ws_base + at;
+        pl->ws_used = at + bytes;
+        return QATTN_OK;
+    }
     if (pl->ndev >= (int)(sizeof pl->dev / sizeof pl->dev[0]))
         return qattn_err_set(err, QATTN_ERR_ARG, "plan: too many buffers");
     int rc = qattn_kernels_dev_alloc(p, bytes, err);
@@ -232,14 +245,24 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
     int rc = qattn_kernels_find(s, &pl->pb, &pl->attn_sig, &pl->quant_sig, err);
     if (rc)
         return rc;
-    if (pb->varlen != (io->cu_seqlens_q != NULL) || pb->varlen != (io->cu_seqlens_k != NULL))
+    pl->ws_mode = io->ws_mode;
+    pl->ws_base = io->workspace;
+    pl->ws_cap = io->ws_bytes;
+    if (pl->ws_mode && !pl->ws_base)
+        return qattn_err_set(err, QATTN_ERR_ARG, "plan: workspace mode without a workspace");
+    const int *cuq = pl->ws_mode ? io->cu_seqlens_q_dev : io->cu_seqlens_q;
+    const int *cuk = pl->ws_mode ? io->cu_seqlens_k_dev : io->cu_seqlens_k;
+    if (pb->varlen != (cuq != NULL) || pb->varlen != (cuk != NULL))
         return qattn_err_set(err, QATTN_ERR_ARG, "plan: varlen problems need both cu_seqlens, others neither");
     int64_t tq, tk;
-    if ((rc = seq_tokens(io->cu_seqlens_q, pb->nseq, pb->seqlen_q, &tq, "q", err)) ||
-        (rc = seq_tokens(io->cu_seqlens_k, pb->nseq, pb->seqlen_k, &tk, "k", err)))
+    if (pl->ws_mode && pb->varlen) { /* the offsets stay on the device: the caller gives the totals */
+        tq = io->tokens_q, tk = io->tokens_k;
+        pl->cu_q = (int *)cuq, pl->cu_k = (int *)cuk;
+    } else if ((rc = seq_tokens(io->cu_seqlens_q, pb->nseq, pb->seqlen_q, &tq, "q", err)) ||
+               (rc = seq_tokens(io->cu_seqlens_k, pb->nseq, pb->seqlen_k, &tk, "k", err)))
         return rc;
     size_t cub = (size_t)(pb->nseq + 1) * sizeof(int);
-    if (pb->varlen) {
+    if (pb->varlen && !pl->ws_mode) {
         if ((rc = plan_alloc(pl, (void **)&pl->cu_q, cub, err)) ||
             (rc = qattn_kernels_dev_to(pl->cu_q, io->cu_seqlens_q, cub, err)) ||
             (rc = plan_alloc(pl, (void **)&pl->cu_k, cub, err)) ||
@@ -297,8 +320,10 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
             const size_t wbytes = qattn_kernels_quant_work_size(&pl->qp[i]);
             if ((rc = plan_alloc(pl, &work, wbytes, err)))
                 goto fail;
-            if (work) { /* the counters zero once: the streamed kernels leave them zero (no clearing launches) */
-                QATTN_HOST_CHECK(hipMemset(work, 0, wbytes), "clearing the quantization scratch");
+            if (work) { /* the counters zero once: the streamed kernels leave them zero (no clearing launches);
+                         * in a caller's workspace, cleared on the stream at each run */
+                if (!pl->ws_mode)
+                    QATTN_HOST_CHECK(hipMemset(work, 0, wbytes), "clearing the quantization scratch");
                 pl->qp[i].counters_zero = 1;
             }
             pl->qp[i].work = work;
@@ -351,6 +376,10 @@ int qattn_kernels_plan_quantize(const qattn_kernels_plan *pl, void *stream, int 
     }
     if (check_finite)
         QATTN_HOST_CHECK(hipMemsetAsync(pl->nonfinite, 0, 3 * sizeof(int), st), "clearing the NaN flags");
+    for (int i = 0; i < 3 && pl->ws_mode; i++)
+        if (pl->quantize[i] && pl->qp[i].work)
+            QATTN_HOST_CHECK(hipMemsetAsync(pl->qp[i].work, 0, qattn_kernels_quant_work_size(&pl->qp[i]), st),
+                             "clearing the quantization scratch");
     /* K and V read nothing that Q's kernel writes: their kernel may start while Q's ends
      * (QATTN_QUANT_OVERLAP=0 in the environment: after it) */
     const char *ov = getenv("QATTN_QUANT_OVERLAP");
@@ -385,8 +414,26 @@ int qattn_kernels_plan_attend(const qattn_kernels_plan *pl, void *stream, qattn_
     return pl->attn_sig->launch_attn(&pl->ap, stream, err);
 }
 
+int qattn_kernels_plan_workspace(const qattn_scheme *s, const qattn_kernels_problem *pb, const qattn_kernels_io *io,
+                                 size_t *bytes, qattn_err *err)
+{
+    qattn_kernels_io m = *io;
+    m.ws_mode = 1, m.workspace = QATTN_PLAN_MEASURE, m.ws_bytes = 0;
+    if (pb->varlen && !m.cu_seqlens_q_dev) /* any device address: measuring reads none */
+        m.cu_seqlens_q_dev = m.cu_seqlens_k_dev = (const int *)QATTN_PLAN_MEASURE;
+    qattn_kernels_plan pl;
+    int rc = qattn_kernels_plan_init(&pl, s, pb, &m, err);
+    *bytes = rc ? 0 : pl.ws_used;
+    return rc;
+}
+
 void qattn_kernels_plan_free(qattn_kernels_plan *pl)
 {
+    if (pl->ws_mode) { /* nothing of its own */
+        pl->cu_q = pl->cu_k = NULL;
+        pl->nonfinite = NULL;
+        return;
+    }
     for (int i = 0; i < pl->ndev; i++)
         qattn_kernels_dev_free(pl->dev[i]);
     pl->ndev = 0;

@@ -389,6 +389,15 @@ typedef struct qattn_kernels_io {
     float *lse;                   /* [hq, Tq] device, or NULL */
     const int *cu_seqlens_q;      /* [nseq + 1] host, or NULL (equal lengths) */
     const int *cu_seqlens_k;      /* [nseq + 1] host, or NULL */
+    /* caller-owned memory (PyTorch): with ws_mode the plan allocates nothing and copies nothing;
+     * its buffers are carved from workspace (ws_bytes from qattn_kernels_plan_workspace), varlen
+     * offsets are read on the device (cu_*_dev) with tokens_q / tokens_k given, and the
+     * quantization scratch is cleared on the stream at each run */
+    int ws_mode;
+    void *workspace;              /* device, 256-byte aligned */
+    size_t ws_bytes;
+    const int *cu_seqlens_q_dev, *cu_seqlens_k_dev; /* [nseq + 1] device (varlen, ws_mode) */
+    int64_t tokens_q, tokens_k;   /* ws_mode, varlen: cu_seqlens_*[nseq] */
 } qattn_kernels_io;
 
 typedef struct qattn_kernels_plan {
@@ -404,10 +413,17 @@ typedef struct qattn_kernels_plan {
     int ndev;
     int *cu_q, *cu_k;                /* [nseq + 1] device copies, or NULL */
     int *nonfinite;                  /* [3] device: Q's, K's and V's NaN flags */
+    int ws_mode;                     /* buffers in the caller's workspace (qattn_kernels_io) */
+    size_t ws_used;                  /* bytes of it in use (measured: what it needs) */
+    void *ws_base;
+    size_t ws_cap;
 } qattn_kernels_plan;
 
 int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const qattn_kernels_problem *pb,
                             const qattn_kernels_io *io, qattn_err *err);
+/* the workspace (bytes) the plan of s on pb needs in ws_mode; io's tensors may be NULL here */
+int qattn_kernels_plan_workspace(const qattn_scheme *s, const qattn_kernels_problem *pb, const qattn_kernels_io *io,
+                                 size_t *bytes, qattn_err *err);
 /* quantization of Q, K, V (NaN/Inf input: QATTN_ERR_NAN after a sync when
  * check_finite is 1) */
 int qattn_kernels_plan_quantize(const qattn_kernels_plan *pl, void *stream, int check_finite, qattn_err *err);

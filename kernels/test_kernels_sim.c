@@ -262,6 +262,43 @@ static void run_case(const tcase *tc)
         CHECK(rc == 0, "second run %s: %s", tc->scheme, err.msg);
         CHECK(rc != 0 || memcmp(again, ok, hq * tq * d * os) == 0, "%s d=%d: the second run of the plan differs",
               tc->scheme, tc->d);
+        /* the same plan in a caller's workspace (PyTorch's way: nothing allocated or copied by the
+         * plan, varlen offsets on the device, the scratch cleared on the stream): the same bits */
+        qattn_kernels_io wio = io;
+        size_t wsb = 0;
+        void *ws = NULL, *dcu = NULL;
+        qattn_kernels_plan wpl;
+        memset(&wpl, 0, sizeof wpl);
+        wio.ws_mode = 1;
+        if (tc->varlen) {
+            rc = rc || qattn_kernels_dev_alloc(&dcu, 2 * (size_t)(tc->nseq + 1) * sizeof(int), &err) ||
+                 qattn_kernels_dev_to(dcu, cu_q, (size_t)(tc->nseq + 1) * sizeof(int), &err) ||
+                 qattn_kernels_dev_to((int *)dcu + tc->nseq + 1, cu_k, (size_t)(tc->nseq + 1) * sizeof(int), &err);
+            wio.cu_seqlens_q = wio.cu_seqlens_k = NULL;
+            wio.cu_seqlens_q_dev = (const int *)dcu, wio.cu_seqlens_k_dev = (const int *)dcu + tc->nseq + 1;
+            wio.tokens_q = (int64_t)tq, wio.tokens_k = (int64_t)tk;
+        }
+        rc = rc || qattn_kernels_plan_workspace(&s, &pb, &wio, &wsb, &err) ||
+             qattn_kernels_dev_alloc(&ws, wsb, &err) || qattn_kernels_dev_fill(ws, 0x5a, wsb, &err);
+        wio.workspace = ws, wio.ws_bytes = wsb;
+        again = malloc(hq * tq * d * os);
+        rc = rc || qattn_kernels_dev_fill(dout, 0xff, hq * tq * d * os, &err) ||
+             qattn_kernels_plan_init(&wpl, &s, &pb, &wio, &err) || qattn_kernels_plan_quantize(&wpl, NULL, 0, &err) ||
+             qattn_kernels_plan_attend(&wpl, NULL, &err) || qattn_kernels_dev_sync(&err) ||
+             qattn_kernels_dev_from(again, dout, hq * tq * d * os, &err);
+        CHECK(rc == 0, "workspace run %s: %s", tc->scheme, err.msg);
+        CHECK(rc != 0 || memcmp(again, ok, hq * tq * d * os) == 0, "%s d=%d: the plan in a workspace differs",
+              tc->scheme, tc->d);
+        CHECK(rc != 0 || wpl.ndev == 0, "%s: the workspace plan allocated %d buffers", tc->scheme, wpl.ndev);
+        if (!rc && wsb > 256) { /* one byte short: refused, with the sizes */
+            wio.ws_bytes = wsb - 1;
+            CHECK(qattn_kernels_plan_init(&wpl, &s, &pb, &wio, &err) == QATTN_ERR_ARG, "%s: a short workspace",
+                  tc->scheme);
+            CHECK_STR_CONTAINS(err.msg, "workspace of");
+        }
+        qattn_kernels_plan_free(&wpl);
+        qattn_kernels_dev_free(ws);
+        qattn_kernels_dev_free(dcu);
         free(again);
         if (rc)
             goto done;

@@ -6,6 +6,7 @@
 
 #include "qattn/attn.h"
 #include "qattn/error.h"
+#include "qattn/formats.h"
 #include "qattn/scheme.h"
 #ifdef QATTN_LIB_WITH_KERNELS
 #include "qattn_kernels.h"
@@ -118,7 +119,67 @@ int qattn_lib_reference(const char *mask, double scale, const float *q, const fl
     return rc ? lib_fail(rc, &e, err, errlen) : QATTN_OK;
 }
 
+const char *qattn_lib_scheme_out(const char *scheme)
+{
+    qattn_scheme s;
+    qattn_err e;
+    return scheme && !qattn_scheme_parse(scheme, &s, &e) ? qattn_fmt_name(s.out) : NULL;
+}
+
 #ifdef QATTN_LIB_WITH_KERNELS
+int qattn_lib_gpu_attention(const char *scheme, const char *mask, double scale, const char *dtype, int nseq, int hq,
+                            int hkv, int d, int seqlen_q, int seqlen_k, const void *q, const int64_t *q_st,
+                            const void *k, const int64_t *k_st, const void *v, const int64_t *v_st, void *o,
+                            const int64_t *o_st, float *lse, const int *cu_q, const int *cu_k, int64_t tokens_q,
+                            int64_t tokens_k, void *workspace, size_t *ws_bytes, void *stream, char *err,
+                            size_t errlen)
+{
+    qattn_err e = {{0}};
+    qattn_scheme s;
+    qattn_kernels_problem pb;
+    memset(&pb, 0, sizeof pb);
+    int rc = qattn_scheme_parse(scheme ? scheme : "", &s, &e);
+    if (!rc)
+        rc = qattn_mask_parse(mask ? mask : "none", &pb.mask, &e);
+    if (!rc && (!dtype || qattn_fmt_parse(dtype, &pb.in) ||
+                (pb.in != QATTN_FMT_FP16 && pb.in != QATTN_FMT_BF16 && pb.in != QATTN_FMT_FP32)))
+        rc = qattn_err_set(&e, QATTN_ERR_ARG, "gpu attention: dtype '%s' (fp16, bf16 or fp32)", dtype ? dtype : "");
+    if (!rc && (nseq <= 0 || hq <= 0 || hkv <= 0 || d <= 0 || seqlen_q <= 0 || seqlen_k <= 0 || hq % hkv))
+        rc = qattn_err_set(&e, QATTN_ERR_ARG, "gpu attention: shape nseq %d, heads %d / %d, d %d, lengths %d / %d",
+                           nseq, hq, hkv, d, seqlen_q, seqlen_k);
+    if (!rc && (!ws_bytes || !q_st || !k_st || !v_st || !o_st || (!!cu_q != !!cu_k)))
+        rc = qattn_err_set(&e, QATTN_ERR_ARG, "gpu attention: missing strides, workspace size or one of cu_q / cu_k");
+    if (rc)
+        return lib_fail(rc, &e, err, errlen);
+    pb.nseq = nseq, pb.hq = hq, pb.hkv = hkv, pb.d = d, pb.seqlen_q = seqlen_q, pb.seqlen_k = seqlen_k;
+    pb.varlen = cu_q != NULL, pb.lse = lse != NULL, pb.scale = scale;
+    qattn_kernels_io io;
+    memset(&io, 0, sizeof io);
+    io.q = (qattn_kernels_tensor){(void *)q, q_st[0], q_st[1], q_st[2]};
+    io.k = (qattn_kernels_tensor){(void *)k, k_st[0], k_st[1], k_st[2]};
+    io.v = (qattn_kernels_tensor){(void *)v, v_st[0], v_st[1], v_st[2]};
+    io.o = (qattn_kernels_tensor){o, o_st[0], o_st[1], o_st[2]};
+    io.lse = lse;
+    io.ws_mode = 1;
+    io.cu_seqlens_q_dev = cu_q, io.cu_seqlens_k_dev = cu_k;
+    io.tokens_q = tokens_q, io.tokens_k = tokens_k;
+    if (!workspace) {
+        rc = qattn_kernels_plan_workspace(&s, &pb, &io, ws_bytes, &e);
+        return rc ? lib_fail(rc, &e, err, errlen) : QATTN_OK;
+    }
+    if (!q || !k || !v || !o)
+        return lib_fail(qattn_err_set(&e, QATTN_ERR_ARG, "gpu attention: q, k, v and o are required"), &e, err, errlen);
+    io.workspace = workspace, io.ws_bytes = *ws_bytes;
+    qattn_kernels_plan pl;
+    rc = qattn_kernels_plan_init(&pl, &s, &pb, &io, &e);
+    if (!rc)
+        rc = qattn_kernels_plan_quantize(&pl, stream, 0, &e);
+    if (!rc)
+        rc = qattn_kernels_plan_attend(&pl, stream, &e);
+    qattn_kernels_plan_free(&pl); /* a workspace plan owns nothing; init cleared it first */
+    return rc ? lib_fail(rc, &e, err, errlen) : QATTN_OK;
+}
+
 size_t qattn_lib_kernel_count(void) { return qattn_kernels_count(); }
 const char *qattn_lib_kernel_name(size_t i) { return i < qattn_kernels_count() ? qattn_kernels_get(i)->name : NULL; }
 const char *qattn_lib_kernel_path(size_t i)
@@ -127,7 +188,7 @@ const char *qattn_lib_kernel_path(size_t i)
 }
 const char *qattn_lib_kernel_family(size_t i)
 {
-    static const char *const names[] = {"quant", "attn-fwd", "decode"};
+    static const char *const names[] = {"quant", "attn-fwd", "decode", "sparse"};
     if (i >= qattn_kernels_count())
         return NULL;
     const unsigned f = (unsigned)qattn_kernels_get(i)->family;
@@ -157,4 +218,18 @@ char *qattn_lib_kernel_describe(size_t i, char *buf, size_t len)
     return buf;
 }
 const char *qattn_lib_kernel_backend(void) { return "none"; }
+int qattn_lib_gpu_attention(const char *scheme, const char *mask, double scale, const char *dtype, int nseq, int hq,
+                            int hkv, int d, int seqlen_q, int seqlen_k, const void *q, const int64_t *q_st,
+                            const void *k, const int64_t *k_st, const void *v, const int64_t *v_st, void *o,
+                            const int64_t *o_st, float *lse, const int *cu_q, const int *cu_k, int64_t tokens_q,
+                            int64_t tokens_k, void *workspace, size_t *ws_bytes, void *stream, char *err,
+                            size_t errlen)
+{
+    (void)scheme, (void)mask, (void)scale, (void)dtype, (void)nseq, (void)hq, (void)hkv, (void)d, (void)seqlen_q;
+    (void)seqlen_k, (void)q, (void)q_st, (void)k, (void)k_st, (void)v, (void)v_st, (void)o, (void)o_st, (void)lse;
+    (void)cu_q, (void)cu_k, (void)tokens_q, (void)tokens_k, (void)workspace, (void)ws_bytes, (void)stream;
+    qattn_err e = {{0}};
+    return lib_fail(qattn_err_set(&e, QATTN_ERR_ARG, "gpu attention: this libqattn was built without GPU kernels"),
+                    &e, err, errlen);
+}
 #endif

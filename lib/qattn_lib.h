@@ -38,10 +38,33 @@ int qattn_lib_reference(const char *mask, double scale, const float *q, const fl
                         size_t hkv, size_t sq, size_t sk, size_t d, const int64_t *seqlens, size_t nseq, double *o,
                         double *lse, char *err, size_t errlen);
 
+/* Attention on GPU tensors by the scheme's plan (the dispatcher's instances:
+ * quantization kernels, then the attention kernel) on the caller's stream (a
+ * cudaStream_t; NULL: the default stream), asynchronously: nothing is
+ * allocated, copied or awaited. q, k, v: device pointers of dtype ("fp16",
+ * "bf16" or "fp32") with element strides {batch, head, token} (channels
+ * contiguous), [nseq, hq or hkv, seqlen, d] as the strides say; o: the
+ * scheme's output type (`out`) with o_st; lse: [hq, Tq] fp32 (Tq = tokens_q,
+ * or nseq x seqlen_q) or NULL. Varlen: cu_q, cu_k device [nseq + 1] int32
+ * offsets (batch strides 0), tokens_q / tokens_k their last entries,
+ * seqlen_q / seqlen_k the longest. workspace NULL: *ws_bytes receives the
+ * bytes the plan needs and nothing runs; else it is device memory of at
+ * least *ws_bytes bytes, 256-byte aligned. No NaN check (it would need a
+ * sync). Errors: a scheme no instance takes (the message names the
+ * property), shapes, a short workspace, device errors. */
+int qattn_lib_gpu_attention(const char *scheme, const char *mask, double scale, const char *dtype, int nseq, int hq,
+                            int hkv, int d, int seqlen_q, int seqlen_k, const void *q, const int64_t *q_st,
+                            const void *k, const int64_t *k_st, const void *v, const int64_t *v_st, void *o,
+                            const int64_t *o_st, float *lse, const int *cu_q, const int *cu_k, int64_t tokens_q,
+                            int64_t tokens_k, void *workspace, size_t *ws_bytes, void *stream, char *err,
+                            size_t errlen);
+/* the scheme's output type name ("bf16", "fp16", "fp32"), or NULL for a bad spec */
+const char *qattn_lib_scheme_out(const char *scheme);
+
 /* the GPU kernel instances this library was built with */
 size_t qattn_lib_kernel_count(void);
 const char *qattn_lib_kernel_name(size_t i); /* NULL past the end */
-/* "wgmma", "mma", "mfma" or "portable" and the family ("attn-fwd", "quant", "decode") */
+/* "wgmma", "mma", "mfma" or "portable" and the family ("attn-fwd", "quant", "decode", "sparse") */
 const char *qattn_lib_kernel_path(size_t i);
 const char *qattn_lib_kernel_family(size_t i);
 /* `qattn kernels`' line for instance i into buf; returns buf ("" past the end) */

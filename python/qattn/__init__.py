@@ -6,6 +6,7 @@ outputs come back as the inputs came (torch in, torch out).
     import qattn
     o = qattn.emulate(q, k, v, scheme="sage2-8b-sm90", causal=True)
     o_ref = qattn.reference(q, k, v, causal=True)
+    o = qattn.attention(q_cuda, k_cuda, v_cuda, scheme="sage2-8b-sm90")   # the GPU kernels
 
 Shapes: layout "bhnd" (default) is q [B, Hq, N, d], k and v [B, Hkv, Nk, d];
 layout "bnhd" is q [B, N, Hq, d], k and v [B, Nk, Hkv, d]. Hq must be a
@@ -19,7 +20,8 @@ import numpy as np
 
 from . import _lib
 
-__all__ = ["QattnError", "Scheme", "Kernel", "version", "schemes", "parse", "kernels", "emulate", "reference"]
+__all__ = ["QattnError", "Scheme", "Kernel", "version", "schemes", "parse", "kernels", "emulate", "reference",
+           "attention"]
 
 _L = _lib.load()
 
@@ -166,3 +168,103 @@ def reference(q, k, v, causal=False, mask=None, scale=None, layout="bhnd", cu_se
     pre = (_mask_spec(causal, mask),)
     torch_out = any(_is_torch(x) for x in (q, k, v))
     return _run(_L.qattn_lib_reference, pre, q, k, v, scale, layout, cu_seqlens, return_lse, np.float64, torch_out)
+
+
+_TORCH_DTYPE_NAMES = {"float16": b"fp16", "bfloat16": b"bf16", "float32": b"fp32"}
+_plans = {}  # a call's shape, dtype, strides, scheme -> (output dtype, strides, workspace bytes)
+
+
+def _strides(t, layout, varlen):
+    """{batch, head, token} element strides of a 4-D [B, H, N, d] / [B, N, H, d] tensor, or of a
+    varlen [T, H, d] one (batch stride 0)"""
+    if t.stride(-1) != 1:
+        raise QattnError("the head dim must be contiguous (stride 1), got strides %s" % (tuple(t.stride()),))
+    if varlen:
+        return (0, t.stride(1), t.stride(0))
+    return (t.stride(0), t.stride(1), t.stride(2)) if layout == "bhnd" else (t.stride(0), t.stride(2), t.stride(1))
+
+
+def attention(q, k, v, scheme="sage2-8b-sm90", causal=False, mask=None, scale=None, layout="bhnd",
+              cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, return_lse=False):
+    """The scheme on the GPU kernels (the plan `qattn kernels --plan` shows:
+    quantization kernels, then the attention instance) for torch CUDA
+    tensors, on torch's current stream, with a torch-allocated workspace:
+    no host copies and no synchronisation. q, k, v: fp16, bf16 or fp32,
+    layout "bhnd" ([B, H, N, d]) or "bnhd" ([B, N, H, d]); varlen: q [Tq,
+    Hq, d], k and v [Tk, Hkv, d] with cu_seqlens_q / cu_seqlens_k (int32
+    CUDA tensors [B + 1]) and max_seqlen_q / max_seqlen_k (ints: reading
+    them from the device would synchronise). Returns o in the scheme's
+    output type (`out`, bf16 for the presets) and layout, and with
+    return_lse the natural-log LSE [B, Hq, N] (varlen: [Hq, Tq]) in fp32.
+    A scheme or problem no instance takes raises QattnError naming the
+    property."""
+    try:
+        import torch
+    except ImportError:
+        raise QattnError("attention runs on torch CUDA tensors and torch is not installed "
+                         "(emulate() takes numpy arrays)") from None
+    if not all(isinstance(x, torch.Tensor) and x.is_cuda for x in (q, k, v)):
+        raise QattnError("attention runs on torch CUDA tensors (emulate() takes CPU arrays)")
+    if layout not in ("bhnd", "bnhd"):
+        raise QattnError("layout must be 'bhnd' or 'bnhd', not %r" % (layout,))
+    if not (q.dtype == k.dtype == v.dtype) or str(q.dtype).split(".")[-1] not in _TORCH_DTYPE_NAMES:
+        raise QattnError("q, k, v must share one dtype of float16, bfloat16, float32 (got %s, %s, %s)"
+                         % (q.dtype, k.dtype, v.dtype))
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if varlen:
+        if cu_seqlens_q is None or cu_seqlens_k is None or max_seqlen_q is None or max_seqlen_k is None:
+            raise QattnError("varlen needs cu_seqlens_q, cu_seqlens_k, max_seqlen_q and max_seqlen_k")
+        if q.dim() != 3 or k.dim() != 3 or v.dim() != 3:
+            raise QattnError("varlen takes q [Tq, Hq, d], k and v [Tk, Hkv, d]")
+        cu_q, cu_k = (c.to(device=q.device, dtype=torch.int32).contiguous() for c in (cu_seqlens_q, cu_seqlens_k))
+        nseq, hq, hkv, d = cu_q.numel() - 1, q.shape[1], k.shape[1], q.shape[2]
+        sq, sk, tq, tk = int(max_seqlen_q), int(max_seqlen_k), q.shape[0], k.shape[0]
+    else:
+        if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+            raise QattnError("q, k, v must be 4-D (%s), got %s" % (layout, tuple(q.shape)))
+        hi, ni = (1, 2) if layout == "bhnd" else (2, 1)
+        nseq, hq, hkv, d = q.shape[0], q.shape[hi], k.shape[hi], q.shape[3]
+        sq, sk = q.shape[ni], k.shape[ni]
+        tq, tk = nseq * sq, nseq * sk
+        cu_q = cu_k = None
+    if k.shape != v.shape:
+        raise QattnError("k %s and v %s must have the same shape" % (tuple(k.shape), tuple(v.shape)))
+    sc = 0.0 if scale is None else float(scale)
+    if scale is not None and not sc > 0.0:
+        raise QattnError("scale must be positive, got %r" % (scale,))
+    sch, msk = _bytes(scheme, "scheme"), _mask_spec(causal, mask)
+    dt = _TORCH_DTYPE_NAMES[str(q.dtype).split(".")[-1]]
+    key = (sch, msk, sc, dt, nseq, hq, hkv, d, sq, sk, varlen, return_lse, tq, tk, q.stride(), k.stride(),
+           v.stride(), layout, q.device.index)
+    plan = _plans.get(key)
+    if plan is None:  # once per call shape: the output type, the strides, the workspace size
+        out_name = _L.qattn_lib_scheme_out(sch)
+        if out_name is None:
+            parse(scheme)  # raises with the parser's message
+        out_dtype = {b"fp16": torch.float16, b"bf16": torch.bfloat16, b"fp32": torch.float32}[out_name]
+        o_st = _strides(torch.empty(0, device="meta").new_empty(q.shape, dtype=out_dtype), layout, varlen)
+        st = [(ctypes.c_int64 * 3)(*x) for x in (_strides(q, layout, varlen), _strides(k, layout, varlen),
+                                                  _strides(v, layout, varlen), o_st)]
+        err, wsb = _errbuf(), ctypes.c_size_t(0)
+        rc = _L.qattn_lib_gpu_attention(sch, msk, sc, dt, nseq, hq, hkv, d, sq, sk, None, st[0], None, st[1], None,
+                                        st[2], None, st[3], 1 if return_lse else None, 1 if varlen else None,
+                                        1 if varlen else None, tq, tk, None, ctypes.byref(wsb), None, err, len(err))
+        if rc != 0:
+            raise QattnError(err.value.decode())
+        plan = (out_dtype, st, wsb.value)
+        _plans[key] = plan
+    out_dtype, st, wsb = plan
+    o = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    lse = torch.empty((hq, tq), dtype=torch.float32, device=q.device) if return_lse else None
+    ws = torch.empty(max(wsb, 1), dtype=torch.uint8, device=q.device)
+    err, wsz = _errbuf(), ctypes.c_size_t(wsb)
+    rc = _L.qattn_lib_gpu_attention(sch, msk, sc, dt, nseq, hq, hkv, d, sq, sk, q.data_ptr(), st[0], k.data_ptr(),
+                                    st[1], v.data_ptr(), st[2], o.data_ptr(), st[3],
+                                    lse.data_ptr() if return_lse else None, cu_q.data_ptr() if varlen else None,
+                                    cu_k.data_ptr() if varlen else None, tq, tk, ws.data_ptr(), ctypes.byref(wsz),
+                                    torch.cuda.current_stream(q.device).cuda_stream, err, len(err))
+    if rc != 0:
+        raise QattnError(err.value.decode())
+    if return_lse and not varlen:
+        lse = lse.view(hq, nseq, sq).permute(1, 0, 2)
+    return (o, lse) if return_lse else o

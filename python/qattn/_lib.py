@@ -50,5 +50,12 @@ def load():
     lib.qattn_lib_kernel_describe.argtypes = [_sz, _c.c_char_p, _sz]
     lib.qattn_lib_kernel_describe.restype = _c.c_char_p
     lib.qattn_lib_kernel_backend.restype = _c.c_char_p
+    vp, strides = _c.c_void_p, _i64p
+    lib.qattn_lib_gpu_attention.argtypes = ([_c.c_char_p, _c.c_char_p, _c.c_double, _c.c_char_p] + [_c.c_int] * 6 +
+                                            [vp, strides, vp, strides, vp, strides, vp, strides, vp, vp, vp,
+                                             _c.c_int64, _c.c_int64, vp, _c.POINTER(_sz), vp, _c.c_char_p, _sz])
+    lib.qattn_lib_gpu_attention.restype = _c.c_int
+    lib.qattn_lib_scheme_out.argtypes = [_c.c_char_p]
+    lib.qattn_lib_scheme_out.restype = _c.c_char_p
     lib.path = path
     return lib

@@ -43,7 +43,7 @@ class Presets(unittest.TestCase):
     def test_kernels_listed_with_paths(self):
         for kern in qattn.kernels():
             self.assertIn(kern.path, ("portable", "mma", "mfma", "wgmma"))
-            self.assertIn(kern.family, ("quant", "attn-fwd", "decode"))
+            self.assertIn(kern.family, ("quant", "attn-fwd", "decode", "sparse"))
 
 
 class Reference(unittest.TestCase):
