@@ -414,6 +414,59 @@ int qattn_kernels_plan_attend(const qattn_kernels_plan *pl, void *stream, qattn_
     return pl->attn_sig->launch_attn(&pl->ap, stream, err);
 }
 
+/* p moved from the old workspace to the new one, else from the old tensor to the new one (NULL stays) */
+static const void *rebase_ptr(const void *p, const char *ws0, size_t used, const char *ws1, const void *t0,
+                              const void *t1)
+{
+    if (!p)
+        return NULL;
+    if ((const char *)p >= ws0 && (const char *)p < ws0 + used)
+        return ws1 + ((const char *)p - ws0);
+    return p == t0 ? t1 : p;
+}
+
+int qattn_kernels_plan_rebase(qattn_kernels_plan *pl, const qattn_kernels_io *old_io, const qattn_kernels_io *io,
+                              qattn_err *err)
+{
+    if (!pl->ws_mode || !io->ws_mode || !io->workspace || io->ws_bytes < pl->ws_used)
+        return qattn_err_set(err, QATTN_ERR_ARG, "plan rebase: a workspace plan and a workspace of %zu bytes needed",
+                             pl->ws_used);
+    const char *w0 = (const char *)old_io->workspace, *w1 = (const char *)io->workspace;
+    const size_t u = pl->ws_used;
+    const qattn_kernels_tensor *t0[3] = {&old_io->q, &old_io->k, &old_io->v}, *t1[3] = {&io->q, &io->k, &io->v};
+    for (int i = 0; i < 3; i++) {
+        qattn_kernels_quant_params *q = &pl->qp[i];
+        q->x = rebase_ptr(q->x, w0, u, w1, t0[i]->data, t1[i]->data);
+        q->cu_seqlens = (const int *)rebase_ptr(q->cu_seqlens, w0, u, w1, i ? old_io->cu_seqlens_k_dev
+                                                                            : old_io->cu_seqlens_q_dev,
+                                                i ? io->cu_seqlens_k_dev : io->cu_seqlens_q_dev);
+        q->codes = (void *)rebase_ptr(q->codes, w0, u, w1, NULL, NULL);
+        q->work = (void *)rebase_ptr(q->work, w0, u, w1, NULL, NULL);
+        q->scale = (float *)rebase_ptr(q->scale, w0, u, w1, NULL, NULL);
+        q->mean = (float *)rebase_ptr(q->mean, w0, u, w1, NULL, NULL);
+        q->nonfinite = (int *)rebase_ptr(q->nonfinite, w0, u, w1, NULL, NULL);
+    }
+    qattn_kernels_attn_params *a = &pl->ap;
+    a->q = rebase_ptr(a->q, w0, u, w1, old_io->q.data, io->q.data);
+    a->k = rebase_ptr(a->k, w0, u, w1, old_io->k.data, io->k.data);
+    a->v = rebase_ptr(a->v, w0, u, w1, old_io->v.data, io->v.data);
+    a->k_in = rebase_ptr(a->k_in, w0, u, w1, old_io->k.data, io->k.data);
+    a->q_scale = (const float *)rebase_ptr(a->q_scale, w0, u, w1, NULL, NULL);
+    a->k_scale = (const float *)rebase_ptr(a->k_scale, w0, u, w1, NULL, NULL);
+    a->v_scale = (const float *)rebase_ptr(a->v_scale, w0, u, w1, NULL, NULL);
+    a->q_mean = (const float *)rebase_ptr(a->q_mean, w0, u, w1, NULL, NULL);
+    a->k_mean = (const float *)rebase_ptr(a->k_mean, w0, u, w1, NULL, NULL);
+    a->v_mean = (const float *)rebase_ptr(a->v_mean, w0, u, w1, NULL, NULL);
+    a->o = (void *)rebase_ptr(a->o, w0, u, w1, old_io->o.data, io->o.data);
+    a->lse = (float *)rebase_ptr(a->lse, w0, u, w1, old_io->lse, io->lse);
+    a->cu_q = (const int *)rebase_ptr(a->cu_q, w0, u, w1, old_io->cu_seqlens_q_dev, io->cu_seqlens_q_dev);
+    a->cu_k = (const int *)rebase_ptr(a->cu_k, w0, u, w1, old_io->cu_seqlens_k_dev, io->cu_seqlens_k_dev);
+    pl->cu_q = (int *)a->cu_q, pl->cu_k = (int *)a->cu_k;
+    pl->nonfinite = (int *)rebase_ptr(pl->nonfinite, w0, u, w1, NULL, NULL);
+    pl->ws_base = io->workspace, pl->ws_cap = io->ws_bytes;
+    return QATTN_OK;
+}
+
 int qattn_kernels_plan_workspace(const qattn_scheme *s, const qattn_kernels_problem *pb, const qattn_kernels_io *io,
                                  size_t *bytes, qattn_err *err)
 {

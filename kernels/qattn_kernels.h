@@ -421,6 +421,11 @@ typedef struct qattn_kernels_plan {
 
 int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const qattn_kernels_problem *pb,
                             const qattn_kernels_io *io, qattn_err *err);
+/* a workspace plan pl (made for its io) moved onto io's tensors and workspace (the same shapes,
+ * strides and dtypes; io->workspace at least pl->ws_used bytes): every pointer of its params
+ * refilled, nothing else redone (a cached plan's call costs no dispatch) */
+int qattn_kernels_plan_rebase(qattn_kernels_plan *pl, const qattn_kernels_io *old_io, const qattn_kernels_io *io,
+                              qattn_err *err);
 /* the workspace (bytes) the plan of s on pb needs in ws_mode; io's tensors may be NULL here */
 int qattn_kernels_plan_workspace(const qattn_scheme *s, const qattn_kernels_problem *pb, const qattn_kernels_io *io,
                                  size_t *bytes, qattn_err *err);

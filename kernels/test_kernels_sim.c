@@ -290,6 +290,44 @@ static void run_case(const tcase *tc)
         CHECK(rc != 0 || memcmp(again, ok, hq * tq * d * os) == 0, "%s d=%d: the plan in a workspace differs",
               tc->scheme, tc->d);
         CHECK(rc != 0 || wpl.ndev == 0, "%s: the workspace plan allocated %d buffers", tc->scheme, wpl.ndev);
+        if (!rc) { /* the plan moved onto copies of every buffer (a cached plan's call): the same bits */
+            const size_t qb = hq * tq * d * es, kb = hkv * tk * d * es, ob = hq * tq * d * os;
+            void *q2 = NULL, *k2 = NULL, *v2 = NULL, *o2 = NULL, *l2 = NULL, *ws2 = NULL, *cu2 = NULL;
+            unsigned char *h = malloc(qb > kb ? qb : kb);
+            rc = !h || qattn_kernels_dev_alloc(&q2, qb, &err) || qattn_kernels_dev_alloc(&k2, kb, &err) ||
+                 qattn_kernels_dev_alloc(&v2, kb, &err) || qattn_kernels_dev_alloc(&o2, ob, &err) ||
+                 qattn_kernels_dev_alloc(&l2, hq * tq * 4, &err) || qattn_kernels_dev_alloc(&ws2, wsb, &err) ||
+                 qattn_kernels_dev_fill(ws2, 0xa5, wsb, &err) || qattn_kernels_dev_fill(o2, 0xff, ob, &err) ||
+                 qattn_kernels_dev_from(h, dq, qb, &err) || qattn_kernels_dev_to(q2, h, qb, &err) ||
+                 qattn_kernels_dev_from(h, dk, kb, &err) || qattn_kernels_dev_to(k2, h, kb, &err) ||
+                 qattn_kernels_dev_from(h, dv, kb, &err) || qattn_kernels_dev_to(v2, h, kb, &err);
+            qattn_kernels_io io2 = wio;
+            if (!rc && tc->varlen) {
+                rc = qattn_kernels_dev_alloc(&cu2, 2 * (size_t)(tc->nseq + 1) * sizeof(int), &err) ||
+                     qattn_kernels_dev_from(h, dcu, 2 * (size_t)(tc->nseq + 1) * sizeof(int), &err) ||
+                     qattn_kernels_dev_to(cu2, h, 2 * (size_t)(tc->nseq + 1) * sizeof(int), &err);
+                io2.cu_seqlens_q_dev = (const int *)cu2, io2.cu_seqlens_k_dev = (const int *)cu2 + tc->nseq + 1;
+            }
+            io2.q.data = q2, io2.k.data = k2, io2.v.data = v2, io2.o.data = o2;
+            io2.lse = io.lse ? (float *)l2 : NULL;
+            io2.workspace = ws2;
+            qattn_kernels_plan moved = wpl;
+            /* the old buffers poisoned: the moved plan must read and write the new ones only */
+            rc = rc || qattn_kernels_dev_fill(dq, 0x7f, qb, &err) || qattn_kernels_dev_fill(dk, 0x7f, kb, &err) ||
+                 qattn_kernels_dev_fill(dv, 0x7f, kb, &err) || qattn_kernels_dev_fill(ws, 0x7f, wsb, &err);
+            rc = rc || qattn_kernels_plan_rebase(&moved, &wio, &io2, &err) ||
+                 qattn_kernels_plan_quantize(&moved, NULL, 0, &err) || qattn_kernels_plan_attend(&moved, NULL, &err) ||
+                 qattn_kernels_dev_sync(&err) || qattn_kernels_dev_from(again, o2, ob, &err);
+            CHECK(rc == 0, "rebased run %s: %s", tc->scheme, err.msg);
+            CHECK(rc != 0 || memcmp(again, ok, ob) == 0, "%s d=%d: the rebased plan differs", tc->scheme, tc->d);
+            rc = rc || qattn_kernels_dev_from(h, q2, qb, &err) || qattn_kernels_dev_to(dq, h, qb, &err) ||
+                 qattn_kernels_dev_from(h, k2, kb, &err) || qattn_kernels_dev_to(dk, h, kb, &err) ||
+                 qattn_kernels_dev_from(h, v2, kb, &err) || qattn_kernels_dev_to(dv, h, kb, &err);
+            qattn_kernels_dev_free(q2), qattn_kernels_dev_free(k2), qattn_kernels_dev_free(v2);
+            qattn_kernels_dev_free(o2), qattn_kernels_dev_free(l2), qattn_kernels_dev_free(ws2);
+            qattn_kernels_dev_free(cu2);
+            free(h);
+        }
         if (!rc && wsb > 256) { /* one byte short: refused, with the sizes */
             wio.ws_bytes = wsb - 1;
             CHECK(qattn_kernels_plan_init(&wpl, &s, &pb, &wio, &err) == QATTN_ERR_ARG, "%s: a short workspace",

@@ -1,6 +1,7 @@
 /* libqattn's flat interface (qattn_lib.h) over quant/ and kernels/. */
 #include "qattn_lib.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -127,6 +128,27 @@ const char *qattn_lib_scheme_out(const char *scheme)
 }
 
 #ifdef QATTN_LIB_WITH_KERNELS
+/* the plans of recent call shapes: a call whose shape, strides, dtype, scheme, mask, scale and
+ * device match a cached plan moves it onto its tensors and workspace (qattn_kernels_plan_rebase)
+ * instead of dispatching and filling again */
+#define LIB_PLAN_CACHE 16
+typedef struct lib_key {
+    char scheme[512], mask[64], dtype[8];
+    double scale;
+    int nseq, hq, hkv, d, seqlen_q, seqlen_k, cc, lse, varlen;
+    int64_t st[4][3], tokens_q, tokens_k;
+} lib_key;
+typedef struct lib_entry {
+    int used;
+    unsigned long stamp;
+    lib_key key;
+    qattn_kernels_plan plan;
+    qattn_kernels_io io; /* the tensors and workspace the plan points at */
+} lib_entry;
+static lib_entry lib_cache[LIB_PLAN_CACHE];
+static unsigned long lib_clock;
+static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
+
 int qattn_lib_gpu_attention(const char *scheme, const char *mask, double scale, const char *dtype, int nseq, int hq,
                             int hkv, int d, int seqlen_q, int seqlen_k, const void *q, const int64_t *q_st,
                             const void *k, const int64_t *k_st, const void *v, const int64_t *v_st, void *o,
@@ -170,13 +192,44 @@ int qattn_lib_gpu_attention(const char *scheme, const char *mask, double scale, 
     if (!q || !k || !v || !o)
         return lib_fail(qattn_err_set(&e, QATTN_ERR_ARG, "gpu attention: q, k, v and o are required"), &e, err, errlen);
     io.workspace = workspace, io.ws_bytes = *ws_bytes;
+    lib_key key;
+    memset(&key, 0, sizeof key);
+    snprintf(key.scheme, sizeof key.scheme, "%s", scheme);
+    snprintf(key.mask, sizeof key.mask, "%s", mask ? mask : "none");
+    snprintf(key.dtype, sizeof key.dtype, "%s", dtype);
+    key.scale = scale, key.nseq = nseq, key.hq = hq, key.hkv = hkv, key.d = d;
+    key.seqlen_q = seqlen_q, key.seqlen_k = seqlen_k, key.cc = qattn_kernels_dev_cc();
+    key.lse = lse != NULL, key.varlen = cu_q != NULL, key.tokens_q = tokens_q, key.tokens_k = tokens_k;
+    const int64_t *sts[4] = {q_st, k_st, v_st, o_st};
+    for (int i = 0; i < 4; i++)
+        memcpy(key.st[i], sts[i], sizeof key.st[i]);
     qattn_kernels_plan pl;
-    rc = qattn_kernels_plan_init(&pl, &s, &pb, &io, &e);
+    int hit = 0;
+    pthread_mutex_lock(&lib_lock);
+    lib_entry *slot = &lib_cache[0];
+    for (int i = 0; i < LIB_PLAN_CACHE; i++) {
+        lib_entry *c = &lib_cache[i];
+        if (c->used && !memcmp(&c->key, &key, sizeof key)) {
+            pl = c->plan;
+            rc = qattn_kernels_plan_rebase(&pl, &c->io, &io, &e);
+            hit = 1, slot = c;
+            break;
+        }
+        if (!c->used || c->stamp < slot->stamp)
+            slot = c; /* a free slot, else the least recently used */
+    }
+    pthread_mutex_unlock(&lib_lock);
+    if (!hit)
+        rc = qattn_kernels_plan_init(&pl, &s, &pb, &io, &e);
     if (!rc)
         rc = qattn_kernels_plan_quantize(&pl, stream, 0, &e);
     if (!rc)
         rc = qattn_kernels_plan_attend(&pl, stream, &e);
-    qattn_kernels_plan_free(&pl); /* a workspace plan owns nothing; init cleared it first */
+    if (!rc) {
+        pthread_mutex_lock(&lib_lock);
+        slot->used = 1, slot->stamp = ++lib_clock, slot->key = key, slot->plan = pl, slot->io = io;
+        pthread_mutex_unlock(&lib_lock);
+    }
     return rc ? lib_fail(rc, &e, err, errlen) : QATTN_OK;
 }
 
