@@ -224,9 +224,11 @@ static unsigned op_groups(const qattn_operand *op)
 static int is16(qattn_fmt f) { return f == QATTN_FMT_FP16 || f == QATTN_FMT_BF16; }
 
 /* 0, or the property of pb that g does not take, in words */
-static const char *decode_misfit(const qattn_kernels_sig *g, const qattn_kernels_decode_problem *pb, int cc,
-                                 unsigned paths)
+static const char *decode_misfit(const qattn_kernels_sig *g, const void *problem, int cc, unsigned paths)
 {
+    const qattn_kernels_decode_problem *pb = (const qattn_kernels_decode_problem *)problem;
+    if (!g->launch_decode)
+        return "no decode launcher";
     if (g->head_dim != pb->d)
         return "head dim";
     if (!((g->in_fmts >> pb->in) & 1u))
@@ -256,23 +258,10 @@ int qattn_kernels_decode_find(const qattn_kernels_decode_problem *pb, const qatt
     if (pb->nseq <= 0 || pb->hq <= 0 || pb->hkv <= 0 || pb->d <= 0 || pb->seqlen_q < 0 || pb->hq % pb->hkv)
         return qattn_err_set(err, QATTN_ERR_ARG, "bad decode problem: nseq %d, heads %d/%d, d %d, rows %d", pb->nseq,
                              pb->hq, pb->hkv, pb->d, pb->seqlen_q);
-    int cc = pb->cc == 0 ? qattn_kernels_dev_cc() : pb->cc;
-    unsigned paths = pb->paths ? pb->paths : (1u << QATTN_KERNELS_PATH_COUNT) - 1u;
-    const char *why = "no decode instance was built";
-    int best = -1;
-    for (size_t i = 0; i < qattn_kernels_table_len; i++) {
-        const qattn_kernels_sig *g = &qattn_kernels_table[i];
-        if (g->family != QATTN_KERNELS_FAMILY_DECODE || !g->launch_decode)
-            continue;
-        const char *m = decode_misfit(g, pb, cc, paths);
-        if (m) {
-            why = m;
-            continue;
-        }
-        if (best < 0 || g->path > qattn_kernels_table[best].path)
-            best = (int)i;
-    }
-    if (best < 0) {
+    const char *why;
+    *sig = qattn_kernels_pick(QATTN_KERNELS_FAMILY_DECODE, decode_misfit, pb, pb->cc, pb->paths,
+                              "no decode instance was built", &why);
+    if (!*sig) {
         char kg[64], vg[64];
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "no decode instance takes this problem (%s): d=%d, q %s, out %s, K %s %s, V %s %s",
@@ -281,7 +270,6 @@ int qattn_kernels_decode_find(const qattn_kernels_decode_problem *pb, const qatt
                              qattn_fmt_name(pb->v.fmt),
                              qattn_fmt_is_scaled(pb->v.fmt) ? qattn_group_format(&pb->v.group, vg, sizeof vg) : "");
     }
-    *sig = &qattn_kernels_table[best];
     return QATTN_OK;
 }
 

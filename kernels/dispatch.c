@@ -130,6 +130,28 @@ char *qattn_kernels_describe(const qattn_kernels_sig *g, char *buf, size_t len)
     return buf;
 }
 
+const qattn_kernels_sig *qattn_kernels_pick(qattn_kernels_family fam, qattn_kernels_misfit_fn misfit, const void *pb,
+                                            int cc, unsigned paths, const char *none_built, const char **why)
+{
+    if (cc == 0)
+        cc = qattn_kernels_dev_cc();
+    if (paths == 0)
+        paths = (1u << QATTN_KERNELS_PATH_COUNT) - 1u;
+    *why = none_built;
+    const qattn_kernels_sig *best = NULL;
+    for (size_t i = 0; i < qattn_kernels_table_len; i++) {
+        const qattn_kernels_sig *g = &qattn_kernels_table[i];
+        if (g->family != fam)
+            continue;
+        const char *m = misfit(g, pb, cc, paths);
+        if (m)
+            *why = m;
+        else if (!best || g->path > best->path)
+            best = g;
+    }
+    return best;
+}
+
 /* ---- dispatcher ---- */
 
 #define MAXC 256

@@ -10,4 +10,14 @@
 extern const qattn_kernels_sig qattn_kernels_table[];
 extern const size_t qattn_kernels_table_len;
 
+/* why instance g cannot take problem pb (a family's own problem struct) on a device of compute
+ * capability cc with the path bits paths, or NULL when it can */
+typedef const char *(*qattn_kernels_misfit_fn)(const qattn_kernels_sig *g, const void *pb, int cc, unsigned paths);
+
+/* the instance of family fam on the most preferred path that misfit accepts for pb, or NULL with
+ * *why the last reason it gave (none_built when the family has no instance); cc 0: the current
+ * device's; paths 0: all */
+const qattn_kernels_sig *qattn_kernels_pick(qattn_kernels_family fam, qattn_kernels_misfit_fn misfit, const void *pb,
+                                            int cc, unsigned paths, const char *none_built, const char **why);
+
 #endif

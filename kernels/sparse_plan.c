@@ -200,9 +200,11 @@ void qattn_kernels_sparse_kv_free(qattn_kernels_sparse_kv *dev)
 
 /* ---- the instance ---- */
 
-static const char *sparse_misfit(const qattn_kernels_sig *g, const qattn_kernels_sparse_problem *pb, int cc,
-                                 unsigned paths)
+static const char *sparse_misfit(const qattn_kernels_sig *g, const void *problem, int cc, unsigned paths)
 {
+    const qattn_kernels_sparse_problem *pb = (const qattn_kernels_sparse_problem *)problem;
+    if (!g->launch_sparse)
+        return "no sparse launcher";
     const qattn_kernels_sparse_variant run = pb->variant == QATTN_KERNELS_SPARSE_PREPASS ? QATTN_KERNELS_SPARSE_BF16
                                                                                          : pb->variant;
     if (g->head_dim ? pb->d != g->head_dim : pb->d > QATTN_KERNELS_SPARSE_D_MAX)
@@ -229,28 +231,14 @@ int qattn_kernels_sparse_find(const qattn_kernels_sparse_problem *pb, const qatt
         (unsigned)pb->variant >= QATTN_KERNELS_SPARSE_COUNT)
         return qattn_err_set(err, QATTN_ERR_ARG, "bad sparse problem: tokens %d, heads %d/%d, d %d, top-k %d", pb->sq,
                              pb->hq, pb->hkv, pb->d, pb->topk);
-    const int cc = pb->cc == 0 ? qattn_kernels_dev_cc() : pb->cc;
-    const unsigned paths = pb->paths ? pb->paths : (1u << QATTN_KERNELS_PATH_COUNT) - 1u;
-    const char *why = "no sparse instance was built";
-    int best = -1;
-    for (size_t i = 0; i < qattn_kernels_table_len; i++) {
-        const qattn_kernels_sig *g = &qattn_kernels_table[i];
-        if (g->family != QATTN_KERNELS_FAMILY_SPARSE || !g->launch_sparse)
-            continue;
-        const char *m = sparse_misfit(g, pb, cc, paths);
-        if (m) {
-            why = m;
-            continue;
-        }
-        if (best < 0 || g->path > qattn_kernels_table[best].path)
-            best = (int)i;
-    }
-    if (best < 0)
+    const char *why;
+    *sig = qattn_kernels_pick(QATTN_KERNELS_FAMILY_SPARSE, sparse_misfit, pb, pb->cc, pb->paths,
+                              "no sparse instance was built", &why);
+    if (!*sig)
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "no sparse instance takes this problem (%s): d=%d, variant %s, q %s, out %s", why, pb->d,
                              qattn_kernels_sparse_variant_name(pb->variant), qattn_fmt_name(pb->in),
                              qattn_fmt_name(pb->out));
-    *sig = &qattn_kernels_table[best];
     return QATTN_OK;
 }
 
