@@ -5,6 +5,7 @@
 #   bash data/gpu_run.sh smoke                 check + tokenizer training + a few steps of each model
 #   bash data/gpu_run.sh qattn-qwen2-hd64      train + export that model (RUN_CHECK=1: check first)
 #   bash data/gpu_run.sh qattn-qwen2-hd128     likewise
+#   bash data/gpu_run.sh qattn-mqa512          the MQA-512 model (data/train_mqa512.py)
 #
 # Needs .carry/train.txt.xz and .carry/heldout.txt.xz (xz -9 of data/scratch/corpus/*.txt,
 # written by data/build_corpus.py) and, except in smoke mode, data/tokenizer.json.
@@ -71,6 +72,22 @@ qattn-qwen2-*)
     ls -l $R
     cp "$R/curve_$MODE.csv" "$R/stats_$MODE.csv" "$R/summary_$MODE.json" "$OUT/"
     # files coming back from the device machine are limited to 16 MiB each: split the .h5
+    (cd $R && sha256sum "$MODE.h5" && split -b 15M -d "$MODE.h5" "$OUT/$MODE.h5.part")
+    ls -l "$OUT"
+    ;;
+qattn-mqa512)
+    corpus
+    R=/tmp/qattn-run
+    mkdir -p $R
+    # data parallel over every GPU of the machine (one window batch per GPU and step)
+    NGPU=$(nvidia-smi -L | wc -l)
+    if [ "$NGPU" -gt 1 ]; then
+        torchrun --standalone --nproc_per_node="$NGPU" data/train_mqa512.py --corpus $C --out $R --compile ${TRAIN_ARGS:-}
+    else
+        python3 data/train_mqa512.py --corpus $C --out $R --compile ${TRAIN_ARGS:-}
+    fi
+    ls -l $R
+    cp "$R/curve_$MODE.csv" "$R/summary_$MODE.json" "$OUT/"
     (cd $R && sha256sum "$MODE.h5" && split -b 15M -d "$MODE.h5" "$OUT/$MODE.h5.part")
     ls -l "$OUT"
     ;;
