@@ -27,7 +27,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: qattn studies [--list | --tsv]\n"
-            "       qattn studies --run --data F.h5 [--data G.h5 ...] --results DIR [--threads N] [--force]\n"
+            "       qattn studies --run --data F.h5 [--data G.h5 ...] [--layout-data L.h5 ...] --results DIR\n"
+            "                     [--threads N] [--force]\n"
             "\n"
             "The studies, one record each (studies/studies.c), in the order they run:\n"
             "  --list      each study with what it varies, its factors and their values, its\n"
@@ -38,7 +39,8 @@ static void usage(FILE *f)
             "  --run       run every study on the files into DIR/<study>/, as qattn STUDY --data ...\n"
             "              --out DIR/STUDY; --threads and --force go to the studies that take them;\n"
             "              each in a process of its own; stops at the first that fails, with its\n"
-            "              exit status\n");
+            "              exit status; the studies of DeepSeek-V4's layout (dsv4) read the\n"
+            "              --layout-data files instead, and are skipped without them\n");
 }
 
 /* "qk_fmt=int4|int8;group=..." into buf, or "-" */
@@ -115,7 +117,8 @@ static const char *subst(const char *s, const char *results, char *buf, size_t n
     return buf;
 }
 
-static int run_all(const char *const *data, size_t ndata, const char *results, long long threads, int force)
+static int run_all(const char *const *data, size_t ndata, const char *const *layout, size_t nlayout,
+                   const char *results, long long threads, int force)
 {
     enum { MAXARG = 160 };
     for (size_t i = 0; qattn_studies[i]; i++) {
@@ -124,9 +127,13 @@ static int run_all(const char *const *data, size_t ndata, const char *results, l
         char *argv[MAXARG + 1];
         int argc = 0, nx = 0;
         argv[argc++] = (char *)r->name;
-        for (size_t d = 0; d < ndata; d++) {
+        if (r->layout_data && !nlayout) {
+            fprintf(stderr, "[qattn] %s: skipped (no --layout-data file)\n", r->name);
+            continue;
+        }
+        for (size_t d = 0; d < (r->layout_data ? nlayout : ndata); d++) {
             argv[argc++] = "--data";
-            argv[argc++] = (char *)data[d];
+            argv[argc++] = (char *)(r->layout_data ? layout[d] : data[d]);
         }
         snprintf(out, sizeof out, "%s/%s", results, r->name);
         argv[argc++] = "--out";
@@ -169,8 +176,8 @@ static int run_all(const char *const *data, size_t ndata, const char *results, l
 
 int qattn_cmd_studies(int argc, char **argv)
 {
-    const char *data[64], *results = NULL;
-    size_t ndata = 0;
+    const char *data[64], *layout[16], *results = NULL;
+    size_t ndata = 0, nlayout = 0;
     long long threads = 0;
     int tsv = 0, lst = 0, run = 0, force = 0;
     const qattn_opt opts[] = {
@@ -178,6 +185,7 @@ int qattn_cmd_studies(int argc, char **argv)
         {"tsv", QATTN_OPT_FLAG, &tsv, NULL, 0, 0},
         {"run", QATTN_OPT_FLAG, &run, NULL, 0, 0},
         {"data", QATTN_OPT_LIST, data, &ndata, 0, 64},
+        {"layout-data", QATTN_OPT_LIST, layout, &nlayout, 0, 16},
         {"results", QATTN_OPT_STR, &results, NULL, 0, 0},
         {"threads", QATTN_OPT_INT, &threads, NULL, 1, qattn_cli_threads_max()},
         {"force", QATTN_OPT_FLAG, &force, NULL, 0, 0},
@@ -190,7 +198,7 @@ int qattn_cmd_studies(int argc, char **argv)
         return QATTN_EXIT_INPUT;
     }
     if (!run) {
-        if (ndata || results || threads || force) {
+        if (ndata || nlayout || results || threads || force) {
             fprintf(stderr, "qattn studies: --data, --results, --threads and --force go with --run\n");
             return QATTN_EXIT_INPUT;
         }
@@ -201,5 +209,5 @@ int qattn_cmd_studies(int argc, char **argv)
         fprintf(stderr, "qattn studies: --run needs --data and --results (qattn studies --help)\n");
         return QATTN_EXIT_INPUT;
     }
-    return run_all(data, ndata, results, threads, force);
+    return run_all(data, ndata, layout, nlayout, results, threads, force);
 }

@@ -111,6 +111,9 @@ typedef struct synth_args {
     int f16;
     int vlen_strings;
     const char *model;
+    size_t q_rows;   /* 0: every query row; else the last q_rows (q_offset = N - q_rows) */
+    int rope_dim;    /* the rope_dim attribute, 0: none */
+    int shared_kv;   /* 1: v is k (one row as key and value, DeepSeek-V4's layout) */
 } synth_args;
 
 static void usage(FILE *f)
@@ -119,6 +122,7 @@ static void usage(FILE *f)
             "usage: qattn synth --out F.h5 --layers L --heads H --kv-heads HK --tokens N --dim D\n"
             "                   [--k-bias X] [--outlier-tokens M] [--seed S] [--seqlens A,B,...]\n"
             "                   [--dtype f16|f32] [--model NAME] [--vlen-strings]\n"
+            "                   [--q-rows R] [--rope-dim R] [--shared-kv]\n"
             "\n"
             "Write synthetic Q/K/V activations (schema qattn-activations/1), deterministic\n"
             "given the seed: gaussian Q and K with per-channel scales, queries correlated\n"
@@ -141,7 +145,11 @@ static void usage(FILE *f)
             "  --softmax-scale X     write the 'softmax_scale' attribute, 0 < X <= 10000\n"
             "                        (default: none, readers use 1/sqrt(D))\n"
             "  --vlen-strings        write the string attributes variable-length, as h5py\n"
-            "                        does (default: fixed-length), to test reading such files\n");
+            "                        does (default: fixed-length), to test reading such files\n"
+            "  --q-rows R            store only the last R query rows (attribute q_offset = N - R;\n"
+            "                        one sequence; read by qattn dsv4)\n"
+            "  --rope-dim R          write the 'rope_dim' attribute (0 < R <= D)\n"
+            "  --shared-kv           V equal to K (one row as key and value)\n");
 }
 
 static int input_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -197,7 +205,7 @@ static int parse_real(const char *s, double lo, double hi, double *out)
 
 static int parse_args(int argc, char **argv, synth_args *a, int *help)
 {
-    long long layers = 0, heads = 0, kv = 0, tokens = 0, dim = 0, outliers = 0;
+    long long layers = 0, heads = 0, kv = 0, tokens = 0, dim = 0, outliers = 0, qrows = 0, ropedim = 0;
     unsigned long long seed = 1;
     const char *seqarg = NULL, *kbias = NULL, *dtype = NULL, *sscale = NULL;
     memset(a, 0, sizeof *a);
@@ -218,6 +226,9 @@ static int parse_args(int argc, char **argv, synth_args *a, int *help)
         {"model", QATTN_OPT_STR, &a->model, NULL, 0, 0},
         {"softmax-scale", QATTN_OPT_STR, &sscale, NULL, 0, 0},
         {"vlen-strings", QATTN_OPT_FLAG, &a->vlen_strings, NULL, 0, 0},
+        {"q-rows", QATTN_OPT_INT, &qrows, NULL, 1, SYNTH_SIZE_MAX},
+        {"rope-dim", QATTN_OPT_INT, &ropedim, NULL, 1, SYNTH_SIZE_MAX},
+        {"shared-kv", QATTN_OPT_FLAG, &a->shared_kv, NULL, 0, 0},
         {NULL, 0, NULL, NULL, 0, 0}};
     int rc = qattn_cli_parse(argc, argv, opts, NULL);
     if (rc) {
@@ -230,6 +241,8 @@ static int parse_args(int argc, char **argv, synth_args *a, int *help)
     a->tokens = (size_t)tokens;
     a->dim = (size_t)dim;
     a->outliers = (size_t)outliers;
+    a->q_rows = (size_t)qrows;
+    a->rope_dim = (int)ropedim;
     a->seed = seed;
     a->f16 = 1;
     if (kbias && parse_real(kbias, -1e4, 1e4, &a->k_bias))
@@ -256,6 +269,10 @@ static int parse_args(int argc, char **argv, synth_args *a, int *help)
         return rc;
     if (a->heads % a->kv_heads)
         return input_error("--kv-heads %zu must divide --heads %zu", a->kv_heads, a->heads);
+    if (a->q_rows > a->tokens)
+        return input_error("--q-rows %zu is more than --tokens %zu", a->q_rows, a->tokens);
+    if ((size_t)a->rope_dim > a->dim)
+        return input_error("--rope-dim %d is more than --dim %zu", a->rope_dim, a->dim);
     if (a->outliers > a->tokens)
         return input_error("--outlier-tokens %zu is more than --tokens %zu", a->outliers,
                            a->tokens);
@@ -281,6 +298,8 @@ static int parse_args(int argc, char **argv, synth_args *a, int *help)
         }
         if (sum != a->tokens)
             return input_error("--seqlens sum to %zu but --tokens is %zu", sum, a->tokens);
+        if (a->q_rows && a->nseq > 1)
+            return input_error("--q-rows needs one sequence (--seqlens has %zu)", a->nseq);
     }
     return 0;
 }
@@ -406,6 +425,8 @@ int qattn_cmd_synth(int argc, char **argv)
     m.nseq = a.nseq;
     m.has_softmax_scale = a.softmax_scale > 0;
     m.softmax_scale = a.softmax_scale;
+    m.q_offset = a.q_rows ? a.tokens - a.q_rows : 0;
+    m.rope_dim = a.rope_dim;
 
     size_t n = a.tokens, d = a.dim;
     float *q = malloc(a.heads * n * d * sizeof *q);
@@ -457,6 +478,10 @@ int qattn_cmd_synth(int argc, char **argv)
     }
     for (size_t l = 0; l < a.layers; l++) {
         gen_layer(&a, l, &wk, q, k, v);
+        if (a.shared_kv)
+            memcpy(v, k, a.kv_heads * n * d * sizeof *v);
+        for (size_t h = 0; h < a.heads && m.q_offset; h++) /* keep the last rows, heads packed */
+            memmove(q + h * (n - m.q_offset) * d, q + (h * n + m.q_offset) * d, (n - m.q_offset) * d * sizeof *q);
         e = qattn_act_write_layer(&w, q, k, v, &err);
         if (e) {
             if (e == QATTN_ERR_RANGE)

@@ -19,6 +19,7 @@ int qattn_cmd_paper_tables(int argc, char **argv);
 int qattn_cmd_outliers(int argc, char **argv);
 int qattn_cmd_entropy(int argc, char **argv);
 int qattn_cmd_kvcache(int argc, char **argv);
+int qattn_cmd_dsv4(int argc, char **argv);
 int qattn_cmd_compare(int argc, char **argv);
 int qattn_cmd_pareto(int argc, char **argv);
 int qattn_cmd_studies(int argc, char **argv);

@@ -87,6 +87,9 @@ typedef struct qattn_study_rec {
      * ("{results}" is the results directory). */
     int threads, resumable;
     const char *const *args; /* [..] NULL-terminated, or NULL */
+    /* 1: it reads the DeepSeek-V4-layout files (studies --run --layout-data) instead of --data,
+     * and is skipped when there are none */
+    int layout_data;
 
     /* The paper: tab_<table>.tex (label tab:<table>) from results/<input>,
      * with macros \QA<abbrev>...; table NULL is the summary table of a grid

@@ -522,8 +522,40 @@ static const qattn_study_rec kvcache = {
     .figure_in = "kvcache/summary.csv",
 };
 
+/* ----------------------------------------------------------------- dsv4 */
+
+static const char *const dsv4_cell_levels[] = {"bf16",           "e4m3-token",     "e4m3-token+rope", "e4m3-ch64",
+                                               "e4m3-ch64+rope", "e4m3-ch64-e8m0", "v4",              "v4-q",
+                                               NULL};
+static const char *const dsv4_list_levels[] = {"dense", "top512", "top64", NULL};
+
+static const qattn_study_rec dsv4 = {
+    .name = "dsv4",
+    .summary = "study: DeepSeek-V4's FP8 KV layout (e4m3 + e8m0 per 64, bf16 rope) on the MQA-512 model",
+    .nf = 2,
+    .factor = {{"cell", dsv4_cell_levels, "KV row", "", NULL, NULL},
+               {"list", dsv4_list_levels, "keys", "", NULL, NULL}},
+    .run = qattn_cmd_dsv4,
+    .threads = 1,
+    .layout_data = 1,
+    .table_name = "dsv4",
+    .input = "dsv4/summary.csv",
+    .abbrev = "dsv",
+    .title = "DeepSeek-V4's FP8 KV layout",
+    .note = "The KV row (key and value) of qattn-mqa512: bf16; e4m3 with one fp32 scale per token; e4m3 with an "
+            "fp32 or an e8m0 scale per 64 channels; $+$rope: the 64 RoPE channels kept in bf16 (v4: "
+            "DeepSeek-V4's layout; v4-q: Q in the same layout). Every 4th of the last 256 query rows; dense: "
+            "every key up to the row; top-$k$: the $k$ keys of largest exact attention. P in fp32. "
+            "$1-\\cos$ and rel-L1 against float64 attention, mean over 48 heads (3 layers $\\times$ 16) with "
+            "the 95\\% bootstrap interval.",
+    .table = qattn_paper_columns_table,
+    .columns = kvcache_columns,
+    .figure = "dsv4",
+    .figure_in = "dsv4/summary.csv",
+};
+
 /* ---------------------------------------------------------------------- */
 
 /* in run order: a study runs after those whose outputs it reads */
 const qattn_study_rec *const qattn_studies[] = {&granularity, &smoothing,    &pv,      &accumulator, &kbias,
-                                                &outliers,    &pareto_cells, &entropy, &kvcache, NULL};
+                                                &outliers,    &pareto_cells, &entropy, &kvcache, &dsv4, NULL};

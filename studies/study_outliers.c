@@ -201,7 +201,7 @@ int qattn_cmd_models(int argc, char **argv)
     size_t opened = 0;
     int rc = QATTN_EXIT_OK;
     for (; opened < ndata; opened++)
-        if (qattn_act_open(data[opened], &fs[opened], &err)) {
+        if (qattn_act_open_rows(data[opened], &fs[opened], &err)) { /* the layout files too: meta only */
             fprintf(stderr, "qattn models: %s\n", err.msg);
             rc = QATTN_EXIT_INPUT;
             break;

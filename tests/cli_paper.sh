@@ -20,7 +20,7 @@ hasnt() { if grep -qF -- "$2" "$1" 2>/dev/null; then bad "$1 has: $2"; else ok; 
 TABLES="$("$qattn" studies --tsv | awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
                                        $c["table"] != "-" { sub(/\.tex$/, "", $c["table"]); printf "%s ", $c["table"] }')tab_models"
 R=$dir/results
-mkdir -p "$R"/{granularity,smoothing,pv,accumulator,kbias,outliers,pareto,entropy,kvcache}
+mkdir -p "$R"/{granularity,smoothing,pv,accumulator,kbias,outliers,pareto,entropy,kvcache,dsv4}
 SUMCOLS="n,cos_mean,cos_ci_lo,cos_ci_hi,cos_worst_head,cos_worst_layer,worst_layer,rel_l1_mean,rel_l1_ci_lo,rel_l1_ci_hi,rel_l1_worst_layer,rmse_mean,rmse_ci_lo,rmse_ci_hi,spec"
 MODELS="qattn-alpha qattn_beta"
 
@@ -105,6 +105,10 @@ write_fakes() {
       echo 'qattn-alpha,int4-channel/k/fp16,int4-channel,k,fp16,32,0.99774,0.99698,0.99831,0.98827,0.002261,0.001692,0.003018,0.01173,0.04951,0.045,0.054,0.09,"int4@block:32,ch:1","fp16"'
       echo 'qattn_beta,int8-channel/none/int8,int8-channel,none,int8,32,0.99998,0.99997,0.99999,0.99995,2.32e-05,2.19e-05,2.45e-05,5e-05,0.006932,0.0065,0.0073,0.009,"int8@block:32,ch:1","int8@token"'
     } >"$R/kvcache/summary.csv"
+    { echo "model,cell,list,n,cos_mean,cos_ci_lo,cos_ci_hi,cos_worst_head,one_minus_cos_mean,one_minus_cos_ci_lo,one_minus_cos_ci_hi,one_minus_cos_worst_head,rel_l1_mean,rel_l1_ci_lo,rel_l1_ci_hi,rel_l1_worst_head"
+      echo 'qattn-gamma,v4,dense,48,0.99985,0.99984,0.99987,0.99974,1.45e-04,1.35e-04,1.55e-04,2.55e-04,0.0144,0.0138,0.0149,0.02'
+      echo 'qattn-gamma,e4m3-token,top64,48,0.9997,0.99967,0.99972,0.99936,3.02e-04,2.77e-04,3.30e-04,6.38e-04,0.0223,0.0214,0.0233,0.03'
+    } >"$R/dsv4/summary.csv"
     { echo "model,file,layers,heads,kv_heads,tokens,head_dim,eval_loss,vocab_size,source,text_source,license"
       echo 'qattn_beta,data/beta.h5,3,8,2,4096,64,2.5312,32000,"trained here, 100% from scratch",TinyStories,CC-BY 4.0'
       echo 'qattn-alpha,data/alpha.h5,3,8,2,4096,128,3.01,32000,trained here,wikitext,MIT'
@@ -129,7 +133,7 @@ N=$G/numbers.tex
 # model order: models.csv order (qattn_beta first)
 has "$N" '\newcommand{\QAModelAName}{qattn\_beta}'
 has "$N" '\newcommand{\QAModelBName}{qattn-{}alpha}'
-has "$N" '\newcommand{\QAmodelCount}{2}'
+has "$N" '\newcommand{\QAmodelCount}{3}'  # qattn-gamma only in dsv4/summary.csv
 has "$N" '\newcommand{\QAModelAHeadDim}{64}'
 has "$N" '\newcommand{\QAModelASource}{trained here, 100\% from scratch}'
 # granularity: 0.99453 -> 99.45, its interval, in the table and the macros

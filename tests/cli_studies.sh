@@ -251,8 +251,9 @@ if run_ok "studies --run on two models" "$Q" studies --run --data "$A" --data "$
     for st in $STUDIES; do
         check "studies --run: $st cells.csv as the study's own run" cmp -s "$S/all/$st/cells.csv" "$S/keep/$st.cells.csv"
     done
-    check "studies --run: logs each study it runs" \
-        bash -c '[[ $(grep -c "^\[qattn\] qattn " "$1") -eq $(($(wc -l <"$2") - 1)) ]]' _ "$ERR" "$TSV"
+    check "studies --run: logs each study it runs or skips (dsv4: no --layout-data)" \
+        bash -c '[[ $(grep -c "^\[qattn\] qattn " "$1") -eq $(($(wc -l <"$2") - 2)) ]] &&
+                 grep -q "^\[qattn\] dsv4: skipped (no --layout-data file)" "$1"' _ "$ERR" "$TSV"
 fi
 "$Q" studies --run --data "$S/nope.h5" --results "$S/all-bad" >"$OUT" 2>"$ERR"
 check "studies --run: a missing file stops the first study with exit 2" \

@@ -271,5 +271,16 @@ int qattn_h5_read_attributes(const char *path, hid_t fid, qattn_act_meta *m, qat
                              QATTN_SOFTMAX_SCALE_MAX);
     m->has_softmax_scale = rc == 1;
     m->softmax_scale = rc == 1 ? dv : 0.0;
+    /* the layout's attributes; checked against the shapes once they are known */
+    if ((rc = attr_int(path, fid, "q_offset", 0, &iv, err)) < 0)
+        return rc;
+    if (rc == 1 && iv < 0)
+        return qattn_err_set(err, QATTN_ERR_SCHEMA, "%s: root attribute 'q_offset' is %lld, must be >= 0", path, iv);
+    m->q_offset = rc == 1 ? (size_t)iv : 0;
+    if ((rc = attr_int(path, fid, "rope_dim", 0, &iv, err)) < 0)
+        return rc;
+    if (rc == 1 && (iv < 0 || iv > 65536))
+        return qattn_err_set(err, QATTN_ERR_SCHEMA, "%s: root attribute 'rope_dim' is %lld, must be >= 0", path, iv);
+    m->rope_dim = rc == 1 ? (int)iv : 0;
     return 0;
 }

@@ -325,7 +325,8 @@ static int same_dims(const hsize_t *a, const hsize_t *b)
     return a[0] == b[0] && a[1] == b[1] && a[2] == b[2];
 }
 
-static int check_layer(const char *path, hid_t fid, size_t l, long long fsize, ds_info ref[3], qattn_err *err)
+static int check_layer(const char *path, hid_t fid, size_t l, long long fsize, size_t q_offset, ds_info ref[3],
+                       qattn_err *err)
 {
     static const char *names[3] = {"q", "k", "v"};
     char lname[32], why[400];
@@ -359,9 +360,14 @@ static int check_layer(const char *path, hid_t fid, size_t l, long long fsize, d
                              "%s: /%s/v has shape %s but /%s/k has %s (must be equal)", path,
                              lname, s0, lname, s1);
     }
-    if (di[0].dims[1] != di[1].dims[1] || di[0].dims[2] != di[1].dims[2]) {
+    if (di[0].dims[1] + q_offset != di[1].dims[1] || di[0].dims[2] != di[1].dims[2]) {
         fmt_shape(s0, sizeof s0, di[0].dims, 3);
         fmt_shape(s1, sizeof s1, di[1].dims, 3);
+        if (q_offset)
+            return qattn_err_set(err, QATTN_ERR_SCHEMA,
+                                 "%s: /%s/q has shape %s but /%s/k has %s (with q_offset = %zu, q must "
+                                 "have N - %zu tokens and k's head dim)", path, lname, s0, lname, s1, q_offset,
+                                 q_offset);
         return qattn_err_set(err, QATTN_ERR_SCHEMA,
                              "%s: /%s/q has shape %s but /%s/k has %s (tokens and head dim must "
                              "match)", path, lname, s0, lname, s1);
@@ -563,17 +569,27 @@ static int open_here(const char *path, qattn_act_file *f, struct stat *st, qattn
     ds_info ref[3];
     memset(ref, 0, sizeof ref);
     for (size_t l = 0; l < nl; l++)
-        if ((rc = check_layer(path, fid, l, (long long)st->st_size, ref, err)))
+        if ((rc = check_layer(path, fid, l, (long long)st->st_size, f->meta.q_offset, ref, err)))
             goto fail;
     qattn_act_meta *m = &f->meta;
     m->nlayers = nl;
     m->hq = (size_t)ref[0].dims[0];
     m->hkv = (size_t)ref[1].dims[0];
-    m->n = (size_t)ref[0].dims[1];
+    m->n = (size_t)ref[1].dims[1];
     m->d = (size_t)ref[0].dims[2];
     m->f16 = ref[0].f16;
+    if ((size_t)m->rope_dim > m->d) {
+        rc = qattn_err_set(err, QATTN_ERR_SCHEMA, "%s: root attribute 'rope_dim' is %d, more than the head dim %zu",
+                           path, m->rope_dim, m->d);
+        goto fail;
+    }
     if ((rc = read_seqlens(path, fid, m, err)))
         goto fail;
+    if (m->q_offset && m->nseq > 1) {
+        rc = qattn_err_set(err, QATTN_ERR_SCHEMA, "%s: q_offset = %zu needs one sequence, /seqlens has %zu", path,
+                           m->q_offset, m->nseq);
+        goto fail;
+    }
     return 0;
 fail:
     qattn_act_close(f);
@@ -590,7 +606,7 @@ static int check_in_child(const char *path, qattn_err *err)
     return rc;
 }
 
-int qattn_act_open(const char *path, qattn_act_file *f, qattn_err *err)
+static int open_checked(const char *path, qattn_act_file *f, qattn_err *err)
 {
     memset(f, 0, sizeof *f);
     f->fid = -1;
@@ -620,10 +636,29 @@ int qattn_act_open(const char *path, qattn_act_file *f, qattn_err *err)
     return 0;
 }
 
+int qattn_act_open_rows(const char *path, qattn_act_file *f, qattn_err *err)
+{
+    return open_checked(path, f, err);
+}
+
+int qattn_act_open(const char *path, qattn_act_file *f, qattn_err *err)
+{
+    int rc = open_checked(path, f, err);
+    if (!rc && f->meta.q_offset) {
+        size_t off = f->meta.q_offset;
+        qattn_act_close(f);
+        return qattn_err_set(err, QATTN_ERR_SCHEMA,
+                             "%s: q holds the query rows from position %zu on only (q_offset; `qattn dsv4` reads "
+                             "such files), this command needs every row", path, off);
+    }
+    return rc;
+}
+
 /* Reads one dataset into out (float32), checking shape and finiteness. */
 static int read_tensor(qattn_act_file *f, hid_t g, const char *lname, const char *name,
                        size_t heads, float *out, qattn_err *err)
 {
+    const size_t ntok = !strcmp(name, "q") ? f->meta.n - f->meta.q_offset : f->meta.n;
     const qattn_act_meta *m = &f->meta;
     char why[400];
     hid_t d = H5Dopen2(g, name, H5P_DEFAULT);
@@ -634,14 +669,14 @@ static int read_tensor(qattn_act_file *f, hid_t g, const char *lname, const char
     hid_t t = H5Dget_type(d), sp = H5Dget_space(d), mt = -1;
     hsize_t dims[3] = {0, 0, 0};
     if (t < 0 || sp < 0 || H5Sget_simple_extent_ndims(sp) != 3 ||
-        H5Sget_simple_extent_dims(sp, dims, NULL) < 0 || dims[0] != heads || dims[1] != m->n ||
+        H5Sget_simple_extent_dims(sp, dims, NULL) < 0 || dims[0] != heads || dims[1] != ntok ||
         dims[2] != m->d) {
         H5Eclear2(H5E_DEFAULT);
         rc = qattn_err_set(err, QATTN_ERR_SCHEMA, "%s: /%s/%s changed shape since the file was "
                            "opened", f->path, lname, name);
         goto done;
     }
-    size_t count = heads * m->n * m->d;
+    size_t count = heads * ntok * m->d;
     if (m->f16) {
         if (!is_ieee_half(t)) {
             rc = qattn_err_set(err, QATTN_ERR_SCHEMA, "%s: /%s/%s is not float16", f->path,
@@ -671,7 +706,7 @@ static int read_tensor(qattn_act_file *f, hid_t g, const char *lname, const char
     }
     for (size_t i = 0; i < count; i++)
         if (!isfinite(out[i])) {
-            size_t c = i % m->d, tk = (i / m->d) % m->n, h = i / (m->d * m->n);
+            size_t c = i % m->d, tk = (i / m->d) % ntok, h = i / (m->d * ntok);
             rc = qattn_err_set(err, QATTN_ERR_NAN,
                                "%s: /%s/%s has %s at [head %zu, token %zu, channel %zu]",
                                f->path, lname, name, isnan(out[i]) ? "NaN" : "Inf", h, tk, c);

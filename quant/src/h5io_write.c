@@ -101,6 +101,12 @@ static int check_meta(const char *path, const qattn_act_meta *m, qattn_err *err)
     if (m->has_softmax_scale && !(m->softmax_scale > 0 && m->softmax_scale <= QATTN_SOFTMAX_SCALE_MAX))
         return qattn_err_set(err, QATTN_ERR_ARG, "%s: softmax_scale must be > 0 and at most %g", path,
                              QATTN_SOFTMAX_SCALE_MAX);
+    if (m->q_offset && (m->q_offset >= m->n || m->nseq > 1))
+        return qattn_err_set(err, QATTN_ERR_ARG, "%s: q_offset = %zu needs q_offset < N = %zu and one sequence",
+                             path, m->q_offset, m->n);
+    if (m->rope_dim < 0 || (size_t)m->rope_dim > m->d)
+        return qattn_err_set(err, QATTN_ERR_ARG, "%s: rope_dim = %d, must be 0 to the head dim %zu", path,
+                             m->rope_dim, m->d);
     if (m->nseq) {
         if (!m->seqlens)
             return qattn_err_set(err, QATTN_ERR_ARG, "%s: nseq = %zu but seqlens is NULL", path,
@@ -193,6 +199,7 @@ int qattn_act_write_begin(qattn_act_writer *w, const char *path, const qattn_act
     const qattn_act_meta *m = &w->meta;
     long long rope = m->rope_applied, causal = m->causal, vocab = m->vocab_size;
     int vl = m->vlen_strings;
+    long long qoff = (long long)m->q_offset, ropedim = m->rope_dim;
     int bad = write_str_attr(fid, "schema", QATTN_ACT_SCHEMA, vl) ||
               write_str_attr(fid, "model", m->model, vl) ||
               write_str_attr(fid, "source", m->source, vl) ||
@@ -205,7 +212,9 @@ int qattn_act_write_begin(qattn_act_writer *w, const char *path, const qattn_act
               (m->has_vocab_size &&
                write_num_attr(fid, "vocab_size", H5T_STD_I64LE, H5T_NATIVE_LLONG, &vocab)) ||
               (m->has_softmax_scale && write_num_attr(fid, "softmax_scale", H5T_IEEE_F64LE,
-                                                      H5T_NATIVE_DOUBLE, &m->softmax_scale));
+                                                      H5T_NATIVE_DOUBLE, &m->softmax_scale)) ||
+              (qoff && write_num_attr(fid, "q_offset", H5T_STD_I64LE, H5T_NATIVE_LLONG, &qoff)) ||
+              (ropedim && write_num_attr(fid, "rope_dim", H5T_STD_I64LE, H5T_NATIVE_LLONG, &ropedim));
     if (!bad && m->nseq) {
         hsize_t dim = m->nseq;
         hid_t sp = H5Screate_simple(1, &dim, NULL), d = -1;
@@ -230,29 +239,30 @@ static int write_tensor(qattn_act_writer *w, hid_t g, const char *lname, const c
                         size_t heads, const float *x, uint16_t *hbuf, qattn_err *err)
 {
     const qattn_act_meta *m = &w->meta;
-    size_t per_head = m->n * m->d, count = heads * per_head;
+    const size_t ntok = !strcmp(name, "q") ? m->n - m->q_offset : m->n;
+    size_t per_head = ntok * m->d, count = heads * per_head;
     for (size_t i = 0; i < count; i++) {
         if (!isfinite(x[i]))
             return qattn_err_set(err, QATTN_ERR_NAN,
                                  "%s: /%s/%s has %s at [head %zu, token %zu, channel %zu] (not "
                                  "written)", w->path, lname, name, isnan(x[i]) ? "NaN" : "Inf",
-                                 i / per_head, (i / m->d) % m->n, i % m->d);
+                                 i / per_head, (i / m->d) % ntok, i % m->d);
         if (m->f16 && fabsf(x[i]) >= 65520.0f)
             return qattn_err_set(err, QATTN_ERR_RANGE,
                                  "%s: /%s/%s has %g at [head %zu, token %zu, channel %zu], "
                                  "beyond the float16 range (max 65504)", w->path, lname, name,
-                                 (double)x[i], i / per_head, (i / m->d) % m->n, i % m->d);
+                                 (double)x[i], i / per_head, (i / m->d) % ntok, i % m->d);
     }
     char why[400];
     int rc = 0;
-    hsize_t dims[3] = {heads, m->n, m->d};
+    hsize_t dims[3] = {heads, ntok, m->d};
     size_t esize = m->f16 ? 2 : 4;
     /* one chunk per head, capped at about 4 MiB */
     size_t rows = ((size_t)4 << 20) / (m->d * esize);
     if (rows < 1)
         rows = 1;
-    if (rows > m->n)
-        rows = m->n;
+    if (rows > ntok)
+        rows = ntok;
     hsize_t chunk[3] = {1, rows, m->d};
     hid_t ftype = -1, mtype = -1, dcpl = -1, fsp = -1, msp = -1, d = -1;
     if (m->f16) {
@@ -272,7 +282,7 @@ static int write_tensor(qattn_act_writer *w, hid_t g, const char *lname, const c
         goto done;
     }
     if (m->f16) {
-        hsize_t mdims[3] = {1, m->n, m->d};
+        hsize_t mdims[3] = {1, ntok, m->d};
         msp = H5Screate_simple(3, mdims, NULL);
         if (msp < 0) {
             rc = qattn_err_set(err, QATTN_ERR_IO, "%s: HDF5 dataspace error%s", w->path,

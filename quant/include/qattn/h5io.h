@@ -58,6 +58,11 @@ typedef struct qattn_act_meta {
     int has_softmax_scale;
     double softmax_scale;
     size_t nlayers, hq, hkv, n, d;
+    size_t q_offset;       /* q holds the query rows of positions q_offset..n-1 only
+                            * ([hq, n - q_offset, d]; one sequence): attribute
+                            * q_offset, 0 when absent */
+    int rope_dim;          /* the last rope_dim channels carry the rotary part
+                            * (DeepSeek-V4's row: 448 + 64); 0: not stated */
     int f16;               /* 1: datasets stored as float16 */
     int vlen_strings;      /* 1: variable-length string attributes (as h5py
                             * writes them, in the file's global heap); 0:
@@ -78,6 +83,9 @@ typedef struct qattn_act_file {
  * of time or memory gives QATTN_ERR_IO, "PATH: corrupt HDF5 file: ...";
  * bad limits in the environment QATTN_ERR_ARG; no fork QATTN_ERR_NOMEM. */
 int qattn_act_open(const char *path, qattn_act_file *f, qattn_err *err);
+/* As qattn_act_open, and also a file whose q holds only its last query rows
+ * (meta.q_offset > 0), which qattn_act_open refuses. */
+int qattn_act_open_rows(const char *path, qattn_act_file *f, qattn_err *err);
 /* The limits qattn_act_open's check runs under (environment or defaults):
  * 0, or QATTN_ERR_ARG naming the bad variable. */
 int qattn_act_check_limits(double *seconds, double *mb, qattn_err *err);
@@ -88,7 +96,7 @@ typedef struct qattn_act_check_hooks {
     void (*child_end)(void);
 } qattn_act_check_hooks;
 void qattn_act_set_check_hooks(const qattn_act_check_hooks *h);
-/* Read layer l into q [hq, n, d], k [hkv, n, d], v [hkv, n, d] as float32.
+/* Read layer l into q [hq, n - q_offset, d], k [hkv, n, d], v [hkv, n, d] as float32.
  * Fails with QATTN_ERR_NAN naming layer, dataset and element on NaN/Inf. */
 int qattn_act_read_layer(qattn_act_file *f, size_t layer, float *q, float *k,
                          float *v, qattn_err *err);
