@@ -633,6 +633,54 @@ expect_err "kvcache: --group 0" "--group" "$S/bad-kv" "$Q" kvcache --data "$A" -
 expect_err "kvcache: missing --data file" "nope.h5" "$S/bad-kv" "$Q" kvcache --data "$S/nope.h5" --out "$S/bad-kv"
 expect_err "kvcache: --heads out of range" "$A" "$S/bad-kv" "$Q" kvcache --data "$A" --out "$S/bad-kv" --heads 9
 
+# ------------------------------------------------------------------ dsv4
+# a DeepSeek-V4-layout file: one kv head as key and value, the last 40 of 200 query rows,
+# rope_dim 16; every 3rd row sampled and the last = 14 rows; with 200 keys, top512 = dense
+L4=$S/layout.h5
+D=$R/dsv4
+if run_ok "synth: a DeepSeek-V4-layout file" "$Q" synth --out "$L4" --layers 2 --heads 4 --kv-heads 1 --tokens 200 \
+        --dim 128 --q-rows 40 --rope-dim 16 --shared-kv --model m-lay &&
+    run_ok "dsv4 on it" "$Q" dsv4 --data "$L4" --out "$D" "${BOOT[@]}" --stride 3 --threads 2; then
+    check "dsv4: cells.csv header" header_is "$D/cells.csv" \
+        "model,layer,head,cell,list,rows,cos,rel_l1,rmse,max_abs,row_cos_min,kv_spec,q_spec,rope"
+    check "dsv4: summary.csv header" header_is "$D/summary.csv" \
+        "model,cell,list,n,cos_mean,cos_ci_lo,cos_ci_hi,cos_worst_head,one_minus_cos_mean,one_minus_cos_ci_lo,one_minus_cos_ci_hi,one_minus_cos_worst_head,rel_l1_mean,rel_l1_ci_lo,rel_l1_ci_hi,rel_l1_worst_head"
+    check "dsv4: a row per layer x head x cell x list" [ "$(nrows "$D/cells.csv")" -eq $((2 * 4 * 8 * 3)) ]
+    check "dsv4: summary a row per cell x list" [ "$(nrows "$D/summary.csv")" -eq 24 ]
+    awk_quiet "dsv4: levels of the record, 14 rows, metrics in range, bf16 best, top512 = dense" '
+        { cl = $(c[1,"cell"]); li = $(c[1,"list"]); k = $(c[1,"layer"]) SUBSEP $(c[1,"head"])
+          if (index("|" CL "|", "|" cl "|") == 0 || (li != "dense" && li != "top512" && li != "top64")) print "level " $0
+          if ($(c[1,"rows"]) != 14) print "rows " $0
+          x = $(c[1,"cos"]); l = $(c[1,"rel_l1"])
+          if (!isnum(x) || x < 0.99 || x > 1 + 1e-9 || !isnum(l) || l < 0) print "metric " $0
+          if (cl == "bf16" && 1 - x > 1e-4) print "bf16 " $0
+          if (($(c[1,"rope"]) == "bf16") != (cl ~ /rope|v4/)) print "rope " $0
+          cs[k, cl, li] = x }
+        END { for (i in cs) { split(i, p, SUBSEP); kk = p[1] SUBSEP p[2]
+                if (cs[i] > cs[kk, "bf16", p[4]] + 1e-12) print "above bf16 " i
+                if (p[4] == "top512" && cs[i] != cs[kk, p[3], "dense"]) print "top512 != dense " i } }' \
+        -v CL="$(tsv_col dsv4 levels | sed 's/^cell=//; s/;.*//')" "$D/cells.csv"
+    awk_quiet "dsv4: top64 lists differ from dense (fewer keys than the rows see)" '
+        { k = $(c[1,"layer"]) SUBSEP $(c[1,"head"]) SUBSEP $(c[1,"cell"]); v[k, $(c[1,"list"])] = $(c[1,"cos"]) }
+        END { same = 0; for (i in v) { split(i, p, SUBSEP); if (p[4] == "top64" && v[i] == v[p[1], p[2], p[3], "dense"]) same++ }
+              if (same > 0) print same " top64 cells equal to dense" }' "$D/cells.csv"
+fi
+expect_err "dsv4: a file not in the layout" "not in the layout" "$S/bad-dsv4" "$Q" dsv4 --data "$A" --out "$S/bad-dsv4"
+expect_err "dsv4: no --out" "--out" "" "$Q" dsv4 --data "$L4"
+expect_err "dsv4: missing --data file" "nope.h5" "$S/bad-dsv4" "$Q" dsv4 --data "$S/nope.h5" --out "$S/bad-dsv4"
+expect_err "dsv4: --stride 0" "--stride" "$S/bad-dsv4" "$Q" dsv4 --data "$L4" --out "$S/bad-dsv4" --stride 0
+if run_ok "synth: the layout without a shared K/V" "$Q" synth --out "$S/layout-kv.h5" --layers 1 --heads 4 --kv-heads 1 \
+        --tokens 200 --dim 128 --q-rows 40 --rope-dim 16 --model m-lay2; then
+    expect_err "dsv4: v not equal to k" "v differs from k" "$S/bad-dsv4" "$Q" dsv4 --data "$S/layout-kv.h5" --out "$S/bad-dsv4"
+fi
+expect_err "inspect: a file with only the last query rows" "q_offset" "" "$Q" inspect "$L4"
+expect_err "synth: --q-rows over --tokens" "--q-rows" "$S/bad.h5" "$Q" synth --out "$S/bad.h5" --layers 1 --heads 4 \
+    --kv-heads 1 --tokens 20 --dim 8 --q-rows 21
+expect_err "synth: --q-rows with two sequences" "one sequence" "$S/bad.h5" "$Q" synth --out "$S/bad.h5" --layers 1 \
+    --heads 4 --kv-heads 1 --tokens 20 --dim 8 --q-rows 5 --seqlens 10,10
+expect_err "synth: --rope-dim over --dim" "--rope-dim" "$S/bad.h5" "$Q" synth --out "$S/bad.h5" --layers 1 --heads 4 \
+    --kv-heads 1 --tokens 20 --dim 8 --rope-dim 9
+
 # ------------------------------------------------------------ bad inputs
 for st in $STUDIES; do
     expect_err "$st: missing --data file" "nope.h5" "$S/bad-$st" \

@@ -957,6 +957,88 @@ static void test_writer_failures(void)
     free(q), free(k), free(v);
 }
 
+
+/* a file of the DeepSeek-V4 layout's kind: q holds the last rows only (q_offset), rope_dim */
+static void test_q_rows(void)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/qrows.h5", DIR_);
+    int64_t seq[1] = {9};
+    qattn_act_meta m;
+    fill_meta(&m, 0, seq, 1);
+    m.q_offset = 5;
+    m.rope_dim = 3;
+    size_t nq = m.hq * (m.n - m.q_offset) * m.d, nk = m.hkv * m.n * m.d;
+    float *q = malloc(nq * sizeof *q), *k = malloc(nk * sizeof *k), *v = malloc(nk * sizeof *v);
+    float *rq = malloc(nq * sizeof *q), *rk = malloc(nk * sizeof *k), *rv = malloc(nk * sizeof *v);
+    qattn_err err = {""};
+    qattn_act_writer w;
+    int rc = qattn_act_write_begin(&w, path, &m, &err);
+    CHECK(rc == 0, "q rows: write_begin: %s", err.msg);
+    for (size_t l = 0; l < m.nlayers && rc == 0; l++) {
+        make_layer(l, m.hq, m.hkv, m.n - m.q_offset, m.d, q, k, v); /* q: hq x 4 rows */
+        make_layer(l, 0, m.hkv, m.n, m.d, q, k, v);
+        rc = qattn_act_write_layer(&w, q, k, v, &err);
+        CHECK(rc == 0, "q rows: write_layer %zu: %s", l, err.msg);
+    }
+    rc = rc ? rc : qattn_act_write_commit(&w, &err);
+    CHECK(rc == 0, "q rows: commit: %s", err.msg);
+
+    expect_open_fail(path, QATTN_ERR_SCHEMA, "query rows from position 5 on only", "q rows: plain open refuses");
+    qattn_act_file f;
+    rc = qattn_act_open_rows(path, &f, &err);
+    CHECK(rc == 0, "q rows: open_rows: %s", err.msg);
+    if (rc == 0) {
+        CHECK(f.meta.q_offset == 5 && f.meta.rope_dim == 3 && f.meta.n == 9 && f.meta.hq == 4,
+              "q rows: meta q_offset %zu rope_dim %d n %zu", f.meta.q_offset, f.meta.rope_dim, f.meta.n);
+        make_layer(2, m.hq, m.hkv, m.n - m.q_offset, m.d, q, k, v);
+        make_layer(2, 0, m.hkv, m.n, m.d, q, k, v);
+        rc = qattn_act_read_layer(&f, 2, rq, rk, rv, &err);
+        CHECK(rc == 0, "q rows: read_layer: %s", err.msg);
+        CHECK(!memcmp(q, rq, nq * sizeof *q) && !memcmp(k, rk, nk * sizeof *k) && !memcmp(v, rv, nk * sizeof *v),
+              "q rows: layer 2 read back as written");
+        qattn_act_close(&f);
+    }
+    /* q_offset that does not match q's rows */
+    hid_t fid = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    put_int_attr(fid, "q_offset", 4);
+    H5Fclose(fid);
+    rc = qattn_act_open_rows(path, &f, &err);
+    CHECK(rc == QATTN_ERR_SCHEMA && strstr(err.msg, "with q_offset = 4"), "q rows: mismatched q_offset: %s", err.msg);
+    fid = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    put_int_attr(fid, "q_offset", 5);
+    put_int_attr(fid, "rope_dim", 8);
+    H5Fclose(fid);
+    rc = qattn_act_open_rows(path, &f, &err);
+    CHECK(rc == QATTN_ERR_SCHEMA && strstr(err.msg, "'rope_dim' is 8, more than the head dim 7"), "q rows: rope_dim > d: %s",
+          err.msg);
+    fid = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    put_int_attr(fid, "rope_dim", 3);
+    put_int_attr(fid, "q_offset", -1);
+    H5Fclose(fid);
+    rc = qattn_act_open_rows(path, &f, &err);
+    CHECK(rc == QATTN_ERR_SCHEMA && strstr(err.msg, "'q_offset' is -1"), "q rows: negative q_offset: %s", err.msg);
+
+    /* the writer refuses what the reader would */
+    char bad[256];
+    snprintf(bad, sizeof bad, "%s/qrows_bad.h5", DIR_);
+    int64_t two[2] = {4, 5};
+    fill_meta(&m, 0, two, 2);
+    m.q_offset = 5;
+    CHECK(qattn_act_write_begin(&w, bad, &m, &err) == QATTN_ERR_ARG && strstr(err.msg, "one sequence"),
+          "writer: q_offset with two sequences: %s", err.msg);
+    fill_meta(&m, 0, seq, 1);
+    m.q_offset = 9;
+    CHECK(qattn_act_write_begin(&w, bad, &m, &err) == QATTN_ERR_ARG && strstr(err.msg, "q_offset < N"),
+          "writer: q_offset = N: %s", err.msg);
+    m.q_offset = 0;
+    m.rope_dim = 8;
+    CHECK(qattn_act_write_begin(&w, bad, &m, &err) == QATTN_ERR_ARG && strstr(err.msg, "rope_dim = 8"),
+          "writer: rope_dim > d: %s", err.msg);
+    CHECK(access(bad, F_OK) != 0, "writer: nothing left after a refusal");
+    free(q), free(k), free(v), free(rq), free(rk), free(rv);
+}
+
 int main(void)
 {
     if (scratch_begin(DIR_))
@@ -969,6 +1051,7 @@ int main(void)
     test_storage();
     test_nonfinite();
     test_writer_failures();
+    test_q_rows();
     rm_tree(DIR_);
     return check_done();
 }
