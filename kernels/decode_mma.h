@@ -98,15 +98,15 @@ static __device__ __forceinline__ float qattn_dmma_ldq(const void *q, int64_t at
     return ((const float *)q)[at];
 }
 
-/* the A fragments of rows g (at qa_at, valid va) and g + 8 (qb_at, vb): all
- * loads issued before any is used. 8-bit caches: lane t4 reads K's channels
- * 16 ks + 4 t4 .. + 3 as one word, so Q's channels are permuted to match (a
- * dot product is the same under a permutation both operands take) */
-template <int D, int ELT, int QT, int IN>
-static __device__ __forceinline__ void qattn_dmma_load_q(uint32_t (*qa)[4], const void *q, int64_t qa_at,
-                                                         int64_t qb_at, int va, int vb, int t4)
+/* Q's values for the A fragments of rows g (at qa_at, valid va) and g + 8
+ * (qb_at, vb), as floats: loads only, so that they go out ahead of the
+ * cache's copies and are used later. 8-bit caches: lane t4 reads K's
+ * channels 16 ks + 4 t4 .. + 3 as one word, so Q's channels are permuted to
+ * match (a dot product is the same under a permutation both operands take) */
+template <int D, int ELT, int IN>
+static __device__ __forceinline__ void qattn_dmma_fetch_q(float (*x)[2][4], const void *q, int64_t qa_at,
+                                                          int64_t qb_at, int va, int vb, int t4)
 {
-    float x[D / 16][2][4];
 #pragma unroll
     for (int ks = 0; ks < D / 16; ks++)
 #pragma unroll
@@ -117,6 +117,12 @@ static __device__ __forceinline__ void qattn_dmma_load_q(uint32_t (*qa)[4], cons
             x[ks][half][2] = vb ? qattn_dmma_ldq<IN>(q, qb_at + c) : 0.f;
             x[ks][half][3] = vb ? qattn_dmma_ldq<IN>(q, qb_at + c + 1) : 0.f;
         }
+}
+
+/* the A fragments from qattn_dmma_fetch_q's values, rounded to the MMA type */
+template <int D, int QT>
+static __device__ __forceinline__ void qattn_dmma_pack_q(uint32_t (*qa)[4], const float (*x)[2][4])
+{
 #pragma unroll
     for (int ks = 0; ks < D / 16; ks++)
 #pragma unroll
@@ -135,6 +141,7 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
     const int PPR = D * L::ELT / 16; /* 16-byte pieces per loaded row */
     const int NT = D / 8;            /* n-tiles of O */
     extern __shared__ __align__(16) unsigned char qattn_dmma_smem[];
+    qattn_port_dependents_go(); /* the combine may launch now; it waits for this grid before reading */
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int g = lane >> 2, t4 = lane & 3;
     const int grp = p.hq / p.hkv;
@@ -183,13 +190,20 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
     const int32_t *table = p.cache.table + (int64_t)b * p.cache.max_pages;
     const int ps = p.cache.page_size;
 
-    /* issue the loads of chunk c (this warp's) into stage st */
-    auto issue = [&](int c, int st) {
+    /* the pool offset of lane's key of chunk c through the block table, -1 past the split; looked
+     * up a chunk ahead of its copies, so that the table's latency is not on the warp's path */
+    auto lookup = [&](int c) -> int64_t {
         const int64_t x = kbeg + (int64_t)c * KC + lane;
-        int64_t off = 0;
-        const int ok = x < kend;
-        if (ok)
-            off = (((int64_t)table[x / ps] * ps + x % ps) * row_elems + (int64_t)hk * D) * L::ELT;
+        if (x >= kend)
+            return -1;
+        const unsigned xu = (unsigned)x, pg = xu / (unsigned)ps; /* positions < 2^31: 32-bit division */
+        return (((int64_t)table[pg] * ps + (xu - pg * (unsigned)ps)) * row_elems + (int64_t)hk * D) * L::ELT;
+    };
+    /* issue the loads of chunk c (this warp's) into stage st; off from lookup(c) */
+    auto issue = [&](int c, int st, int64_t off) {
+        const int64_t x = kbeg + (int64_t)c * KC + lane;
+        const int ok = off >= 0;
+        off = ok ? off : 0;
         unsigned char *ks = wsm + st * L::STAGE, *vs = ks + L::RAW_CHUNK;
         if (L::SCALES && lane < KC) { /* lane's key's scales, 4 bytes each */
             float *ss = (float *)(vs + L::RAW_CHUNK);
@@ -212,29 +226,39 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
     const int mine = nchunk > warp ? (nchunk - warp + NW - 1) / NW : 0; /* chunks of this warp */
-    for (int s = 0; s < ST - 1; s++) {
-        if (s < mine)
-            issue(warp + s * NW, s);
-        qattn_cp_async_commit();
-    }
-    /* Q fragments of the 16 rows, loaded while the first chunks are in flight (zeros for rows past the sequence) */
-    uint32_t qa[D / 16][4];
+    /* Q of the 16 rows first (zeros for rows past the sequence): issued ahead of the cache's
+     * copies, its latency is not behind theirs (at batch 1 it was a quarter of the kernel) */
+    float qx[D / 16][2][4];
     {
         const int ra = r0 + g, rb = r0 + g + 8;
         const int64_t qa_at = (int64_t)b * p.q_sb + (tu0 + ra / grp) * p.q_st + (int64_t)(hk * grp + ra % grp) * p.q_sh;
         const int64_t qb_at = (int64_t)b * p.q_sb + (tu0 + rb / grp) * p.q_st + (int64_t)(hk * grp + rb % grp) * p.q_sh;
         if (p.in == QATTN_FMT_BF16)
-            qattn_dmma_load_q<D, L::ELT, QT, QATTN_FMT_BF16>(qa, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4);
+            qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_BF16>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4);
         else if (p.in == QATTN_FMT_FP16)
-            qattn_dmma_load_q<D, L::ELT, QT, QATTN_FMT_FP16>(qa, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4);
+            qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_FP16>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4);
         else
-            qattn_dmma_load_q<D, L::ELT, QT, QATTN_FMT_FP32>(qa, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4);
+            qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_FP32>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4);
     }
+    int64_t pre[ST]; /* the first ST chunks' lookups, in flight together */
+#pragma unroll
+    for (int s = 0; s < ST; s++)
+        pre[s] = s < mine ? lookup(warp + s * NW) : -1;
+#pragma unroll
+    for (int s = 0; s < ST - 1; s++) {
+        if (s < mine)
+            issue(warp + s * NW, s, pre[s]);
+        qattn_cp_async_commit();
+    }
+    int64_t next_off = pre[ST - 1]; /* chunk it + ST - 1's offset at iteration it */
+    uint32_t qa[D / 16][4];
+    qattn_dmma_pack_q<D, QT>(qa, qx);
     for (int it = 0; it < mine; it++) {
         const int c = warp + it * NW;
         if (it + ST - 1 < mine)
-            issue(warp + (it + ST - 1) * NW, (it + ST - 1) % ST);
+            issue(warp + (it + ST - 1) * NW, (it + ST - 1) % ST, next_off);
         qattn_cp_async_commit();
+        next_off = it + ST < mine ? lookup(warp + (it + ST) * NW) : -1;
         qattn_cp_async_wait<ST - 1>();
         __syncwarp();
         const unsigned char *kt = wsm + (it % ST) * L::STAGE, *vt = kt + L::RAW_CHUNK;
@@ -408,6 +432,7 @@ __global__ void __launch_bounds__(256) qattn_decode_combine_fast_kernel(qattn_ke
     __shared__ float sRed[NW];
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int i = (int)blockIdx.x, h = (int)blockIdx.y, b = (int)blockIdx.z;
+    qattn_port_wait_prior(); /* launched overlapping the split kernel: its partials first */
     int64_t tq0, tu0;
     int sq;
     qattn_decode_rows(p, b, &tq0, &tu0, &sq);
@@ -442,17 +467,29 @@ __global__ void __launch_bounds__(256) qattn_decode_combine_fast_kernel(qattn_ke
     float acc[CPL];
     for (int k = 0; k < CPL; k++)
         acc[k] = 0.f;
+    const int U = 4; /* splits a warp has in flight: the loads of U splits go out before their sums */
     if (lmax != -INFINITY)
-        for (int s = warp; s < ns; s += NW) {
-            const float w = sW[s];
-            const float *op = p.o_part + ((int64_t)s * plane + row) * D + lane * CPL;
-            if (CPL == 4) {
-                const float4 x = *(const float4 *)op;
-                acc[0] += w * x.x, acc[1] += w * x.y, acc[2] += w * x.z, acc[3] += w * x.w;
-            } else {
-                for (int k = 0; k < CPL; k++)
-                    acc[k] += w * op[k];
+        for (int s0 = warp; s0 < ns; s0 += NW * U) {
+            float x[U][CPL], w[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int s = s0 + u * NW;
+                w[u] = s < ns ? sW[s] : 0.f;
+                const float *op = p.o_part + ((int64_t)(s < ns ? s : s0) * plane + row) * D + lane * CPL;
+                if (CPL == 4) {
+                    const float4 v = *(const float4 *)op;
+                    x[u][0] = v.x, x[u][1] = v.y, x[u][2] = v.z, x[u][3] = v.w;
+                } else {
+#pragma unroll
+                    for (int k = 0; k < CPL; k++)
+                        x[u][k] = op[k];
+                }
             }
+#pragma unroll
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int k = 0; k < CPL; k++)
+                    acc[k] += w[u] * x[u][k];
         }
     for (int k = 0; k < CPL; k++)
         sPart[warp][lane * CPL + k] = acc[k];
@@ -497,7 +534,9 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
     if (p.num_splits == 1 || p.stages == 1)
         return QATTN_OK;
     void (*kc)(qattn_kernels_decode_params) = &qattn_decode_combine_fast_kernel<D>;
-    hipLaunchKernelGGL(kc, dim3((unsigned)p.seqlen_q, (unsigned)p.hq, (unsigned)p.nseq), dim3(256), 0, stream, p);
+    /* programmatic dependent launch on sm_90: its blocks start while the split kernel's last ones run */
+    qattn_port_launch_overlap(p.stages != 2, kc, dim3((unsigned)p.seqlen_q, (unsigned)p.hq, (unsigned)p.nseq),
+                              dim3(256), 0, stream, p);
     QATTN_DECODE_CHECK(hipGetLastError(), "decode combine launch");
     return QATTN_OK;
 }

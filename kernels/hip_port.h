@@ -252,6 +252,8 @@ inline hipError_t qattn_sim_launch(dim3 grid, dim3 block, size_t smem, const std
     QATTN_SIM_LAUNCH(QATTN_SIM_SLOTS, kernel, grid, block, smem, stream, __VA_ARGS__)
 /* the next kernel, if launched by qattn_port_launch_overlap, may start */
 #define qattn_port_dependents_go() ((void)0)
+/* in a kernel launched overlapping: wait until the previous kernel has finished and its writes are visible */
+#define qattn_port_wait_prior() ((void)0)
 /* inside a spin loop on another block's flag: let the other fibers run */
 #define qattn_port_pause() qattn_sim_yield()
 #define __threadfence() ((void)0)
@@ -539,7 +541,7 @@ inline hipError_t hipDeviceGetAttribute(int *v, hipDeviceAttribute_t a, int)
 /* A launch that, when ov is nonzero, may start while the previous kernel in
  * the stream finishes (programmatic dependent launch, compute capability 9.0
  * on; otherwise a plain launch): for a kernel that reads nothing the
- * previous one writes.
+ * previous one writes, or that calls qattn_port_wait_prior before it does.
  * Its blocks start once every block of the previous kernel has called
  * qattn_port_dependents_go or exited. Work after it in the stream still
  * waits for both. */
@@ -591,6 +593,14 @@ static __device__ __forceinline__ void qattn_port_dependents_go(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+/* wait for the previous kernel of the stream to finish, its writes visible (a no-op when this
+ * kernel was not launched overlapping) */
+static __device__ __forceinline__ void qattn_port_wait_prior(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
 #endif
@@ -665,6 +675,7 @@ static __device__ __forceinline__ unsigned qattn_port_byte_perm(unsigned x, unsi
 #define qattn_port_launch_overlap(ov, ...) hipLaunchKernelGGL(__VA_ARGS__)
 #define qattn_port_launch_resident_overlap(ov, ...) hipLaunchKernelGGL(__VA_ARGS__)
 #define qattn_port_dependents_go() ((void)0)
+#define qattn_port_wait_prior() ((void)0)
 #define qattn_port_pause() __builtin_amdgcn_s_sleep(1)
 #ifdef __AMDGCN_WAVEFRONT_SIZE
 #define QATTN_WARP_SIZE __AMDGCN_WAVEFRONT_SIZE

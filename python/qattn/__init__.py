@@ -172,6 +172,26 @@ def reference(q, k, v, causal=False, mask=None, scale=None, layout="bhnd", cu_se
 
 _TORCH_DTYPE_NAMES = {"float16": b"fp16", "bfloat16": b"bf16", "float32": b"fp32"}
 _plans = {}  # a call's shape, dtype, strides, scheme -> (output dtype, strides, workspace bytes)
+_workspaces = {}  # (device index, raw stream) -> a uint8 CUDA tensor, grown to the largest call's need
+
+
+def _raw_stream(torch, dev):
+    """torch's current stream on device index dev as an integer handle; the private accessor
+    costs a fraction of torch.cuda.current_stream()'s microseconds"""
+    get = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return get(dev) if get is not None else torch.cuda.current_stream(dev).cuda_stream
+
+
+def _workspace(torch, dev, stream, nbytes):
+    """A workspace of at least nbytes for calls on (dev, stream). Calls on one stream run in
+    order, so each can reuse the one before's workspace; a larger need replaces it (torch's
+    allocator frees the old one once the stream's earlier work is done with it)."""
+    key = (dev, stream)
+    ws = _workspaces.get(key)
+    if ws is None or ws.numel() < nbytes:
+        ws = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=torch.device("cuda", dev))
+        _workspaces[key] = ws
+    return ws
 
 
 def _strides(t, layout, varlen):
@@ -254,15 +274,17 @@ def attention(q, k, v, scheme="sage2-8b-sm90", causal=False, mask=None, scale=No
         plan = (out_dtype, st, wsb.value)
         _plans[key] = plan
     out_dtype, st, wsb = plan
+    dev = q.device.index
+    stream = _raw_stream(torch, dev)
     o = torch.empty(q.shape, dtype=out_dtype, device=q.device)
     lse = torch.empty((hq, tq), dtype=torch.float32, device=q.device) if return_lse else None
-    ws = torch.empty(max(wsb, 1), dtype=torch.uint8, device=q.device)
-    err, wsz = _errbuf(), ctypes.c_size_t(wsb)
+    ws = _workspace(torch, dev, stream, wsb)
+    err, wsz = _errbuf(), ctypes.c_size_t(ws.numel())
     rc = _L.qattn_lib_gpu_attention(sch, msk, sc, dt, nseq, hq, hkv, d, sq, sk, q.data_ptr(), st[0], k.data_ptr(),
                                     st[1], v.data_ptr(), st[2], o.data_ptr(), st[3],
                                     lse.data_ptr() if return_lse else None, cu_q.data_ptr() if varlen else None,
                                     cu_k.data_ptr() if varlen else None, tq, tk, ws.data_ptr(), ctypes.byref(wsz),
-                                    torch.cuda.current_stream(q.device).cuda_stream, err, len(err))
+                                    stream, err, len(err))
     if rc != 0:
         raise QattnError(err.value.decode())
     if return_lse and not varlen:
