@@ -85,6 +85,23 @@ def encode(tok, chunks):
     return np.concatenate(parts)
 
 
+def cosine_lr(s, lr_max, warmup, steps):
+    """Linear warm-up over `warmup` steps, then cosine from lr_max to 10% of it at `steps`."""
+    if s < warmup:
+        return lr_max * (s + 1) / warmup
+    p = min(1.0, (s - warmup) / max(1, steps - warmup))
+    return lr_max * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def write_curve(path, curve):
+    """The training curve: step, tokens, seconds, lr, train_loss, eval_loss."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["step", "tokens", "seconds", "lr", "train_loss", "eval_loss"])
+        w.writeheader()
+        for r in curve:
+            w.writerow({k: (("%.6g" % v) if isinstance(v, float) else v) for k, v in r.items()})
+
+
 def channel_stats(x):
     """x [H, N, d] float32 -> per head: max and median over channels of |mean|/std,
     amax ratio (max over channels of max|x| / median over channels of max|x|),
@@ -262,10 +279,7 @@ def main():
                             lr=lr_max, betas=(0.9, 0.95), eps=1e-8, fused=dev.type == "cuda")
 
     def lr_at(s):
-        if s < warmup:
-            return lr_max * (s + 1) / warmup
-        p = min(1.0, (s - warmup) / max(1, steps - warmup))
-        return lr_max * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
+        return cosine_lr(s, lr_max, warmup, steps)
 
     fmodel = torch.compile(model, dynamic=False) if args.compile else model
 
@@ -364,11 +378,7 @@ def main():
     stats_rows += qkv_stats(model, export_seqs, "best", best[1], best_tokens, eval_fp32)
 
     # ---------------------------------------------------------------- outputs
-    with open(os.path.join(args.out, "curve_%s.csv" % args.model), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["step", "tokens", "seconds", "lr", "train_loss", "eval_loss"])
-        w.writeheader()
-        for r in curve:
-            w.writerow({k: (("%.6g" % v) if isinstance(v, float) else v) for k, v in r.items()})
+    write_curve(os.path.join(args.out, "curve_%s.csv" % args.model), curve)
     fields = ["checkpoint", "step", "tokens", "eval_loss", "layer", "tensor", "head", "absmean_over_std_max",
               "absmean_over_std_median", "amax_ratio", "kurtosis_max", "sink_mass"]
     with open(os.path.join(args.out, "stats_%s.csv" % args.model), "w", newline="") as f:

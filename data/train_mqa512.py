@@ -16,7 +16,6 @@ Export (data/README.md, "The MQA-512 file"): one held-out window, the KV row of 
 Usage (GPU machine): python3 data/train_mqa512.py --corpus DIR --out DIR
 """
 import argparse
-import csv
 import json
 import math
 import os
@@ -25,7 +24,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from train import EOS, SEP, SEQ, channel_stats, encode, sha256_file  # noqa: E402
+from train import SEP, SEQ, channel_stats, cosine_lr, encode, sha256_file, write_curve  # noqa: E402
 
 
 def log(*a):
@@ -277,11 +276,8 @@ def main():
     steps = args.steps or 10 ** 9
     lr_max, warmup = args.lr, args.warmup
 
-    def lr_at(s):
-        if s < warmup:
-            return lr_max * (s + 1) / warmup
-        p = min(1.0, (s - warmup) / max(1, steps - warmup))
-        return lr_max * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
+    def lr_at(s):  # steps is fixed after the timed steps; warm-up covers them
+        return cosine_lr(s, lr_max, warmup, steps)
 
     eval_w = min(n_win, args.eval_windows)
     curve = []
@@ -346,11 +342,7 @@ def main():
     log("best: step %d, held-out loss %.4f (bf16, %d windows), %.4f (float32, all %d windows)" %
         (best[1], best[0], eval_w, eval_fp32, n_win))
 
-    with open(os.path.join(args.out, "curve_%s.csv" % MODEL), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["step", "tokens", "seconds", "lr", "train_loss", "eval_loss"])
-        w.writeheader()
-        for r in curve:
-            w.writerow({k: (("%.6g" % v) if isinstance(v, float) else v) for k, v in r.items()})
+    write_curve(os.path.join(args.out, "curve_%s.csv" % MODEL), curve)
     ids = held_windows[exp_idx, :seq]
     layers_qkv, _ = capture(model, ids)
     stats = []

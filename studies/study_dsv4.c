@@ -88,9 +88,10 @@ static void usage(FILE *f)
 }
 
 /* top-k lists by the exact attention: idx [R, topk] (every key up to the row when k = 0 or
- * k > the row's keys), len [R]; mass [R, n] holds each row's exact probabilities summed over heads */
+ * k > the row's keys), len [R]; mass [R, n] holds each row's exact probabilities summed over heads;
+ * taken [n] scratch */
 static void make_lists(long k, const double *mass, const size_t *pos, size_t R, size_t n, size_t topk,
-                       int32_t *idx, int32_t *len)
+                       int32_t *idx, int32_t *len, char *taken)
 {
     for (size_t r = 0; r < R; r++) {
         size_t keys = pos[r] + 1, m = k && (size_t)k < keys ? (size_t)k : keys;
@@ -99,8 +100,8 @@ static void make_lists(long k, const double *mass, const size_t *pos, size_t R, 
             for (size_t j = 0; j < keys; j++)
                 row[j] = (int32_t)j;
         } else { /* selection by repeated maxima: k <= 512, keys <= n */
-            char *taken = calloc(keys, 1);
-            for (size_t j = 0; j < m && taken; j++) {
+            memset(taken, 0, keys);
+            for (size_t j = 0; j < m; j++) {
                 size_t best = 0;
                 double bv = -1;
                 for (size_t t = 0; t < keys; t++)
@@ -111,7 +112,6 @@ static void make_lists(long k, const double *mass, const size_t *pos, size_t R, 
                 taken[best] = 1;
                 row[j] = (int32_t)best;
             }
-            free(taken);
         }
         for (size_t j = m; j < topk; j++)
             row[j] = -1;
@@ -119,15 +119,15 @@ static void make_lists(long k, const double *mass, const size_t *pos, size_t R, 
     }
 }
 
-/* the exact probabilities of each sampled row summed over heads: mass [R, n] */
+/* the exact probabilities of each sampled row summed over heads: mass [R, n]; scores [R, n] scratch */
 static void exact_mass(const float *q, const float *kv, size_t hq, size_t R, size_t n, size_t d,
-                       const size_t *pos, double scale, double *mass)
+                       const size_t *pos, double scale, double *mass, double *scores)
 {
 #pragma omp parallel for schedule(dynamic)
     for (size_t r = 0; r < R; r++) {
-        double *s = malloc((pos[r] + 1) * sizeof *s);
+        double *s = scores + r * n;
         memset(mass + r * n, 0, n * sizeof *mass);
-        for (size_t h = 0; h < hq && s; h++) {
+        for (size_t h = 0; h < hq; h++) {
             const float *qr = q + (h * R + r) * d;
             double mx = -INFINITY, l = 0;
             for (size_t t = 0; t <= pos[r]; t++) {
@@ -142,8 +142,16 @@ static void exact_mass(const float *q, const float *kv, size_t hq, size_t R, siz
             for (size_t t = 0; t <= pos[r]; t++)
                 mass[r * n + t] += s[t] / l;
         }
-        free(s);
     }
+}
+
+/* the sparse problem of R query rows qs [hq, R, d] over the one kv row k [n, d] (key and value),
+ * with the given list */
+static qattn_sparse list_problem(const float *qs, const float *k, size_t hq, size_t R, size_t n, size_t d,
+                                 const int32_t *idx, const int32_t *len)
+{
+    qattn_sparse a = {qs, k, k, hq, 1, R, n, d, idx, n, len, NULL, 0, 0, 0, NULL, NULL, NULL};
+    return a;
 }
 
 /* one file: res grows by layers x heads */
@@ -174,18 +182,23 @@ static int run_file(const char *path, size_t fi, long long stride, head_res **ou
         return rc;
     }
     double scale = mt->has_softmax_scale ? mt->softmax_scale : 1.0 / sqrt((double)d);
-    size_t R = 0, *pos = malloc((nq + 1) * sizeof *pos), *qrow = malloc((nq + 1) * sizeof *qrow);
-    for (size_t i = (size_t)stride - 1; pos && qrow && i < nq; i += (size_t)stride)
-        qrow[R] = i, pos[R++] = mt->q_offset + i;
-    if (pos && qrow && (!R || qrow[R - 1] != nq - 1))
-        qrow[R] = nq - 1, pos[R++] = n - 1;
+    /* sampled rows by position; query row pos - q_offset of the file */
+    size_t R = 0, *pos = malloc((nq + 1) * sizeof *pos);
+    for (size_t i = (size_t)stride - 1; pos && i < nq; i += (size_t)stride)
+        pos[R++] = mt->q_offset + i;
+    if (pos && (!R || pos[R - 1] != n - 1))
+        pos[R++] = n - 1;
     float *q = malloc(hq * nq * d * sizeof *q), *k = malloc(nd * sizeof *k), *v = malloc(nd * sizeof *v);
     float *qs = malloc(hq * R * d * sizeof *qs + 1);
-    double *mass = malloc(R * n * sizeof *mass + 1), *ref = malloc(NLISTS * hq * R * d * sizeof *ref + 1);
+    double *mass = malloc(R * n * sizeof *mass + 1), *scores = malloc(R * n * sizeof *scores + 1);
+    double *ref = malloc(NLISTS * hq * R * d * sizeof *ref + 1);
+    char *taken = malloc(n);
     float *o = malloc(NCELLS * NLISTS * hq * R * d * sizeof *o + 1);
     int32_t *idx = malloc(NLISTS * R * n * sizeof *idx + 1), *len = malloc(NLISTS * R * sizeof *len + 1);
     head_res *res = realloc(*out, (*nout + mt->nlayers * hq) * sizeof *res);
-    rc = !pos || !qrow || !q || !k || !v || !qs || !mass || !ref || !o || !idx || !len || !res ? QATTN_EXIT_FAIL : 0;
+    rc = !pos || !q || !k || !v || !qs || !mass || !scores || !ref || !o || !idx || !len || !taken || !res
+             ? QATTN_EXIT_FAIL
+             : 0;
     if (res)
         *out = res;
     if (rc)
@@ -203,13 +216,12 @@ static int run_file(const char *path, size_t fi, long long stride, head_res **ou
         }
         for (size_t h = 0; h < hq; h++)
             for (size_t r = 0; r < R; r++)
-                memcpy(qs + (h * R + r) * d, q + (h * nq + qrow[r]) * d, d * sizeof *qs);
-        exact_mass(qs, k, hq, R, n, d, pos, scale, mass);
+                memcpy(qs + (h * R + r) * d, q + (h * nq + pos[r] - mt->q_offset) * d, d * sizeof *qs);
+        exact_mass(qs, k, hq, R, n, d, pos, scale, mass, scores);
         char failmsg[600] = "";
         for (size_t li = 0; li < NLISTS && !failmsg[0]; li++) {
-            make_lists(lists[li], mass, pos, R, n, n, idx + li * R * n, len + li * R);
-            qattn_sparse a = {qs, k, k, hq, 1, R, n, d, idx + li * R * n, n, len + li * R, NULL, 0, 0, 0, NULL,
-                              NULL, NULL};
+            make_lists(lists[li], mass, pos, R, n, n, idx + li * R * n, len + li * R, taken);
+            qattn_sparse a = list_problem(qs, k, hq, R, n, d, idx + li * R * n, len + li * R);
             if (qattn_ref_sparse(&a, scale, ref + li * hq * R * d, NULL, &err))
                 snprintf(failmsg, sizeof failmsg, "%s layer %zu: %s", path, l, err.msg);
         }
@@ -220,8 +232,7 @@ static int run_file(const char *path, size_t fi, long long stride, head_res **ou
             cell_spec(&cells[c], mt->rope_dim, spec, sizeof spec);
             qattn_scheme s;
             qattn_err e2;
-            qattn_sparse a = {qs, k, k, hq, 1, R, n, d, idx + li * R * n, n, len + li * R, NULL, 0, 0, 0, NULL,
-                              NULL, NULL};
+            qattn_sparse a = list_problem(qs, k, hq, R, n, d, idx + li * R * n, len + li * R);
             if (!failmsg[0] && (qattn_scheme_parse(spec, &s, &e2) ||
                                 qattn_emu_sparse(&s, &a, scale, o + (li * NCELLS + c) * hq * R * d, NULL, &e2))) {
 #pragma omp critical
@@ -249,7 +260,8 @@ static int run_file(const char *path, size_t fi, long long stride, head_res **ou
     if (!rc)
         *nout += mt->nlayers * hq;
     free(pos);
-    free(qrow);
+    free(taken);
+    free(scores);
     free(q);
     free(k);
     free(v);

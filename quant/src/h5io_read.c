@@ -606,7 +606,7 @@ static int check_in_child(const char *path, qattn_err *err)
     return rc;
 }
 
-static int open_checked(const char *path, qattn_act_file *f, qattn_err *err)
+int qattn_act_open_rows(const char *path, qattn_act_file *f, qattn_err *err)
 {
     memset(f, 0, sizeof *f);
     f->fid = -1;
@@ -636,14 +636,9 @@ static int open_checked(const char *path, qattn_act_file *f, qattn_err *err)
     return 0;
 }
 
-int qattn_act_open_rows(const char *path, qattn_act_file *f, qattn_err *err)
-{
-    return open_checked(path, f, err);
-}
-
 int qattn_act_open(const char *path, qattn_act_file *f, qattn_err *err)
 {
-    int rc = open_checked(path, f, err);
+    int rc = qattn_act_open_rows(path, f, err);
     if (!rc && f->meta.q_offset) {
         size_t off = f->meta.q_offset;
         qattn_act_close(f);
@@ -656,9 +651,8 @@ int qattn_act_open(const char *path, qattn_act_file *f, qattn_err *err)
 
 /* Reads one dataset into out (float32), checking shape and finiteness. */
 static int read_tensor(qattn_act_file *f, hid_t g, const char *lname, const char *name,
-                       size_t heads, float *out, qattn_err *err)
+                       size_t heads, size_t ntok, float *out, qattn_err *err)
 {
-    const size_t ntok = !strcmp(name, "q") ? f->meta.n - f->meta.q_offset : f->meta.n;
     const qattn_act_meta *m = &f->meta;
     char why[400];
     hid_t d = H5Dopen2(g, name, H5P_DEFAULT);
@@ -738,11 +732,12 @@ int qattn_act_read_layer(qattn_act_file *f, size_t layer, float *q, float *k, fl
     if (g < 0)
         return qattn_err_set(err, QATTN_ERR_IO, "%s: cannot open /%s%s", f->path, lname,
                              h5_reason(why, sizeof why));
-    int rc = read_tensor(f, g, lname, "q", f->meta.hq, q, err);
+    const size_t n = f->meta.n;
+    int rc = read_tensor(f, g, lname, "q", f->meta.hq, n - f->meta.q_offset, q, err);
     if (!rc)
-        rc = read_tensor(f, g, lname, "k", f->meta.hkv, k, err);
+        rc = read_tensor(f, g, lname, "k", f->meta.hkv, n, k, err);
     if (!rc)
-        rc = read_tensor(f, g, lname, "v", f->meta.hkv, v, err);
+        rc = read_tensor(f, g, lname, "v", f->meta.hkv, n, v, err);
     H5Gclose(g);
     return rc;
 }

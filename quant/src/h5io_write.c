@@ -236,10 +236,9 @@ int qattn_act_write_begin(qattn_act_writer *w, const char *path, const qattn_act
 
 /* Writes one [heads, n, d] tensor as dataset `name` of group g. */
 static int write_tensor(qattn_act_writer *w, hid_t g, const char *lname, const char *name,
-                        size_t heads, const float *x, uint16_t *hbuf, qattn_err *err)
+                        size_t heads, size_t ntok, const float *x, uint16_t *hbuf, qattn_err *err)
 {
     const qattn_act_meta *m = &w->meta;
-    const size_t ntok = !strcmp(name, "q") ? m->n - m->q_offset : m->n;
     size_t per_head = ntok * m->d, count = heads * per_head;
     for (size_t i = 0; i < count; i++) {
         if (!isfinite(x[i]))
@@ -350,11 +349,12 @@ int qattn_act_write_layer(qattn_act_writer *w, const float *q, const float *k, c
         rc = qattn_err_set(err, QATTN_ERR_IO, "%s: cannot create /%s in %s%s", w->path, lname,
                            w->tmp, h5_reason(why, sizeof why));
     } else {
-        rc = write_tensor(w, g, lname, "q", w->meta.hq, q, hbuf, err);
+        const size_t n = w->meta.n;
+        rc = write_tensor(w, g, lname, "q", w->meta.hq, n - w->meta.q_offset, q, hbuf, err);
         if (!rc)
-            rc = write_tensor(w, g, lname, "k", w->meta.hkv, k, hbuf, err);
+            rc = write_tensor(w, g, lname, "k", w->meta.hkv, n, k, hbuf, err);
         if (!rc)
-            rc = write_tensor(w, g, lname, "v", w->meta.hkv, v, hbuf, err);
+            rc = write_tensor(w, g, lname, "v", w->meta.hkv, n, v, hbuf, err);
         H5Gclose(g);
     }
     free(hbuf);
