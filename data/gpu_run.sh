@@ -6,6 +6,9 @@
 #   bash data/gpu_run.sh qattn-qwen2-hd64      train + export that model (RUN_CHECK=1: check first)
 #   bash data/gpu_run.sh qattn-qwen2-hd128     likewise
 #   bash data/gpu_run.sh qattn-mqa512          the MQA-512 model (data/train_mqa512.py)
+#   bash data/gpu_run.sh e2e                   the end-to-end study: retrain both Qwen2 models
+#                                              (their GPUs in parallel where there are two), then
+#                                              data/e2e_loss.py on each; QATTN_LIB names libqattn.so
 #
 # Needs .carry/train.txt.xz and .carry/heldout.txt.xz (xz -9 of data/scratch/corpus/*.txt,
 # written by data/build_corpus.py) and, except in smoke mode, data/tokenizer.json.
@@ -90,6 +93,43 @@ qattn-mqa512)
     cp "$R/curve_$MODE.csv" "$R/summary_$MODE.json" "$OUT/"
     (cd $R && sha256sum "$MODE.h5" && split -b 15M -d "$MODE.h5" "$OUT/$MODE.h5.part")
     ls -l "$OUT"
+    ;;
+e2e)
+    [ -f "${QATTN_LIB:-}" ] || { echo "e2e: set QATTN_LIB to libqattn.so (scripts/device-bundle)"; exit 2; }
+    python3 -c 'import sys; sys.path.insert(0, "python"); import qattn; print("qattn", qattn.version(), len(qattn.kernels()), "kernels")'
+    corpus
+    R=/tmp/qattn-e2e
+    mkdir -p $R
+    NGPU=$(nvidia-smi -L | wc -l)
+    MODELS="qattn-qwen2-hd64 qattn-qwen2-hd128"
+    # the recipe that made the shipped activations (train.py's defaults), one GPU per model
+    i=0
+    for m in $MODELS; do
+        g=$(( NGPU > 1 ? i : 0 ))
+        CUDA_VISIBLE_DEVICES=$g python3 data/train.py --model $m --corpus $C --out $R/$m --compile --no-export \
+            --save-dir $R/$m/weights ${TRAIN_ARGS:-} >"$OUT/train_$m.log" 2>&1 &
+        [ "$NGPU" -gt 1 ] || wait $!
+        i=$(( i + 1 ))
+    done
+    wait
+    for m in $MODELS; do
+        tail -3 "$OUT/train_$m.log"
+        cp "$R/$m/summary_$m.json" "$OUT/summary_e2e_$m.json"
+        cp "$R/$m/curve_$m.csv" "$OUT/curve_e2e_$m.csv"
+    done
+    echo "trained: $(( $(date +%s) - T0 ))s"
+    i=0
+    for m in $MODELS; do
+        g=$(( NGPU > 1 ? i : 0 ))
+        CUDA_VISIBLE_DEVICES=$g python3 data/e2e_loss.py --model-dir $R/$m/weights --model $m --corpus $C \
+            --out "$OUT/e2e_$m.csv" ${E2E_ARGS:-} >"$OUT/e2e_$m.log" 2>&1 &
+        [ "$NGPU" -gt 1 ] || wait $!
+        i=$(( i + 1 ))
+    done
+    wait
+    set -- $MODELS
+    { cat "$OUT/e2e_$1.csv"; tail -n +2 "$OUT/e2e_$2.csv"; } >"$OUT/e2e_loss.csv"
+    for m in $MODELS; do grep -v "^$" "$OUT/e2e_$m.log" | tail -22; done
     ;;
 *)
     echo "unknown mode $MODE"; exit 2 ;;

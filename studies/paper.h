@@ -66,6 +66,7 @@ int qattn_paper_summary_table(qattn_paper *c, const qattn_study_rec *r, qattn_te
 int qattn_paper_outliers_table(qattn_paper *c, const qattn_study_rec *r, qattn_text *tab);
 int qattn_paper_pareto_table(qattn_paper *c, const qattn_study_rec *r, qattn_text *tab);
 int qattn_paper_columns_table(qattn_paper *c, const qattn_study_rec *r, qattn_text *tab); /* r->columns */
+int qattn_paper_e2e_table(qattn_paper *c, const qattn_study_rec *r, qattn_text *tab);     /* + Spearman */
 /* the paper's own */
 int qattn_paper_models_table(qattn_paper *c, qattn_text *tab);
 int qattn_paper_anchors_table(qattn_paper *c, qattn_text *tab);

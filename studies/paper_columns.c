@@ -20,6 +20,8 @@ static qattn_num format(int kind, double x)
         return qattn_num_signed(x, 2);
     case QATTN_COL_PTS:
         return qattn_num_signed(100 * x, qattn_num_diff_decimals(100 * x, 100 * x, 100 * x));
+    case QATTN_COL_F4:
+        return qattn_num_fixed(x, 4);
     default:
         return qattn_num_g3(x);
     }

@@ -124,15 +124,17 @@ int qattn_num_pct_decimals(const double *v, int n)
     return 4;
 }
 
-qattn_num qattn_num_pct(double cos, int dec)
+qattn_num qattn_num_fixed(double x, int dec)
 {
     qattn_num r;
-    if (!isfinite(cos))
+    if (!isfinite(x))
         snprintf(r.s, sizeof r.s, QATTN_PAPER_NA);
     else
-        snprintf(r.s, sizeof r.s, "%.*f", dec, 100.0 * cos);
+        snprintf(r.s, sizeof r.s, "%.*f", dec, x);
     return r;
 }
+
+qattn_num qattn_num_pct(double cos, int dec) { return qattn_num_fixed(100.0 * cos, dec); }
 
 qattn_num qattn_num_pct1(double cos) { return qattn_num_pct(cos, qattn_num_pct_decimals(&cos, 1)); }
 

@@ -32,6 +32,7 @@ typedef struct qattn_num {
 
 /* decimals for cos values in percent: 2 to 4, enough to show the gap to 100% */
 int qattn_num_pct_decimals(const double *v, int n);
+qattn_num qattn_num_fixed(double x, int dec);  /* dec decimals */
 qattn_num qattn_num_pct(double cos, int dec);  /* 100 cos, dec decimals */
 qattn_num qattn_num_pct1(double cos);          /* with its own decimals */
 qattn_num qattn_num_g3(double x);              /* 3 significant digits, m x 10^e when far from 1 */

@@ -53,12 +53,12 @@ typedef struct qattn_pub {
 /* One column of a table drawn straight from a study's CSV (the columns
  * table, qattn_paper_columns_table): its rows per model, the key factors
  * first, then these. */
-enum { QATTN_COL_INT, QATTN_COL_G3, QATTN_COL_SIGNED2, QATTN_COL_PTS };
+enum { QATTN_COL_INT, QATTN_COL_G3, QATTN_COL_SIGNED2, QATTN_COL_PTS, QATTN_COL_F4 };
 typedef struct qattn_column {
     const char *name;    /* CSV column */
     const char *head;    /* LaTeX column header */
-    int format;          /* QATTN_COL_*: integer, 3 significant digits, signed with 2 decimals, or
-                          * x 100 signed (cos in percentage points) */
+    int format;          /* QATTN_COL_*: integer, 3 significant digits, signed with 2 decimals,
+                          * x 100 signed (cos in percentage points), or 4 decimals (a loss) */
     const char *word;    /* macro \QA<abbrev><Model><key values><word> */
     const char *lo, *hi; /* CSV columns of its 95% interval, shown after it (macro <word>Ci), or NULL */
 } qattn_column;

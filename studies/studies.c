@@ -411,7 +411,7 @@ static const qattn_study_rec outliers = {
 
 /* --------------------------------------------------------- pareto-cells */
 
-static const char *const kernel_schemes[] = {"fp16",          "bf16",     "sage1-b",      "sage2-8b",
+static const char *const kernel_schemes[] = {"fp16",          "bf16",     "sage1-b",      "sage1-vb",     "sage2-8b",
                                              "sage2-8b-sm90", "sage2-4b", "fa3-fp8",      "ck-i8fp8bf16",
                                              "ck-i4fp8bf16",  "ck-fp8bf16", NULL};
 
@@ -554,8 +554,62 @@ static const qattn_study_rec dsv4 = {
     .figure_in = "dsv4/summary.csv",
 };
 
+/* ------------------------------------------------------------------ e2e */
+
+/* the rows of data/e2e_loss.py: the unquantized model, the presets, then the K-bias rows */
+static const char *const e2e_levels[] = {"none",
+                                         "fp16",
+                                         "bf16",
+                                         "sage1-b",
+                                         "sage1-vb",
+                                         "sage2-8b",
+                                         "sage2-8b-sm90",
+                                         "sage2-4b",
+                                         "fa3-fp8",
+                                         "ck-i8fp8bf16",
+                                         "ck-i4fp8bf16",
+                                         "ck-fp8bf16",
+                                         "sage2-8b-sm90-nosmooth",
+                                         "kbias8:sage2-8b-sm90",
+                                         "kbias8:sage2-8b-sm90-nosmooth",
+                                         "kbias8:fa3-fp8",
+                                         "kbias8:bf16",
+                                         NULL};
+
+static const qattn_column e2e_columns[] = {
+    {"loss", "loss [95\\% interval]", QATTN_COL_F4, "Loss", "loss_lo", "loss_hi"},
+    {"delta", "$\\Delta$ loss [paired 95\\% interval]", QATTN_COL_G3, "Delta", "delta_lo", "delta_hi"},
+    {"one_minus_cos", "$1-\\cos$ (activations)", QATTN_COL_G3, "OneMinusCos", NULL, NULL},
+    {NULL, NULL, 0, NULL, NULL, NULL}};
+
+static const char *const e2e_args[] = {"--cells", "{results}/pareto-cells/summary.csv", "--loss", "studies/results",
+                                       NULL};
+
+/* reads the pareto-cells summary: runs after it */
+static const qattn_study_rec e2e = {
+    .name = "e2e",
+    .summary = "study: held-out loss of the trained models with each scheme (GPU run), beside 1 - cos",
+    .nf = 1,
+    .factor = {{"scheme", e2e_levels, "scheme", "", NULL, NULL}},
+    .run = qattn_cmd_e2e,
+    .args = e2e_args,
+    .table_name = "e2e",
+    .input = "e2e/summary.csv",
+    .abbrev = "etoe",
+    .title = "End-to-end held-out loss",
+    .note = "Held-out loss (nats per token, 335 windows of 2048 tokens) of the model with its attention run "
+            "by each scheme on the GPU, retrained by the recipe that made the shipped activations; none: "
+            "unquantized (torch SDPA). $\\Delta$: the change from none, with the 95\\% interval of the "
+            "windows resampled in pairs. kbias8: K offset by 8 channel standard deviations (augmented; exact "
+            "attention does not change). $1-\\cos$: the scheme on the shipped activations (mean over heads).",
+    .table = qattn_paper_e2e_table,
+    .columns = e2e_columns,
+    .figure = "e2e",
+    .figure_in = "e2e/summary.csv",
+};
+
 /* ---------------------------------------------------------------------- */
 
 /* in run order: a study runs after those whose outputs it reads */
 const qattn_study_rec *const qattn_studies[] = {&granularity, &smoothing,    &pv,      &accumulator, &kbias,
-                                                &outliers,    &pareto_cells, &entropy, &kvcache, &dsv4, NULL};
+                                                &outliers,    &pareto_cells, &entropy, &kvcache, &dsv4, &e2e, NULL};

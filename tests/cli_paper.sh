@@ -20,7 +20,7 @@ hasnt() { if grep -qF -- "$2" "$1" 2>/dev/null; then bad "$1 has: $2"; else ok; 
 TABLES="$("$qattn" studies --tsv | awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
                                        $c["table"] != "-" { sub(/\.tex$/, "", $c["table"]); printf "%s ", $c["table"] }')tab_models"
 R=$dir/results
-mkdir -p "$R"/{granularity,smoothing,pv,accumulator,kbias,outliers,pareto,entropy,kvcache,dsv4}
+mkdir -p "$R"/{granularity,smoothing,pv,accumulator,kbias,outliers,pareto,entropy,kvcache,dsv4,e2e}
 SUMCOLS="n,cos_mean,cos_ci_lo,cos_ci_hi,cos_worst_head,cos_worst_layer,worst_layer,rel_l1_mean,rel_l1_ci_lo,rel_l1_ci_hi,rel_l1_worst_layer,rmse_mean,rmse_ci_lo,rmse_ci_hi,spec"
 MODELS="qattn-alpha qattn_beta"
 
@@ -109,6 +109,14 @@ write_fakes() {
       echo 'qattn-gamma,v4,dense,48,0.99985,0.99984,0.99987,0.99974,1.45e-04,1.35e-04,1.55e-04,2.55e-04,0.0144,0.0138,0.0149,0.02'
       echo 'qattn-gamma,e4m3-token,top64,48,0.9997,0.99967,0.99972,0.99936,3.02e-04,2.77e-04,3.30e-04,6.38e-04,0.0223,0.0214,0.0233,0.03'
     } >"$R/dsv4/summary.csv"
+    { echo "model,scheme,device,date,kbias,loss,loss_lo,loss_hi,delta,delta_lo,delta_hi,one_minus_cos"
+      echo 'qattn_beta,"none","NVIDIA H100",2026-11-27,0,2.6059,2.5488,2.6611,0,0,0,'
+      echo 'qattn_beta,"sage2-8b-sm90","NVIDIA H100",2026-11-27,0,2.6065,2.5494,2.6617,0.00062,0.00049,0.00074,2.1e-05'
+      echo 'qattn_beta,"sage2-4b","NVIDIA H100",2026-11-27,0,2.6382,2.5809,2.6936,0.03235,0.03118,0.0336,0.0011'
+      echo 'qattn_beta,"fa3-fp8","NVIDIA H100",2026-11-27,0,2.6095,2.5521,2.6647,0.00358,0.00326,0.00387,0.00024'
+      echo 'qattn_beta,"bf16","NVIDIA H100",2026-11-27,0,2.6059,2.5488,2.6611,0.00003,-0.00001,0.00008,1e-06'
+      echo 'qattn_beta,"kbias8:fa3-fp8","NVIDIA H100",2026-11-27,8,2.7656,2.7078,2.82,0.15972,0.15492,0.16491,'
+    } >"$R/e2e/summary.csv"
     { echo "model,file,layers,heads,kv_heads,tokens,head_dim,eval_loss,vocab_size,source,text_source,license"
       echo 'qattn_beta,data/beta.h5,3,8,2,4096,64,2.5312,32000,"trained here, 100% from scratch",TinyStories,CC-BY 4.0'
       echo 'qattn-alpha,data/alpha.h5,3,8,2,4096,128,3.01,32000,trained here,wikitext,MIT'
@@ -135,6 +143,14 @@ has "$N" '\newcommand{\QAModelAName}{qattn\_beta}'
 has "$N" '\newcommand{\QAModelBName}{qattn-{}alpha}'
 has "$N" '\newcommand{\QAmodelCount}{3}'  # qattn-gamma only in dsv4/summary.csv
 has "$N" '\newcommand{\QAModelAHeadDim}{64}'
+# e2e: the columns table and Spearman over the 4 schemes with 1 - cos (bf16 < sm90 < fa3 < 4b in both: 1)
+has "$N" '\newcommand{\QAetoeModelASageTwoEightBSmNinetyDelta}{\ensuremath{6.20\times10^{-4}}}'
+has "$N" '\newcommand{\QAetoeModelANoneLoss}{2.6059}'
+has "$N" '\newcommand{\QAetoeModelASpearman}{1.00}'
+has "$N" '\newcommand{\QAetoeModelASpearmanN}{4}'
+has "$N" '\newcommand{\QAetoeModelASpearmanWord}{orders them}'
+has "$N" '\newcommand{\QAetoeModelBSpearman}{n/a}'
+has "$N" '\newcommand{\QAetoeModelAKbiasEightFaThreeFpEightDelta}{0.160}'
 has "$N" '\newcommand{\QAModelASource}{trained here, 100\% from scratch}'
 # granularity: 0.99453 -> 99.45, its interval, in the table and the macros
 has "$G/tab_granularity.tex" '99.45 & [99.40, 99.51]'

@@ -744,4 +744,46 @@ expect_err "custom: --list --schemes nosuch (exit 0 before)" "nosuch" "" \
 expect_err "custom: unknown scheme" "nosuch" "$S/bad-custom" "$Q" smoothing --data "$A" --out "$S/bad-custom" \
     --schemes nosuch
 
+# ---- e2e: the held-out losses of a GPU run joined with the cells' 1 - cos;
+# the newest date of a model and scheme wins; Spearman's rho by hand ----
+E=$S/e2e
+mkdir -p "$E/loss/gpu-a" "$E/loss/gpu-b"
+HDR='device,date,model,scheme,loss,loss_lo,loss_hi,delta,delta_lo,delta_hi,kbias,spec'
+{
+    echo "$HDR"
+    for r in none,0 s1,0.01 s2,0.02 s3,0.03 s4,0.05 s5,0.04; do
+        echo "gpu A,2026-01-01,m1,${r%,*},2.5,2.4,2.6,${r#*,},0,0.1,0,x"
+    done
+    echo "gpu A,2026-01-01,m1,kbias8:s1,2.9,2.8,3,0.4,0.3,0.5,8,x"
+    echo "gpu A,2026-01-01,m2,s1,2.5,2.4,2.6,0.9,0,0.1,0,x"
+} >"$E/loss/gpu-a/e2e_loss.csv"
+{ echo "$HDR"; echo "gpu B,2026-02-01,m1,s5,2.5,2.4,2.6,0.06,0,0.1,0,x"; echo "gpu B,2025-12-01,m1,s4,9,9,9,9,9,9,0,x"; } \
+    >"$E/loss/gpu-b/e2e_loss.csv"
+printf 'model,label,cos_mean\nm1,s1,0.9\nm1,s2,0.8\nm1,s3,0.7\nm1,s4,0.6\nm1,s5,0.5\nm1,kbias8:s1,0.1\n' >"$E/cells.csv"
+if run_ok "e2e: joins two devices' files" "$Q" e2e --cells "$E/cells.csv" --loss "$E/loss" --out "$E/out"; then
+    check "e2e: summary header" header_is "$E/out/summary.csv" \
+        "model,scheme,device,date,kbias,loss,loss_lo,loss_hi,delta,delta_lo,delta_hi,one_minus_cos"
+    check "e2e: the models of the cells file only (7 rows of m1)" [ "$(nrows "$E/out/summary.csv")" -eq 7 ]
+    check "e2e: the newer date wins, the older is ignored" \
+        grep -q '^m1,"s5","gpu B",2026-02-01,0,2.5,2.4,2.6,0.06,0,0.1,0.5$' "$E/out/summary.csv"
+    check "e2e: s4 from the older file is not taken" grep -q '^m1,"s4","gpu A",.*,0.05,0,0.1,0.4$' "$E/out/summary.csv"
+    check "e2e: none has no 1 - cos" grep -q '^m1,"none",.*,0,0,0.1,$' "$E/out/summary.csv"
+    # x = 0.1..0.5 ranks 1..5, delta ranks 1 2 3 4 5 with s4 (0.05) and s5 (0.06): rho = 1;
+    # without the K-bias row and without none
+    check "e2e: corr.csv" [ "$(cat "$E/out/corr.csv")" == $'model,n,spearman\nm1,5,1.0000' ]
+fi
+sed -i 's/^gpu B,2026-02-01,m1,s5,2.5,2.4,2.6,0.06/gpu B,2026-02-01,m1,s5,2.5,2.4,2.6,0.035/' "$E/loss/gpu-b/e2e_loss.csv"
+if run_ok "e2e: rerun" "$Q" e2e --cells "$E/cells.csv" --loss "$E/loss" --out "$E/out"; then
+    # delta ranks 1 2 3 5 4 against 1..5: rho = 1 - 6 * 2 / (5 * 24) = 0.9
+    check "e2e: Spearman 0.9 by hand" grep -q '^m1,5,0.9000$' "$E/out/corr.csv"
+fi
+cp -r "$E/loss" "$E/bad1" && sed -i '2s/,2.5,2.4,/,nan,2.4,/' "$E/bad1/gpu-a/e2e_loss.csv"
+expect_err "e2e: a loss that is not finite" "loss is not a finite number" "$S/bad-e2e" \
+    "$Q" e2e --cells "$E/cells.csv" --loss "$E/bad1" --out "$S/bad-e2e"
+cp -r "$E/loss" "$E/bad2" && sed -i '1s/,kbias,/,k_bias,/' "$E/bad2/gpu-b/e2e_loss.csv"
+expect_err "e2e: a file without kbias" "kbias" "$S/bad-e2e" "$Q" e2e --cells "$E/cells.csv" --loss "$E/bad2" --out "$S/bad-e2e"
+expect_err "e2e: no cells file" "nope.csv" "$S/bad-e2e" "$Q" e2e --cells "$E/nope.csv" --loss "$E/loss" --out "$S/bad-e2e"
+expect_err "e2e: no --loss" "--loss" "$S/bad-e2e" "$Q" e2e --cells "$E/cells.csv" --out "$S/bad-e2e"
+check "e2e: a failed run left the earlier outputs" grep -q '^m1,5,0.9000$' "$E/out/corr.csv"
+
 lib_finish
