@@ -128,33 +128,37 @@ const char *qattn_lib_scheme_out(const char *scheme)
 }
 
 #ifdef QATTN_LIB_WITH_KERNELS
-/* the plans of recent call shapes: a call whose shape, strides, dtype, scheme, mask, scale and
- * device match a cached plan moves it onto its tensors and workspace (qattn_kernels_plan_rebase)
- * instead of dispatching and filling again */
-#define LIB_PLAN_CACHE 16
+/* Prepared calls: one entry per call shape (shapes, strides, dtype, scheme, mask, scale, device).
+ * A handle is the entry's index and generation; an entry taken over by another shape (the least
+ * recently used, when all are in use) makes old handles stale. Its plan, once a run made it,
+ * moves onto each run's tensors and workspace (qattn_kernels_plan_rebase) instead of being
+ * dispatched and filled again. */
+#define LIB_PREP_BITS 8
+#define LIB_PREP_MAX (1 << LIB_PREP_BITS)
 typedef struct lib_key {
     char scheme[512], mask[64], dtype[8];
     double scale;
     int nseq, hq, hkv, d, seqlen_q, seqlen_k, cc, lse, varlen;
     int64_t st[4][3], tokens_q, tokens_k;
 } lib_key;
-typedef struct lib_entry {
-    int used;
+typedef struct lib_prep {
+    int used, have_plan;
+    unsigned gen;
     unsigned long stamp;
     lib_key key;
+    qattn_scheme s;
+    qattn_kernels_problem pb;
+    qattn_kernels_io io; /* have_plan: the tensors and workspace the plan points at; else no tensors */
     qattn_kernels_plan plan;
-    qattn_kernels_io io; /* the tensors and workspace the plan points at */
-} lib_entry;
-static lib_entry lib_cache[LIB_PLAN_CACHE];
+} lib_prep;
+static lib_prep lib_preps[LIB_PREP_MAX];
 static unsigned long lib_clock;
 static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int qattn_lib_gpu_attention(const char *scheme, const char *mask, double scale, const char *dtype, int nseq, int hq,
-                            int hkv, int d, int seqlen_q, int seqlen_k, const void *q, const int64_t *q_st,
-                            const void *k, const int64_t *k_st, const void *v, const int64_t *v_st, void *o,
-                            const int64_t *o_st, float *lse, const int *cu_q, const int *cu_k, int64_t tokens_q,
-                            int64_t tokens_k, void *workspace, size_t *ws_bytes, void *stream, char *err,
-                            size_t errlen)
+int qattn_lib_gpu_prepare(const char *scheme, const char *mask, double scale, const char *dtype, int nseq, int hq,
+                          int hkv, int d, int seqlen_q, int seqlen_k, const int64_t *q_st, const int64_t *k_st,
+                          const int64_t *v_st, const int64_t *o_st, int lse, int varlen, int64_t tokens_q,
+                          int64_t tokens_k, size_t *ws_bytes, char *err, size_t errlen)
 {
     qattn_err e = {{0}};
     qattn_scheme s;
@@ -169,29 +173,22 @@ int qattn_lib_gpu_attention(const char *scheme, const char *mask, double scale, 
     if (!rc && (nseq <= 0 || hq <= 0 || hkv <= 0 || d <= 0 || seqlen_q <= 0 || seqlen_k <= 0 || hq % hkv))
         rc = qattn_err_set(&e, QATTN_ERR_ARG, "gpu attention: shape nseq %d, heads %d / %d, d %d, lengths %d / %d",
                            nseq, hq, hkv, d, seqlen_q, seqlen_k);
-    if (!rc && (!ws_bytes || !q_st || !k_st || !v_st || !o_st || (!!cu_q != !!cu_k)))
-        rc = qattn_err_set(&e, QATTN_ERR_ARG, "gpu attention: missing strides, workspace size or one of cu_q / cu_k");
+    if (!rc && (!ws_bytes || !q_st || !k_st || !v_st || !o_st))
+        rc = qattn_err_set(&e, QATTN_ERR_ARG, "gpu attention: missing strides or workspace size");
     if (rc)
         return lib_fail(rc, &e, err, errlen);
     pb.nseq = nseq, pb.hq = hq, pb.hkv = hkv, pb.d = d, pb.seqlen_q = seqlen_q, pb.seqlen_k = seqlen_k;
-    pb.varlen = cu_q != NULL, pb.lse = lse != NULL, pb.scale = scale;
+    pb.varlen = varlen != 0, pb.lse = lse != 0, pb.scale = scale;
     qattn_kernels_io io;
     memset(&io, 0, sizeof io);
-    io.q = (qattn_kernels_tensor){(void *)q, q_st[0], q_st[1], q_st[2]};
-    io.k = (qattn_kernels_tensor){(void *)k, k_st[0], k_st[1], k_st[2]};
-    io.v = (qattn_kernels_tensor){(void *)v, v_st[0], v_st[1], v_st[2]};
-    io.o = (qattn_kernels_tensor){o, o_st[0], o_st[1], o_st[2]};
-    io.lse = lse;
+    io.q = (qattn_kernels_tensor){NULL, q_st[0], q_st[1], q_st[2]};
+    io.k = (qattn_kernels_tensor){NULL, k_st[0], k_st[1], k_st[2]};
+    io.v = (qattn_kernels_tensor){NULL, v_st[0], v_st[1], v_st[2]};
+    io.o = (qattn_kernels_tensor){NULL, o_st[0], o_st[1], o_st[2]};
     io.ws_mode = 1;
-    io.cu_seqlens_q_dev = cu_q, io.cu_seqlens_k_dev = cu_k;
     io.tokens_q = tokens_q, io.tokens_k = tokens_k;
-    if (!workspace) {
-        rc = qattn_kernels_plan_workspace(&s, &pb, &io, ws_bytes, &e);
-        return rc ? lib_fail(rc, &e, err, errlen) : QATTN_OK;
-    }
-    if (!q || !k || !v || !o)
-        return lib_fail(qattn_err_set(&e, QATTN_ERR_ARG, "gpu attention: q, k, v and o are required"), &e, err, errlen);
-    io.workspace = workspace, io.ws_bytes = *ws_bytes;
+    if ((rc = qattn_kernels_plan_workspace(&s, &pb, &io, ws_bytes, &e)))
+        return lib_fail(rc, &e, err, errlen);
     lib_key key;
     memset(&key, 0, sizeof key);
     snprintf(key.scheme, sizeof key.scheme, "%s", scheme);
@@ -199,38 +196,108 @@ int qattn_lib_gpu_attention(const char *scheme, const char *mask, double scale, 
     snprintf(key.dtype, sizeof key.dtype, "%s", dtype);
     key.scale = scale, key.nseq = nseq, key.hq = hq, key.hkv = hkv, key.d = d;
     key.seqlen_q = seqlen_q, key.seqlen_k = seqlen_k, key.cc = qattn_kernels_dev_cc();
-    key.lse = lse != NULL, key.varlen = cu_q != NULL, key.tokens_q = tokens_q, key.tokens_k = tokens_k;
+    key.lse = lse != 0, key.varlen = varlen != 0, key.tokens_q = tokens_q, key.tokens_k = tokens_k;
     const int64_t *sts[4] = {q_st, k_st, v_st, o_st};
     for (int i = 0; i < 4; i++)
         memcpy(key.st[i], sts[i], sizeof key.st[i]);
-    qattn_kernels_plan pl;
-    int hit = 0;
     pthread_mutex_lock(&lib_lock);
-    lib_entry *slot = &lib_cache[0];
-    for (int i = 0; i < LIB_PLAN_CACHE; i++) {
-        lib_entry *c = &lib_cache[i];
+    int slot = 0;
+    for (int i = 0; i < LIB_PREP_MAX; i++) {
+        lib_prep *c = &lib_preps[i];
         if (c->used && !memcmp(&c->key, &key, sizeof key)) {
-            pl = c->plan;
-            rc = qattn_kernels_plan_rebase(&pl, &c->io, &io, &e);
-            hit = 1, slot = c;
-            break;
+            slot = i;
+            goto found;
         }
-        if (!c->used || c->stamp < slot->stamp)
-            slot = c; /* a free slot, else the least recently used */
+        if (!c->used || (lib_preps[slot].used && c->stamp < lib_preps[slot].stamp))
+            slot = i; /* a free entry, else the least recently used */
     }
+    lib_prep *c = &lib_preps[slot];
+    c->used = 1, c->have_plan = 0, c->gen++, c->key = key, c->s = s, c->pb = pb, c->io = io;
+found:
+    lib_preps[slot].stamp = ++lib_clock;
+    int h = (int)(((lib_preps[slot].gen & 0x7fffffu) << LIB_PREP_BITS) | (unsigned)slot);
     pthread_mutex_unlock(&lib_lock);
-    if (!hit)
-        rc = qattn_kernels_plan_init(&pl, &s, &pb, &io, &e);
+    return h;
+}
+
+int qattn_lib_gpu_run(int handle, const void *q, const void *k, const void *v, void *o, float *lse,
+                      const int *cu_q, const int *cu_k, void *workspace, size_t ws_bytes, void *stream, char *err,
+                      size_t errlen)
+{
+    qattn_err e = {{0}};
+    if (handle < 0)
+        return lib_fail(qattn_err_set(&e, QATTN_ERR_ARG, "gpu attention: no prepared call %d", handle), &e, err,
+                        errlen);
+    const int slot = handle & (LIB_PREP_MAX - 1);
+    const unsigned gen = (unsigned)handle >> LIB_PREP_BITS;
+    lib_prep *c = &lib_preps[slot];
+    qattn_scheme s;
+    qattn_kernels_problem pb;
+    qattn_kernels_io io, was;
+    qattn_kernels_plan pl;
+    int have;
+    pthread_mutex_lock(&lib_lock);
+    if (!c->used || (c->gen & 0x7fffffu) != gen) {
+        pthread_mutex_unlock(&lib_lock);
+        snprintf(err, errlen, "gpu attention: prepared call %d was replaced by another shape", handle);
+        return QATTN_LIB_STALE;
+    }
+    c->stamp = ++lib_clock;
+    s = c->s, pb = c->pb, was = c->io, have = c->have_plan;
+    if (have)
+        pl = c->plan;
+    pthread_mutex_unlock(&lib_lock);
+    int rc = QATTN_OK;
+    if (!q || !k || !v || !o || !workspace)
+        rc = qattn_err_set(&e, QATTN_ERR_ARG, "gpu attention: q, k, v, o and the workspace are required");
+    else if (!!lse != pb.lse || (!!cu_q != pb.varlen) || (!!cu_k != pb.varlen))
+        rc = qattn_err_set(&e, QATTN_ERR_ARG, "gpu attention: lse and cu_seqlens as prepared (lse %d, varlen %d)",
+                           pb.lse, pb.varlen);
+    if (rc)
+        return lib_fail(rc, &e, err, errlen);
+    io = was;
+    io.q.data = (void *)q, io.k.data = (void *)k, io.v.data = (void *)v, io.o.data = o, io.lse = lse;
+    io.cu_seqlens_q_dev = cu_q, io.cu_seqlens_k_dev = cu_k;
+    io.workspace = workspace, io.ws_bytes = ws_bytes;
+    rc = have ? qattn_kernels_plan_rebase(&pl, &was, &io, &e) : qattn_kernels_plan_init(&pl, &s, &pb, &io, &e);
     if (!rc)
         rc = qattn_kernels_plan_quantize(&pl, stream, 0, &e);
     if (!rc)
         rc = qattn_kernels_plan_attend(&pl, stream, &e);
     if (!rc) {
         pthread_mutex_lock(&lib_lock);
-        slot->used = 1, slot->stamp = ++lib_clock, slot->key = key, slot->plan = pl, slot->io = io;
+        if (c->used && (c->gen & 0x7fffffu) == gen)
+            c->plan = pl, c->io = io, c->have_plan = 1;
         pthread_mutex_unlock(&lib_lock);
     }
     return rc ? lib_fail(rc, &e, err, errlen) : QATTN_OK;
+}
+
+int qattn_lib_gpu_attention(const char *scheme, const char *mask, double scale, const char *dtype, int nseq, int hq,
+                            int hkv, int d, int seqlen_q, int seqlen_k, const void *q, const int64_t *q_st,
+                            const void *k, const int64_t *k_st, const void *v, const int64_t *v_st, void *o,
+                            const int64_t *o_st, float *lse, const int *cu_q, const int *cu_k, int64_t tokens_q,
+                            int64_t tokens_k, void *workspace, size_t *ws_bytes, void *stream, char *err,
+                            size_t errlen)
+{
+    qattn_err e = {{0}};
+    if (!!cu_q != !!cu_k || !ws_bytes)
+        return lib_fail(qattn_err_set(&e, QATTN_ERR_ARG, "gpu attention: one of cu_q / cu_k, or no workspace size"),
+                        &e, err, errlen);
+    size_t need = 0;
+    int h, rc;
+    do { /* again when another thread took the entry between the two calls */
+        h = qattn_lib_gpu_prepare(scheme, mask, scale, dtype, nseq, hq, hkv, d, seqlen_q, seqlen_k, q_st, k_st, v_st,
+                                  o_st, lse != NULL, cu_q != NULL, tokens_q, tokens_k, &need, err, errlen);
+        if (h < 0)
+            return h;
+        if (!workspace) {
+            *ws_bytes = need;
+            return QATTN_OK;
+        }
+        rc = qattn_lib_gpu_run(h, q, k, v, o, lse, cu_q, cu_k, workspace, *ws_bytes, stream, err, errlen);
+    } while (rc == QATTN_LIB_STALE);
+    return rc;
 }
 
 size_t qattn_lib_kernel_count(void) { return qattn_kernels_count(); }
@@ -271,6 +338,33 @@ char *qattn_lib_kernel_describe(size_t i, char *buf, size_t len)
     return buf;
 }
 const char *qattn_lib_kernel_backend(void) { return "none"; }
+static int lib_no_kernels(char *err, size_t errlen)
+{
+    qattn_err e = {{0}};
+    return lib_fail(qattn_err_set(&e, QATTN_ERR_ARG, "gpu attention: this libqattn was built without GPU kernels"),
+                    &e, err, errlen);
+}
+
+int qattn_lib_gpu_prepare(const char *scheme, const char *mask, double scale, const char *dtype, int nseq, int hq,
+                          int hkv, int d, int seqlen_q, int seqlen_k, const int64_t *q_st, const int64_t *k_st,
+                          const int64_t *v_st, const int64_t *o_st, int lse, int varlen, int64_t tokens_q,
+                          int64_t tokens_k, size_t *ws_bytes, char *err, size_t errlen)
+{
+    (void)scheme, (void)mask, (void)scale, (void)dtype, (void)nseq, (void)hq, (void)hkv, (void)d, (void)seqlen_q;
+    (void)seqlen_k, (void)q_st, (void)k_st, (void)v_st, (void)o_st, (void)lse, (void)varlen, (void)tokens_q;
+    (void)tokens_k, (void)ws_bytes;
+    return lib_no_kernels(err, errlen);
+}
+
+int qattn_lib_gpu_run(int handle, const void *q, const void *k, const void *v, void *o, float *lse,
+                      const int *cu_q, const int *cu_k, void *workspace, size_t ws_bytes, void *stream, char *err,
+                      size_t errlen)
+{
+    (void)handle, (void)q, (void)k, (void)v, (void)o, (void)lse, (void)cu_q, (void)cu_k, (void)workspace;
+    (void)ws_bytes, (void)stream;
+    return lib_no_kernels(err, errlen);
+}
+
 int qattn_lib_gpu_attention(const char *scheme, const char *mask, double scale, const char *dtype, int nseq, int hq,
                             int hkv, int d, int seqlen_q, int seqlen_k, const void *q, const int64_t *q_st,
                             const void *k, const int64_t *k_st, const void *v, const int64_t *v_st, void *o,
@@ -281,8 +375,6 @@ int qattn_lib_gpu_attention(const char *scheme, const char *mask, double scale, 
     (void)scheme, (void)mask, (void)scale, (void)dtype, (void)nseq, (void)hq, (void)hkv, (void)d, (void)seqlen_q;
     (void)seqlen_k, (void)q, (void)q_st, (void)k, (void)k_st, (void)v, (void)v_st, (void)o, (void)o_st, (void)lse;
     (void)cu_q, (void)cu_k, (void)tokens_q, (void)tokens_k, (void)workspace, (void)ws_bytes, (void)stream;
-    qattn_err e = {{0}};
-    return lib_fail(qattn_err_set(&e, QATTN_ERR_ARG, "gpu attention: this libqattn was built without GPU kernels"),
-                    &e, err, errlen);
+    return lib_no_kernels(err, errlen);
 }
 #endif

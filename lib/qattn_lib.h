@@ -58,6 +58,20 @@ int qattn_lib_gpu_attention(const char *scheme, const char *mask, double scale, 
                             const int64_t *o_st, float *lse, const int *cu_q, const int *cu_k, int64_t tokens_q,
                             int64_t tokens_k, void *workspace, size_t *ws_bytes, void *stream, char *err,
                             size_t errlen);
+/* The same call in two steps, for callers that repeat a call shape (the
+ * Python package): prepare takes everything but the pointers (lse and varlen
+ * as flags), returns a handle >= 0 and the workspace bytes, or a negative
+ * QATTN_ERR_*; run takes the pointers (lse, cu_q, cu_k given as prepared)
+ * and returns 0, a negative QATTN_ERR_*, or QATTN_LIB_STALE when the handle's
+ * entry was taken by another call shape since (LRU of 256): prepare again. */
+#define QATTN_LIB_STALE 1
+int qattn_lib_gpu_prepare(const char *scheme, const char *mask, double scale, const char *dtype, int nseq, int hq,
+                          int hkv, int d, int seqlen_q, int seqlen_k, const int64_t *q_st, const int64_t *k_st,
+                          const int64_t *v_st, const int64_t *o_st, int lse, int varlen, int64_t tokens_q,
+                          int64_t tokens_k, size_t *ws_bytes, char *err, size_t errlen);
+int qattn_lib_gpu_run(int handle, const void *q, const void *k, const void *v, void *o, float *lse,
+                      const int *cu_q, const int *cu_k, void *workspace, size_t ws_bytes, void *stream, char *err,
+                      size_t errlen);
 /* the scheme's output type name ("bf16", "fp16", "fp32"), or NULL for a bad spec */
 const char *qattn_lib_scheme_out(const char *scheme);
 

@@ -15,6 +15,7 @@ cu_seqlens = [0, n0, n0 + n1, ...] over the N tokens (N == Nk).
 """
 import collections
 import ctypes
+import threading
 
 import numpy as np
 
@@ -171,15 +172,8 @@ def reference(q, k, v, causal=False, mask=None, scale=None, layout="bhnd", cu_se
 
 
 _TORCH_DTYPE_NAMES = {"float16": b"fp16", "bfloat16": b"bf16", "float32": b"fp32"}
-_plans = {}  # a call's shape, dtype, strides, scheme -> (output dtype, strides, workspace bytes)
+_plans = {}  # a call's arguments, shapes, strides, dtypes, devices -> its _Plan
 _workspaces = {}  # (device index, raw stream) -> a uint8 CUDA tensor, grown to the largest call's need
-
-
-def _raw_stream(torch, dev):
-    """torch's current stream on device index dev as an integer handle; the private accessor
-    costs a fraction of torch.cuda.current_stream()'s microseconds"""
-    get = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return get(dev) if get is not None else torch.cuda.current_stream(dev).cuda_stream
 
 
 def _workspace(torch, dev, stream, nbytes):
@@ -218,26 +212,104 @@ def attention(q, k, v, scheme="sage2-8b-sm90", causal=False, mask=None, scale=No
     return_lse the natural-log LSE [B, Hq, N] (varlen: [Hq, Tq]) in fp32.
     A scheme or problem no instance takes raises QattnError naming the
     property."""
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    # a call shape seen before skips the checks: the key holds everything they looked at
+    try:
+        key = (scheme, causal, mask, scale, layout, return_lse, varlen, max_seqlen_q, max_seqlen_k,
+               cu_seqlens_q.shape if varlen else None, q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(),
+               q.dtype, k.dtype, v.dtype, q.get_device(), k.get_device(), v.get_device())
+        plan = _plans.get(key)
+    except (AttributeError, TypeError):  # not tensors, or an unhashable argument: the checks say which
+        key, plan = None, None
+    if plan is None:
+        plan = _prepare(q, k, v, scheme, causal, mask, scale, layout, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                        max_seqlen_k, return_lse, varlen)
+        if key is not None:
+            _plans[key] = plan
+    torch = _torch
+    if varlen:
+        cu_q, cu_k = (c.to(device=q.device, dtype=torch.int32).contiguous() for c in (cu_seqlens_q, cu_seqlens_k))
+        cuq_p, cuk_p = cu_q.data_ptr(), cu_k.data_ptr()
+    else:
+        cuq_p = cuk_p = None
+    dev = plan.dev
+    stream = _stream_of(dev)
+    o = q.new_empty(q.shape, dtype=plan.out_dtype)
+    lse = q.new_empty(plan.lse_shape, dtype=torch.float32) if return_lse else None
+    ws = _workspaces.get((dev, stream))
+    if ws is None or ws.numel() < plan.ws_bytes:
+        ws = _workspace(torch, dev, stream, plan.ws_bytes)
+    err = _errbuf_tls()
+    rc = _L.qattn_lib_gpu_run(plan.handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                              lse.data_ptr() if return_lse else None, cuq_p, cuk_p, ws.data_ptr(), ws.numel(), stream,
+                              err, 512)
+    if rc == _STALE:  # its entry went to another call shape (more than the library keeps): prepare again
+        plan.handle, plan.ws_bytes = _prepare_handle(plan.prep)
+        rc = _L.qattn_lib_gpu_run(plan.handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                                  lse.data_ptr() if return_lse else None, cuq_p, cuk_p, ws.data_ptr(), ws.numel(),
+                                  stream, err, 512)
+    if rc != 0:
+        raise QattnError(err.value.decode())
+    if return_lse and not varlen:
+        lse = lse.view(plan.lse_shape[0], plan.nseq, -1).permute(1, 0, 2)
+    return (o, lse) if return_lse else o
+
+
+_STALE = 1  # QATTN_LIB_STALE
+_tls = threading.local()
+_torch = None
+_stream_of = None  # device index -> torch's current stream there, as an integer handle
+
+
+class _Plan:
+    __slots__ = ("handle", "out_dtype", "ws_bytes", "lse_shape", "nseq", "dev", "prep")
+
+
+def _errbuf_tls():
+    b = getattr(_tls, "err", None)
+    if b is None:
+        b = _tls.err = ctypes.create_string_buffer(512)
+    return b
+
+
+def _prepare_handle(prep):
+    err, wsb = _errbuf(), ctypes.c_size_t(0)
+    h = _L.qattn_lib_gpu_prepare(*prep, ctypes.byref(wsb), err, len(err))
+    if h < 0:
+        raise QattnError(err.value.decode())
+    return h, wsb.value
+
+
+def _prepare(q, k, v, scheme, causal, mask, scale, layout, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+             return_lse, varlen):
+    """Every check of a call shape, then its prepared call in libqattn"""
+    global _torch, _stream_of
     try:
         import torch
     except ImportError:
         raise QattnError("attention runs on torch CUDA tensors and torch is not installed "
                          "(emulate() takes numpy arrays)") from None
+    _torch = torch
+    # the private accessor costs a fraction of torch.cuda.current_stream()'s microseconds
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    _stream_of = raw if raw is not None else (lambda dev: torch.cuda.current_stream(dev).cuda_stream)
     if not all(isinstance(x, torch.Tensor) and x.is_cuda for x in (q, k, v)):
         raise QattnError("attention runs on torch CUDA tensors (emulate() takes CPU arrays)")
+    if not (q.device == k.device == v.device):
+        raise QattnError("q, k, v must be on one device (got %s, %s, %s)" % (q.device, k.device, v.device))
     if layout not in ("bhnd", "bnhd"):
         raise QattnError("layout must be 'bhnd' or 'bnhd', not %r" % (layout,))
     if not (q.dtype == k.dtype == v.dtype) or str(q.dtype).split(".")[-1] not in _TORCH_DTYPE_NAMES:
         raise QattnError("q, k, v must share one dtype of float16, bfloat16, float32 (got %s, %s, %s)"
                          % (q.dtype, k.dtype, v.dtype))
-    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     if varlen:
         if cu_seqlens_q is None or cu_seqlens_k is None or max_seqlen_q is None or max_seqlen_k is None:
             raise QattnError("varlen needs cu_seqlens_q, cu_seqlens_k, max_seqlen_q and max_seqlen_k")
         if q.dim() != 3 or k.dim() != 3 or v.dim() != 3:
             raise QattnError("varlen takes q [Tq, Hq, d], k and v [Tk, Hkv, d]")
-        cu_q, cu_k = (c.to(device=q.device, dtype=torch.int32).contiguous() for c in (cu_seqlens_q, cu_seqlens_k))
-        nseq, hq, hkv, d = cu_q.numel() - 1, q.shape[1], k.shape[1], q.shape[2]
+        nseq, hq, hkv, d = cu_seqlens_q.numel() - 1, q.shape[1], k.shape[1], q.shape[2]
+        if cu_seqlens_k.numel() != nseq + 1:
+            raise QattnError("cu_seqlens_q and cu_seqlens_k must have the same length")
         sq, sk, tq, tk = int(max_seqlen_q), int(max_seqlen_k), q.shape[0], k.shape[0]
     else:
         if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
@@ -246,7 +318,6 @@ def attention(q, k, v, scheme="sage2-8b-sm90", causal=False, mask=None, scale=No
         nseq, hq, hkv, d = q.shape[0], q.shape[hi], k.shape[hi], q.shape[3]
         sq, sk = q.shape[ni], k.shape[ni]
         tq, tk = nseq * sq, nseq * sk
-        cu_q = cu_k = None
     if k.shape != v.shape:
         raise QattnError("k %s and v %s must have the same shape" % (tuple(k.shape), tuple(v.shape)))
     sc = 0.0 if scale is None else float(scale)
@@ -254,39 +325,16 @@ def attention(q, k, v, scheme="sage2-8b-sm90", causal=False, mask=None, scale=No
         raise QattnError("scale must be positive, got %r" % (scale,))
     sch, msk = _bytes(scheme, "scheme"), _mask_spec(causal, mask)
     dt = _TORCH_DTYPE_NAMES[str(q.dtype).split(".")[-1]]
-    key = (sch, msk, sc, dt, nseq, hq, hkv, d, sq, sk, varlen, return_lse, tq, tk, q.stride(), k.stride(),
-           v.stride(), layout, q.device.index)
-    plan = _plans.get(key)
-    if plan is None:  # once per call shape: the output type, the strides, the workspace size
-        out_name = _L.qattn_lib_scheme_out(sch)
-        if out_name is None:
-            parse(scheme)  # raises with the parser's message
-        out_dtype = {b"fp16": torch.float16, b"bf16": torch.bfloat16, b"fp32": torch.float32}[out_name]
-        o_st = _strides(torch.empty(0, device="meta").new_empty(q.shape, dtype=out_dtype), layout, varlen)
-        st = [(ctypes.c_int64 * 3)(*x) for x in (_strides(q, layout, varlen), _strides(k, layout, varlen),
-                                                  _strides(v, layout, varlen), o_st)]
-        err, wsb = _errbuf(), ctypes.c_size_t(0)
-        rc = _L.qattn_lib_gpu_attention(sch, msk, sc, dt, nseq, hq, hkv, d, sq, sk, None, st[0], None, st[1], None,
-                                        st[2], None, st[3], 1 if return_lse else None, 1 if varlen else None,
-                                        1 if varlen else None, tq, tk, None, ctypes.byref(wsb), None, err, len(err))
-        if rc != 0:
-            raise QattnError(err.value.decode())
-        plan = (out_dtype, st, wsb.value)
-        _plans[key] = plan
-    out_dtype, st, wsb = plan
-    dev = q.device.index
-    stream = _raw_stream(torch, dev)
-    o = torch.empty(q.shape, dtype=out_dtype, device=q.device)
-    lse = torch.empty((hq, tq), dtype=torch.float32, device=q.device) if return_lse else None
-    ws = _workspace(torch, dev, stream, wsb)
-    err, wsz = _errbuf(), ctypes.c_size_t(ws.numel())
-    rc = _L.qattn_lib_gpu_attention(sch, msk, sc, dt, nseq, hq, hkv, d, sq, sk, q.data_ptr(), st[0], k.data_ptr(),
-                                    st[1], v.data_ptr(), st[2], o.data_ptr(), st[3],
-                                    lse.data_ptr() if return_lse else None, cu_q.data_ptr() if varlen else None,
-                                    cu_k.data_ptr() if varlen else None, tq, tk, ws.data_ptr(), ctypes.byref(wsz),
-                                    stream, err, len(err))
-    if rc != 0:
-        raise QattnError(err.value.decode())
-    if return_lse and not varlen:
-        lse = lse.view(hq, nseq, sq).permute(1, 0, 2)
-    return (o, lse) if return_lse else o
+    out_name = _L.qattn_lib_scheme_out(sch)
+    if out_name is None:
+        parse(scheme)  # raises with the parser's message
+    out_dtype = {b"fp16": torch.float16, b"bf16": torch.bfloat16, b"fp32": torch.float32}[out_name]
+    o_st = _strides(torch.empty(0, device="meta").new_empty(q.shape, dtype=out_dtype), layout, varlen)
+    st = [(ctypes.c_int64 * 3)(*x) for x in (_strides(q, layout, varlen), _strides(k, layout, varlen),
+                                              _strides(v, layout, varlen), o_st)]
+    plan = _Plan()
+    plan.prep = (sch, msk, sc, dt, nseq, hq, hkv, d, sq, sk, st[0], st[1], st[2], st[3], 1 if return_lse else 0,
+                 1 if varlen else 0, tq, tk)
+    plan.handle, plan.ws_bytes = _prepare_handle(plan.prep)
+    plan.out_dtype, plan.lse_shape, plan.nseq, plan.dev = out_dtype, (hq, tq), nseq, q.device.index
+    return plan

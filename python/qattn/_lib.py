@@ -55,6 +55,12 @@ def load():
                                             [vp, strides, vp, strides, vp, strides, vp, strides, vp, vp, vp,
                                              _c.c_int64, _c.c_int64, vp, _c.POINTER(_sz), vp, _c.c_char_p, _sz])
     lib.qattn_lib_gpu_attention.restype = _c.c_int
+    lib.qattn_lib_gpu_prepare.argtypes = ([_c.c_char_p, _c.c_char_p, _c.c_double, _c.c_char_p] + [_c.c_int] * 6 +
+                                          [strides] * 4 + [_c.c_int, _c.c_int, _c.c_int64, _c.c_int64,
+                                                           _c.POINTER(_sz), _c.c_char_p, _sz])
+    lib.qattn_lib_gpu_prepare.restype = _c.c_int
+    lib.qattn_lib_gpu_run.argtypes = [_c.c_int, vp, vp, vp, vp, vp, vp, vp, vp, _sz, vp, _c.c_char_p, _sz]
+    lib.qattn_lib_gpu_run.restype = _c.c_int
     lib.qattn_lib_scheme_out.argtypes = [_c.c_char_p]
     lib.qattn_lib_scheme_out.restype = _c.c_char_p
     lib.path = path
