@@ -22,17 +22,20 @@ except ImportError:
     HAVE_CUDA = False
 
 
-def median_batch_us(f, batch=20, batches=40):
-    """median host microseconds a call of f over batches of calls, synchronised between batches"""
-    t = []
+def median_batch_us(fs, batch=20, batches=60):
+    """per function of fs, the median host microseconds a call over batches of calls, the
+    functions' batches interleaved (so that the machine's drift touches all alike) and
+    synchronised between batches"""
+    t = [[] for _ in fs]
     for _ in range(batches):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(batch):
-            f()
-        t.append((time.perf_counter() - t0) / batch * 1e6)
+        for i, f in enumerate(fs):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(batch):
+                f()
+            t[i].append((time.perf_counter() - t0) / batch * 1e6)
     torch.cuda.synchronize()
-    return float(np.median(t))
+    return [float(np.median(x)) for x in t]
 
 
 def close(o, oe, what, tol_err=0.02, tol_cos=0.99999):
@@ -121,9 +124,9 @@ class Gpu(unittest.TestCase):
         print("qattn.attention: %.1f us of host time a call, %.1f us a call on the GPU (%s)"
               % (host, gpu, torch.cuda.get_device_name()))  # measured, reported: no timed assertion
         # Host cost without the GPU's back-pressure: batches of 20 calls (about 100 launches, far from
-        # filling the launch queue), timed between synchronisations, median over 40 batches. The C plan
-        # alone: its prepared call through ctypes with fixed arguments, less a call that fails at once
-        # (what a 13-argument ctypes call costs).
+        # filling the launch queue), timed between synchronisations, median over 60 batches of each,
+        # interleaved. The C plan alone: its prepared call through ctypes with fixed arguments, less a
+        # call that fails at once (what a 13-argument ctypes call costs).
         L, plan = qattn._L, next(p for p in qattn._plans.values() if p.lse_shape == (8, 256))
         o = torch.empty_like(q, dtype=plan.out_dtype)
         ws = torch.empty(max(plan.ws_bytes, 1), dtype=torch.uint8, device="cuda")
@@ -131,9 +134,9 @@ class Gpu(unittest.TestCase):
         args = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), None, None, None, ws.data_ptr(), ws.numel(),
                 stream, err, 512)
         self.assertEqual(L.qattn_lib_gpu_run(plan.handle, *args), 0, err.value)
-        full = median_batch_us(lambda: qattn.attention(q, k, v))
-        raw = median_batch_us(lambda: L.qattn_lib_gpu_run(plan.handle, *args))
-        null = median_batch_us(lambda: L.qattn_lib_gpu_run(-1, *args))
+        full, raw, null = median_batch_us([lambda: qattn.attention(q, k, v),
+                                           lambda: L.qattn_lib_gpu_run(plan.handle, *args),
+                                           lambda: L.qattn_lib_gpu_run(-1, *args)])
         print("host time a call, median of batches of 20: qattn.attention %.1f us, C plan %.1f us (its ctypes run "
               "%.1f us less a failing ctypes call %.1f us): overhead over the C plan %.1f us"
               % (full, raw - null, raw, null, full - (raw - null)))
