@@ -267,11 +267,12 @@ static int qattn_quant_fast_launch_kv(const qattn_kernels_quant_params *kin, con
                              qattn_kernels_kvmode_name(mode), qattn_kernels_qroute_name(k.route),
                              qattn_kernels_qroute_name(v.route));
     if (mode == QATTN_KERNELS_KV_ONE_GRID) {
-        qattn_qs_kv_fn f;
+        qattn_qs_kv_fn f = NULL;
         int nk = 0, grid = 0;
         size_t sm = 0;
         qattn_qs_args ak, av;
-        (void)qattn_quant_fast_kv_grid<IN>(k, v, &f, &nk, &grid, &sm, &ak, &av); /* succeeds: in modes */
+        if (!qattn_quant_fast_kv_grid<IN>(k, v, &f, &nk, &grid, &sm, &ak, &av) || !f) /* in modes: cannot fail */
+            return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED, "quant: no one-grid K, V kernel");
         QATTN_QUANT_CHECK(qattn_qf_clear_counters(k, st), "quant stream counters (K)");
         QATTN_QUANT_CHECK(qattn_qf_clear_counters(v, st), "quant stream counters (V)");
         qattn_port_launch_resident_overlap(k.overlap && k.counters_zero && v.counters_zero, f, dim3((unsigned)grid),
