@@ -401,6 +401,36 @@ int qattn_out_commit_all(qattn_out *o, size_t n)
 
 int qattn_out_commit(qattn_out *o) { return qattn_out_commit_all(o, 1); }
 
+int qattn_cli_write_outputs(const char *cmd, const char *dir, const char *const *names, size_t n,
+                            int (*write)(FILE *const *files, void *ctx), void *ctx)
+{
+    qattn_out out[8];
+    FILE *files[8];
+    if (n > 8) {
+        fprintf(stderr, "qattn %s: more than 8 outputs\n", cmd);
+        return QATTN_EXIT_FAIL;
+    }
+    if (qattn_cli_mkdirs(dir)) {
+        fprintf(stderr, "qattn %s: cannot create %s: %s\n", cmd, dir, strerror(errno));
+        return QATTN_EXIT_FAIL;
+    }
+    if (qattn_out_open_all(out, dir, names, n)) {
+        fprintf(stderr, "qattn %s: cannot write into %s: %s\n", cmd, dir, strerror(errno));
+        return QATTN_EXIT_FAIL;
+    }
+    for (size_t i = 0; i < n; i++)
+        files[i] = out[i].f;
+    int oom = write(files, ctx);
+    if (oom)
+        for (size_t i = 0; i < n; i++)
+            qattn_out_abort(&out[i]);
+    if (oom || qattn_out_commit_all(out, n)) {
+        fprintf(stderr, "qattn %s: cannot write into %s: %s\n", cmd, dir, oom ? "out of memory" : strerror(errno));
+        return QATTN_EXIT_FAIL;
+    }
+    return QATTN_EXIT_OK;
+}
+
 void qattn_out_abort(qattn_out *o)
 {
     int e = errno; /* callers report the error that made them abort */

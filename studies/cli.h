@@ -136,6 +136,13 @@ int qattn_out_commit_all(qattn_out *o, size_t n);
 /* removes the temporary file; keeps errno */
 void qattn_out_abort(qattn_out *o);
 
+/* A command's outputs in one step: creates dir, opens dir/names[i] (i < n,
+ * at most 8), calls write(files, ctx) (nonzero: out of memory) and commits
+ * them together (qattn_out_commit_all), or leaves none. Errors get one line
+ * "qattn CMD: ..." on stderr. QATTN_EXIT_OK or QATTN_EXIT_FAIL. */
+int qattn_cli_write_outputs(const char *cmd, const char *dir, const char *const *names, size_t n,
+                            int (*write)(FILE *const *files, void *ctx), void *ctx);
+
 /* Before any work, so that a run never ends in a rename it cannot do:
  * output `path` (given by option opt) is not empty and, if it exists, a
  * regular file (stale temporary files beside it are removed:

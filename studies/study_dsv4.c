@@ -334,6 +334,22 @@ static int write_summary(FILE *f, const head_res *h, size_t n, char (*models)[25
     return rc;
 }
 
+typedef struct dsv4_out {
+    const head_res *heads;
+    size_t nheads;
+    char (*models)[256];
+    size_t nmodels, nboot;
+    unsigned long seed;
+} dsv4_out;
+
+/* cells.csv and summary.csv; nonzero: out of memory */
+static int write_outputs(FILE *const *f, void *ctx)
+{
+    const dsv4_out *w = ctx;
+    write_cells(f[0], w->heads, w->nheads, w->models);
+    return write_summary(f[1], w->heads, w->nheads, w->models, w->nmodels, w->nboot, w->seed);
+}
+
 int qattn_cmd_dsv4(int argc, char **argv)
 {
     const char *data[64], *outdir = NULL;
@@ -364,26 +380,9 @@ int qattn_cmd_dsv4(int argc, char **argv)
     for (size_t fi = 0; fi < ndata && !rc; fi++)
         if (!(rc = run_file(data[fi], fi, stride, &heads, &nheads, models[fi])))
             rc = qattn_cli_distinct_model("dsv4", data, models, fi);
-    qattn_out out[2];
-    if (!rc && qattn_cli_mkdirs(outdir)) {
-        fprintf(stderr, "qattn dsv4: cannot create %s: %s\n", outdir, strerror(errno));
-        rc = QATTN_EXIT_FAIL;
-    } else if (!rc && qattn_out_open_all(out, outdir, outputs, 2)) {
-        fprintf(stderr, "qattn dsv4: cannot write into %s: %s\n", outdir, strerror(errno));
-        rc = QATTN_EXIT_FAIL;
-    } else if (!rc) {
-        write_cells(out[0].f, heads, nheads, models);
-        int oom = write_summary(out[1].f, heads, nheads, models, ndata, (size_t)boot, (unsigned long)seed);
-        if (oom)
-            for (int i = 0; i < 2; i++)
-                qattn_out_abort(&out[i]);
-        if (oom || qattn_out_commit_all(out, 2)) {
-            fprintf(stderr, "qattn dsv4: cannot write into %s: %s\n", outdir, oom ? "out of memory" : strerror(errno));
-            rc = QATTN_EXIT_FAIL;
-        } else {
-            fprintf(stderr, "qattn dsv4: %zu heads x %zu cells x %zu lists in %s\n", nheads, NCELLS, NLISTS, outdir);
-        }
-    }
+    dsv4_out w = {heads, nheads, models, ndata, (size_t)boot, (unsigned long)seed};
+    if (!rc && !(rc = qattn_cli_write_outputs("dsv4", outdir, outputs, 2, write_outputs, &w)))
+        fprintf(stderr, "qattn dsv4: %zu heads x %zu cells x %zu lists in %s\n", nheads, NCELLS, NLISTS, outdir);
     free(heads);
     free(models);
     return rc;

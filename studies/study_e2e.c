@@ -95,6 +95,67 @@ static int loss_files(const char *dir, char (*paths)[1100], size_t *n)
     return 0;
 }
 
+typedef struct e2e_out {
+    const qattn_csv *s; /* the cells file */
+    int sm;             /* its model column */
+    const e2e_row *rows;
+    size_t nrows;
+} e2e_out;
+
+/* summary.csv and corr.csv */
+static int write_outputs(FILE *const *f, void *ctx)
+{
+    const e2e_out *w = ctx;
+    FILE *fs = f[0], *fc = f[1];
+    fprintf(fs, "model,scheme,device,date,kbias,loss,loss_lo,loss_hi,delta,delta_lo,delta_hi,one_minus_cos\n");
+    fprintf(fc, "model,n,spearman\n");
+    /* the models of the cells file, in its order */
+    for (size_t i = 0; i < w->s->nrows; i++) {
+        const char *model = qattn_csv_str(w->s, i, w->sm);
+        size_t k = 0;
+        while (k < i && strcmp(qattn_csv_str(w->s, k, w->sm), model))
+            k++;
+        if (k < i)
+            continue;
+        double x[E2E_MAXROWS], y[E2E_MAXROWS];
+        size_t n = 0, nm = 0;
+        for (size_t j = 0; j < w->nrows; j++) {
+            const e2e_row *e = &w->rows[j];
+            if (strcmp(qattn_csv_str(e->t, e->r, e->col[L_MODEL]), model))
+                continue;
+            nm++;
+            fprintf(fs, "%s,", model);
+            qattn_cli_csv_quote(fs, qattn_csv_str(e->t, e->r, e->col[L_SCHEME]));
+            fputc(',', fs);
+            qattn_cli_csv_quote(fs, qattn_csv_str(e->t, e->r, e->col[L_DEVICE]));
+            fprintf(fs, ",%s,%s", qattn_csv_str(e->t, e->r, e->col[L_DATE]), qattn_csv_str(e->t, e->r, e->col[L_KBIAS]));
+            for (int c = L_LOSS; c <= L_DHI; c++)
+                fprintf(fs, ",%s", qattn_csv_str(e->t, e->r, e->col[c]));
+            if (isfinite(e->one_minus_cos))
+                fprintf(fs, ",%.6g\n", e->one_minus_cos);
+            else
+                fputs(",\n", fs);
+            double kb, d;
+            qattn_err err;
+            qattn_csv_num(e->t, e->r, e->col[L_KBIAS], &kb, &err);
+            qattn_csv_num(e->t, e->r, e->col[L_DELTA], &d, &err);
+            if (kb == 0 && isfinite(e->one_minus_cos) && strcmp(qattn_csv_str(e->t, e->r, e->col[L_SCHEME]), "none")) {
+                x[n] = e->one_minus_cos;
+                y[n++] = d;
+            }
+        }
+        if (!nm)
+            continue;
+        double rho = qattn_e2e_spearman(x, y, n);
+        fprintf(fc, "%s,%zu,", model, n);
+        if (isfinite(rho))
+            fprintf(fc, "%.4f\n", rho);
+        else
+            fputs("\n", fc);
+    }
+    return 0;
+}
+
 static void usage(void)
 {
     printf("usage: qattn e2e --cells FILE --loss DIR --out DIR [--data FILE ...]\n\n"
@@ -135,8 +196,6 @@ int qattn_cmd_e2e(int argc, char **argv)
     e2e_row *rows = calloc(E2E_MAXROWS, sizeof *rows);
     size_t npaths = 0, nloaded = 0, nrows = 0;
     int rc = QATTN_EXIT_INPUT, have_s = 0;
-    qattn_out os, oc;
-    int open_s = 0, open_c = 0;
     if (!paths || !rows) {
         fprintf(stderr, "qattn e2e: out of memory\n");
         rc = QATTN_EXIT_FAIL;
@@ -205,76 +264,10 @@ int qattn_cmd_e2e(int argc, char **argv)
             nrows += j == nrows;
         }
     }
-    if (qattn_cli_mkdirs(outdir)) {
-        fprintf(stderr, "qattn e2e: cannot create %s: %s\n", outdir, strerror(errno));
-        goto done;
-    }
-    char path[1100], cpath[1100];
-    snprintf(path, sizeof path, "%s/summary.csv", outdir);
-    snprintf(cpath, sizeof cpath, "%s/corr.csv", outdir);
-    if (qattn_out_open(&os, path) || !(open_s = 1) || qattn_out_open(&oc, cpath)) {
-        fprintf(stderr, "qattn e2e: cannot write %s: %s\n", open_s ? cpath : path, strerror(errno));
-        goto done;
-    }
-    open_c = 1;
-    fprintf(os.f, "model,scheme,device,date,kbias,loss,loss_lo,loss_hi,delta,delta_lo,delta_hi,one_minus_cos\n");
-    fprintf(oc.f, "model,n,spearman\n");
-    /* the models of the cells file, in its order */
-    for (size_t i = 0; i < s.nrows; i++) {
-        const char *model = qattn_csv_str(&s, i, sm);
-        size_t k = 0;
-        while (k < i && strcmp(qattn_csv_str(&s, k, sm), model))
-            k++;
-        if (k < i)
-            continue;
-        double x[E2E_MAXROWS], y[E2E_MAXROWS];
-        size_t n = 0, nm = 0;
-        for (size_t j = 0; j < nrows; j++) {
-            const e2e_row *e = &rows[j];
-            if (strcmp(qattn_csv_str(e->t, e->r, e->col[L_MODEL]), model))
-                continue;
-            nm++;
-            fprintf(os.f, "%s,", model);
-            qattn_cli_csv_quote(os.f, qattn_csv_str(e->t, e->r, e->col[L_SCHEME]));
-            fputc(',', os.f);
-            qattn_cli_csv_quote(os.f, qattn_csv_str(e->t, e->r, e->col[L_DEVICE]));
-            fprintf(os.f, ",%s,%s", qattn_csv_str(e->t, e->r, e->col[L_DATE]), qattn_csv_str(e->t, e->r, e->col[L_KBIAS]));
-            for (int c = L_LOSS; c <= L_DHI; c++)
-                fprintf(os.f, ",%s", qattn_csv_str(e->t, e->r, e->col[c]));
-            if (isfinite(e->one_minus_cos))
-                fprintf(os.f, ",%.6g\n", e->one_minus_cos);
-            else
-                fputs(",\n", os.f);
-            double kb, d;
-            qattn_csv_num(e->t, e->r, e->col[L_KBIAS], &kb, &err);
-            qattn_csv_num(e->t, e->r, e->col[L_DELTA], &d, &err);
-            if (kb == 0 && isfinite(e->one_minus_cos) && strcmp(qattn_csv_str(e->t, e->r, e->col[L_SCHEME]), "none")) {
-                x[n] = e->one_minus_cos;
-                y[n++] = d;
-            }
-        }
-        if (!nm)
-            continue;
-        double rho = qattn_e2e_spearman(x, y, n);
-        fprintf(oc.f, "%s,%zu,", model, n);
-        if (isfinite(rho))
-            fprintf(oc.f, "%.4f\n", rho);
-        else
-            fputs("\n", oc.f);
-    }
-    open_s = open_c = 0;
-    if (qattn_out_commit(&os) | qattn_out_commit(&oc)) {
-        fprintf(stderr, "qattn e2e: cannot write %s: %s\n", outdir, strerror(errno));
-        rc = QATTN_EXIT_FAIL;
-    } else {
-        rc = QATTN_EXIT_OK;
+    e2e_out w = {&s, sm, rows, nrows};
+    if (!(rc = qattn_cli_write_outputs("e2e", outdir, outs, 2, write_outputs, &w)))
         fprintf(stderr, "qattn e2e: %zu loss rows from %zu file(s) -> %s\n", nrows, npaths, outdir);
-    }
 done:
-    if (open_s)
-        qattn_out_abort(&os);
-    if (open_c)
-        qattn_out_abort(&oc);
     for (size_t f = 0; f < nloaded; f++)
         qattn_csv_free(&lt[f]);
     if (have_s)

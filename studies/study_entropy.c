@@ -347,6 +347,24 @@ static int write_joined(FILE *fj, FILE *fs, const head_row *h, size_t n, char (*
     return rc;
 }
 
+typedef struct ent_out {
+    const head_row *heads;
+    size_t nheads;
+    char (*models)[256];
+    size_t nmodels;
+    const pv_cells *pv;
+    size_t nboot;
+    unsigned long seed;
+} ent_out;
+
+/* heads.csv, pv.csv and summary.csv; nonzero: out of memory */
+static int write_outputs(FILE *const *f, void *ctx)
+{
+    const ent_out *w = ctx;
+    write_heads(f[0], w->heads, w->nheads, w->models);
+    return write_joined(f[1], f[2], w->heads, w->nheads, w->models, w->nmodels, w->pv, w->nboot, w->seed);
+}
+
 int qattn_cmd_entropy(int argc, char **argv)
 {
     const char *data[64], *outdir = NULL, *pvpath = NULL;
@@ -379,27 +397,9 @@ int qattn_cmd_entropy(int argc, char **argv)
     head_row *heads = NULL;
     size_t nheads = 0;
     rc = models ? run_files(data, ndata, &ro, &heads, &nheads, models) : QATTN_EXIT_FAIL;
-    qattn_out out[3];
-    if (!rc && qattn_cli_mkdirs(outdir)) {
-        fprintf(stderr, "qattn entropy: cannot create %s: %s\n", outdir, strerror(errno));
-        rc = QATTN_EXIT_FAIL;
-    } else if (!rc && qattn_out_open_all(out, outdir, outputs, 3)) {
-        fprintf(stderr, "qattn entropy: cannot write into %s: %s\n", outdir, strerror(errno));
-        rc = QATTN_EXIT_FAIL;
-    } else if (!rc) {
-        write_heads(out[0].f, heads, nheads, models);
-        int oom = write_joined(out[1].f, out[2].f, heads, nheads, models, ndata, &pv, (size_t)ro.boot,
-                               (unsigned long)ro.seed);
-        if (oom)
-            for (int i = 0; i < 3; i++)
-                qattn_out_abort(&out[i]);
-        if (oom || qattn_out_commit_all(out, 3)) {
-            fprintf(stderr, "qattn entropy: cannot write into %s: %s\n", outdir, oom ? "out of memory" : strerror(errno));
-            rc = QATTN_EXIT_FAIL;
-        } else {
-            fprintf(stderr, "qattn entropy: %zu heads in %s\n", nheads, outdir);
-        }
-    }
+    ent_out w = {heads, nheads, models, ndata, &pv, (size_t)ro.boot, (unsigned long)ro.seed};
+    if (!rc && !(rc = qattn_cli_write_outputs("entropy", outdir, outputs, 3, write_outputs, &w)))
+        fprintf(stderr, "qattn entropy: %zu heads in %s\n", nheads, outdir);
     free(heads);
     free(models);
     qattn_csv_free(&pv.t);

@@ -374,10 +374,8 @@ static void cell_specs(size_t c, long group, char *ks, char *vs)
     operand(cells[c].v, group, &op, vs, 64);
 }
 
-static void write_cells(FILE *f, const head_res *h, size_t n, char (*models)[256], size_t hq_per_kv_unused,
-                        long group)
+static void write_cells(FILE *f, const head_res *h, size_t n, char (*models)[256], long group)
 {
-    (void)hq_per_kv_unused;
     fprintf(f, "model,layer,head,label,k_cache,smooth,v_cache,rows,cos,rel_l1,rmse,max_abs,row_cos_min,k_spec,"
                "v_spec\n");
     for (size_t i = 0; i < n; i++)
@@ -439,6 +437,24 @@ static int write_summary(FILE *f, const head_res *h, size_t n, char (*models)[25
     return rc;
 }
 
+typedef struct kv_out {
+    const head_res *heads;
+    size_t nheads;
+    char (*models)[256];
+    size_t nmodels;
+    long group;
+    size_t nboot;
+    unsigned long seed;
+} kv_out;
+
+/* cells.csv and summary.csv; nonzero: out of memory */
+static int write_outputs(FILE *const *f, void *ctx)
+{
+    const kv_out *w = ctx;
+    write_cells(f[0], w->heads, w->nheads, w->models, w->group);
+    return write_summary(f[1], w->heads, w->nheads, w->models, w->nmodels, w->group, w->nboot, w->seed);
+}
+
 int qattn_cmd_kvcache(int argc, char **argv)
 {
     const char *data[64], *outdir = NULL;
@@ -468,28 +484,9 @@ int qattn_cmd_kvcache(int argc, char **argv)
     head_res *heads = NULL;
     size_t nheads = 0;
     rc = models ? run_files(data, ndata, &rc0, &heads, &nheads, models) : QATTN_EXIT_FAIL;
-    qattn_out out[2];
-    if (!rc && qattn_cli_mkdirs(outdir)) {
-        fprintf(stderr, "qattn kvcache: cannot create %s: %s\n", outdir, strerror(errno));
-        rc = QATTN_EXIT_FAIL;
-    } else if (!rc && qattn_out_open_all(out, outdir, outputs, 2)) {
-        fprintf(stderr, "qattn kvcache: cannot write into %s: %s\n", outdir, strerror(errno));
-        rc = QATTN_EXIT_FAIL;
-    } else if (!rc) {
-        write_cells(out[0].f, heads, nheads, models, 0, (long)rc0.group);
-        int oom = write_summary(out[1].f, heads, nheads, models, ndata, (long)rc0.group, (size_t)rc0.boot,
-                                (unsigned long)rc0.seed);
-        if (oom)
-            for (int i = 0; i < 2; i++)
-                qattn_out_abort(&out[i]);
-        if (oom || qattn_out_commit_all(out, 2)) {
-            fprintf(stderr, "qattn kvcache: cannot write into %s: %s\n", outdir,
-                    oom ? "out of memory" : strerror(errno));
-            rc = QATTN_EXIT_FAIL;
-        } else {
-            fprintf(stderr, "qattn kvcache: %zu heads x %zu cells in %s\n", nheads, NCELLS, outdir);
-        }
-    }
+    kv_out w = {heads, nheads, models, ndata, (long)rc0.group, (size_t)rc0.boot, (unsigned long)rc0.seed};
+    if (!rc && !(rc = qattn_cli_write_outputs("kvcache", outdir, outputs, 2, write_outputs, &w)))
+        fprintf(stderr, "qattn kvcache: %zu heads x %zu cells in %s\n", nheads, NCELLS, outdir);
     free(heads);
     free(models);
     return rc;
