@@ -5,8 +5,6 @@
 #ifndef QATTN_COMMANDS_H
 #define QATTN_COMMANDS_H
 
-#include <stddef.h>
-
 #define QATTN_EXIT_OK 0
 #define QATTN_EXIT_FAIL 1
 #define QATTN_EXIT_INPUT 2
@@ -23,8 +21,6 @@ int qattn_cmd_entropy(int argc, char **argv);
 int qattn_cmd_kvcache(int argc, char **argv);
 int qattn_cmd_dsv4(int argc, char **argv);
 int qattn_cmd_e2e(int argc, char **argv);
-/* Spearman's rank correlation of x and y [n] (ties: mean ranks); NaN below 3 points (study_e2e.c) */
-double qattn_e2e_spearman(const double *x, const double *y, size_t n);
 int qattn_cmd_compare(int argc, char **argv);
 int qattn_cmd_pareto(int argc, char **argv);
 int qattn_cmd_studies(int argc, char **argv);

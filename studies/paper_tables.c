@@ -1,12 +1,13 @@
 /* qattn paper-tables: the tables of the studies (a grid study's from its
  * summary.csv; the channel outliers; the accuracy-throughput points) and
  * of the models. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "commands.h"
 #include "paper.h"
 
 /* ------------------------------------------------ grid studies */
@@ -618,14 +619,13 @@ int qattn_paper_pareto_table(qattn_paper *c, const qattn_study_rec *rec, qattn_t
     return 0;
 }
 
-
 /* ------------------------------------------------------------ e2e */
 
 /* the columns table, then per model \QAetoe<Model>Spearman, ...SpearmanN and
- * ...SpearmanWord: how well 1 - cos on the activations orders the loss
- * changes (schemes with both, the unquantized and K-bias rows left out). The
- * word: "orders them" for rho >= 0.8, "orders them only roughly" from 0.5,
- * "does not order them" below. */
+ * ...SpearmanWord from corr.csv beside the summary (qattn e2e computes them:
+ * how well 1 - cos on the activations orders the loss changes). The word:
+ * "orders them" for rho >= 0.8, "orders them only roughly" from 0.5, "does
+ * not order them" below. */
 static const char *spearman_word(double rho)
 {
     if (!isfinite(rho))
@@ -638,47 +638,41 @@ int qattn_paper_e2e_table(qattn_paper *c, const qattn_study_rec *rec, qattn_text
     int e = qattn_paper_columns_table(c, rec, tab);
     if (e)
         return e;
-    qattn_paper_input *in = qattn_paper_in(c, rec);
-    char tag[16], name[128], buf[32];
-    for (size_t mi = 0; in->present && mi < c->nmodels; mi++) {
-        static const char *const req[] = {"model", "scheme", "kbias", "delta", "one_minus_cos"};
-        int col[5];
-        if ((e = qattn_paper_need_cols(c, &in->t, req, 5, col)))
+    const qattn_paper_input *in = qattn_paper_in(c, rec);
+    char path[1100], tag[16], name[128], buf[32];
+    const char *slash = strrchr(in->path, '/');
+    snprintf(path, sizeof path, "%.*scorr.csv", slash ? (int)(slash - in->path + 1) : 0, in->path);
+    qattn_csv t;
+    int have = in->present && access(path, F_OK) == 0;
+    if (have && (e = qattn_csv_load(path, &t, &c->err)))
+        return e;
+    static const char *const req[] = {"model", "n", "spearman"};
+    int col[3];
+    if (have && (e = qattn_paper_need_cols(c, &t, req, 3, col))) {
+        qattn_csv_free(&t);
+        return e;
+    }
+    for (size_t r = 0; have && r < t.nrows; r++) {
+        double rho, n;
+        size_t mi = qattn_paper_model_index(c, qattn_csv_str(&t, r, col[0]));
+        if ((e = qattn_csv_num(&t, r, col[1], &n, &c->err)) || (e = qattn_csv_num(&t, r, col[2], &rho, &c->err))) {
+            qattn_csv_free(&t);
             return e;
-        double *x = calloc(2 * in->t.nrows + 1, sizeof *x), *y = x ? x + in->t.nrows : NULL;
-        size_t n = 0;
-        if (!x)
-            return qattn_err_set(&c->err, QATTN_ERR_NOMEM, "out of memory");
-        for (size_t r = 0; r < in->t.nrows; r++) {
-            double kb, d, omc;
-            if (strcmp(qattn_csv_str(&in->t, r, col[0]), c->models[mi]) ||
-                !strcmp(qattn_csv_str(&in->t, r, col[1]), "none"))
-                continue;
-            if ((e = qattn_csv_num(&in->t, r, col[2], &kb, &c->err)) ||
-                (e = qattn_csv_num(&in->t, r, col[3], &d, &c->err)) ||
-                (e = qattn_csv_num(&in->t, r, col[4], &omc, &c->err))) {
-                free(x);
-                return e;
-            }
-            if (kb == 0 && isfinite(omc) && isfinite(d)) {
-                x[n] = omc;
-                y[n++] = d;
-            }
         }
-        double rho = qattn_e2e_spearman(x, y, n);
-        free(x);
-        if (!n)
+        if (mi == (size_t)-1)
             continue;
         qattn_mname_model(tag, sizeof tag, mi);
         snprintf(name, sizeof name, "QAetoe%sSpearman", tag);
         snprintf(buf, sizeof buf, isfinite(rho) ? "%.2f" : QATTN_PAPER_NA, rho);
         qattn_paper_def(c, name, buf, 1);
         snprintf(name, sizeof name, "QAetoe%sSpearmanN", tag);
-        snprintf(buf, sizeof buf, "%zu", n);
+        snprintf(buf, sizeof buf, "%.0f", n);
         qattn_paper_def(c, name, buf, 1);
         snprintf(name, sizeof name, "QAetoe%sSpearmanWord", tag);
         qattn_paper_def(c, name, spearman_word(rho), 1);
     }
+    if (have)
+        qattn_csv_free(&t);
     for (size_t mi = 0; mi < c->ntags; mi++) {
         qattn_mname_model(tag, sizeof tag, mi);
         snprintf(name, sizeof name, "QAetoe%sSpearman", tag);

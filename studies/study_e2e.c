@@ -45,7 +45,7 @@ static void ranks(const double *x, size_t n, double *rk)
 }
 
 /* Spearman's rho: Pearson's correlation of the ranks; NaN below 3 points */
-double qattn_e2e_spearman(const double *x, const double *y, size_t n)
+static double spearman(const double *x, const double *y, size_t n)
 {
     if (n < 3)
         return NAN;
@@ -146,7 +146,7 @@ static int write_outputs(FILE *const *f, void *ctx)
         }
         if (!nm)
             continue;
-        double rho = qattn_e2e_spearman(x, y, n);
+        double rho = spearman(x, y, n);
         fprintf(fc, "%s,%zu,", model, n);
         if (isfinite(rho))
             fprintf(fc, "%.4f\n", rho);

@@ -117,6 +117,8 @@ write_fakes() {
       echo 'qattn_beta,"bf16","NVIDIA H100",2026-11-27,0,2.6059,2.5488,2.6611,0.00003,-0.00001,0.00008,1e-06'
       echo 'qattn_beta,"kbias8:fa3-fp8","NVIDIA H100",2026-11-27,8,2.7656,2.7078,2.82,0.15972,0.15492,0.16491,'
     } >"$R/e2e/summary.csv"
+    # what qattn e2e writes beside it for these rows (bf16 < sm90 < fa3 < 4b in both 1 - cos and delta)
+    printf 'model,n,spearman\nqattn_beta,4,1.0000\n' >"$R/e2e/corr.csv"
     { echo "model,file,layers,heads,kv_heads,tokens,head_dim,eval_loss,vocab_size,source,text_source,license"
       echo 'qattn_beta,data/beta.h5,3,8,2,4096,64,2.5312,32000,"trained here, 100% from scratch",TinyStories,CC-BY 4.0'
       echo 'qattn-alpha,data/alpha.h5,3,8,2,4096,128,3.01,32000,trained here,wikitext,MIT'
