@@ -239,15 +239,13 @@ def attention(q, k, v, scheme="sage2-8b-sm90", causal=False, mask=None, scale=No
     ws = _workspaces.get((dev, stream))
     if ws is None or ws.numel() < plan.ws_bytes:
         ws = _workspace(torch, dev, stream, plan.ws_bytes)
-    err = getattr(_tls, "err", None) or _errbuf_tls()
-    rc = _L.qattn_lib_gpu_run(plan.handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
-                              lse.data_ptr() if return_lse else None, cuq_p, cuk_p, ws.data_ptr(), ws.numel(), stream,
-                              err, 512)
+    err = _errbuf_tls()
+    args = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr() if return_lse else None, cuq_p,
+            cuk_p, ws.data_ptr(), ws.numel(), stream, err, 512)
+    rc = _L.qattn_lib_gpu_run(plan.handle, *args)
     if rc == _STALE:  # its entry went to another call shape (more than the library keeps): prepare again
         plan.handle, plan.ws_bytes = _prepare_handle(plan.prep)
-        rc = _L.qattn_lib_gpu_run(plan.handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
-                                  lse.data_ptr() if return_lse else None, cuq_p, cuk_p, ws.data_ptr(), ws.numel(),
-                                  stream, err, 512)
+        rc = _L.qattn_lib_gpu_run(plan.handle, *args)
     if rc != 0:
         raise QattnError(err.value.decode())
     if return_lse and not varlen:
