@@ -23,7 +23,6 @@ Usage (GPU machine):
 import argparse
 import csv
 import datetime
-import math
 import os
 import sys
 import time
@@ -34,23 +33,25 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 from train import SEP, SEQ, encode, log  # noqa: E402
 
-NOSMOOTH = "q=int8@thread:16/8/1 k=int8@thread:128/8/2 p=e4m3@static v=e4m3@channel smooth=none " \
-           "acc=fp22+fp32:128 kblock=128 out=bf16"
-# the K-bias rows: a scheme that smooths K, the same without smoothing, a per-tensor fp8 one, bf16
 KBIAS_R = 8.0
-KBIAS_ROWS = [("sage2-8b-sm90", "sage2-8b-sm90"), ("sage2-8b-sm90-nosmooth", NOSMOOTH), ("fa3-fp8", "fa3-fp8"),
-              ("bf16", "bf16")]
 
 
 def rows_to_run(schemes, kbias):
-    """(label, spec, kbias r) of every row, the unquantized model first"""
+    """(label, spec, kbias r) of every row, the unquantized model first; the K-bias rows: a
+    scheme that smooths K, the same without smoothing, a per-tensor fp8 one, bf16"""
     import qattn
     rows = [("none", "", 0.0)]
     names = [s.name for s in qattn.schemes()] if schemes == "all" else schemes.split(",")
     rows += [(n, n, 0.0) for n in names]
     if kbias:
-        rows.append(("sage2-8b-sm90-nosmooth", NOSMOOTH, 0.0))
-        rows += [("kbias%g:%s" % (KBIAS_R, label), spec, KBIAS_R) for label, spec in KBIAS_ROWS]
+        preset = qattn.parse("sage2-8b-sm90")
+        nosmooth = preset.replace("smooth=k ", "smooth=none ")
+        if nosmooth == preset:
+            sys.exit("e2e_loss.py: sage2-8b-sm90 no longer smooths K: %s" % preset)
+        rows.append(("sage2-8b-sm90-nosmooth", nosmooth, 0.0))
+        rows += [("kbias%g:%s" % (KBIAS_R, label), spec, KBIAS_R)
+                 for label, spec in (("sage2-8b-sm90", "sage2-8b-sm90"), ("sage2-8b-sm90-nosmooth", nosmooth),
+                                     ("fa3-fp8", "fa3-fp8"), ("bf16", "bf16"))]
     return rows
 
 

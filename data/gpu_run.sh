@@ -102,31 +102,33 @@ e2e)
     mkdir -p $R
     NGPU=$(nvidia-smi -L | wc -l)
     MODELS="qattn-qwen2-hd64 qattn-qwen2-hd128"
-    # the recipe that made the shipped activations (train.py's defaults), one GPU per model
-    i=0
-    for m in $MODELS; do
-        g=$(( NGPU > 1 ? i : 0 ))
-        CUDA_VISIBLE_DEVICES=$g python3 data/train.py --model $m --corpus $C --out $R/$m --compile --no-export \
-            --save-dir $R/$m/weights ${TRAIN_ARGS:-} >"$OUT/train_$m.log" 2>&1 &
-        [ "$NGPU" -gt 1 ] || wait $!
-        i=$(( i + 1 ))
-    done
-    wait
+    # each_model CMD: CMD MODEL for every model, each on a GPU of its own where there are two
+    each_model() {
+        local i=0 m
+        for m in $MODELS; do
+            CUDA_VISIBLE_DEVICES=$(( NGPU > 1 ? i : 0 )) "$@" "$m" &
+            [ "$NGPU" -gt 1 ] || wait $!
+            i=$(( i + 1 ))
+        done
+        wait
+    }
+    # the recipe that made the shipped activations (train.py's defaults)
+    train_one() {
+        python3 data/train.py --model "$1" --corpus $C --out $R/$1 --compile --no-export \
+            --save-dir $R/$1/weights ${TRAIN_ARGS:-} >"$OUT/train_$1.log" 2>&1
+    }
+    eval_one() {
+        python3 data/e2e_loss.py --model-dir $R/$1/weights --model "$1" --corpus $C \
+            --out "$OUT/e2e_$1.csv" ${E2E_ARGS:-} >"$OUT/e2e_$1.log" 2>&1
+    }
+    each_model train_one
     for m in $MODELS; do
         tail -3 "$OUT/train_$m.log"
         cp "$R/$m/summary_$m.json" "$OUT/summary_e2e_$m.json"
         cp "$R/$m/curve_$m.csv" "$OUT/curve_e2e_$m.csv"
     done
     echo "trained: $(( $(date +%s) - T0 ))s"
-    i=0
-    for m in $MODELS; do
-        g=$(( NGPU > 1 ? i : 0 ))
-        CUDA_VISIBLE_DEVICES=$g python3 data/e2e_loss.py --model-dir $R/$m/weights --model $m --corpus $C \
-            --out "$OUT/e2e_$m.csv" ${E2E_ARGS:-} >"$OUT/e2e_$m.log" 2>&1 &
-        [ "$NGPU" -gt 1 ] || wait $!
-        i=$(( i + 1 ))
-    done
-    wait
+    each_model eval_one
     set -- $MODELS
     { cat "$OUT/e2e_$1.csv"; tail -n +2 "$OUT/e2e_$2.csv"; } >"$OUT/e2e_loss.csv"
     for m in $MODELS; do grep -v "^$" "$OUT/e2e_$m.log" | tail -22; done
