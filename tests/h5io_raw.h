@@ -33,10 +33,20 @@ static hid_t half_type(void)
     return t;
 }
 
-static void put_str_attr(hid_t obj, const char *name, const char *val, int fixed)
+/* (re)write scalar attribute name of obj: stored as ftype, val read as mtype */
+static void put_scalar_attr(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *val)
 {
     if (H5Aexists(obj, name) > 0)
         H5Adelete(obj, name);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(obj, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, mtype, val);
+    H5Aclose(a);
+    H5Sclose(sp);
+}
+
+static void put_str_attr(hid_t obj, const char *name, const char *val, int fixed)
+{
     hid_t t = H5Tcopy(H5T_C_S1);
     if (fixed) {
         H5Tset_size(t, strlen(val) ? strlen(val) : 1);
@@ -45,54 +55,29 @@ static void put_str_attr(hid_t obj, const char *name, const char *val, int fixed
         H5Tset_size(t, H5T_VARIABLE);
         H5Tset_cset(t, H5T_CSET_UTF8);
     }
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
-    if (fixed)
-        H5Awrite(a, t, val);
-    else
-        H5Awrite(a, t, &val);
-    H5Aclose(a);
-    H5Sclose(sp);
+    put_scalar_attr(obj, name, t, t, fixed ? (const void *)val : (const void *)&val);
     H5Tclose(t);
 }
 
 static void put_int_attr(hid_t obj, const char *name, int val)
 {
-    if (H5Aexists(obj, name) > 0)
-        H5Adelete(obj, name);
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, H5T_STD_I32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(a, H5T_NATIVE_INT, &val);
-    H5Aclose(a);
-    H5Sclose(sp);
+    put_scalar_attr(obj, name, H5T_STD_I32LE, H5T_NATIVE_INT, &val);
 }
 
 /* a float32 attribute, or float64 with bits 64 */
 static void put_float_attr(hid_t obj, const char *name, double val, int bits)
 {
-    if (H5Aexists(obj, name) > 0)
-        H5Adelete(obj, name);
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, bits == 64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(a, H5T_NATIVE_DOUBLE, &val);
-    H5Aclose(a);
-    H5Sclose(sp);
+    put_scalar_attr(obj, name, bits == 64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE, H5T_NATIVE_DOUBLE, &val);
 }
 
 /* numpy bool as h5py writes it: enum {FALSE = 0, TRUE = 1} over int8 */
 static void put_bool_attr(hid_t obj, const char *name, int val)
 {
-    if (H5Aexists(obj, name) > 0)
-        H5Adelete(obj, name);
     hid_t t = H5Tenum_create(H5T_NATIVE_SCHAR);
     signed char f = 0, tr = 1, v = (signed char)val;
     H5Tenum_insert(t, "FALSE", &f);
     H5Tenum_insert(t, "TRUE", &tr);
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(a, t, &v);
-    H5Aclose(a);
-    H5Sclose(sp);
+    put_scalar_attr(obj, name, t, t, &v);
     H5Tclose(t);
 }
 
