@@ -86,8 +86,21 @@ static __host__ __device__ constexpr int qattn_wg_defer_o(int d, int kb, int qf,
  * -4%) */
 static __host__ __device__ constexpr bool qattn_wg_s2f_mix(int d, int kb) { return (d == 64) == (kb == 64); }
 
-template <int D, int KB, int QF, int PF, int ACC>
-__global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p)
+/* consumer warpgroups a block may have: 3 (BM = 192, 160 registers each) where a thread's live set
+ * fits, i.e. the instances without the unpacking producer; else 2 (BM = 128) */
+static __host__ __device__ constexpr int qattn_wg_nc_max(int qf, int pf, int acc)
+{
+    return qf != QATTN_FMT_INT4 && !QATTN_WGMMA_WIDEN(qf, pf, acc) ? 3 : 2;
+}
+/* ... and by default, chosen by measurement (H100, 2026-11-28, kernels/LOG.md): three for the 8-bit
+ * instances (1.03-1.22x two at N = 8192), two for the 16-bit baselines (three: 0.89-1.06x) */
+static __host__ __device__ constexpr int qattn_wg_nc(int qf, int pf, int acc)
+{
+    return QATTN_WGMMA_8BIT(qf) ? qattn_wg_nc_max(qf, pf, acc) : 2;
+}
+
+template <int D, int KB, int QF, int PF, int ACC, int NC>
+__global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p)
 {
     static_assert(D == 128 || D == 64, "the wgmma kernel is written for head dims 64 and 128 (swizzled rows)");
     static_assert(KB == 128 || KB == 64, "key blocks of 64 or 128 keys (swizzled rows)");
@@ -100,8 +113,9 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                   "P.V: e4m3 (acc fp22, or fp32 widened), int8 (fp32) or fp16 (fp16) after 8-bit Q.K, or the "
                   "baseline's 16-bit type (fp32)");
     /* dynamic shared memory, the fused Q's scales (int8 Q.K) and the barriers within sm_90's 227 KB */
-    static_assert(QATTN_WGMMA_SMEM(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), KB, QATTN_WGMMA_WIDEN(QF, PF, ACC)) +
-                          (QF == QATTN_FMT_INT8 ? 4 * QATTN_WGMMA_BM * 4 : 0) + 256 <=
+    static_assert(NC == 2 || (NC == 3 && qattn_wg_nc_max(QF, PF, ACC) == 3), "2 consumer warpgroups, or 3 where they fit");
+    static_assert(QATTN_WGMMA_SMEM(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), KB, QATTN_WGMMA_WIDEN(QF, PF, ACC), QATTN_WGMMA_BMN(NC)) +
+                          (QF == QATTN_FMT_INT8 ? 4 * QATTN_WGMMA_BMN(NC) * 4 : 0) + 256 <=
                       232448,
                   "shared memory over sm_90's 227 KB");
 
@@ -121,11 +135,11 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     constexpr int U = I4 || W16; /* the unpacking producer (wgmma_unpack.h) */
     /* registers a producer / consumer thread (setmaxnreg; 128 x PREG + 256 x CREG <= the block's 64512):
      * the unpacking producer keeps more (int4 K with widened V: 72, 128 x 72 + 256 x 216 = 64512) */
-    constexpr int PREG = I4 && W16 ? 72 : U ? 64 : 24, CREG = U ? 216 : 240;
+    constexpr int PREG = I4 && W16 ? 72 : U ? 64 : 24, CREG = NC == 3 ? 160 : U ? 216 : 240;
     constexpr int ES = Q8 ? 1 : 2; /* bytes an element */
     /* keys a stage holds: the key block (int8), two key blocks of 64 (16-bit: Q.K by
      * m64n128k16, the softmax and P.V a block at a time) */
-    constexpr int KS = QATTN_WGMMA_KS(QF, KB), BM = QATTN_WGMMA_BM, S = QATTN_WGMMA_NSTAGES(D, QF, VF, KB);
+    constexpr int KS = QATTN_WGMMA_KS(QF, KB), BM = QATTN_WGMMA_BMN(NC), S = QATTN_WGMMA_NSTAGES(D, QF, VF, KB);
     constexpr int NT = KB / 8;      /* n-tiles of S (int8) */
     constexpr int NO = D / 8;       /* n-tiles of O */
     constexpr int RB = D * ES;      /* bytes of a Q / K row */
@@ -146,7 +160,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     uint8_t *sQstg = (uint8_t *)(sDs + S * 8 * KS); /* Q's packed rows */
     __shared__ __align__(8) uint64_t s_bar[2 * S + 1]; /* full[S], empty[S], Q */
     /* fused Q (int8 Q.K from the user's Q, QFUSE): the tile's group scales and their reciprocals' brackets */
-    constexpr int QFUSE = QC == QATTN_FMT_INT8 && !I4;
+    constexpr int QFUSE = QC == QATTN_FMT_INT8 && !I4 && NC == 2; /* wgmma_qfuse.h: two consumer warpgroups */
     __shared__ float s_qsc[QFUSE ? 3 * BM : 1];
     __shared__ int s_qrowg[QFUSE ? BM : 1]; /* each row's group, from the tile's first */
     const uint32_t bar0 = qattn_wgmma_smem_addr(s_bar);
@@ -175,7 +189,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     if (tid == 0) {
         for (int s = 0; s < S; s++) {
             qattn_mbar_init(QATTN_WS_FULL(s), U ? 64 : 128);
-            qattn_mbar_init(QATTN_WS_EMPTY(s), U ? 256 : 8); /* consumer warps (unpacked: their lanes) */
+            qattn_mbar_init(QATTN_WS_EMPTY(s), U ? 128 * NC : 4 * NC); /* consumer warps (unpacked: their lanes) */
         }
         qattn_mbar_init(QATTN_WS_QBAR, U ? 64 : 128); /* int4: the unpackers arrive, else the copiers */
     }
@@ -255,11 +269,15 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
     float qsA = 1.0f, qsB = 1.0f;
     const float *ksc = (const float *)0;
     const int qfused = QFUSE && p.q_fuse;
-    if (qfused && J0 < J1) { /* the Q tile quantized here while the producer loads the first key blocks */
-        if (p.q_fuse_in == QATTN_FMT_BF16)
-            qattn_wgmma_fuse_q<D, QATTN_FMT_BF16>(p, sQ, s_qsc, s_qsc + BM, s_qsc + 2 * BM, s_qrowg, tid - 128, i0, sq, tq0, b, h);
-        else
-            qattn_wgmma_fuse_q<D, QATTN_FMT_FP16>(p, sQ, s_qsc, s_qsc + BM, s_qsc + 2 * BM, s_qrowg, tid - 128, i0, sq, tq0, b, h);
+    if constexpr (QFUSE) {
+        if (qfused && J0 < J1) { /* the Q tile quantized here while the producer loads the first key blocks */
+            if (p.q_fuse_in == QATTN_FMT_BF16)
+                qattn_wgmma_fuse_q<D, QATTN_FMT_BF16>(p, sQ, s_qsc, s_qsc + BM, s_qsc + 2 * BM, s_qrowg, tid - 128, i0, sq, tq0,
+                                                      b, h);
+            else
+                qattn_wgmma_fuse_q<D, QATTN_FMT_FP16>(p, sQ, s_qsc, s_qsc + BM, s_qsc + 2 * BM, s_qrowg, tid - 128, i0, sq, tq0,
+                                                      b, h);
+        }
     }
     if (Q8) {
         ksc = p.k_scale + ((int64_t)hk * p.nseq + b) * p.k_ntok;
@@ -290,7 +308,12 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
          * block's softmax waits for the first block's P.V: run under it,
          * ptxas serialized the wgmmas, C7515) */
         float acc[KS / 2]; /* S of the stage, written by the first k-step (accumulate = 0) */
-        uint32_t qf[RB / 32][4]; /* A fragments of Q, channels 16kk..16kk+15 */
+        /* QSS (three consumer warpgroups): Q.K with Q from shared memory, P's fragments written
+         * over the scores they come from, and the next Q.K issued once the P.V is done: O, S and
+         * little else in 160 registers */
+        constexpr bool QSS = NC == 3;
+        uint32_t qf[QSS ? 1 : RB / 32][4]; /* A fragments of Q, channels 16kk..16kk+15 */
+        const uint64_t dq0 = qattn_wg_desc_k<RB, BM>(aQ, 64 * cw, 0);
         /* K's descriptors made once (k-step kk at dk0 + its constant offset + the stage's, in 16-byte
          * units, as the 8-bit path does) */
         const uint32_t aStg0 = qattn_wgmma_smem_addr(sStage);
@@ -301,10 +324,14 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                 qattn_wgmma_fence_reg(acc[x]);
             qattn_wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < RB / 32; kk++)
-                qattn_wgmma_m64k16_rs<128, BF, 0>(acc, qf[kk],
-                                                  dk0 + ((so + (uint32_t)((32 * kk >> 7) * KS * 128 + (32 * kk & 127))) >> 4),
+            for (int kk = 0; kk < RB / 32; kk++) {
+                const uint64_t dk = dk0 + ((so + (uint32_t)((32 * kk >> 7) * KS * 128 + (32 * kk & 127))) >> 4);
+                if constexpr (QSS)
+                    qattn_wgmma_m64n128k16_ss<BF>(acc, dq0 + ((uint32_t)((32 * kk >> 7) * BM * 128 + (32 * kk & 127)) >> 4), dk,
                                                   kk > 0);
+                else
+                    qattn_wgmma_m64k16_rs<128, BF, 0>(acc, qf[kk], dk, kk > 0);
+            }
             qattn_wgmma_commit();
         };
         /* O = O alpha + P.V of key block h of the stage */
@@ -315,9 +342,13 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
         if (J0 < J1) {
             qattn_mbar_wait(QATTN_WS_QBAR, 0);
             /* ldmatrix x4: lanes 8m..8m+7 address matrix m = rows (l & 15) of chunk 2kk + (l >> 4) */
+            if constexpr (!QSS) {
 #pragma unroll
-            for (int kk = 0; kk < RB / 32; kk++)
-                qattn_ldmatrix_x4(qf[kk], sQ + qattn_wg_off<RB, BM>(64 * cw + 16 * wv + (lane & 15), 2 * kk + (lane >> 4)));
+                for (int kk = 0; kk < RB / 32; kk++)
+                    qattn_ldmatrix_x4(qf[kk], sQ + qattn_wg_off<RB, BM>(64 * cw + 16 * wv + (lane & 15), 2 * kk + (lane >> 4)));
+            } else {
+                qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) Q read by wgmma (async proxy) */
+            }
             qattn_mbar_wait(QATTN_WS_FULL(0), 0);
             qattn_fence_proxy_async_smem();
             issue_qk(0u);
@@ -344,12 +375,14 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             float alA, alB;
             uint32_t pf0[KB / 16][4], pf1[KB / 16][4]; /* A fragments (16-bit) of keys 16q..16q+15 */
             qattn_wgmma_softmax16<KB>(s0, j0, loA, hiA, loB, hiB, c2, mA, mB, lA, lB, alA, alB);
-            qattn_wgmma_pack16<KB, BF>(s0, pf0);
+            qattn_wgmma_pack16<KB, BF, QSS>(s0, pf0);
             issue_pv(pf0, aV, 0, alA, alB);
             qattn_wgmma_wait<0>(); /* P.V of the first block (the softmax under it made ptxas serialize, C7515) */
             qattn_wgmma_softmax16<KB>(s1, j0 + KB, loA, hiA, loB, hiB, c2, mA, mB, lA, lB, alA, alB);
-            qattn_wgmma_pack16<KB, BF>(s1, pf1);
+            qattn_wgmma_pack16<KB, BF, QSS>(s1, pf1);
             issue_pv(pf1, aV, 1, alA, alB);
+            if constexpr (QSS) /* P's fragments are in S's registers, which the next Q.K writes */
+                qattn_wgmma_wait<0>();
             if (more) {
                 if (S < 4) {
                     qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
@@ -420,8 +453,19 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
          * next block's wait */
         constexpr int EARLY = qattn_wg_early_wait(D, KB, QF, PF, U);
         constexpr bool MIX = qattn_wg_s2f_mix(D, KB);
-        constexpr int DEFER = TWO && qattn_wg_defer_o(D, KB, QF, PF);
-        typename qattn_cond<PF == QATTN_FMT_INT8, int, float>::type pvbuf[TWO ? NO * 4 : 1];
+        constexpr int DEFER = TWO && NC == 2 && qattn_wg_defer_o(D, KB, QF, PF);
+        /* SER (three consumer warpgroups, 160 registers): a block's P.V is waited (and added into
+         * O) before the next Q.K issues, so that its S and the P.V's registers are never live
+         * together; the other warpgroups keep the tensor core busy meanwhile. PVACC: a two-level
+         * block's P.V in the S accumulator's registers (ptxas keeps them for the wgmma: a separate
+         * buffer is 32 or 64 registers more); HALF (D > KB, where they are too few): in two halves
+         * of D / 2 channels, each waited and added into O, so that pvbuf holds one half */
+        constexpr int SER = NC == 3 && !P16, PVACC = SER && TWO && D <= KB, HALF = SER && TWO && !PVACC;
+        /* PIN (one level): P's codes written into the S accumulator's registers too, as the
+         * scores they replace are read (P.V accumulates into O there) */
+        constexpr bool PIN = SER && !TWO && !F16A;
+        typedef typename qattn_cond<PF == QATTN_FMT_INT8, int, float>::type pv_t; /* P.V's accumulator */
+        pv_t pvbuf[TWO && !PVACC ? (HALF ? NO * 2 : NO * 4) : 1];
         float palA = 1.0f, palB = 1.0f; /* DEFER: alpha of the block whose P.V is in pvbuf */
         int pstage = 0;                 /* DEFER: that block's stage */
         int stage = 0;
@@ -462,18 +506,18 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
 #pragma unroll
                 for (int t = 0; t < NT; t++)
                     dsv[t] = *(const float2 *)(dsrow + stage * 8 * KB + qattn_wg_key(t, qi, 0));
-                qattn_wgmma_softmax<KB, PF, true, W16, MIX>(acc, dsv, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
+                qattn_wgmma_softmax<KB, PF, true, W16, MIX, NC == 3, PIN>(acc, dsv, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
                                                   qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf,
                                                   beside);
             } else {
                 const float2 none[1] = {make_float2(0.0f, 0.0f)};
-                qattn_wgmma_softmax<KB, PF, false, W16, MIX>(acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
+                qattn_wgmma_softmax<KB, PF, false, W16, MIX, NC == 3, PIN>(acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
                                                    qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB,
                                                    pf, beside);
             }
 
             /* ---- P.V of this block (from 0, or into O rescaled), then Q.K of the next ---- */
-            auto *pv = TWO ? pvbuf : reinterpret_cast<decltype(&pvbuf[0])>(&o[0][0]);
+            pv_t *pv = PVACC ? reinterpret_cast<pv_t *>(&acc[0]) : TWO ? pvbuf : reinterpret_cast<pv_t *>(&o[0][0]);
             if constexpr (P16) {
                 qattn_wgmma_oh_rescale<NO>(oh, alA, alB);
 #pragma unroll
@@ -485,6 +529,23 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                     qattn_wgmma_m64k16_f16acc<D>(oh, pf[q], qattn_wgmma_desc_sw128_mn(aV + 2048u * (uint32_t)q, KS * 128));
             } else if constexpr (W16) {
                 qattn_wgmma_pv16_issue<D, KB, KS, 0>(o, alA, alB, pf, aV, 0);
+            } else if constexpr (HALF) {
+#pragma unroll
+                for (int hf = 0; hf < 2; hf++) {
+#pragma unroll
+                    for (int x = 0; x < NO * 2; x++)
+                        qattn_wgmma_fence_reg(pvbuf[x]);
+                    qattn_wgmma_fence();
+#pragma unroll
+                    for (int q = 0; q < KB / 32; q++) /* V^T rows (channels) 64 hf.. at 64 hf KB bytes */
+                        qattn_wgmma_pv<D / 2>(pvbuf, pf[q], dv0 + ((so >> 4) + (uint32_t)(4 * KB * hf) + 2u * q), q > 0);
+                    qattn_wgmma_commit();
+                    qattn_wgmma_wait<0>();
+#pragma unroll
+                    for (int x = 0; x < NO * 2; x++)
+                        qattn_wgmma_fence_reg(pvbuf[x]);
+                    qattn_wgmma_o_update<NO / 2>(*reinterpret_cast<float(*)[NO / 2][4]>(&o[NO / 2 * hf][0]), pvbuf, alA, alB);
+                }
             } else {
                 if (!TWO)
                     qattn_wgmma_o_rescale<NO>(o, alA, alB);
@@ -493,10 +554,30 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
                     qattn_wgmma_fence_reg(pv[x]);
                 qattn_wgmma_fence();
 #pragma unroll
-                for (int q = 0; q < KB / 32; q++)
-                    qattn_wgmma_pv<D>(pv, pf[q], dv0 + ((so >> 4) + 2u * q), !TWO || q > 0);
+                for (int q = 0; q < KB / 32; q++) {
+                    if constexpr (PIN) {
+                        const qattn_wg_fview<typename qattn_cond<QC == QATTN_FMT_INT8, int, float>::type, NT * 4> sv{acc};
+                        const uint32_t a[4] = {sv.bits(4 * q), sv.bits(4 * q + 1), sv.bits(4 * q + 2), sv.bits(4 * q + 3)};
+                        qattn_wgmma_pv<D>(pv, a, dv0 + ((so >> 4) + 2u * q), !TWO || q > 0);
+                    } else {
+                        qattn_wgmma_pv<D>(pv, pf[q], dv0 + ((so >> 4) + 2u * q), !TWO || q > 0);
+                    }
+                }
             }
-            qattn_wgmma_commit();
+            if constexpr (!HALF)
+                qattn_wgmma_commit();
+            if constexpr (SER) {
+                if constexpr (!HALF) {
+                    qattn_wgmma_wait<0>();
+#pragma unroll
+                    for (int x = 0; x < NO * 4; x++)
+                        qattn_wgmma_fence_reg(pv[x]);
+                    if constexpr (TWO)
+                        qattn_wgmma_o_update<NO>(o, *reinterpret_cast<pv_t(*)[NO * 4]>(pv), alA, alB);
+                }
+                if (lane == 0)
+                    qattn_mbar_arrive(QATTN_WS_EMPTY(stage));
+            }
             /* the next block's Q.K right behind this P.V; this stage released once the P.V is done
              * (by every lane where the lanes read it with plain loads too, int4's dS: each orders its
              * own reads before the release) */
@@ -509,7 +590,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
             }
             if constexpr (DEFER) {
                 palA = alA, palB = alB, pstage = stage;
-            } else {
+            } else if constexpr (!SER) {
                 if (more)
                     qattn_wgmma_wait<1>();
                 else
@@ -521,12 +602,12 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADS, 1) qattn_attn_fwd_wgmma_k
 #pragma unroll
                 for (int x = 0; x < NO * 2; x++)
                     qattn_wgmma_fence_reg(oh[x]);
-            } else {
+            } else if constexpr (!SER) {
 #pragma unroll
                 for (int x = 0; x < NO * 4; x++)
                     qattn_wgmma_fence_reg(pv[x]);
             }
-            if constexpr (TWO && !DEFER)
+            if constexpr (TWO && !DEFER && !SER)
                 qattn_wgmma_o_update<NO>(o, pvbuf, alA, alB);
             if (--kleft == 0) {
                 kleft = kq;
@@ -593,6 +674,21 @@ static int qattn_attn_fwd_wgmma16_check(const qattn_kernels_attn_params &p, qatt
 /* the launch of a wgmma instance (head dim D, key blocks of KB keys, Q / K
  * int8 codes or fp16 / bf16 values): the checks of its kind; sm_90 and a
  * build with sm_90a (sig cc 90..90) */
+template <int D, int KB, int QF, int PF, int ACC, int NC>
+static int qattn_attn_fwd_wgmma_launch_nc(const qattn_kernels_attn_params &p, void *stream, qattn_err *err)
+{
+    const size_t smem =
+        QATTN_WGMMA_SMEM(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), KB, QATTN_WGMMA_WIDEN(QF, PF, ACC), QATTN_WGMMA_BMN(NC));
+    void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D, KB, QF, PF, ACC, NC>;
+    QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+                    "attn wgmma: raising the shared-memory limit");
+    const int bm = QATTN_WGMMA_BMN(NC);
+    const dim3 grid((unsigned)((p.seqlen_q + bm - 1) / bm), (unsigned)p.hq, (unsigned)p.nseq);
+    k<<<grid, dim3(QATTN_WGMMA_THREADSN(NC)), smem, (cudaStream_t)stream>>>(p);
+    QATTN_MMA_CHECK(cudaGetLastError(), "attn wgmma kernel launch");
+    return QATTN_OK;
+}
+
 template <int D, int KB, int QF, int PF, int ACC>
 static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void *stream, qattn_err *err)
 {
@@ -606,14 +702,17 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "attn wgmma: needs an sm_90 GPU and a build for sm_90a (GPU sm_%d, built for %s)", cc,
                              QATTN_KERNELS_ARCHS);
-    const size_t smem = QATTN_WGMMA_SMEM(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), KB, QATTN_WGMMA_WIDEN(QF, PF, ACC));
-    void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D, KB, QF, PF, ACC>;
-    QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-                    "attn wgmma: raising the shared-memory limit");
-    const dim3 grid((unsigned)((p.seqlen_q + QATTN_WGMMA_BM - 1) / QATTN_WGMMA_BM), (unsigned)p.hq, (unsigned)p.nseq);
-    k<<<grid, dim3(QATTN_WGMMA_THREADS), smem, (cudaStream_t)stream>>>(p);
-    QATTN_MMA_CHECK(cudaGetLastError(), "attn wgmma kernel launch");
-    return QATTN_OK;
+    /* consumer warpgroups: the instance's default (qattn_wg_nc), or QATTN_WG_NC=2 / 3 in the
+     * environment (for comparison; 3 where the instance has them); two for a fused Q
+     * (wgmma_qfuse.h: groups inside a 128-row tile) */
+    constexpr int NCM = qattn_wg_nc_max(QF, PF, ACC);
+    if (NCM == 3 && !p.q_fuse) {
+        static const char *const env = getenv("QATTN_WG_NC");
+        const int nc = env && (env[0] == '2' || env[0] == '3') ? env[0] - '0' : qattn_wg_nc(QF, PF, ACC);
+        if (nc == 3)
+            return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, NCM>(p, stream, err);
+    }
+    return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 2>(p, stream, err);
 }
 
 /* one instance: extern "C" launch function NAME for head dim D, key blocks

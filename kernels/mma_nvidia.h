@@ -639,6 +639,28 @@ static __device__ __forceinline__ void qattn_wgmma_m64k16_rs(float *d, const uin
 #endif
 }
 
+/* d[64] (f32) (+)= A (64 x 16, descriptor, K-major) * B (16 x 128, descriptor,
+ * K-major), fp16 or bf16 (BF): Q.K with Q in shared memory (the baselines with
+ * three consumer warpgroups, whose registers do not hold Q's fragments) */
+template <int BF>
+static __device__ __forceinline__ void qattn_wgmma_m64n128k16_ss(float *d, uint64_t da, uint64_t db, int accumulate)
+{
+#if QATTN_WGMMA
+    if (BF)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " QATTN_WG_S64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+                     : QATTN_WG_F64(d)
+                     : "l"(da), "l"(db), "r"(accumulate));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " QATTN_WG_S64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+                     : QATTN_WG_F64(d)
+                     : "l"(da), "l"(db), "r"(accumulate));
+#else
+    (void)d, (void)da, (void)db, (void)accumulate;
+#endif
+}
+
 /* d[N / 4] (f16x2) (+)= A (64 x 16, registers a[4], f16) * B (16 x N, V in
  * rows of keys: N-major), N = 64 or 128: the f16 accumulator (acc=fp16,
  * sage1-b); register x holds the fp32 accumulator's elements 2x, 2x + 1 */

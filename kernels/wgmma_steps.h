@@ -60,6 +60,57 @@ static __device__ __forceinline__ uint32_t qattn_wgmma_pcode2(float p0, float p1
     return qattn_cvt_e4m3x2_f32(p0, p1);
 }
 
+/* float values kept in an S accumulator's registers (int32 ones hold the float's bits) */
+template <typename SA, int N>
+struct qattn_wg_fview {
+    SA (&a)[N];
+    __device__ __forceinline__ explicit qattn_wg_fview(SA (&acc)[N]) : a(acc) {}
+    __device__ __forceinline__ float operator()(int i) const
+    {
+        if constexpr (sizeof(SA) == 4 && SA(1) / 2 == 0) /* int */
+            return __int_as_float(a[i]);
+        else
+            return a[i];
+    }
+    __device__ __forceinline__ void set(int i, float v) const
+    {
+        if constexpr (sizeof(SA) == 4 && SA(1) / 2 == 0)
+            a[i] = __float_as_int(v);
+        else
+            a[i] = v;
+    }
+    __device__ __forceinline__ uint32_t bits(int i) const
+    {
+        if constexpr (sizeof(SA) == 4 && SA(1) / 2 == 0)
+            return (uint32_t)a[i];
+        else
+            return __float_as_uint(a[i]);
+    }
+    __device__ __forceinline__ void set_bits(int i, uint32_t v) const
+    {
+        if constexpr (sizeof(SA) == 4 && SA(1) / 2 == 0)
+            a[i] = (int)v;
+        else
+            a[i] = __uint_as_float(v);
+    }
+};
+
+/* a softmax's scores as float: in the S accumulator's registers (INPL, where registers are short:
+ * three consumer warpgroups), or in an array of their own (measured faster with two) */
+template <bool INPL, typename SA, int N>
+struct qattn_wg_scores : qattn_wg_fview<SA, N> {
+    __device__ __forceinline__ explicit qattn_wg_scores(SA (&acc)[N]) : qattn_wg_fview<SA, N>(acc) {}
+};
+template <typename SA, int N>
+struct qattn_wg_scores<false, SA, N> {
+    float v[N];
+    __device__ __forceinline__ explicit qattn_wg_scores(SA (&)[N]) {}
+    __device__ __forceinline__ float operator()(int i) const { return v[i]; }
+    __device__ __forceinline__ void set(int i, float x) { v[i] = x; }
+    __device__ __forceinline__ uint32_t bits(int i) const { return __float_as_uint(v[i]); }
+    __device__ __forceinline__ void set_bits(int i, uint32_t x) { v[i] = __uint_as_float(x); }
+};
+
 /* the new row maxima from the thread's (mxA, mxB, already max'ed with the
  * running mA, mB) over the 4 lanes of a row: alpha = 2^(m_old - m_new), the
  * exponent base (0 for a row that has seen no key), m updated */
@@ -99,8 +150,8 @@ static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB,
  * keys have u = -inf; f is raised to 1e-30 at least so that -inf f stays
  * -inf (f = 0 only when the Q row's or the K group's codes are all 0, where
  * acc = 0 and the result is the same). */
-template <int KB, int PF, bool DS, bool WID, bool MIX, typename SA, int NDS, typename F>
-static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 2], const float2 (&ds)[NDS], int j0,
+template <int KB, int PF, bool DS, bool WID, bool MIX, bool INPL, bool PIN, typename SA, int NDS, typename F>
+static __device__ __forceinline__ void qattn_wgmma_softmax(SA (&acc)[KB / 2], const float2 (&ds)[NDS], int j0,
                                                            int loA, int hiA, int loB, int hiB, float fA0, float fA1,
                                                            float fB0, float fB1, float lpmul, float &mA, float &mB,
                                                            float &lA, float &lB, float &alA, float &alB,
@@ -110,16 +161,19 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 
     constexpr int NT = KB / 8;
     const int qi = (int)threadIdx.x & 3;
     beside(); /* the caller's work that may run beside this block's (issue slots the chains leave) */
-    float u[NT][4];
+    /* u = the scores as float (INPL: in the accumulator's own registers; a separate array doubles
+     * the block's live registers, as ptxas keeps the wgmma accumulator where it is) */
+    static_assert(INPL || !PIN, "P's codes in the accumulator's registers need the scores there");
+    qattn_wg_scores<INPL, SA, KB / 2> u{acc};
     if constexpr (DS) { /* S c2 = float(acc) f + dS c2 (ds[t]: the keys of tile t), then scaled by 1 */
         static_assert(NDS == NT, "one dS pair a tile");
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             const float fA = (t & 1) ? fA1 : fA0, fB = (t & 1) ? fB1 : fB0;
-            u[t][0] = __fmaf_rn(qattn_wgmma_s2f(acc[4 * t]), fA, ds[t].x);
-            u[t][1] = __fmaf_rn(qattn_wgmma_s2f(acc[4 * t + 1]), fA, ds[t].y);
-            u[t][2] = __fmaf_rn(qattn_wgmma_s2f(acc[4 * t + 2]), fB, ds[t].x);
-            u[t][3] = __fmaf_rn(qattn_wgmma_s2f(acc[4 * t + 3]), fB, ds[t].y);
+            u.set(4 * t, __fmaf_rn(qattn_wgmma_s2f(acc[4 * t]), fA, ds[t].x));
+            u.set(4 * t + 1, __fmaf_rn(qattn_wgmma_s2f(acc[4 * t + 1]), fA, ds[t].y));
+            u.set(4 * t + 2, __fmaf_rn(qattn_wgmma_s2f(acc[4 * t + 2]), fB, ds[t].x));
+            u.set(4 * t + 3, __fmaf_rn(qattn_wgmma_s2f(acc[4 * t + 3]), fB, ds[t].y));
         }
         fA0 = fA1 = fB0 = fB1 = 1.0f;
     } else {
@@ -128,13 +182,18 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 
         for (int t = 0; t < NT; t++)
 #pragma unroll
             for (int e = 0; e < 4; e++)
-                u[t][e] = MIX && (e & 1) ? qattn_wgmma_s2f_cvt(acc[4 * t + e]) : qattn_wgmma_s2f(acc[4 * t + e]);
+                u.set(4 * t + e, MIX && (e & 1) ? qattn_wgmma_s2f_cvt(acc[4 * t + e]) : qattn_wgmma_s2f(acc[4 * t + e]));
     }
     /* masked keys and keys past the end (key of tile t, element e: sigma) */
     if (j0 < loA || j0 + KB > hiA || j0 < loB || j0 + KB > hiB) {
 #pragma unroll
-        for (int t = 0; t < NT; t++)
-            qattn_mma_mask_frag(u[t], j0 + qattn_wg_key(t, qi, 0), loA, hiA, loB, hiB);
+        for (int t = 0; t < NT; t++) {
+            float m4[4] = {u(4 * t), u(4 * t + 1), u(4 * t + 2), u(4 * t + 3)};
+            qattn_mma_mask_frag(m4, j0 + qattn_wg_key(t, qi, 0), loA, hiA, loB, hiB);
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                u.set(4 * t + e, m4[e]);
+        }
     }
     /* ---- row maxima per tile parity ---- */
     float mxA, mxB;
@@ -143,8 +202,8 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 
 #pragma unroll
         for (int t = 0; t < NT / 2; t++) {
             const int t0 = 4 * (t >> 1) + (t & 1);
-            ma[t] = fmaxf(fmaxf(u[t0][0], u[t0][1]), fmaxf(u[t0 + 2][0], u[t0 + 2][1]));
-            mb[t] = fmaxf(fmaxf(u[t0][2], u[t0][3]), fmaxf(u[t0 + 2][2], u[t0 + 2][3]));
+            ma[t] = fmaxf(fmaxf(u(4 * t0), u(4 * t0 + 1)), fmaxf(u(4 * t0 + 8), u(4 * t0 + 9)));
+            mb[t] = fmaxf(fmaxf(u(4 * t0 + 2), u(4 * t0 + 3)), fmaxf(u(4 * t0 + 10), u(4 * t0 + 11)));
         }
         /* pairs (t, t + w), w even, keep the parity: down to ma[0] (even tiles), ma[1] (odd) */
 #pragma unroll
@@ -164,10 +223,10 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         const float fA = (t & 1) ? fA1 : fA0, fB = (t & 1) ? fB1 : fB0;
-        const float p0 = qattn_ex2_approx(__fmaf_rn(u[t][0], fA, nbA));
-        const float p1 = qattn_ex2_approx(__fmaf_rn(u[t][1], fA, nbA));
-        const float p2 = qattn_ex2_approx(__fmaf_rn(u[t][2], fB, nbB));
-        const float p3 = qattn_ex2_approx(__fmaf_rn(u[t][3], fB, nbB));
+        const float p0 = qattn_ex2_approx(__fmaf_rn(u(4 * t), fA, nbA));
+        const float p1 = qattn_ex2_approx(__fmaf_rn(u(4 * t + 1), fA, nbA));
+        const float p2 = qattn_ex2_approx(__fmaf_rn(u(4 * t + 2), fB, nbB));
+        const float p3 = qattn_ex2_approx(__fmaf_rn(u(4 * t + 3), fB, nbB));
         sa[t & 3] = sa[t & 3] + (p0 + p1);
         sb[t & 3] = sb[t & 3] + (p2 + p3);
         if constexpr (PF == QATTN_FMT_FP16) { /* tile 2q -> a0 (row g) / a1 (row g+8), tile 2q+1 -> a2 / a3 */
@@ -183,7 +242,11 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(const SA (&acc)[KB / 
         const uint32_t ca = qattn_wgmma_pcode2<PF>(p0, p1), cb = qattn_wgmma_pcode2<PF>(p2, p3);
         /* tiles 4q, 4q+1 -> a0 (row g) / a1 (row g+8); tiles 4q+2, 4q+3 -> a2 / a3 */
         const int q = t >> 2, hi = (t >> 1) & 1, sh = (t & 1) * 16;
-        if (sh == 0) {
+        if constexpr (PIN) { /* into acc[4q + 2hi (+1)]: scores of tiles <= t, already read */
+            const int x = 4 * q + 2 * hi;
+            u.set_bits(x, sh == 0 ? ca : u.bits(x) | ca << 16);
+            u.set_bits(x + 1, sh == 0 ? cb : u.bits(x + 1) | cb << 16);
+        } else if (sh == 0) {
             pf[q][2 * hi] = ca;
             pf[q][2 * hi + 1] = cb;
         } else {
@@ -245,15 +308,26 @@ static __device__ __forceinline__ void qattn_wgmma_softmax16(float (&acc)[KB / 2
 /* P (fp32, the S layout) rounded to the 16-bit type as the A fragments of
  * the P.V wgmma: pf[q] = keys 16q..16q+15 (tile 2q -> a0 (row g) / a1
  * (row g + 8), tile 2q + 1 -> a2 / a3) */
-template <int KB, int BF>
-static __device__ __forceinline__ void qattn_wgmma_pack16(const float (&p)[KB / 2], uint32_t (&pf)[KB / 16][4])
+template <int KB, int BF, bool PIN>
+static __device__ __forceinline__ void qattn_wgmma_pack16(float (&p)[KB / 2], uint32_t (&pf)[KB / 16][4])
 {
 #pragma unroll
     for (int t = 0; t < KB / 8; t++) {
-        pf[t >> 1][2 * (t & 1)] = BF ? qattn_cvt_bf16x2_f32(p[4 * t], p[4 * t + 1])
-                                     : qattn_cvt_f16x2_f32(p[4 * t], p[4 * t + 1]);
-        pf[t >> 1][2 * (t & 1) + 1] = BF ? qattn_cvt_bf16x2_f32(p[4 * t + 2], p[4 * t + 3])
-                                         : qattn_cvt_f16x2_f32(p[4 * t + 2], p[4 * t + 3]);
+        const uint32_t a = BF ? qattn_cvt_bf16x2_f32(p[4 * t], p[4 * t + 1]) : qattn_cvt_f16x2_f32(p[4 * t], p[4 * t + 1]);
+        const uint32_t b =
+            BF ? qattn_cvt_bf16x2_f32(p[4 * t + 2], p[4 * t + 3]) : qattn_cvt_f16x2_f32(p[4 * t + 2], p[4 * t + 3]);
+        if constexpr (PIN) { /* into p[2t], p[2t + 1]: values of tiles <= t, already read */
+            p[2 * t] = __uint_as_float(a);
+            p[2 * t + 1] = __uint_as_float(b);
+        } else {
+            pf[t >> 1][2 * (t & 1)] = a;
+            pf[t >> 1][2 * (t & 1) + 1] = b;
+        }
+    }
+    if constexpr (PIN) { /* the fragments read back from those registers (copies ptxas folds) */
+#pragma unroll
+        for (int x = 0; x < KB / 4; x++)
+            pf[x >> 2][x & 3] = __float_as_uint(p[x]);
     }
 }
 

@@ -7,8 +7,10 @@
 #include "mma_nvidia.h" /* the wgmma descriptors */
 #include "qattn/numerics.h" /* QATTN_FMT_* */
 
-#define QATTN_WGMMA_BM 128
-#define QATTN_WGMMA_THREADS 384 /* a producer warpgroup and two consumer warpgroups */
+#define QATTN_WGMMA_BM 128 /* query rows of a block with two consumer warpgroups */
+/* query rows and threads of a block with nc consumer warpgroups (64 rows each) and one producer */
+#define QATTN_WGMMA_BMN(nc) (64 * (nc))
+#define QATTN_WGMMA_THREADSN(nc) (128 * ((nc) + 1))
 /* keys a shared stage holds (Q/K format qf, V's format in shared memory vf, key blocks of
  * kb), stages in flight (4, or 2 where 4 do not fit: 16-bit d = 128) and
  * the shared memory: the Q tile (128 x d), the stages (K and V) and 1 KB
@@ -34,16 +36,16 @@
 #define QATTN_WGMMA_USLOT(d, ks, i4, wv) (((i4) ? (ks) * (d) / 2 + (ks) * QATTN_WGMMA_DS_ROWB(d) : 0) + ((wv) ? (ks) * (d) : 0))
 /* slots of the staging ring (3 with both int4 K and e4m3 V rows: 4 exceed shared memory at d = 128) */
 #define QATTN_WGMMA_UNSLOT(i4, wv) ((i4) && (wv) ? 3 : 4)
-#define QATTN_WGMMA_USTG(d, qf, vf, kb, wv)                                                                           \
+#define QATTN_WGMMA_USTG(d, qf, vf, kb, wv, bm)                                                                           \
     ((qf) == QATTN_FMT_INT4 || (wv) ? QATTN_WGMMA_UNSLOT((qf) == QATTN_FMT_INT4, wv) * QATTN_WGMMA_USLOT(d, QATTN_WGMMA_KS(qf, kb), (qf) == QATTN_FMT_INT4, wv) \
                                     : 0) +                                                                            \
         ((qf) == QATTN_FMT_INT4 ? 16 * QATTN_WGMMA_DS_ROWB(d) +                                                       \
                                       QATTN_WGMMA_NSTAGES(d, qf, vf, kb) * 8 * QATTN_WGMMA_KS(qf, kb) * 4 +           \
-                                      QATTN_WGMMA_BM * (d) / 2                                                        \
+                                      (bm) * (d) / 2                                                                  \
                                 : 0)
-#define QATTN_WGMMA_SMEM(d, qf, vf, kb, wv)                                                                           \
-    (QATTN_WGMMA_BM * (d) * QATTN_WGMMA_ES(qf) + QATTN_WGMMA_NSTAGES(d, qf, vf, kb) * QATTN_WGMMA_STAGEB(d, qf, vf, kb) + \
-     QATTN_WGMMA_USTG(d, qf, vf, kb, wv) + 1024)
+#define QATTN_WGMMA_SMEM(d, qf, vf, kb, wv, bm)                                                                       \
+    ((bm) * (d) * QATTN_WGMMA_ES(qf) + QATTN_WGMMA_NSTAGES(d, qf, vf, kb) * QATTN_WGMMA_STAGEB(d, qf, vf, kb) + \
+     QATTN_WGMMA_USTG(d, qf, vf, kb, wv, bm) + 1024)
 
 template <bool C, typename A, typename B>
 struct qattn_cond {
