@@ -93,7 +93,8 @@ static __host__ __device__ constexpr int qattn_wg_nc_max(int qf, int pf, int acc
     return qf != QATTN_FMT_INT4 && !QATTN_WGMMA_WIDEN(qf, pf, acc) ? 3 : 2;
 }
 /* ... and by default, chosen by measurement (H100, 2026-11-28, kernels/LOG.md): three for the 8-bit
- * instances (1.03-1.22x two at N = 8192), two for the 16-bit baselines (three: 0.89-1.06x) */
+ * instances (1.03-1.22x two at N = 8192), two for the 16-bit baselines (three, with 64-key stages:
+ * 0.94-1.04x) */
 static __host__ __device__ constexpr int qattn_wg_nc(int qf, int pf, int acc)
 {
     return QATTN_WGMMA_8BIT(qf) ? qattn_wg_nc_max(qf, pf, acc) : 2;
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
     static_assert(D == 128 || D == 64, "the wgmma kernel is written for head dims 64 and 128 (swizzled rows)");
     static_assert(KB == 128 || KB == 64, "key blocks of 64 or 128 keys (swizzled rows)");
     static_assert(QATTN_WGMMA_8BIT(QF) || QF == QATTN_FMT_FP16 || QF == QATTN_FMT_BF16, "int8, e4m3, fp16 or bf16 Q/K");
-    static_assert(QATTN_WGMMA_8BIT(QF) || KB == 64, "16-bit: key blocks of 64, two to a 128-key stage (m64n128k16)");
+    static_assert(QATTN_WGMMA_8BIT(QF) || KB == 64, "16-bit: key blocks of 64 (two to a 128-key stage with two consumer warpgroups)");
     static_assert(QATTN_WGMMA_8BIT(QF) ? (PF == QATTN_FMT_E4M3 && (ACC == QATTN_ACC_FP22 || ACC == QATTN_ACC_FP32)) ||
                                              (PF == QATTN_FMT_INT8 && QF == QATTN_FMT_INT8 && ACC == QATTN_ACC_FP32) ||
                                              (PF == QATTN_FMT_FP16 && QF == QATTN_FMT_INT8 && ACC == QATTN_ACC_FP16)
@@ -139,7 +140,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
     constexpr int ES = Q8 ? 1 : 2; /* bytes an element */
     /* keys a stage holds: the key block (int8), two key blocks of 64 (16-bit: Q.K by
      * m64n128k16, the softmax and P.V a block at a time) */
-    constexpr int KS = QATTN_WGMMA_KS(QF, KB), BM = QATTN_WGMMA_BMN(NC), S = QATTN_WGMMA_NSTAGES(D, QF, VF, KB);
+    constexpr int BM = QATTN_WGMMA_BMN(NC), KS = QATTN_WGMMA_KS(QF, KB, BM), S = QATTN_WGMMA_NSTAGES(D, QF, VF, KB, BM);
     constexpr int NT = KB / 8;      /* n-tiles of S (int8) */
     constexpr int NO = D / 8;       /* n-tiles of O */
     constexpr int RB = D * ES;      /* bytes of a Q / K row */
@@ -147,7 +148,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
     constexpr int RP = 128 / CH;    /* K rows the producer's 128 threads copy per pass */
     /* the V tile: 8-bit codes as V^T (D rows of KS bytes), 16-bit V as rows of keys (KS rows of 2 D bytes) */
     constexpr int VRB = V16 ? 2 * D : KS, VROWS = V16 ? KS : D, VCH = VRB / 16, VR = 128 / VCH;
-    constexpr int KBYTES = KS * RB, STAGE = QATTN_WGMMA_STAGEB(D, QF, VF, KB);
+    constexpr int KBYTES = KS * RB, STAGE = QATTN_WGMMA_STAGEB(D, QF, VF, KB, BM);
     constexpr int KSTEP = RP * (RB < 128 ? RB : 128), VSTEP = VR * (VRB < 128 ? VRB : 128);
     QATTN_DYNAMIC_SHARED(uint8_t, smem_raw);
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
@@ -302,16 +303,17 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
     const uint32_t aQ = qattn_wgmma_smem_addr(sQ);
 
     if constexpr (!Q8) {
-        /* 16-bit: Q.K of a stage's 128 keys (m64n128k16, Q's fragments in
-         * registers: shared memory carries only K and V); the softmax and
-         * P.V (into O, fp32) one key block of 64 at a time (the second
-         * block's softmax waits for the first block's P.V: run under it,
-         * ptxas serialized the wgmmas, C7515) */
-        float acc[KS / 2]; /* S of the stage, written by the first k-step (accumulate = 0) */
-        /* QSS (three consumer warpgroups): Q.K with Q from shared memory, P's fragments written
-         * over the scores they come from, and the next Q.K issued once the P.V is done: O, S and
-         * little else in 160 registers */
+        /* 16-bit: Q.K of a stage's KS keys (m64nKSk16; two consumer warpgroups: 128 keys, Q's
+         * fragments in registers, shared memory carrying only K and V); the softmax and P.V (into O,
+         * fp32) one key block of 64 at a time (the second block's softmax waits for the first
+         * block's P.V: run under it, ptxas serialized the wgmmas, C7515) */
+        constexpr int NH = KS / KB; /* key blocks a stage */
+        float acc[KS / 2];          /* S of the stage, written by the first k-step (accumulate = 0) */
+        /* QSS (three consumer warpgroups, 160 registers): stages of one key block and Q.K with Q from
+         * shared memory (S of 128 keys with P's fragments over it: ptxas serialized the wgmmas,
+         * C7511) */
         constexpr bool QSS = NC == 3;
+        static_assert(QSS == (NH == 1), "one key block a stage exactly with three consumer warpgroups");
         uint32_t qf[QSS ? 1 : RB / 32][4]; /* A fragments of Q, channels 16kk..16kk+15 */
         const uint64_t dq0 = qattn_wg_desc_k<RB, BM>(aQ, 64 * cw, 0);
         /* K's descriptors made once (k-step kk at dk0 + its constant offset + the stage's, in 16-byte
@@ -327,10 +329,10 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
             for (int kk = 0; kk < RB / 32; kk++) {
                 const uint64_t dk = dk0 + ((so + (uint32_t)((32 * kk >> 7) * KS * 128 + (32 * kk & 127))) >> 4);
                 if constexpr (QSS)
-                    qattn_wgmma_m64n128k16_ss<BF>(acc, dq0 + ((uint32_t)((32 * kk >> 7) * BM * 128 + (32 * kk & 127)) >> 4), dk,
+                    qattn_wgmma_m64k16_ss<KS, BF>(acc, dq0 + ((uint32_t)((32 * kk >> 7) * BM * 128 + (32 * kk & 127)) >> 4), dk,
                                                   kk > 0);
                 else
-                    qattn_wgmma_m64k16_rs<128, BF, 0>(acc, qf[kk], dk, kk > 0);
+                    qattn_wgmma_m64k16_rs<KS, BF, 0>(acc, qf[kk], dk, kk > 0);
             }
             qattn_wgmma_commit();
         };
@@ -370,19 +372,17 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
                 qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
                 qattn_fence_proxy_async_smem();
             }
-            float (&s0)[KB / 2] = *reinterpret_cast<float (*)[KB / 2]>(&acc[0]);
-            float (&s1)[KB / 2] = *reinterpret_cast<float (*)[KB / 2]>(&acc[KB / 2]);
             float alA, alB;
-            uint32_t pf0[KB / 16][4], pf1[KB / 16][4]; /* A fragments (16-bit) of keys 16q..16q+15 */
-            qattn_wgmma_softmax16<KB>(s0, j0, loA, hiA, loB, hiB, c2, mA, mB, lA, lB, alA, alB);
-            qattn_wgmma_pack16<KB, BF, QSS>(s0, pf0);
-            issue_pv(pf0, aV, 0, alA, alB);
-            qattn_wgmma_wait<0>(); /* P.V of the first block (the softmax under it made ptxas serialize, C7515) */
-            qattn_wgmma_softmax16<KB>(s1, j0 + KB, loA, hiA, loB, hiB, c2, mA, mB, lA, lB, alA, alB);
-            qattn_wgmma_pack16<KB, BF, QSS>(s1, pf1);
-            issue_pv(pf1, aV, 1, alA, alB);
-            if constexpr (QSS) /* P's fragments are in S's registers, which the next Q.K writes */
-                qattn_wgmma_wait<0>();
+            uint32_t pf[NH][KB / 16][4]; /* A fragments (16-bit) of keys 16q..16q+15 of each key block */
+#pragma unroll
+            for (int hb = 0; hb < NH; hb++) {
+                float (&sh)[KB / 2] = *reinterpret_cast<float (*)[KB / 2]>(&acc[KB / 2 * hb]);
+                if (hb > 0)
+                    qattn_wgmma_wait<0>(); /* the block before's P.V (the softmax under it: C7515) */
+                qattn_wgmma_softmax16<KB>(sh, j0 + KB * hb, loA, hiA, loB, hiB, c2, mA, mB, lA, lB, alA, alB);
+                qattn_wgmma_pack16<KB, BF>(sh, pf[hb]);
+                issue_pv(pf[hb], aV, hb, alA, alB);
+            }
             if (more) {
                 if (S < 4) {
                     qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);

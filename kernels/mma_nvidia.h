@@ -639,14 +639,25 @@ static __device__ __forceinline__ void qattn_wgmma_m64k16_rs(float *d, const uin
 #endif
 }
 
-/* d[64] (f32) (+)= A (64 x 16, descriptor, K-major) * B (16 x 128, descriptor,
- * K-major), fp16 or bf16 (BF): Q.K with Q in shared memory (the baselines with
- * three consumer warpgroups, whose registers do not hold Q's fragments) */
-template <int BF>
-static __device__ __forceinline__ void qattn_wgmma_m64n128k16_ss(float *d, uint64_t da, uint64_t db, int accumulate)
+/* d[N / 2] (f32) (+)= A (64 x 16, descriptor, K-major) * B (16 x N, descriptor,
+ * K-major), N = 64 or 128, fp16 or bf16 (BF): Q.K with Q in shared memory (the
+ * baselines with three consumer warpgroups, whose registers do not hold Q's
+ * fragments) */
+template <int N, int BF>
+static __device__ __forceinline__ void qattn_wgmma_m64k16_ss(float *d, uint64_t da, uint64_t db, int accumulate)
 {
 #if QATTN_WGMMA
-    if (BF)
+    if (N == 64 && BF)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " QATTN_WG_S32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                     : QATTN_WG_F32(d)
+                     : "l"(da), "l"(db), "r"(accumulate));
+    else if (N == 64)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " QATTN_WG_S32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                     : QATTN_WG_F32(d)
+                     : "l"(da), "l"(db), "r"(accumulate));
+    else if (BF)
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " QATTN_WG_S64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
                      : QATTN_WG_F64(d)

@@ -308,26 +308,15 @@ static __device__ __forceinline__ void qattn_wgmma_softmax16(float (&acc)[KB / 2
 /* P (fp32, the S layout) rounded to the 16-bit type as the A fragments of
  * the P.V wgmma: pf[q] = keys 16q..16q+15 (tile 2q -> a0 (row g) / a1
  * (row g + 8), tile 2q + 1 -> a2 / a3) */
-template <int KB, int BF, bool PIN>
-static __device__ __forceinline__ void qattn_wgmma_pack16(float (&p)[KB / 2], uint32_t (&pf)[KB / 16][4])
+template <int KB, int BF>
+static __device__ __forceinline__ void qattn_wgmma_pack16(const float (&p)[KB / 2], uint32_t (&pf)[KB / 16][4])
 {
 #pragma unroll
     for (int t = 0; t < KB / 8; t++) {
-        const uint32_t a = BF ? qattn_cvt_bf16x2_f32(p[4 * t], p[4 * t + 1]) : qattn_cvt_f16x2_f32(p[4 * t], p[4 * t + 1]);
-        const uint32_t b =
-            BF ? qattn_cvt_bf16x2_f32(p[4 * t + 2], p[4 * t + 3]) : qattn_cvt_f16x2_f32(p[4 * t + 2], p[4 * t + 3]);
-        if constexpr (PIN) { /* into p[2t], p[2t + 1]: values of tiles <= t, already read */
-            p[2 * t] = __uint_as_float(a);
-            p[2 * t + 1] = __uint_as_float(b);
-        } else {
-            pf[t >> 1][2 * (t & 1)] = a;
-            pf[t >> 1][2 * (t & 1) + 1] = b;
-        }
-    }
-    if constexpr (PIN) { /* the fragments read back from those registers (copies ptxas folds) */
-#pragma unroll
-        for (int x = 0; x < KB / 4; x++)
-            pf[x >> 2][x & 3] = __float_as_uint(p[x]);
+        pf[t >> 1][2 * (t & 1)] = BF ? qattn_cvt_bf16x2_f32(p[4 * t], p[4 * t + 1])
+                                     : qattn_cvt_f16x2_f32(p[4 * t], p[4 * t + 1]);
+        pf[t >> 1][2 * (t & 1) + 1] = BF ? qattn_cvt_bf16x2_f32(p[4 * t + 2], p[4 * t + 3])
+                                         : qattn_cvt_f16x2_f32(p[4 * t + 2], p[4 * t + 3]);
     }
 }
 

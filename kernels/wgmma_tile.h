@@ -25,10 +25,12 @@
 #define QATTN_WGMMA_WIDEN(qf, pf, acc) (QATTN_WGMMA_8BIT(qf) && (pf) == QATTN_FMT_E4M3 && (acc) == QATTN_ACC_FP32)
 /* V's format in shared memory */
 #define QATTN_WGMMA_VF(qf, pf, acc) (QATTN_WGMMA_WIDEN(qf, pf, acc) ? QATTN_FMT_FP16 : (pf))
-#define QATTN_WGMMA_KS(qf, kb) (QATTN_WGMMA_8BIT(qf) ? (kb) : 128)
-#define QATTN_WGMMA_STAGEB(d, qf, vf, kb)                                                                            \
-    (QATTN_WGMMA_KS(qf, kb) * (d) * (QATTN_WGMMA_ES(qf) + (QATTN_WGMMA_V16(qf, vf) ? 2 : 1)))
-#define QATTN_WGMMA_NSTAGES(d, qf, vf, kb) (QATTN_WGMMA_STAGEB(d, qf, vf, kb) > 32768 ? 2 : 4)
+/* 16-bit: two key blocks of 64 a stage with two consumer warpgroups (bm 128), one with three (their
+ * S registers) */
+#define QATTN_WGMMA_KS(qf, kb, bm) (QATTN_WGMMA_8BIT(qf) || (bm) > 128 ? (kb) : 128)
+#define QATTN_WGMMA_STAGEB(d, qf, vf, kb, bm)                                                                        \
+    (QATTN_WGMMA_KS(qf, kb, bm) * (d) * (QATTN_WGMMA_ES(qf) + (QATTN_WGMMA_V16(qf, vf) ? 2 : 1)))
+#define QATTN_WGMMA_NSTAGES(d, qf, vf, kb, bm) (QATTN_WGMMA_STAGEB(d, qf, vf, kb, bm) > 32768 ? 2 : 4)
 /* the unpacking producer (wgmma_unpack.h; int4 Q/K, or e4m3 V widened to fp16: wv): its staging
  * ring (slots of packed K and fp16 input K, and of e4m3 V rows), the dS mma's A tile (16 padded fp16
  * rows), dS ([stages][8][keys] floats) and Q's packed rows */
@@ -37,14 +39,14 @@
 /* slots of the staging ring (3 with both int4 K and e4m3 V rows: 4 exceed shared memory at d = 128) */
 #define QATTN_WGMMA_UNSLOT(i4, wv) ((i4) && (wv) ? 3 : 4)
 #define QATTN_WGMMA_USTG(d, qf, vf, kb, wv, bm)                                                                           \
-    ((qf) == QATTN_FMT_INT4 || (wv) ? QATTN_WGMMA_UNSLOT((qf) == QATTN_FMT_INT4, wv) * QATTN_WGMMA_USLOT(d, QATTN_WGMMA_KS(qf, kb), (qf) == QATTN_FMT_INT4, wv) \
+    ((qf) == QATTN_FMT_INT4 || (wv) ? QATTN_WGMMA_UNSLOT((qf) == QATTN_FMT_INT4, wv) * QATTN_WGMMA_USLOT(d, QATTN_WGMMA_KS(qf, kb, bm), (qf) == QATTN_FMT_INT4, wv) \
                                     : 0) +                                                                            \
         ((qf) == QATTN_FMT_INT4 ? 16 * QATTN_WGMMA_DS_ROWB(d) +                                                       \
-                                      QATTN_WGMMA_NSTAGES(d, qf, vf, kb) * 8 * QATTN_WGMMA_KS(qf, kb) * 4 +           \
+                                      QATTN_WGMMA_NSTAGES(d, qf, vf, kb, bm) * 8 * QATTN_WGMMA_KS(qf, kb, bm) * 4 +           \
                                       (bm) * (d) / 2                                                                  \
                                 : 0)
 #define QATTN_WGMMA_SMEM(d, qf, vf, kb, wv, bm)                                                                       \
-    ((bm) * (d) * QATTN_WGMMA_ES(qf) + QATTN_WGMMA_NSTAGES(d, qf, vf, kb) * QATTN_WGMMA_STAGEB(d, qf, vf, kb) + \
+    ((bm) * (d) * QATTN_WGMMA_ES(qf) + QATTN_WGMMA_NSTAGES(d, qf, vf, kb, bm) * QATTN_WGMMA_STAGEB(d, qf, vf, kb, bm) + \
      QATTN_WGMMA_USTG(d, qf, vf, kb, wv, bm) + 1024)
 
 template <bool C, typename A, typename B>

@@ -70,7 +70,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
 {
     constexpr int NS = QATTN_WGMMA_UNSLOT(I4, WV), BM = QATTN_WGMMA_BM;
     constexpr int RB = D, PCH = D / 32, CH = D / 16; /* int8 row bytes, packed / 8-bit 16-byte chunks a row */
-    constexpr int STAGE = QATTN_WGMMA_STAGEB(D, QATTN_FMT_INT8, WV ? QATTN_FMT_FP16 : QATTN_FMT_INT8, KS), SLOT = QATTN_WGMMA_USLOT(D, KS, I4, WV), KP = QATTN_WGMMA_DS_ROWB(D);
+    constexpr int STAGE = QATTN_WGMMA_STAGEB(D, QATTN_FMT_INT8, WV ? QATTN_FMT_FP16 : QATTN_FMT_INT8, KS, BM), SLOT = QATTN_WGMMA_USLOT(D, KS, I4, WV), KP = QATTN_WGMMA_DS_ROWB(D);
     constexpr int SV = I4 ? KS * D / 2 + KS * KP : 0; /* V's rows in a slot (WV) */
     constexpr int VCH = KS / 16, VR = 64 / VCH, VSTEP = VR * (KS < 128 ? KS : 128); /* V^T by 64 threads */
     constexpr int ICH = D / 8;                                                      /* 16-byte chunks of an fp16 K row */
