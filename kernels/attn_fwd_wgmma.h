@@ -80,6 +80,10 @@ static __host__ __device__ constexpr int qattn_wg_defer_o(int d, int kb, int qf,
 {
     return qf == QATTN_FMT_INT8 && pf == QATTN_FMT_E4M3 && (d == 64) != (kb == 64);
 }
+/* SER with three consumer warpgroups (below, in the kernel), except for e4m3 Q.K at d = 64, whose
+ * registers allow the two-warpgroup order (+8-10%; sage2-8b-sm90 there -2%, sage1-vb -6%: H100,
+ * 2026-11-28) */
+static __host__ __device__ constexpr bool qattn_wg_ser(int d, int qf) { return !(d == 64 && qf == QATTN_FMT_E4M3); }
 /* MIX: half the int32 scores converted by cvt.rn.f32.s32, half by the
  * add-subtract pair, so the two pipes share the work (sage2-8b-sm90 d = 128
  * +6%, the d = 64 64-key instances +2-3%; the others lose 1-4%; all by cvt:
@@ -460,7 +464,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
          * block's P.V in the S accumulator's registers (ptxas keeps them for the wgmma: a separate
          * buffer is 32 or 64 registers more); HALF (D > KB, where they are too few): in two halves
          * of D / 2 channels, each waited and added into O, so that pvbuf holds one half */
-        constexpr int SER = NC == 3 && !P16, PVACC = SER && TWO && D <= KB, HALF = SER && TWO && !PVACC;
+        constexpr int SER = NC == 3 && !P16 && qattn_wg_ser(D, QF), PVACC = SER && TWO && D <= KB, HALF = SER && TWO && !PVACC;
         /* PIN (one level): P's codes written into the S accumulator's registers too, as the
          * scores they replace are read (P.V accumulates into O there) */
         constexpr bool PIN = SER && !TWO && !F16A;
