@@ -7,22 +7,23 @@
  * The dispatcher takes it on sm_90 (QATTN_MMA_SYNC=1 in the environment:
  * the mma.sync instance, for comparison).
  *
- * Tiling: a block of 3 warpgroups (384 threads) owns BM = 128 query rows
- * of one (sequence, head). Warp-specialized, with one copy of each key
- * block in shared memory:
+ * Tiling: a block of 1 + NC warpgroups (NC = 2 or 3 consumers, qattn_wg_nc)
+ * owns BM = 64 NC query rows of one (sequence, head). Warp-specialized,
+ * with one copy of each key block in shared memory:
  *   warpgroup 0 (producer, 24 registers after setmaxnreg): loads the Q tile
- *     (int8, 128 x 128, kept for the whole loop), then key block after key
+ *     (int8, BM x 128, kept for the whole loop), then key block after key
  *     block (KB = 128) into QATTN_WGMMA_NSTAGES stages, cp.async; each
  *     thread's copies arrive on the stage's "full" mbarrier when they land
  *     (cp.async.mbarrier.arrive.noinc, 128 arrivals), and a stage is refilled
- *     once its "empty" mbarrier saw all 8 consumer warps done with it
- *     (int4: qattn_wgmma_produce_i4, and the warps' 256 lanes).
- *   warpgroups 1, 2 (consumers, 240 registers): warpgroup w rows
- *     64(w-1)..64(w-1)+63, warp v of it rows 16v..16v+15, lane 4g+i rows g
- *     and g+8 (the wgmma accumulator layout); they wait on the full
- *     barriers only, so the two drift apart and one's softmax overlaps the
- *     other's MMAs; P.V of block j and Q.K of block j + 1 are issued back to
- *     back, so the tensor core computes Q.K(j + 1) during the O update.
+ *     once its "empty" mbarrier saw all 4 NC consumer warps done with it
+ *     (int4: qattn_wgmma_produce_i4, and the warps' lanes).
+ *   warpgroups 1..NC (consumers, 240 registers with two, 160 with three):
+ *     warpgroup w rows 64(w-1)..64(w-1)+63, warp v of it rows 16v..16v+15,
+ *     lane 4g+i rows g and g+8 (the wgmma accumulator layout); they wait on
+ *     the full barriers only, so they drift apart and one's softmax overlaps
+ *     the others' MMAs; with two, P.V of block j and Q.K of block j + 1 are
+ *     issued back to back, so the tensor core computes Q.K(j + 1) during the
+ *     O update; with three, Q.K(j + 1) waits for the P.V (SER, registers).
  * Q and K rows of d bytes (128- or 64-byte swizzle), V^T rows of 128 keys
  * (128-byte swizzle), for the wgmma descriptors; d = 64: two k-steps of
  * Q.K, P.V by m64n64k32.
