@@ -411,7 +411,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
         }
         qattn_wgmma_wait<0>(); /* nothing in flight; said for ptxas (C7517 otherwise) */
     } else {
-        typename qattn_cond<QC == QATTN_FMT_INT8, int, float>::type acc[NT * 4]; /* S, written by the first k-step */
+        typedef typename qattn_cond<QC == QATTN_FMT_INT8, int, float>::type s_t; /* S's accumulator */
+        s_t acc[NT * 4];                                                             /* S, written by the first k-step */
         uint32_t oh[P16 ? NO * 2 : 1]; /* P16: O in the f16 accumulator (the fp32 layout's pairs) */
 #pragma unroll
         for (int x = 0; x < (P16 ? NO * 2 : 1); x++)
@@ -561,7 +562,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
 #pragma unroll
                 for (int q = 0; q < KB / 32; q++) {
                     if constexpr (PIN) {
-                        const qattn_wg_fview<typename qattn_cond<QC == QATTN_FMT_INT8, int, float>::type, NT * 4> sv{acc};
+                        const qattn_wg_fview<s_t, NT * 4> sv{acc};
                         const uint32_t a[4] = {sv.bits(4 * q), sv.bits(4 * q + 1), sv.bits(4 * q + 2), sv.bits(4 * q + 3)};
                         qattn_wgmma_pv<D>(pv, a, dv0 + ((so >> 4) + 2u * q), !TWO || q > 0);
                     } else {

@@ -63,32 +63,33 @@ static __device__ __forceinline__ uint32_t qattn_wgmma_pcode2(float p0, float p1
 /* float values kept in an S accumulator's registers (int32 ones hold the float's bits) */
 template <typename SA, int N>
 struct qattn_wg_fview {
+    static constexpr bool INT = SA(1) / 2 == 0; /* int32 (of int8 codes), else float */
     SA (&a)[N];
     __device__ __forceinline__ explicit qattn_wg_fview(SA (&acc)[N]) : a(acc) {}
     __device__ __forceinline__ float operator()(int i) const
     {
-        if constexpr (sizeof(SA) == 4 && SA(1) / 2 == 0) /* int */
+        if constexpr (INT)
             return __int_as_float(a[i]);
         else
             return a[i];
     }
     __device__ __forceinline__ void set(int i, float v) const
     {
-        if constexpr (sizeof(SA) == 4 && SA(1) / 2 == 0)
+        if constexpr (INT)
             a[i] = __float_as_int(v);
         else
             a[i] = v;
     }
     __device__ __forceinline__ uint32_t bits(int i) const
     {
-        if constexpr (sizeof(SA) == 4 && SA(1) / 2 == 0)
+        if constexpr (INT)
             return (uint32_t)a[i];
         else
             return __float_as_uint(a[i]);
     }
     __device__ __forceinline__ void set_bits(int i, uint32_t v) const
     {
-        if constexpr (sizeof(SA) == 4 && SA(1) / 2 == 0)
+        if constexpr (INT)
             a[i] = (int)v;
         else
             a[i] = __uint_as_float(v);

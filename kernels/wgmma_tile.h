@@ -7,9 +7,9 @@
 #include "mma_nvidia.h" /* the wgmma descriptors */
 #include "qattn/numerics.h" /* QATTN_FMT_* */
 
-#define QATTN_WGMMA_BM 128 /* query rows of a block with two consumer warpgroups */
 /* query rows and threads of a block with nc consumer warpgroups (64 rows each) and one producer */
 #define QATTN_WGMMA_BMN(nc) (64 * (nc))
+#define QATTN_WGMMA_BM QATTN_WGMMA_BMN(2) /* with two (the unpacking producer, a fused Q) */
 #define QATTN_WGMMA_THREADSN(nc) (128 * ((nc) + 1))
 /* keys a shared stage holds (Q/K format qf, V's format in shared memory vf, key blocks of
  * kb), stages in flight (4, or 2 where 4 do not fit: 16-bit d = 128) and
