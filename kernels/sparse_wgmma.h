@@ -37,9 +37,14 @@
 #define QATTN_SPW_THREADS(F8) ((F8) ? 512 : 384) /* F8: a second producer warpgroup (warpgroup 3) */
 #define QATTN_SPW_TILE (QATTN_SPW_ROWS * QATTN_SPW_D * 2) /* bytes of the Q tile and of a stage: 64 KiB */
 #define QATTN_SPW_OFF_KV QATTN_SPW_TILE                      /* stage s at OFF_KV + s * TILE */
-#define QATTN_SPW_OFF_P (3 * QATTN_SPW_TILE)                  /* P of stage s at OFF_P + s * 8 KiB */
-#define QATTN_SPW_OFF_RED (QATTN_SPW_OFF_P + 2 * 8192)        /* row maxima [2 stages][2][64], sums [2][64] */
-#define QATTN_SPW_SMEM (QATTN_SPW_OFF_RED + 6 * 64 * 4 + 1024) /* + the 1024-byte alignment */
+#define QATTN_SPW_OFF_P (3 * QATTN_SPW_TILE) /* P of stage s at OFF_P + s * 8 KiB (F8: one P) */
+#define QATTN_SPW_NP(F8) ((F8) ? 1 : 2)
+#define QATTN_SPW_OFF_RED(F8) (QATTN_SPW_OFF_P + QATTN_SPW_NP(F8) * 8192) /* row maxima [2 stages][2][64], sums [2][64] */
+#define QATTN_SPW_OFF_RAW(F8) (QATTN_SPW_OFF_RED(F8) + 6 * 64 * 4) /* F8: the raw ring */
+#define QATTN_SPW_DN (QATTN_SPW_D - 64)                             /* F8: e4m3 channels a row */
+#define QATTN_SPW_RAW_KEYS 16                                       /* F8: rows a raw slot */
+#define QATTN_SPW_RAW_SLOT (QATTN_SPW_RAW_KEYS * (QATTN_SPW_DN + 8)) /* codes [16][448], scale bytes [16][8] */
+#define QATTN_SPW_SMEM(F8) (QATTN_SPW_OFF_RAW(F8) + ((F8) ? 3 * QATTN_SPW_RAW_SLOT : 0) + 1024) /* + alignment */
 
 /* the bf16 row of position pos, kv head g */
 static __device__ __forceinline__ const uint16_t *qattn_spw_row(const qattn_kernels_sparse_kv &kv, int64_t pos, int g)
@@ -68,13 +73,15 @@ static __device__ __forceinline__ qattn_spw_pair qattn_spw_widen16_slow(uint4 w,
 }
 
 /* F8: the bf16 values of 16 e4m3 codes (w) times 2^k (scale code sc, k =
- * sc - 127) into 32 bytes at dst0, dst1. A normal code s eeee mmm is
- * 2^(e - 7 + k) (1 + m / 8): bf16 s, exponent e + 120 + k, mantissa m << 4,
- * formed by integer operations two at a time, branch-free (the conversion
- * units would take 4 instructions a pair at a quarter of the rate); a piece
- * with a zero or subnormal code (exponent field 0), or a scale below
- * 2^-119, goes through the float path */
-static __device__ __forceinline__ void qattn_spw_widen16(uint4 w, uint32_t sc, uint8_t *dst0, uint8_t *dst1)
+ * sc - 127) as 32 bytes (lo: codes 0-7, hi: 8-15). A normal code s eeee mmm
+ * is 2^(e - 7 + k) (1 + m / 8): bf16 s, exponent e + 120 + k, mantissa m << 4:
+ * per pair of codes, the magnitudes spread to 16-bit lanes (prmt), shifted
+ * and biased in one multiply-add, the signs placed by a sign-replicating prmt
+ * and merged (the conversion units would take 4 instructions a pair at a
+ * quarter of the rate). A piece with a zero or subnormal code (exponent field
+ * 0), or a scale below 2^-119, goes through the float path. Returns 1 when
+ * the piece took it. */
+static __device__ __forceinline__ qattn_spw_pair qattn_spw_widen16(uint4 w, uint32_t sc)
 {
     const uint32_t in[4] = {w.x, w.y, w.z, w.w};
     const uint32_t bias = (sc - 7u) << 7; /* (120 + k) << 7 */
@@ -82,21 +89,23 @@ static __device__ __forceinline__ void qattn_spw_widen16(uint4 w, uint32_t sc, u
     uint32_t o[8], zero = 0;
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-        const uint32_t v = in[k] & 0x78787878u; /* exponent fields: a zero byte needs the float path */
-        zero |= (v - 0x01010101u) & ~v & 0x80808080u;
-    }
+        /* exponent fields are at most 0x78: a zero one borrows into its byte's top bit */
+        zero |= (in[k] & 0x78787878u) - 0x01010101u;
+        const uint32_t mag = in[k] & 0x7f7f7f7fu;
 #pragma unroll
-    for (int k = 0; k < 8; k++) {
-        uint32_t t;
-        asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(t) : "r"(in[k >> 1]), "r"((k & 1) ? 0x4342u : 0x4140u));
-        o[k] = ((t << 8) & 0x80008000u) | (((t << 4) & 0x07f007f0u) + bias2);
+        for (int h = 0; h < 2; h++) {
+            uint32_t t, sg;
+            asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(t) : "r"(mag), "r"(h ? 0x4342u : 0x4140u));
+            asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(sg) : "r"(in[k]), "r"(h ? 0xb4a4u : 0x9484u)); /* sign bytes */
+            o[2 * k + h] = (t * 16u + bias2) | (sg & 0x80008000u);
+        }
     }
     qattn_spw_pair r = {make_uint4(o[0], o[1], o[2], o[3]), make_uint4(o[4], o[5], o[6], o[7])};
-    if (__any_sync(__activemask(), zero || sc < 8u)) /* rare: the warp takes it together, no call */
-        if (zero || sc < 8u)
+    const int slow = (zero & 0x80808080u) || sc < 8u;
+    if (__any_sync(__activemask(), slow)) /* rare: the warp takes it together, no call */
+        if (slow)
             r = qattn_spw_widen16_slow(w, sc);
-    *(uint4 *)dst0 = r.lo;
-    *(uint4 *)dst1 = r.hi;
+    return r;
 }
 
 template <int F8>
@@ -106,14 +115,15 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
     const int D = QATTN_SPW_D, KEYS = QATTN_SPW_KEYS, SLAB = QATTN_SPW_ROWS * 128; /* bytes of a 64-channel slab */
     QATTN_DYNAMIC_SHARED(uint8_t, smem_raw);
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
-    float *red = (float *)(smem + QATTN_SPW_OFF_RED);
-    __shared__ __align__(8) uint64_t s_bar[5]; /* full[2], empty[2], Q */
-    __shared__ const uint16_t *sRow[F8 ? 1 : 2][QATTN_SPW_KEYS]; /* the producer's: each stage's rows (NULL: a hole) */
-    __shared__ int64_t sKey[3][F8 ? QATTN_SPW_KEYS : 1]; /* F8: blocks j..j+2's rows (bit 62: ext), -1: a hole */
+    float *red = (float *)(smem + QATTN_SPW_OFF_RED(F8));
+    __shared__ __align__(8) uint64_t s_bar[8]; /* full[2], empty[2], Q; F8: raw full[3] */
+    __shared__ const uint16_t *sRow[F8 ? 1 : 2][F8 ? 1 : QATTN_SPW_KEYS]; /* bf16: each stage's rows (NULL: a hole) */
+    __shared__ int sKey32[3][F8 ? QATTN_SPW_KEYS : 1]; /* F8: blocks j..j+2's rows (row << 1 | ext), -1: a hole */
     const uint32_t bar0 = qattn_wgmma_smem_addr(s_bar);
 #define QATTN_SPW_FULL(s) (bar0 + 8u * (uint32_t)(s))
 #define QATTN_SPW_EMPTY(s) (bar0 + 16u + 8u * (uint32_t)(s))
 #define QATTN_SPW_QBAR (bar0 + 32u)
+#define QATTN_SPW_RAWF(s) (bar0 + 40u + 8u * (uint32_t)(s))
     const int tid = (int)threadIdx.x, wg = tid >> 7, wt = tid & 127;
     const int grp = p.hq / p.hkv, tiles = (grp + QATTN_SPW_ROWS - 1) / QATTN_SPW_ROWS;
     const int g = (int)blockIdx.x / tiles, r0 = ((int)blockIdx.x % tiles) * QATTN_SPW_ROWS, t = (int)blockIdx.y;
@@ -125,6 +135,9 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
             qattn_mbar_init(QATTN_SPW_FULL(s), F8 ? 256 : 128); /* the producers' threads */
             qattn_mbar_init(QATTN_SPW_EMPTY(s), 8); /* consumer warps */
         }
+        if (F8)
+            for (int s = 0; s < 3; s++)
+                qattn_mbar_init(QATTN_SPW_RAWF(s), 256); /* the producers' threads */
         qattn_mbar_init(QATTN_SPW_QBAR, 128);
     }
     __syncthreads();
@@ -147,47 +160,66 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
             qattn_cp_async_mbar_arrive(QATTN_SPW_QBAR);
         }
         if constexpr (F8) {
-            /* fp8 rows, two producer warpgroups: each of their 8 warps takes 2 rows of a batch of
-             * 16 (4 batches a block), lane l < 28 loading 16 codes of a row (a warp: the row's 448
-             * contiguous bytes), lane 28 its 8 scale bytes, into registers; a block's loads go out
-             * while the block before is widened (up to 3 batches, 22 KiB, in flight), each batch
-             * then widened by the lanes that loaded it into the stage's bf16 tile; the rope
-             * channels by cp.async into the tile's last slab. Keys (list, page table) are found
-             * two blocks ahead into sKey, the list entries loaded a block before that. The
-             * widening is the fused variant's extra work: 8 warps share it. */
-            const int DN = D - 64, SCR = QATTN_KERNELS_SPARSE_SC_ROW(D - 64);
-            const int pt = (wg ? 128 : 0) + wt, lane = wt & 31, w = pt >> 5; /* 0..255, warp 0..7 */
-            const int64_t RMASK = ((int64_t)1 << 62) - 1;
-            uint4 buf[4][2]; /* [batch][row of the warp]: this lane's 16 codes (lane 28: the scales) */
+            /* fp8 rows, two producer warpgroups (8 warps). Each quarter of a block (16 rows) is
+             * copied by cp.async into a ring of 3 raw slots (codes and scale bytes), warp w taking
+             * rows 2w, 2w + 1: spread over the warps, since one warp's copies in flight are few.
+             * Every thread then widens its pieces of the quarter from the slot into the stage's
+             * bf16 tile, and the slot is refilled 3 quarters ahead; the block's rope channels go
+             * by cp.async straight into the tile's last slab. Keys (list, page table) are found
+             * two blocks ahead into sKey, the list entries loaded a block before that. */
+            const int pt = (wg ? 128 : 0) + wt, lane = wt & 31, w = pt >> 5;
+            const int NQ = 4 * nblk; /* quarters */
             auto entry = [&](int jb) { /* threads pt < 64: the list entry of block jb (-1: none) */
                 const int e = jb * KEYS + pt;
                 return jb < nblk && e < len ? list[e] : -1;
             };
-            auto put_key = [&](int jb, int pos) {
-                int64_t key = -1;
-                if (pos >= 0) {
-                    int ext;
-                    key = qattn_sparse_at(p.kv, pos, g, &ext);
-                    key |= ext ? (int64_t)1 << 62 : 0;
-                }
-                sKey[jb % 3][pt] = key;
+            auto put_key = [&](int jb, int pos) { /* row index << 1 | ext (32 bits: checked at launch), -1: none */
+                int key = -1;
+                if (pos >= 0)
+                    key = (int64_t)pos < p.kv.prefix
+                              ? ((p.kv.table[pos / p.kv.page] * p.kv.page + pos % p.kv.page) * p.kv.hkv + g) << 1
+                              : (((pos - (int)p.kv.prefix) * p.kv.hkv + g) << 1) | 1;
+                sKey32[jb % 3][pt] = key;
             };
-            auto load = [&](int jb, int b, uint4 *v) {
+            const uint8_t *const val0 = (const uint8_t *)p.kv.pool.val, *const val1 = (const uint8_t *)p.kv.ext.val;
+            const uint8_t *const sc0 = p.kv.pool.sc, *const sc1 = p.kv.ext.sc;
+            /* quarter q's rows 2w, 2w + 1 into its slot (lanes 0-27: 16 codes each, 28-29: the
+             * scale bytes), then this thread's arrival on the slot */
+            auto issue = [&](int q, int slot) {
+                if (q < NQ) {
+                    const int j = q >> 2, qq = q & 3;
+                    uint8_t *raw = smem + QATTN_SPW_OFF_RAW(F8) + slot * QATTN_SPW_RAW_SLOT;
+                    const int *kr = &sKey32[j % 3][16 * qq + 2 * w];
+                    if (lane < 28) {
 #pragma unroll
-                for (int k = 0; k < 2; k++) {
-                    const int64_t key = sKey[jb % 3][16 * b + 2 * w + k];
-                    const int ext = (int)(key >> 62) & 1;
-                    const int64_t ri = key & RMASK;
-                    uint4 x = {0u, 0u, 0u, 0u};
-                    if (key >= 0 && lane < 28)
-                        x = *(const uint4 *)((const uint8_t *)(ext ? p.kv.ext.val : p.kv.pool.val) + ri * DN + 16 * lane);
-                    else if (key >= 0 && lane == 28) {
-                        const uint2 sw = *(const uint2 *)((ext ? p.kv.ext.sc : p.kv.pool.sc) + ri * SCR);
-                        x.x = sw.x, x.y = sw.y;
+                        for (int x = 0; x < 2; x++) {
+                            const int key = kr[x];
+                            const uint8_t *src = (key & 1 ? val1 : val0) + (uint64_t)(uint32_t)(key >> 1) * QATTN_SPW_DN + 16 * lane;
+                            qattn_cp_async16(raw + (2 * w + x) * QATTN_SPW_DN + 16 * lane, key >= 0 ? src : (const void *)p.q,
+                                             key >= 0 ? 16 : 0);
+                        }
+                    } else if (lane < 30) {
+                        const int key = kr[lane - 28];
+                        const uint8_t *src = (key & 1 ? sc1 : sc0) + (uint64_t)(uint32_t)(key >> 1) * 8;
+                        qattn_cp_async8(raw + QATTN_SPW_RAW_KEYS * QATTN_SPW_DN + 8 * (2 * w + lane - 28),
+                                        key >= 0 ? src : (const void *)p.q, key >= 0 ? 8 : 0);
                     }
-                    v[k] = x;
                 }
+                qattn_cp_async_mbar_arrive(QATTN_SPW_RAWF(slot));
             };
+            /* this thread's pieces of a quarter (the same every quarter): lanes 0-3 and 4-7 take the
+             * same chunks of two adjacent rows, whose swizzles differ in the low bit, so 8 lanes'
+             * 16-byte stores fill 8 distinct bank groups; a quarter's rows sit 2048 bytes further */
+            const int npc = pt + 256 < QATTN_SPW_RAW_KEYS * QATTN_SPW_DN / 16 ? 2 : 1;
+            int src_off[2], sc_off[2], dst_off[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int pc = pt + 256 * h, rest = pc >> 3;
+                const int r = 2 * (rest / 7) + ((pc >> 2) & 1), ch = 4 * (rest % 7) + (pc & 3);
+                src_off[h] = r * QATTN_SPW_DN + 16 * ch;
+                sc_off[h] = QATTN_SPW_RAW_KEYS * QATTN_SPW_DN + 8 * r + (ch >> 2);
+                dst_off[h] = qattn_wg_off<1024, 64>(r, 2 * ch); /* its pair (2 ch + 1) is 16 bytes over, xor */
+            }
             int pos_next = -1; /* threads pt < 64: the list entry of block j + 2 */
             if (pt < KEYS) {
                 put_key(0, entry(0));
@@ -195,44 +227,45 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                 pos_next = entry(2);
             }
             qattn_bar_sync<3, 256>();
+            issue(0, 0), issue(1, 1), issue(2, 2);
+            int slot = 0;
+            uint32_t phase = 0;
+            for (int q = 0; q < NQ; q++) {
+                const int j = q >> 2, qq = q & 3;
+                uint8_t *dst = smem + QATTN_SPW_OFF_KV + (j & 1) * QATTN_SPW_TILE;
+                if (qq == 0) { /* the stage is free: the block's rope channels (they arrive with quarter q + 3) */
+                    qattn_mbar_wait(QATTN_SPW_EMPTY(j & 1), ((j >> 1) & 1) ^ 1);
 #pragma unroll
-            for (int b = 0; b < 4; b++)
-                load(0, b, buf[b]);
-            for (int j = 0; j < nblk; j++) {
-                const int s = j & 1, more = j + 1 < nblk;
-                qattn_mbar_wait(QATTN_SPW_EMPTY(s), ((j >> 1) & 1) ^ 1);
-                qattn_bar_sync<3, 256>(); /* the keys of block j + 1 are in sKey */
-                uint8_t *dst = smem + QATTN_SPW_OFF_KV + s * QATTN_SPW_TILE;
-#pragma unroll
-                for (int i = 0; i < KEYS * 8 / 256; i++) { /* rope: 8 pieces a row */
-                    const int e = pt + 256 * i, r = e >> 3, pc8 = e & 7;
-                    const int64_t key = sKey[j % 3][r];
-                    const uint16_t *src = (key >> 62 ? p.kv.ext.rope : p.kv.pool.rope) + (key & RMASK) * 64 + pc8 * 8;
-                    qattn_cp_async16(dst + qattn_wg_off<1024, 64>(r, 56 + pc8), key >= 0 ? src : (const uint16_t *)p.q,
-                                     key >= 0 ? 16 : 0);
-                }
-#pragma unroll
-                for (int b = 0; b < 4; b++) {
-#pragma unroll
-                    for (int k = 0; k < 2; k++) {
-                        const uint32_t lo = __shfl_sync(0xffffffffu, buf[b][k].x, 28);
-                        const uint32_t hi = __shfl_sync(0xffffffffu, buf[b][k].y, 28);
-                        const int gr = lane >> 2, r = 16 * b + 2 * w + k;
-                        const uint32_t code = ((gr < 4 ? lo >> (8 * gr) : hi >> (8 * (gr - 4))) & 0xffu);
-                        if (lane < 28)
-                            qattn_spw_widen16(buf[b][k], code, dst + qattn_wg_off<1024, 64>(r, 2 * lane),
-                                              dst + qattn_wg_off<1024, 64>(r, 2 * lane + 1));
+                    for (int i = 0; i < KEYS * 8 / 256; i++) { /* 8 pieces a row */
+                        const int e = pt + 256 * i, r = e >> 3, pc8 = e & 7;
+                        const int key = sKey32[j % 3][r];
+                        const uint16_t *src = (key & 1 ? p.kv.ext.rope : p.kv.pool.rope) + (uint64_t)(uint32_t)(key >> 1) * 64 + pc8 * 8;
+                        qattn_cp_async16(dst + qattn_wg_off<1024, 64>(r, 56 + pc8), key >= 0 ? src : (const uint16_t *)p.q,
+                                         key >= 0 ? 16 : 0);
                     }
-                    if (more)
-                        load(j + 1, b, buf[b]);
                 }
-                if (pt < KEYS) { /* the keys of block j + 2 (its slot was last read before this block's barrier) */
+                qattn_mbar_wait(QATTN_SPW_RAWF(slot), phase);
+                const uint8_t *raw = smem + QATTN_SPW_OFF_RAW(F8) + slot * QATTN_SPW_RAW_SLOT;
+                uint8_t *dq = dst + qq * (QATTN_SPW_RAW_KEYS * 128);
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    if (h < npc) {
+                        const qattn_spw_pair v = qattn_spw_widen16(*(const uint4 *)(raw + src_off[h]), raw[sc_off[h]]);
+                        *(uint4 *)(dq + dst_off[h]) = v.lo;
+                        *(uint4 *)(dq + (dst_off[h] ^ 16)) = v.hi;
+                    }
+                if (qq == 0 && pt < KEYS) { /* the keys of block j + 2 (slot (j - 1) % 3: block j - 1 is issued) */
                     put_key(j + 2, pos_next);
                     pos_next = entry(j + 3);
                 }
-                qattn_cp_async_wait<0>(); /* the rope copies */
-                qattn_fence_proxy_async_smem(); /* the widened values and the copies, read by wgmma */
-                qattn_mbar_arrive(QATTN_SPW_FULL(s));
+                qattn_bar_sync<3, 256>(); /* the slot is read; sKey is written */
+                issue(q + 3, slot);
+                if (qq == 3) { /* the rope copies came with this quarter's arrival */
+                    qattn_fence_proxy_async_smem(); /* the widened values and the copies, read by wgmma */
+                    qattn_mbar_arrive(QATTN_SPW_FULL(j & 1));
+                }
+                if (++slot == 3)
+                    slot = 0, phase ^= 1u;
             }
         } else {
             /* a stage: the first 64 threads find their key's row (list, page table) into sRow, then
@@ -311,8 +344,10 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
     for (int j = 0; j < nblk; j++) {
         const int s = j & 1;
         const uint32_t aKV = aQ + QATTN_SPW_OFF_KV + (uint32_t)s * QATTN_SPW_TILE;
-        const uint32_t aP = aQ + QATTN_SPW_OFF_P + (uint32_t)s * 8192u;
-        uint8_t *sP = smem + QATTN_SPW_OFF_P + s * 8192;
+        /* F8: one P buffer. Block j + 1 writes P after both consumers' barrier 1 of that block,
+         * which each reaches only after its P.V of block j has completed */
+        const uint32_t aP = aQ + QATTN_SPW_OFF_P + (uint32_t)(F8 ? 0 : s) * 8192u;
+        uint8_t *sP = smem + QATTN_SPW_OFF_P + (F8 ? 0 : s) * 8192;
         /* this thread's 8 columns of S (keys of the stage): 32c + 8i + 2 q4 + {0, 1} */
         int valid[4][2];
 #pragma unroll
@@ -453,6 +488,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
 #undef QATTN_SPW_FULL
 #undef QATTN_SPW_EMPTY
 #undef QATTN_SPW_QBAR
+#undef QATTN_SPW_RAWF
 #else
     (void)p;
 #endif
@@ -469,6 +505,9 @@ static int qattn_sparse_wgmma_launch(const qattn_kernels_sparse_params *pp, void
         return qattn_err_set(err, QATTN_ERR_ARG, "sparse wgmma: bf16 queries and %s rows only", F8 ? "fp8 (rope 64)" : "bf16");
     if ((p.q_sh | p.q_st | p.o_sh | p.o_st) & 7)
         return qattn_err_set(err, QATTN_ERR_ARG, "sparse wgmma: query and output strides must be multiples of 8");
+    if (F8 && ((p.kv.pool.rows + p.kv.ext.rows) * p.kv.hkv >= ((int64_t)1 << 30) || p.kv.sk >= ((int64_t)1 << 30)))
+        return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
+                             "sparse wgmma: fp8 rows are indexed in 32 bits (at most 2^30 rows x kv heads)");
     const int cc = qattn_kernels_dev_cc();
     if (cc != 90 || !strstr(QATTN_KERNELS_ARCHS, "sm_90a"))
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
@@ -481,10 +520,10 @@ static int qattn_sparse_wgmma_launch(const qattn_kernels_sparse_params *pp, void
     const int tiles = (p.hq / p.hkv + QATTN_SPW_ROWS - 1) / QATTN_SPW_ROWS;
     void (*k)(qattn_kernels_sparse_params) = &qattn_sparse_wgmma_kernel<F8>;
     QATTN_DECODE_CHECK(hipFuncSetAttribute((const void *)k, hipFuncAttributeMaxDynamicSharedMemorySize,
-                                           QATTN_SPW_SMEM),
+                                           QATTN_SPW_SMEM(F8)),
                        "sparse wgmma: raising the shared-memory limit");
     /* the tiles of a token side by side: they read the same rows (the second from L2) */
-    hipLaunchKernelGGL(k, dim3((unsigned)(p.hkv * tiles), (unsigned)p.sq), dim3(QATTN_SPW_THREADS(F8)), QATTN_SPW_SMEM,
+    hipLaunchKernelGGL(k, dim3((unsigned)(p.hkv * tiles), (unsigned)p.sq), dim3(QATTN_SPW_THREADS(F8)), QATTN_SPW_SMEM(F8),
                        (hipStream_t)stream, p);
     QATTN_DECODE_CHECK(hipGetLastError(), "sparse wgmma kernel launch");
     return QATTN_OK;
