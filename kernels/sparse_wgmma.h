@@ -116,14 +116,12 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
     QATTN_DYNAMIC_SHARED(uint8_t, smem_raw);
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
     float *red = (float *)(smem + QATTN_SPW_OFF_RED(F8));
-    __shared__ __align__(8) uint64_t s_bar[8]; /* full[2], empty[2], Q; F8: raw full[3] */
+    __shared__ __align__(8) uint64_t s_bar[5]; /* full[2], empty[2], Q */
     __shared__ const uint16_t *sRow[F8 ? 1 : 2][F8 ? 1 : QATTN_SPW_KEYS]; /* bf16: each stage's rows (NULL: a hole) */
-    __shared__ int sKey32[3][F8 ? QATTN_SPW_KEYS : 1]; /* F8: blocks j..j+2's rows (row << 1 | ext), -1: a hole */
     const uint32_t bar0 = qattn_wgmma_smem_addr(s_bar);
 #define QATTN_SPW_FULL(s) (bar0 + 8u * (uint32_t)(s))
 #define QATTN_SPW_EMPTY(s) (bar0 + 16u + 8u * (uint32_t)(s))
 #define QATTN_SPW_QBAR (bar0 + 32u)
-#define QATTN_SPW_RAWF(s) (bar0 + 40u + 8u * (uint32_t)(s))
     const int tid = (int)threadIdx.x, wg = tid >> 7, wt = tid & 127;
     const int grp = p.hq / p.hkv, tiles = (grp + QATTN_SPW_ROWS - 1) / QATTN_SPW_ROWS;
     const int g = (int)blockIdx.x / tiles, r0 = ((int)blockIdx.x % tiles) * QATTN_SPW_ROWS, t = (int)blockIdx.y;
@@ -135,9 +133,6 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
             qattn_mbar_init(QATTN_SPW_FULL(s), F8 ? 256 : 128); /* the producers' threads */
             qattn_mbar_init(QATTN_SPW_EMPTY(s), 8); /* consumer warps */
         }
-        if (F8)
-            for (int s = 0; s < 3; s++)
-                qattn_mbar_init(QATTN_SPW_RAWF(s), 256); /* the producers' threads */
         qattn_mbar_init(QATTN_SPW_QBAR, 128);
     }
     __syncthreads();
@@ -160,112 +155,111 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
             qattn_cp_async_mbar_arrive(QATTN_SPW_QBAR);
         }
         if constexpr (F8) {
-            /* fp8 rows, two producer warpgroups (8 warps). Each quarter of a block (16 rows) is
-             * copied by cp.async into a ring of 3 raw slots (codes and scale bytes), warp w taking
-             * rows 2w, 2w + 1: spread over the warps, since one warp's copies in flight are few.
-             * Every thread then widens its pieces of the quarter from the slot into the stage's
-             * bf16 tile, and the slot is refilled 3 quarters ahead; the block's rope channels go
-             * by cp.async straight into the tile's last slab. Keys (list, page table) are found
-             * two blocks ahead into sKey, the list entries loaded a block before that. */
+            /* fp8 rows, two producer warpgroups (8 warps), each warp on its own rows with no barrier
+             * between warps: warp w owns rows 16 qq + 2w, 2w + 1 of every block (qq = 0..3, its
+             * quarters). Per quarter it copies its two rows (codes, scale bytes) by cp.async into
+             * its part of a ring of 3 raw slots, one commit group a quarter, 3 quarters ahead, then
+             * widens the quarter's rows from the ring into the stage's bf16 tile; at a block's
+             * start its 8 rows' rope channels go by cp.async straight into the tile's last slab.
+             * Lanes 0-7 find the warp's 8 keys of a block (list, page table) two blocks ahead,
+             * in registers: one warp's copies in flight are few, so every warp copies. */
             const int pt = (wg ? 128 : 0) + wt, lane = wt & 31, w = pt >> 5;
             const int NQ = 4 * nblk; /* quarters */
-            auto entry = [&](int jb) { /* threads pt < 64: the list entry of block jb (-1: none) */
-                const int e = jb * KEYS + pt;
-                return jb < nblk && e < len ? list[e] : -1;
+            const int krow = 16 * (lane >> 1) + 2 * w + (lane & 1); /* lanes 0-7: their row of a block */
+            auto entry = [&](int jb) { /* lanes 0-7: the list entry of their row of block jb (-1: none) */
+                const int e = jb * KEYS + krow;
+                return lane < 8 && jb < nblk && e < len ? list[e] : -1;
             };
-            auto put_key = [&](int jb, int pos) { /* row index << 1 | ext (32 bits: checked at launch), -1: none */
-                int key = -1;
-                if (pos >= 0)
-                    key = (int64_t)pos < p.kv.prefix
-                              ? ((p.kv.table[pos / p.kv.page] * p.kv.page + pos % p.kv.page) * p.kv.hkv + g) << 1
-                              : (((pos - (int)p.kv.prefix) * p.kv.hkv + g) << 1) | 1;
-                sKey32[jb % 3][pt] = key;
+            auto page_of = [&](int pos) { /* the pool page of position pos (0 outside the pool) */
+                return pos >= 0 && (int64_t)pos < p.kv.prefix ? p.kv.table[pos / p.kv.page] : 0;
+            };
+            auto key_of = [&](int pos, int page) { /* row index << 1 | ext (32 bits: checked at launch), -1: none */
+                return pos < 0 ? -1
+                       : (int64_t)pos < p.kv.prefix ? ((page * p.kv.page + pos % p.kv.page) * p.kv.hkv + g) << 1
+                                                    : (((pos - (int)p.kv.prefix) * p.kv.hkv + g) << 1) | 1;
             };
             const uint8_t *const val0 = (const uint8_t *)p.kv.pool.val, *const val1 = (const uint8_t *)p.kv.ext.val;
             const uint8_t *const sc0 = p.kv.pool.sc, *const sc1 = p.kv.ext.sc;
-            /* quarter q's rows 2w, 2w + 1 into its slot (lanes 0-27: 16 codes each, 28-29: the
-             * scale bytes), then this thread's arrival on the slot */
-            auto issue = [&](int q, int slot) {
+            int kb0, kb1, kb2; /* lanes 0-7: the keys of their rows of blocks j, j + 1, j + 2 */
+            {
+                const int e0 = entry(0), e1 = entry(1);
+                kb0 = key_of(e0, page_of(e0));
+                kb1 = key_of(e1, page_of(e1));
+                kb2 = -1;
+            }
+            int pos_next = entry(2), page_next = 0;
+            /* quarter q's two rows into its slot (lanes 0-27: 16 codes each, 28-29: the scale bytes), one group */
+            auto issue = [&](int q, int j) {
                 if (q < NQ) {
-                    const int j = q >> 2, qq = q & 3;
-                    uint8_t *raw = smem + QATTN_SPW_OFF_RAW(F8) + slot * QATTN_SPW_RAW_SLOT;
-                    const int *kr = &sKey32[j % 3][16 * qq + 2 * w];
+                    const int kq = (q >> 2) == j ? kb0 : kb1, qq = q & 3;
+                    uint8_t *raw = smem + QATTN_SPW_OFF_RAW(F8) + (q % 3) * QATTN_SPW_RAW_SLOT;
+                    const int key0 = __shfl_sync(0xffffffffu, kq, 2 * qq), key1 = __shfl_sync(0xffffffffu, kq, 2 * qq + 1);
                     if (lane < 28) {
 #pragma unroll
                         for (int x = 0; x < 2; x++) {
-                            const int key = kr[x];
+                            const int key = x ? key1 : key0;
                             const uint8_t *src = (key & 1 ? val1 : val0) + (uint64_t)(uint32_t)(key >> 1) * QATTN_SPW_DN + 16 * lane;
                             qattn_cp_async16(raw + (2 * w + x) * QATTN_SPW_DN + 16 * lane, key >= 0 ? src : (const void *)p.q,
                                              key >= 0 ? 16 : 0);
                         }
                     } else if (lane < 30) {
-                        const int key = kr[lane - 28];
+                        const int key = lane == 28 ? key0 : key1;
                         const uint8_t *src = (key & 1 ? sc1 : sc0) + (uint64_t)(uint32_t)(key >> 1) * 8;
                         qattn_cp_async8(raw + QATTN_SPW_RAW_KEYS * QATTN_SPW_DN + 8 * (2 * w + lane - 28),
                                         key >= 0 ? src : (const void *)p.q, key >= 0 ? 8 : 0);
                     }
                 }
-                qattn_cp_async_mbar_arrive(QATTN_SPW_RAWF(slot));
+                qattn_cp_async_commit();
             };
-            /* this thread's pieces of a quarter (the same every quarter): lanes 0-3 and 4-7 take the
-             * same chunks of two adjacent rows, whose swizzles differ in the low bit, so 8 lanes'
-             * 16-byte stores fill 8 distinct bank groups; a quarter's rows sit 2048 bytes further */
-            const int npc = pt + 256 < QATTN_SPW_RAW_KEYS * QATTN_SPW_DN / 16 ? 2 : 1;
+            /* this lane's pieces of the warp's two rows (56 pieces of 16 codes, lanes 0-23 take two):
+             * lanes 4i..4i+3 take chunks of row 2w, 4i+4.. the same chunks of row 2w + 1, whose
+             * swizzles differ in the low bit, so 8 lanes' 16-byte stores fill 8 distinct bank groups */
             int src_off[2], sc_off[2], dst_off[2];
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const int pc = pt + 256 * h, rest = pc >> 3;
-                const int r = 2 * (rest / 7) + ((pc >> 2) & 1), ch = 4 * (rest % 7) + (pc & 3);
+                const int pc = lane + 32 * h, r = 2 * w + ((pc >> 2) & 1), ch = 4 * (pc >> 3) + (pc & 3);
                 src_off[h] = r * QATTN_SPW_DN + 16 * ch;
                 sc_off[h] = QATTN_SPW_RAW_KEYS * QATTN_SPW_DN + 8 * r + (ch >> 2);
                 dst_off[h] = qattn_wg_off<1024, 64>(r, 2 * ch); /* its pair (2 ch + 1) is 16 bytes over, xor */
             }
-            int pos_next = -1; /* threads pt < 64: the list entry of block j + 2 */
-            if (pt < KEYS) {
-                put_key(0, entry(0));
-                put_key(1, entry(1));
-                pos_next = entry(2);
-            }
-            qattn_bar_sync<3, 256>();
-            issue(0, 0), issue(1, 1), issue(2, 2);
-            int slot = 0;
-            uint32_t phase = 0;
+            issue(0, 0), issue(1, 0), issue(2, 0);
             for (int q = 0; q < NQ; q++) {
                 const int j = q >> 2, qq = q & 3;
                 uint8_t *dst = smem + QATTN_SPW_OFF_KV + (j & 1) * QATTN_SPW_TILE;
-                if (qq == 0) { /* the stage is free: the block's rope channels (they arrive with quarter q + 3) */
+                if (qq == 0) { /* the stage is free: the rope channels of the warp's 8 rows (in quarter q + 3's group) */
                     qattn_mbar_wait(QATTN_SPW_EMPTY(j & 1), ((j >> 1) & 1) ^ 1);
 #pragma unroll
-                    for (int i = 0; i < KEYS * 8 / 256; i++) { /* 8 pieces a row */
-                        const int e = pt + 256 * i, r = e >> 3, pc8 = e & 7;
-                        const int key = sKey32[j % 3][r];
+                    for (int i = 0; i < 2; i++) { /* 8 rows x 8 pieces */
+                        const int e = lane + 32 * i, kr = e >> 3, pc8 = e & 7;
+                        const int key = __shfl_sync(0xffffffffu, kb0, kr), r = 16 * (kr >> 1) + 2 * w + (kr & 1);
                         const uint16_t *src = (key & 1 ? p.kv.ext.rope : p.kv.pool.rope) + (uint64_t)(uint32_t)(key >> 1) * 64 + pc8 * 8;
                         qattn_cp_async16(dst + qattn_wg_off<1024, 64>(r, 56 + pc8), key >= 0 ? src : (const uint16_t *)p.q,
                                          key >= 0 ? 16 : 0);
                     }
+                    page_next = page_of(pos_next); /* used at quarter 2: its latency passes under the widening */
                 }
-                qattn_mbar_wait(QATTN_SPW_RAWF(slot), phase);
-                const uint8_t *raw = smem + QATTN_SPW_OFF_RAW(F8) + slot * QATTN_SPW_RAW_SLOT;
+                qattn_cp_async_wait<2>(); /* this thread's copies of quarter q */
+                __syncwarp();             /* ... and the other lanes' */
+                const uint8_t *raw = smem + QATTN_SPW_OFF_RAW(F8) + (q % 3) * QATTN_SPW_RAW_SLOT;
                 uint8_t *dq = dst + qq * (QATTN_SPW_RAW_KEYS * 128);
 #pragma unroll
                 for (int h = 0; h < 2; h++)
-                    if (h < npc) {
+                    if (h == 0 || lane < 24) {
                         const qattn_spw_pair v = qattn_spw_widen16(*(const uint4 *)(raw + src_off[h]), raw[sc_off[h]]);
                         *(uint4 *)(dq + dst_off[h]) = v.lo;
                         *(uint4 *)(dq + (dst_off[h] ^ 16)) = v.hi;
                     }
-                if (qq == 0 && pt < KEYS) { /* the keys of block j + 2 (slot (j - 1) % 3: block j - 1 is issued) */
-                    put_key(j + 2, pos_next);
+                if (qq == 2) {
+                    kb2 = key_of(pos_next, page_next);
                     pos_next = entry(j + 3);
                 }
-                qattn_bar_sync<3, 256>(); /* the slot is read; sKey is written */
-                issue(q + 3, slot);
-                if (qq == 3) { /* the rope copies came with this quarter's arrival */
+                __syncwarp(); /* the slot is read */
+                issue(q + 3, j);
+                if (qq == 3) { /* the rope copies came with this quarter's group */
                     qattn_fence_proxy_async_smem(); /* the widened values and the copies, read by wgmma */
                     qattn_mbar_arrive(QATTN_SPW_FULL(j & 1));
+                    kb0 = kb1, kb1 = kb2;
                 }
-                if (++slot == 3)
-                    slot = 0, phase ^= 1u;
             }
         } else {
             /* a stage: the first 64 threads find their key's row (list, page table) into sRow, then
@@ -311,32 +305,35 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
     const uint32_t aQ = qattn_wgmma_smem_addr(smem);
     qattn_mbar_wait(QATTN_SPW_QBAR, 0);
     if constexpr (F8) { /* the scheme's Q: e4m3 codes with an e8m0 scale per 64 nope channels, in place */
+        /* per (row, 64-channel slab): the slab in registers, its amax on the bf16 magnitudes (their
+         * integer order), then codes = rn(x / s) by the conversion unit (s a power of two: x / s =
+         * x * (1 / s) exactly; saturating, as qattn_num_round) and back as bf16 values */
         for (int it = tid - 128; it < QATTN_SPW_ROWS * 7; it += 256) {
             const int r = it / 7, sl = it % 7;
-            float amax = 0.0f;
+            uint32_t u[32];
+            uint32_t mag = 0;
+#pragma unroll
             for (int ch = 0; ch < 8; ch++) {
                 const uint4 w = *(const uint4 *)(smem + qattn_wg_off<1024, 64>(r, 8 * sl + ch));
-                const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+                u[4 * ch] = w.x, u[4 * ch + 1] = w.y, u[4 * ch + 2] = w.z, u[4 * ch + 3] = w.w;
 #pragma unroll
                 for (int k = 0; k < 4; k++)
-                    amax = fmaxf(amax, fmaxf(fabsf(qattn_num_bf16_decode((uint16_t)(u[k] & 0xffffu))),
-                                             fabsf(qattn_num_bf16_decode((uint16_t)(u[k] >> 16)))));
+                    mag = __vmaxu2(mag, u[4 * ch + k] & 0x7fff7fffu);
             }
-            const float sc = qattn_num_scale_for(QATTN_FMT_E4M3, amax, 1);
-            for (int ch = 0; ch < 8; ch++) {
-                uint4 *at = (uint4 *)(smem + qattn_wg_off<1024, 64>(r, 8 * sl + ch));
-                const uint4 w = *at;
-                uint32_t u[4] = {w.x, w.y, w.z, w.w};
+            const uint32_t m16 = (mag & 0xffffu) > (mag >> 16) ? mag & 0xffffu : mag >> 16;
+            const float sc = qattn_num_scale_for(QATTN_FMT_E4M3, qattn_num_bf16_decode((uint16_t)m16), 1);
+            const float inv = sc > 0.0f ? 1.0f / sc : 0.0f;
 #pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    const float lo = qattn_num_bf16_decode((uint16_t)(u[k] & 0xffffu));
-                    const float hi = qattn_num_bf16_decode((uint16_t)(u[k] >> 16));
-                    u[k] = sc > 0.0f ? qattn_cvt_bf16x2_f32(qattn_num_round(QATTN_FMT_E4M3, lo / sc) * sc,
-                                                            qattn_num_round(QATTN_FMT_E4M3, hi / sc) * sc)
-                                     : 0u;
-                }
-                *at = make_uint4(u[0], u[1], u[2], u[3]);
+            for (int k = 0; k < 32; k++) {
+                const float lo = __uint_as_float(u[k] << 16), hi = __uint_as_float(u[k] & 0xffff0000u);
+                float a, b;
+                qattn_f16x2_unpack(qattn_cvt_f16x2_e4m3x2(qattn_cvt_e4m3x2_f32(lo * inv, hi * inv)), a, b);
+                u[k] = qattn_cvt_bf16x2_f32(a * sc, b * sc);
             }
+#pragma unroll
+            for (int ch = 0; ch < 8; ch++)
+                *(uint4 *)(smem + qattn_wg_off<1024, 64>(r, 8 * sl + ch)) =
+                    make_uint4(u[4 * ch], u[4 * ch + 1], u[4 * ch + 2], u[4 * ch + 3]);
         }
         qattn_fence_proxy_async_smem();
         qattn_bar_sync<1, 256>();
@@ -488,7 +485,6 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
 #undef QATTN_SPW_FULL
 #undef QATTN_SPW_EMPTY
 #undef QATTN_SPW_QBAR
-#undef QATTN_SPW_RAWF
 #else
     (void)p;
 #endif
