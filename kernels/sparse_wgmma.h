@@ -79,9 +79,8 @@ static __device__ __forceinline__ qattn_spw_pair qattn_spw_widen16_slow(uint4 w,
  * and biased in one multiply-add, the signs placed by a sign-replicating prmt
  * and merged (the conversion units would take 4 instructions a pair at a
  * quarter of the rate). A piece with a zero or subnormal code (exponent field
- * 0), or a scale below 2^-119, goes through the float path. Returns 1 when
- * the piece took it. */
-static __device__ __forceinline__ qattn_spw_pair qattn_spw_widen16(uint4 w, uint32_t sc)
+ * 0), or a scale below 2^-119, needs the float path: *slow is set. */
+static __device__ __forceinline__ qattn_spw_pair qattn_spw_widen16(uint4 w, uint32_t sc, int *slow)
 {
     const uint32_t in[4] = {w.x, w.y, w.z, w.w};
     const uint32_t bias = (sc - 7u) << 7; /* (120 + k) << 7 */
@@ -100,12 +99,8 @@ static __device__ __forceinline__ qattn_spw_pair qattn_spw_widen16(uint4 w, uint
             o[2 * k + h] = (t * 16u + bias2) | (sg & 0x80008000u);
         }
     }
-    qattn_spw_pair r = {make_uint4(o[0], o[1], o[2], o[3]), make_uint4(o[4], o[5], o[6], o[7])};
-    const int slow = (zero & 0x80808080u) || sc < 8u;
-    if (__any_sync(__activemask(), slow)) /* rare: the warp takes it together, no call */
-        if (slow)
-            r = qattn_spw_widen16_slow(w, sc);
-    return r;
+    *slow = (zero & 0x80808080u) || sc < 8u;
+    return {make_uint4(o[0], o[1], o[2], o[3]), make_uint4(o[4], o[5], o[6], o[7])};
 }
 
 template <int F8>
@@ -194,30 +189,31 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                     const int kq = (q >> 2) == j ? kb0 : kb1, qq = q & 3;
                     uint8_t *raw = smem + QATTN_SPW_OFF_RAW(F8) + (q % 3) * QATTN_SPW_RAW_SLOT;
                     const int key0 = __shfl_sync(0xffffffffu, kq, 2 * qq), key1 = __shfl_sync(0xffffffffu, kq, 2 * qq + 1);
-                    if (lane < 28) {
+                    /* lanes 0-27: 16 codes of each row; lanes 28, 29: the scale bytes of row lane - 28 */
 #pragma unroll
-                        for (int x = 0; x < 2; x++) {
-                            const int key = x ? key1 : key0;
-                            const uint8_t *src = (key & 1 ? val1 : val0) + (uint64_t)(uint32_t)(key >> 1) * QATTN_SPW_DN + 16 * lane;
+                    for (int x = 0; x < 2; x++) {
+                        const int key = x ? key1 : key0;
+                        const uint8_t *src = (key & 1 ? val1 : val0) + (uint64_t)(uint32_t)(key >> 1) * QATTN_SPW_DN + 16 * lane;
+                        if (lane < 28)
                             qattn_cp_async16(raw + (2 * w + x) * QATTN_SPW_DN + 16 * lane, key >= 0 ? src : (const void *)p.q,
                                              key >= 0 ? 16 : 0);
-                        }
-                    } else if (lane < 30) {
-                        const int key = lane == 28 ? key0 : key1;
-                        const uint8_t *src = (key & 1 ? sc1 : sc0) + (uint64_t)(uint32_t)(key >> 1) * 8;
-                        qattn_cp_async8(raw + QATTN_SPW_RAW_KEYS * QATTN_SPW_DN + 8 * (2 * w + lane - 28),
-                                        key >= 0 ? src : (const void *)p.q, key >= 0 ? 8 : 0);
                     }
+                    const int keys = lane == 28 ? key0 : key1;
+                    const uint8_t *ssrc = (keys & 1 ? sc1 : sc0) + (uint64_t)(uint32_t)(keys >> 1) * 8;
+                    if (lane == 28 || lane == 29)
+                        qattn_cp_async8(raw + QATTN_SPW_RAW_KEYS * QATTN_SPW_DN + 8 * (2 * w + lane - 28),
+                                        keys >= 0 ? ssrc : (const void *)p.q, keys >= 0 ? 8 : 0);
                 }
                 qattn_cp_async_commit();
             };
-            /* this lane's pieces of the warp's two rows (56 pieces of 16 codes, lanes 0-23 take two):
+            /* this lane's pieces of the warp's two rows (56 pieces of 16 codes, lanes 0-23 take two,
+             * lanes 24-31 their first one twice, so that the warp runs one straight path):
              * lanes 4i..4i+3 take chunks of row 2w, 4i+4.. the same chunks of row 2w + 1, whose
              * swizzles differ in the low bit, so 8 lanes' 16-byte stores fill 8 distinct bank groups */
             int src_off[2], sc_off[2], dst_off[2];
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const int pc = lane + 32 * h, r = 2 * w + ((pc >> 2) & 1), ch = 4 * (pc >> 3) + (pc & 3);
+                const int pc = lane + (h && lane < 24 ? 32 : 0), r = 2 * w + ((pc >> 2) & 1), ch = 4 * (pc >> 3) + (pc & 3);
                 src_off[h] = r * QATTN_SPW_DN + 16 * ch;
                 sc_off[h] = QATTN_SPW_RAW_KEYS * QATTN_SPW_DN + 8 * r + (ch >> 2);
                 dst_off[h] = qattn_wg_off<1024, 64>(r, 2 * ch); /* its pair (2 ch + 1) is 16 bytes over, xor */
@@ -242,13 +238,22 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                 __syncwarp();             /* ... and the other lanes' */
                 const uint8_t *raw = smem + QATTN_SPW_OFF_RAW(F8) + (q % 3) * QATTN_SPW_RAW_SLOT;
                 uint8_t *dq = dst + qq * (QATTN_SPW_RAW_KEYS * 128);
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-                    if (h == 0 || lane < 24) {
-                        const qattn_spw_pair v = qattn_spw_widen16(*(const uint4 *)(raw + src_off[h]), raw[sc_off[h]]);
-                        *(uint4 *)(dq + dst_off[h]) = v.lo;
-                        *(uint4 *)(dq + (dst_off[h] ^ 16)) = v.hi;
+                {
+                    const uint4 c0 = *(const uint4 *)(raw + src_off[0]), c1 = *(const uint4 *)(raw + src_off[1]);
+                    const uint32_t s0 = raw[sc_off[0]], s1 = raw[sc_off[1]];
+                    int slow0, slow1;
+                    qattn_spw_pair v0 = qattn_spw_widen16(c0, s0, &slow0), v1 = qattn_spw_widen16(c1, s1, &slow1);
+                    if (__any_sync(0xffffffffu, slow0 | slow1)) { /* rare: the warp takes it together */
+                        if (slow0)
+                            v0 = qattn_spw_widen16_slow(c0, s0);
+                        if (slow1)
+                            v1 = qattn_spw_widen16_slow(c1, s1);
                     }
+                    *(uint4 *)(dq + dst_off[0]) = v0.lo;
+                    *(uint4 *)(dq + (dst_off[0] ^ 16)) = v0.hi;
+                    *(uint4 *)(dq + dst_off[1]) = v1.lo; /* lanes 24-31: their first piece again */
+                    *(uint4 *)(dq + (dst_off[1] ^ 16)) = v1.hi;
+                }
                 if (qq == 2) {
                     kb2 = key_of(pos_next, page_next);
                     pos_next = entry(j + 3);
