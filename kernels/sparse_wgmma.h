@@ -470,20 +470,24 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
         if (p.sink && !empty)
             l += qattn_ex2_approx(sink * 1.44269504088896340736f - m);
         const float inv = empty ? 0.0f : 1.0f / l;
+        if (p.out == QATTN_FMT_BF16) { /* the row's address once: the stores then differ by constants */
+            uint16_t *orow = (uint16_t *)p.o + (int64_t)t * p.o_st + (int64_t)h * p.o_sh + 256 * c + 2 * q4;
 #pragma unroll
-        for (int n = 0; n < 2; n++)
+            for (int n = 0; n < 2; n++)
 #pragma unroll
-            for (int i = 0; i < 16; i++) {
-                const int col = 256 * c + 128 * n + 8 * i + 2 * q4;
-                const float v0 = o[n][4 * i + 2 * x] * inv, v1 = o[n][4 * i + 2 * x + 1] * inv;
-                if (p.out == QATTN_FMT_BF16) {
-                    *(uint32_t *)((uint16_t *)p.o + (int64_t)t * p.o_st + (int64_t)h * p.o_sh + col) =
-                        qattn_cvt_bf16x2_f32(v0, v1);
-                } else {
-                    qattn_sparse_put(p, t, h, col, v0);
-                    qattn_sparse_put(p, t, h, col + 1, v1);
+                for (int i = 0; i < 16; i++)
+                    *(uint32_t *)(orow + 128 * n + 8 * i) =
+                        qattn_cvt_bf16x2_f32(o[n][4 * i + 2 * x] * inv, o[n][4 * i + 2 * x + 1] * inv);
+        } else {
+#pragma unroll
+            for (int n = 0; n < 2; n++)
+#pragma unroll
+                for (int i = 0; i < 16; i++) {
+                    const int col = 256 * c + 128 * n + 8 * i + 2 * q4;
+                    qattn_sparse_put(p, t, h, col, o[n][4 * i + 2 * x] * inv);
+                    qattn_sparse_put(p, t, h, col + 1, o[n][4 * i + 2 * x + 1] * inv);
                 }
-            }
+        }
         if (c == 0 && q4 == 0 && p.lse)
             p.lse[(int64_t)h * p.sq + t] = empty ? sink : (m + log2f(l)) * 0.69314718055994530942f;
     }
