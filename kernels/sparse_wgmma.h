@@ -175,34 +175,46 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
             };
             const uint8_t *const val0 = (const uint8_t *)p.kv.pool.val, *const val1 = (const uint8_t *)p.kv.ext.val;
             const uint8_t *const sc0 = p.kv.pool.sc, *const sc1 = p.kv.ext.sc;
-            int kb0, kb1, kb2; /* lanes 0-7: the keys of their rows of blocks j, j + 1, j + 2 */
+            /* lanes 0-7: their rows of blocks j, j + 1, j + 2: keys (for the rope copies) and the
+             * addresses of the codes and of the scale bytes (0: a hole), so that a quarter's copies
+             * take a few shuffles */
+            int kb0, kb1, kb2;
+            uint64_t cb0, cb1, cb2, sb0, sb1, sb2;
+            auto addr_of = [&](int key, uint64_t &ca, uint64_t &sa) {
+                const uint64_t ri = (uint32_t)(key >> 1);
+                ca = key < 0 ? 0 : (uint64_t)(key & 1 ? val1 : val0) + ri * QATTN_SPW_DN;
+                sa = key < 0 ? 0 : (uint64_t)(key & 1 ? sc1 : sc0) + ri * 8;
+            };
+            auto shfl64 = [&](uint64_t v, int src) {
+                const uint32_t lo = __shfl_sync(0xffffffffu, (uint32_t)v, src), hi = __shfl_sync(0xffffffffu, (uint32_t)(v >> 32), src);
+                return (uint64_t)hi << 32 | lo;
+            };
             {
                 const int e0 = entry(0), e1 = entry(1);
                 kb0 = key_of(e0, page_of(e0));
                 kb1 = key_of(e1, page_of(e1));
                 kb2 = -1;
+                addr_of(kb0, cb0, sb0);
+                addr_of(kb1, cb1, sb1);
+                cb2 = sb2 = 0;
             }
             int pos_next = entry(2), page_next = 0;
             /* quarter q's two rows into its slot (lanes 0-27: 16 codes each, 28-29: the scale bytes), one group */
             auto issue = [&](int q, int j) {
                 if (q < NQ) {
-                    const int kq = (q >> 2) == j ? kb0 : kb1, qq = q & 3;
+                    const int cur = (q >> 2) == j, qq = q & 3;
                     uint8_t *raw = smem + QATTN_SPW_OFF_RAW(F8) + (q % 3) * QATTN_SPW_RAW_SLOT;
-                    const int key0 = __shfl_sync(0xffffffffu, kq, 2 * qq), key1 = __shfl_sync(0xffffffffu, kq, 2 * qq + 1);
-                    /* lanes 0-27: 16 codes of each row; lanes 28, 29: the scale bytes of row lane - 28 */
-#pragma unroll
-                    for (int x = 0; x < 2; x++) {
-                        const int key = x ? key1 : key0;
-                        const uint8_t *src = (key & 1 ? val1 : val0) + (uint64_t)(uint32_t)(key >> 1) * QATTN_SPW_DN + 16 * lane;
-                        if (lane < 28)
-                            qattn_cp_async16(raw + (2 * w + x) * QATTN_SPW_DN + 16 * lane, key >= 0 ? src : (const void *)p.q,
-                                             key >= 0 ? 16 : 0);
+                    const uint64_t a0 = shfl64(cur ? cb0 : cb1, 2 * qq), a1 = shfl64(cur ? cb0 : cb1, 2 * qq + 1);
+                    const uint64_t as = shfl64(cur ? sb0 : sb1, 2 * qq + (lane & 1)); /* lanes 28, 29: row lane - 28 */
+                    if (lane < 28) {
+                        qattn_cp_async16(raw + 2 * w * QATTN_SPW_DN + 16 * lane,
+                                         a0 ? (const void *)(a0 + 16 * lane) : (const void *)p.q, a0 ? 16 : 0);
+                        qattn_cp_async16(raw + (2 * w + 1) * QATTN_SPW_DN + 16 * lane,
+                                         a1 ? (const void *)(a1 + 16 * lane) : (const void *)p.q, a1 ? 16 : 0);
                     }
-                    const int keys = lane == 28 ? key0 : key1;
-                    const uint8_t *ssrc = (keys & 1 ? sc1 : sc0) + (uint64_t)(uint32_t)(keys >> 1) * 8;
                     if (lane == 28 || lane == 29)
                         qattn_cp_async8(raw + QATTN_SPW_RAW_KEYS * QATTN_SPW_DN + 8 * (2 * w + lane - 28),
-                                        keys >= 0 ? ssrc : (const void *)p.q, keys >= 0 ? 8 : 0);
+                                        as ? (const void *)as : (const void *)p.q, as ? 8 : 0);
                 }
                 qattn_cp_async_commit();
             };
@@ -256,6 +268,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                 }
                 if (qq == 2) {
                     kb2 = key_of(pos_next, page_next);
+                    addr_of(kb2, cb2, sb2);
                     pos_next = entry(j + 3);
                 }
                 __syncwarp(); /* the slot is read */
@@ -264,6 +277,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                     qattn_fence_proxy_async_smem(); /* the widened values and the copies, read by wgmma */
                     qattn_mbar_arrive(QATTN_SPW_FULL(j & 1));
                     kb0 = kb1, kb1 = kb2;
+                    cb0 = cb1, cb1 = cb2, sb0 = sb1, sb1 = sb2;
                 }
             }
         } else {
