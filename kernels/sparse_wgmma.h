@@ -16,15 +16,17 @@
  * slabs of 64 channels, 64 rows of 128 bytes each, 128-byte swizzle, read
  * K-major for Q.K and N-major for P.V.
  *
- * F8 = 1 (the fused variant): the cache's fp8 rows as stored. The producer
- * loads a block's e4m3 codes and e8m0 scales into registers while it widens
- * the block before into the stage's bf16 tile (codes times scale are bf16
- * values: exact), the rope channels copied straight into the tile; the
- * consumers quantize the Q tile once as the scheme does
- * (e4m3 with an e8m0 scale per 64 channels, exact in bf16). Q.K and P.V then
- * run as for bf16 rows on those exact values: the e4m3 products and their
- * fp32 sums are the ones e4m3 Q.K with the scales applied per 64 channels
- * would form, in another order. */
+ * F8 = 1 (the fused variant): the cache's fp8 rows as stored. Two producer
+ * warpgroups; warp w owns rows 16 qq + 2w, 2w + 1 of every block (qq = 0..3,
+ * the block's quarters): it copies its rows' codes and scale bytes by
+ * cp.async into its part of a 3-quarter raw ring, then widens them into the
+ * stage's bf16 tile (codes times scale are bf16 values: exact), with no
+ * barrier between warps; the rope channels go by cp.async straight into the
+ * tile. The consumers quantize the Q tile once as the scheme does (e4m3 with
+ * an e8m0 scale per 64 channels, exact in bf16). Q.K and P.V then run as for
+ * bf16 rows on those exact values: the e4m3 products and their fp32 sums are
+ * the ones e4m3 Q.K with the scales applied per 64 channels would form, in
+ * another order. One P buffer (smem holds the raw ring instead). */
 #ifndef QATTN_KERNELS_SPARSE_WGMMA_H
 #define QATTN_KERNELS_SPARSE_WGMMA_H
 
