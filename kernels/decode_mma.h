@@ -6,8 +6,8 @@
  * decode step's 8 heads share one read of the cache) and one split. The
  * split's keys go in chunks (16 keys, 32 for 8-bit caches) round robin to
  * the warps; each warp keeps its own online softmax over its chunks and its
- * own cp.async ring (3 chunks deep, 2 for 8-bit caches)
- * of K and V rows, found through the block table key by key. Per chunk:
+ * own cp.async ring (3 chunks deep) of K and V rows, found through the
+ * block table key by key. Per chunk:
  * S = Q K^T (m16n8k16, B fragments by ldmatrix from the K rows), times c2
  * (and the key's scale for 8-bit caches), masked, base-2 online softmax
  * with ex2.approx, P rounded to the MMA type (V's per-token scale folded
@@ -16,8 +16,9 @@
  * kernel writes them (num_splits = 1), or as partials for the combine.
  *
  * Types: a 16-bit cache runs in its dtype (the query's); an 8-bit cache
- * (int8, e4m3; scales per token) runs in fp16: codes widened exactly into a
- * 16-bit tile in shared memory, bf16 queries converted to fp16 (exact in
+ * (int8, e4m3; scales per token) runs in fp16: codes widened exactly in
+ * registers (K as words of 4 codes, V from ldmatrix .trans of code pairs,
+ * O's columns permuted), bf16 queries converted to fp16 (exact in
  * fp16's normal range, |q| in [2^-14, 65504]). Differs from the emulation by
  * P's rounding (2^-9 bf16, 2^-12 fp16 relative) and ex2.approx. */
 #ifndef QATTN_KERNELS_DECODE_MMA_H
@@ -29,23 +30,21 @@
 #define QATTN_DMMA_WARPS 8 /* two per scheduler: one warp alone stalls on its own latencies */
 #define QATTN_DMMA_ROWS 16  /* packed query rows per block */
 
-/* shared memory of one warp: STAGES x (K, V) chunks as loaded, then (8-bit
- * caches) one widened 16-bit (K, V) chunk; rows padded 16 bytes so that
- * ldmatrix's eight rows fall in distinct banks */
+/* shared memory of one warp: ST x (K, V) chunks as loaded; rows padded 16
+ * bytes so that ldmatrix's eight rows fall in distinct banks */
 template <int D, int CF>
 struct qattn_dmma_layout {
     static const int ELT = (CF == QATTN_FMT_FP16 || CF == QATTN_FMT_BF16) ? 2 : 1; /* stored bytes per value */
     /* keys per chunk and chunks in flight per warp: 16 x 3 for 16-bit caches,
-     * 32 x 2 for 8-bit ones (8 warps' rings within 227 KiB at d = 128) */
+     * 32 x 3 for 8-bit ones (8 warps' rings within 227 KiB at d = 128) */
     static const int KC = ELT == 2 ? 16 : 32;
-    static const int ST = ELT == 2 ? 3 : 2;
+    static const int ST = 3;
     static const int RAW_ROW = D * ELT + 16;                                      /* bytes per loaded row */
     static const int ROW16 = D * 2 + 16;                                          /* bytes per 16-bit row */
     static const int RAW_CHUNK = KC * RAW_ROW;
     static const int SCALES = ELT == 2 ? 0 : 2 * KC * 4; /* the chunk's K and V scales */
     static const int STAGE = 2 * RAW_CHUNK + SCALES;
-    static const int WIDE = ELT == 2 ? 0 : KC * ROW16; /* V widened (K is widened in registers) */
-    static const int WARP = ST * STAGE + WIDE;
+    static const int WARP = ST * STAGE; /* 8-bit K and V are widened in registers */
     static const int MERGE = QATTN_DMMA_ROWS * (D + 2) * 4; /* per warp: O, m, l in fp32 */
     static const int MERGE_ALL = QATTN_DMMA_WARPS * MERGE + QATTN_DMMA_ROWS * (QATTN_DMMA_WARPS + 2) * 4;
     static const int RINGS = QATTN_DMMA_WARPS * WARP;
@@ -68,23 +67,39 @@ static __device__ __forceinline__ void qattn_dmma_mma(float *d, const uint32_t *
         qattn_mma_m16n8k16_f16_f32(d, a, b, d);
 }
 
-/* four 8-bit codes to four fp16 (two f16x2 words), exactly */
-template <int CF>
-static __device__ __forceinline__ void qattn_dmma_widen4(uint32_t w, uint32_t *lo, uint32_t *hi)
+/* bytes (A0, A1) and (B0, B1) of the word w, 8-bit codes, as two fp16 pairs
+ * (low half first), exactly */
+template <int CF, int A0, int A1, int B0, int B1>
+static __device__ __forceinline__ void qattn_dmma_widen_sel(uint32_t w, uint32_t *a, uint32_t *b)
 {
     if (CF == QATTN_FMT_INT8) {
         /* 0x64XX is 1024 + XX in fp16: (x + 128) as a byte under 0x64, minus 1152 */
-        const uint32_t u = w ^ 0x80808080u;
-        uint32_t a, b;
-        asm("prmt.b32 %0, %1, %2, 0x4140;\n" : "=r"(a) : "r"(u), "r"(0x64646464u));
-        asm("prmt.b32 %0, %1, %2, 0x4342;\n" : "=r"(b) : "r"(u), "r"(0x64646464u));
-        const uint32_t bias = 0x64806480u; /* 1152, 1152 */
-        asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(*lo) : "r"(a), "r"(bias));
-        asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(*hi) : "r"(b), "r"(bias));
+        const uint32_t u = w ^ 0x80808080u, bias = 0x64806480u; /* 1152, 1152 */
+        uint32_t x, y;
+        asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(x) : "r"(u), "r"(0x64646464u), "n"(0x4040 | A0 | A1 << 8));
+        asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(y) : "r"(u), "r"(0x64646464u), "n"(0x4040 | B0 | B1 << 8));
+        asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(*a) : "r"(x), "r"(bias));
+        asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(*b) : "r"(y), "r"(bias));
     } else {
-        *lo = qattn_cvt_f16x2_e4m3x2(w & 0xffffu);
-        *hi = qattn_cvt_f16x2_e4m3x2(w >> 16);
+        uint32_t x, y;
+        asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(x) : "r"(w), "n"(0x4400 | A0 | A1 << 4));
+        asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(y) : "r"(w), "n"(0x4400 | B0 | B1 << 4));
+        *a = qattn_cvt_f16x2_e4m3x2(x);
+        *b = qattn_cvt_f16x2_e4m3x2(y);
     }
+}
+/* four 8-bit codes to four fp16 (two f16x2 words, codes 0-1 and 2-3) */
+template <int CF>
+static __device__ __forceinline__ void qattn_dmma_widen4(uint32_t w, uint32_t *lo, uint32_t *hi)
+{
+    qattn_dmma_widen_sel<CF, 0, 1, 2, 3>(w, lo, hi);
+}
+/* the word w = bytes (a0, a1, b0, b1) of two keys' channels c, c + 1 (as
+ * ldmatrix .trans gives them) into the fp16 pairs (a0, b0) and (a1, b1) */
+template <int CF>
+static __device__ __forceinline__ void qattn_dmma_widen_pairs(uint32_t w, uint32_t *even, uint32_t *odd)
+{
+    qattn_dmma_widen_sel<CF, 0, 2, 1, 3>(w, even, odd);
 }
 
 /* element at of a query tensor of dtype IN, as float */
@@ -263,25 +278,6 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
         __syncwarp();
         const unsigned char *kt = wsm + (it % ST) * L::STAGE, *vt = kt + L::RAW_CHUNK;
         const float *kss = (const float *)(vt + L::RAW_CHUNK), *vss = kss + KC; /* 8-bit: the chunk's scales */
-        const unsigned char *vt16 = vt;
-        if (L::ELT == 1) { /* widen V's codes into the 16-bit chunk */
-            unsigned char *wv = wsm + ST * L::STAGE;
-            QATTN_UNROLL
-            for (int i = 0; i < KC * PPR / 32; i++) {
-                const int piece = i * 32 + lane, key = piece / PPR, part = piece % PPR;
-                const uint4 w = *(const uint4 *)(vt + key * L::RAW_ROW + part * 16);
-                uint4 h0, h1;
-                qattn_dmma_widen4<CF>(w.x, &h0.x, &h0.y);
-                qattn_dmma_widen4<CF>(w.y, &h0.z, &h0.w);
-                qattn_dmma_widen4<CF>(w.z, &h1.x, &h1.y);
-                qattn_dmma_widen4<CF>(w.w, &h1.z, &h1.w);
-                unsigned char *dst = wv + key * L::ROW16 + part * 32;
-                *(uint4 *)dst = h0;
-                *(uint4 *)(dst + 16) = h1;
-            }
-            __syncwarp();
-            vt16 = wv;
-        }
         /* S = Q K^T over the chunk's KC keys: n-tiles of 8 keys */
         float s[NJ][4];
         for (int j = 0; j < NJ; j++)
@@ -351,16 +347,40 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
                 o[n][2] *= alpha[1], o[n][3] *= alpha[1];
             }
         /* O += P V: k-blocks of 16 keys, n-tiles of 8 channels in pairs */
+        if (L::ELT == 2) {
 #pragma unroll
-        for (int kk = 0; kk < NK; kk++)
+            for (int kk = 0; kk < NK; kk++)
 #pragma unroll
-            for (int n = 0; n < NT; n += 2) {
-                uint32_t bf[4];
-                const int key = 16 * kk + 8 * ((lane >> 3) & 1) + (lane & 7), ch = 8 * (n + (lane >> 4));
-                qattn_ldmatrix_x4_trans(bf, vt16 + key * (L::ELT == 2 ? L::RAW_ROW : L::ROW16) + ch * 2);
-                qattn_dmma_mma<QT>(o[n], pa[kk], bf);
-                qattn_dmma_mma<QT>(o[n + 1], pa[kk], bf + 2);
-            }
+                for (int n = 0; n < NT; n += 2) {
+                    uint32_t bf[4];
+                    const int key = 16 * kk + 8 * ((lane >> 3) & 1) + (lane & 7), ch = 8 * (n + (lane >> 4));
+                    qattn_ldmatrix_x4_trans(bf, vt + key * L::RAW_ROW + ch * 2);
+                    qattn_dmma_mma<QT>(o[n], pa[kk], bf);
+                    qattn_dmma_mma<QT>(o[n + 1], pa[kk], bf + 2);
+                }
+        } else {
+            /* 8-bit V straight from the loaded rows: ldmatrix .trans of 8 keys x 8 code pairs gives
+             * lane (g, t4) the channels 2g, 2g + 1 of keys 2 t4, 2 t4 + 1, split by prmt into the B
+             * fragments of two n-tiles: tile 2 s + x holds the channels 16 s + 2 c + x (c = 0..7) of
+             * segment s (O's columns permuted so; the merge below puts them back) */
+#pragma unroll
+            for (int kk = 0; kk < NK; kk++)
+#pragma unroll
+                for (int s2 = 0; s2 < D / 32; s2++) {
+                    uint32_t r[4];
+                    const int key = 16 * kk + 8 * ((lane >> 3) & 1) + (lane & 7), seg = 2 * s2 + (lane >> 4);
+                    qattn_ldmatrix_x4_trans(r, vt + key * L::RAW_ROW + seg * 16);
+#pragma unroll
+                    for (int h = 0; h < 2; h++) { /* segment 2 s2 + h: r[2h] keys 0-7, r[2h + 1] keys 8-15 */
+                        uint32_t even[2], odd[2];
+#pragma unroll
+                        for (int x = 0; x < 2; x++)
+                            qattn_dmma_widen_pairs<CF>(r[2 * h + x], &even[x], &odd[x]);
+                        qattn_dmma_mma<QT>(o[4 * s2 + 2 * h], pa[kk], even);
+                        qattn_dmma_mma<QT>(o[4 * s2 + 2 * h + 1], pa[kk], odd);
+                    }
+                }
+        }
         __syncwarp();
     }
     qattn_cp_async_wait<0>();
@@ -378,7 +398,8 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
     for (int n = 0; n < NT; n++)
         for (int q = 0; q < 4; q++)
             if (q < 2 ? va : vb)
-                mo[(g + 8 * (q >> 1)) * (D + 2) + 8 * n + 2 * t4 + (q & 1)] = o[n][q];
+                mo[(g + 8 * (q >> 1)) * (D + 2) +
+                   (L::ELT == 2 ? 8 * n + 2 * t4 + (q & 1) : 16 * (n >> 1) + 2 * (2 * t4 + (q & 1)) + (n & 1))] = o[n][q];
     if (t4 == 0)
         for (int ri = 0; ri < 2; ri++) {
             mo[(g + 8 * ri) * (D + 2) + D] = m[ri];
