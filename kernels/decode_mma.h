@@ -40,7 +40,6 @@ struct qattn_dmma_layout {
     static const int KC = ELT == 2 ? 16 : 32;
     static const int ST = 3;
     static const int RAW_ROW = D * ELT + 16;                                      /* bytes per loaded row */
-    static const int ROW16 = D * 2 + 16;                                          /* bytes per 16-bit row */
     static const int RAW_CHUNK = KC * RAW_ROW;
     static const int SCALES = ELT == 2 ? 0 : 2 * KC * 4; /* the chunk's K and V scales */
     static const int STAGE = 2 * RAW_CHUNK + SCALES;

@@ -20,14 +20,21 @@
 #define QATTN_SPARSE_KBMAX 128 /* largest kblock of the portable kernel */
 
 /* the row index (in [rows, hkv]) of position pos, kv head g, in the pool
- * (*ext = 0) or the extend part (*ext = 1) */
-static __device__ __forceinline__ int64_t qattn_sparse_at(const qattn_kernels_sparse_kv &kv, int64_t pos, int g,
-                                                          int *ext)
+ * (*ext = 0; page = kv.table[pos / kv.page], read by the caller, so that it
+ * can read it ahead) or the extend part (*ext = 1; page unused) */
+static __device__ __forceinline__ int64_t qattn_sparse_page_row(const qattn_kernels_sparse_kv &kv, int64_t pos,
+                                                                int64_t page, int g, int *ext)
 {
     *ext = pos >= kv.prefix;
     if (!*ext)
-        return ((int64_t)kv.table[pos / kv.page] * kv.page + pos % kv.page) * kv.hkv + g;
+        return (page * kv.page + pos % kv.page) * kv.hkv + g;
     return (pos - kv.prefix) * kv.hkv + g;
+}
+/* ... with the page read here */
+static __device__ __forceinline__ int64_t qattn_sparse_at(const qattn_kernels_sparse_kv &kv, int64_t pos, int g,
+                                                          int *ext)
+{
+    return qattn_sparse_page_row(kv, pos, pos < kv.prefix ? kv.table[pos / kv.page] : 0, g, ext);
 }
 
 /* channel c of stored row r (an index into [rows, hkv]) as its value */

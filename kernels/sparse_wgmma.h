@@ -45,7 +45,8 @@
 #define QATTN_SPW_OFF_RAW(F8) (QATTN_SPW_OFF_RED(F8) + 6 * 64 * 4) /* F8: the raw ring */
 #define QATTN_SPW_DN (QATTN_SPW_D - 64)                             /* F8: e4m3 channels a row */
 #define QATTN_SPW_RAW_KEYS 16                                       /* F8: rows a raw slot */
-#define QATTN_SPW_RAW_SLOT (QATTN_SPW_RAW_KEYS * (QATTN_SPW_DN + 8)) /* codes [16][448], scale bytes [16][8] */
+#define QATTN_SPW_SCR QATTN_KERNELS_SPARSE_SC_ROW(QATTN_SPW_DN)       /* F8: scale bytes a row (8: one cp.async) */
+#define QATTN_SPW_RAW_SLOT (QATTN_SPW_RAW_KEYS * (QATTN_SPW_DN + QATTN_SPW_SCR)) /* codes [16][448], scale bytes [16][8] */
 #define QATTN_SPW_SMEM(F8) (QATTN_SPW_OFF_RAW(F8) + ((F8) ? 3 * QATTN_SPW_RAW_SLOT : 0) + 1024) /* + alignment */
 
 /* the bf16 row of position pos, kv head g */
@@ -171,9 +172,8 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                 return pos >= 0 && (int64_t)pos < p.kv.prefix ? p.kv.table[pos / p.kv.page] : 0;
             };
             auto key_of = [&](int pos, int page) { /* row index << 1 | ext (32 bits: checked at launch), -1: none */
-                return pos < 0 ? -1
-                       : (int64_t)pos < p.kv.prefix ? ((page * p.kv.page + pos % p.kv.page) * p.kv.hkv + g) << 1
-                                                    : (((pos - (int)p.kv.prefix) * p.kv.hkv + g) << 1) | 1;
+                int ext = 0;
+                return pos < 0 ? -1 : (int)(qattn_sparse_page_row(p.kv, pos, page, g, &ext) << 1) | ext;
             };
             const uint8_t *const val0 = (const uint8_t *)p.kv.pool.val, *const val1 = (const uint8_t *)p.kv.ext.val;
             const uint8_t *const sc0 = p.kv.pool.sc, *const sc1 = p.kv.ext.sc;
@@ -185,7 +185,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
             auto addr_of = [&](int key, uint64_t &ca, uint64_t &sa) {
                 const uint64_t ri = (uint32_t)(key >> 1);
                 ca = key < 0 ? 0 : (uint64_t)(key & 1 ? val1 : val0) + ri * QATTN_SPW_DN;
-                sa = key < 0 ? 0 : (uint64_t)(key & 1 ? sc1 : sc0) + ri * 8;
+                sa = key < 0 ? 0 : (uint64_t)(key & 1 ? sc1 : sc0) + ri * QATTN_SPW_SCR;
             };
             auto shfl64 = [&](uint64_t v, int src) {
                 const uint32_t lo = __shfl_sync(0xffffffffu, (uint32_t)v, src), hi = __shfl_sync(0xffffffffu, (uint32_t)(v >> 32), src);
@@ -215,7 +215,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                                          a1 ? (const void *)(a1 + 16 * lane) : (const void *)p.q, a1 ? 16 : 0);
                     }
                     if (lane == 28 || lane == 29)
-                        qattn_cp_async8(raw + QATTN_SPW_RAW_KEYS * QATTN_SPW_DN + 8 * (2 * w + lane - 28),
+                        qattn_cp_async8(raw + QATTN_SPW_RAW_KEYS * QATTN_SPW_DN + QATTN_SPW_SCR * (2 * w + lane - 28),
                                         as ? (const void *)as : (const void *)p.q, as ? 8 : 0);
                 }
                 qattn_cp_async_commit();
@@ -229,7 +229,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
             for (int h = 0; h < 2; h++) {
                 const int pc = lane + (h && lane < 24 ? 32 : 0), r = 2 * w + ((pc >> 2) & 1), ch = 4 * (pc >> 3) + (pc & 3);
                 src_off[h] = r * QATTN_SPW_DN + 16 * ch;
-                sc_off[h] = QATTN_SPW_RAW_KEYS * QATTN_SPW_DN + 8 * r + (ch >> 2);
+                sc_off[h] = QATTN_SPW_RAW_KEYS * QATTN_SPW_DN + QATTN_SPW_SCR * r + (ch >> 2);
                 dst_off[h] = qattn_wg_off<1024, 64>(r, 2 * ch); /* its pair (2 ch + 1) is 16 bytes over, xor */
             }
             issue(0, 0), issue(1, 0), issue(2, 0);
@@ -526,6 +526,7 @@ static int qattn_sparse_wgmma_launch(const qattn_kernels_sparse_params *pp, void
         return qattn_err_set(err, QATTN_ERR_ARG, "sparse wgmma: bf16 queries and %s rows only", F8 ? "fp8 (rope 64)" : "bf16");
     if ((p.q_sh | p.q_st | p.o_sh | p.o_st) & 7)
         return qattn_err_set(err, QATTN_ERR_ARG, "sparse wgmma: query and output strides must be multiples of 8");
+    static_assert(QATTN_SPW_SCR == 8, "a row's scale bytes are one 8-byte copy");
     if (F8 && ((p.kv.pool.rows + p.kv.ext.rows) * p.kv.hkv >= ((int64_t)1 << 30) || p.kv.sk >= ((int64_t)1 << 30)))
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "sparse wgmma: fp8 rows are indexed in 32 bits (at most 2^30 rows x kv heads)");
