@@ -44,8 +44,10 @@ struct qattn_dmma_layout {
     static const int SCALES = ELT == 2 ? 0 : 2 * KC * 4; /* the chunk's K and V scales */
     static const int STAGE = 2 * RAW_CHUNK + SCALES;
     static const int WARP = ST * STAGE; /* 8-bit K and V are widened in registers */
-    static const int MERGE = QATTN_DMMA_ROWS * (D + 2) * 4; /* per warp: O, m, l in fp32 */
-    static const int MERGE_ALL = QATTN_DMMA_WARPS * MERGE + QATTN_DMMA_ROWS * (QATTN_DMMA_WARPS + 2) * 4;
+    /* the merge, per warp: O, m, l of 16 rows in fp32, rows 16-byte aligned, padded so that
+     * the float2 stores of O's fragments fall in distinct banks */
+    static const int MERGE_ROW = D + 8;
+    static const int MERGE_ALL = QATTN_DMMA_WARPS * QATTN_DMMA_ROWS * MERGE_ROW * 4;
     static const int RINGS = QATTN_DMMA_WARPS * WARP;
     static const int BYTES = RINGS > MERGE_ALL ? RINGS : MERGE_ALL;
 };
@@ -101,49 +103,66 @@ static __device__ __forceinline__ void qattn_dmma_widen_pairs(uint32_t w, uint32
     qattn_dmma_widen_sel<CF, 0, 2, 1, 3>(w, even, odd);
 }
 
-/* element at of a query tensor of dtype IN, as float */
-template <int IN>
-static __device__ __forceinline__ float qattn_dmma_ldq(const void *q, int64_t at)
-{
-    if (IN == QATTN_FMT_BF16)
-        return qattn_num_bf16_decode(((const uint16_t *)q)[at]);
-    if (IN == QATTN_FMT_FP16)
-        return qattn_num_fp16_decode(((const uint16_t *)q)[at]);
-    return ((const float *)q)[at];
-}
-
-/* Q's values for the A fragments of rows g (at qa_at, valid va) and g + 8
- * (qb_at, vb), as floats: loads only, so that they go out ahead of the
- * cache's copies and are used later. 8-bit caches: lane t4 reads K's
- * channels 16 ks + 4 t4 .. + 3 as one word, so Q's channels are permuted to
- * match (a dot product is the same under a permutation both operands take) */
+/* Q's raw elements (16-bit patterns or fp32 bits) for the A fragments of rows
+ * g (at qa_at, valid va) and g + 8 (qb_at, vb): loads only, converted by
+ * qattn_dmma_pack_q after the cache's first copies are issued, so that Q's
+ * latency is not ahead of theirs. 8-bit caches: lane t4 reads K's channels
+ * 16 ks + 4 t4 .. + 3 as one word, so Q's channels are permuted to match (a
+ * dot product is the same under a permutation both operands take) */
 template <int D, int ELT, int IN>
-static __device__ __forceinline__ void qattn_dmma_fetch_q(float (*x)[2][4], const void *q, int64_t qa_at,
-                                                          int64_t qb_at, int va, int vb, int t4)
+static __device__ __forceinline__ void qattn_dmma_fetch_q(uint32_t (*x)[2][4], const void *q, int64_t qa_at,
+                                                          int64_t qb_at, int va, int vb, int t4, int words)
 {
 #pragma unroll
     for (int ks = 0; ks < D / 16; ks++)
 #pragma unroll
         for (int half = 0; half < 2; half++) {
             const int c = ELT == 2 ? ks * 16 + half * 8 + 2 * t4 : ks * 16 + 4 * t4 + 2 * half;
-            x[ks][half][0] = va ? qattn_dmma_ldq<IN>(q, qa_at + c) : 0.f;
-            x[ks][half][1] = va ? qattn_dmma_ldq<IN>(q, qa_at + c + 1) : 0.f;
-            x[ks][half][2] = vb ? qattn_dmma_ldq<IN>(q, qb_at + c) : 0.f;
-            x[ks][half][3] = vb ? qattn_dmma_ldq<IN>(q, qb_at + c + 1) : 0.f;
+            if (IN != QATTN_FMT_FP32 && !words) { /* odd strides or a 2-byte-aligned tensor */
+                const uint16_t *qh = (const uint16_t *)q;
+                x[ks][half][0] = va ? qh[qa_at + c] | (uint32_t)qh[qa_at + c + 1] << 16 : 0u;
+                x[ks][half][2] = vb ? qh[qb_at + c] | (uint32_t)qh[qb_at + c + 1] << 16 : 0u;
+            } else if (IN == QATTN_FMT_FP32) {
+                const uint32_t *qw = (const uint32_t *)q;
+                x[ks][half][0] = va ? qw[qa_at + c] : 0u;
+                x[ks][half][1] = va ? qw[qa_at + c + 1] : 0u;
+                x[ks][half][2] = vb ? qw[qb_at + c] : 0u;
+                x[ks][half][3] = vb ? qw[qb_at + c + 1] : 0u;
+            } else { /* two 16-bit elements as one word (c is even) */
+                const uint32_t *qa2 = (const uint32_t *)((const uint16_t *)q + qa_at + c);
+                const uint32_t *qb2 = (const uint32_t *)((const uint16_t *)q + qb_at + c);
+                x[ks][half][0] = va ? *qa2 : 0u;
+                x[ks][half][2] = vb ? *qb2 : 0u;
+            }
         }
 }
 
-/* the A fragments from qattn_dmma_fetch_q's values, rounded to the MMA type */
-template <int D, int QT>
-static __device__ __forceinline__ void qattn_dmma_pack_q(uint32_t (*qa)[4], const float (*x)[2][4])
+/* element k (0, 1) of a fetched pair as float */
+template <int IN>
+static __device__ __forceinline__ float qattn_dmma_q_float(const uint32_t *w, int k)
+{
+    if (IN == QATTN_FMT_FP32)
+        return __uint_as_float(w[k]);
+    const uint16_t h = (uint16_t)(w[0] >> (16 * k));
+    return IN == QATTN_FMT_BF16 ? qattn_num_bf16_decode(h) : qattn_num_fp16_decode(h);
+}
+
+/* the A fragments from qattn_dmma_fetch_q's elements, rounded to the MMA type
+ * (a 16-bit query of the MMA's type as it is) */
+template <int D, int QT, int IN>
+static __device__ __forceinline__ void qattn_dmma_pack_q(uint32_t (*qa)[4], const uint32_t (*x)[2][4])
 {
 #pragma unroll
     for (int ks = 0; ks < D / 16; ks++)
 #pragma unroll
-        for (int half = 0; half < 2; half++) {
-            qa[ks][half * 2] = qattn_dmma_pack<QT>(x[ks][half][0], x[ks][half][1]);
-            qa[ks][half * 2 + 1] = qattn_dmma_pack<QT>(x[ks][half][2], x[ks][half][3]);
-        }
+        for (int half = 0; half < 2; half++)
+#pragma unroll
+            for (int rb = 0; rb < 2; rb++) {
+                const uint32_t *w = &x[ks][half][2 * rb];
+                qa[ks][half * 2 + rb] = IN == QT ? w[0]
+                                                 : qattn_dmma_pack<QT>(qattn_dmma_q_float<IN>(w, 0),
+                                                                       qattn_dmma_q_float<IN>(w, 1));
+            }
 }
 
 template <int D, int CF, int QT>
@@ -167,8 +186,27 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
     const int nrows = sq * grp, r0 = rt * QATTN_DMMA_ROWS;
     if (r0 >= nrows)
         return;
-    const int64_t sk = p.cache.len[b], ns = p.num_splits;
-    const int64_t a = sp * sk / ns, e = (sp + 1) * sk / ns;
+    const int sk32 = p.cache.len[b];
+    /* Q of the 16 rows first (zeros for rows past the sequence), as raw elements: their
+     * latency runs under the prologue and the cache's first lookups and copies */
+    uint32_t qx[D / 16][2][4];
+    {
+        const int ra = r0 + g, rb = r0 + g + 8;
+        const int64_t qa_at = (int64_t)b * p.q_sb + (tu0 + ra / grp) * p.q_st + (int64_t)(hk * grp + ra % grp) * p.q_sh;
+        const int64_t qb_at = (int64_t)b * p.q_sb + (tu0 + rb / grp) * p.q_st + (int64_t)(hk * grp + rb % grp) * p.q_sh;
+        const int words = !(((uintptr_t)p.q & 3) | ((p.q_sb | p.q_st | p.q_sh) & 1));
+        if (p.in == QATTN_FMT_BF16)
+            qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_BF16>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
+        else if (p.in == QATTN_FMT_FP16)
+            qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_FP16>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
+        else
+            qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_FP32>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
+    }
+    /* the split's keys [a, e) = [sp sk / ns, (sp + 1) sk / ns) in 32 bits: sk = qd ns + rd */
+    const int64_t sk = sk32, ns = p.num_splits;
+    const unsigned qd = (unsigned)sk32 / (unsigned)ns, rd = (unsigned)sk32 % (unsigned)ns;
+    const int64_t a = (int64_t)(sp * qd + (unsigned)sp * rd / (unsigned)ns);
+    const int64_t e = (int64_t)((sp + 1) * qd + (unsigned)(sp + 1) * rd / (unsigned)ns);
     /* this lane's rows g and g + 8: their keys [lo, hi) within the split */
     int64_t rlo[2], rhi[2];
     for (int i = 0; i < 2; i++) {
@@ -217,7 +255,6 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
     auto issue = [&](int c, int st, int64_t off) {
         const int64_t x = kbeg + (int64_t)c * KC + lane;
         const int ok = off >= 0;
-        off = ok ? off : 0;
         unsigned char *ks = wsm + st * L::STAGE, *vs = ks + L::RAW_CHUNK;
         if (L::SCALES && lane < KC) { /* lane's key's scales, 4 bytes each */
             float *ss = (float *)(vs + L::RAW_CHUNK);
@@ -227,8 +264,9 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
 #pragma unroll
         for (int i = 0; i < KC * PPR / 32; i++) {
             const int piece = i * 32 + lane, key = piece / PPR, part = piece % PPR;
-            const long long o = __shfl_sync(0xffffffffu, (long long)off, key);
-            const int v = __shfl_sync(0xffffffffu, ok, key);
+            long long o = __shfl_sync(0xffffffffu, (long long)off, key); /* -1: past the split */
+            const int v = o >= 0;
+            o = v ? o : 0;
             qattn_cp_async16(ks + key * L::RAW_ROW + part * 16, kpool + o + part * 16, v ? 16 : 0);
             qattn_cp_async16(vs + key * L::RAW_ROW + part * 16, vpool + o + part * 16, v ? 16 : 0);
         }
@@ -240,20 +278,6 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
     const int mine = nchunk > warp ? (nchunk - warp + NW - 1) / NW : 0; /* chunks of this warp */
-    /* Q of the 16 rows first (zeros for rows past the sequence): issued ahead of the cache's
-     * copies, its latency is not behind theirs (at batch 1 it was a quarter of the kernel) */
-    float qx[D / 16][2][4];
-    {
-        const int ra = r0 + g, rb = r0 + g + 8;
-        const int64_t qa_at = (int64_t)b * p.q_sb + (tu0 + ra / grp) * p.q_st + (int64_t)(hk * grp + ra % grp) * p.q_sh;
-        const int64_t qb_at = (int64_t)b * p.q_sb + (tu0 + rb / grp) * p.q_st + (int64_t)(hk * grp + rb % grp) * p.q_sh;
-        if (p.in == QATTN_FMT_BF16)
-            qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_BF16>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4);
-        else if (p.in == QATTN_FMT_FP16)
-            qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_FP16>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4);
-        else
-            qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_FP32>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4);
-    }
     int64_t pre[ST]; /* the first ST chunks' lookups, in flight together */
 #pragma unroll
     for (int s = 0; s < ST; s++)
@@ -266,7 +290,12 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
     }
     int64_t next_off = pre[ST - 1]; /* chunk it + ST - 1's offset at iteration it */
     uint32_t qa[D / 16][4];
-    qattn_dmma_pack_q<D, QT>(qa, qx);
+    if (p.in == QATTN_FMT_BF16)
+        qattn_dmma_pack_q<D, QT, QATTN_FMT_BF16>(qa, qx);
+    else if (p.in == QATTN_FMT_FP16)
+        qattn_dmma_pack_q<D, QT, QATTN_FMT_FP16>(qa, qx);
+    else
+        qattn_dmma_pack_q<D, QT, QATTN_FMT_FP32>(qa, qx);
     for (int it = 0; it < mine; it++) {
         const int c = warp + it * NW;
         if (it + ST - 1 < mine)
@@ -388,65 +417,70 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
         l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 2);
     }
     __syncthreads(); /* the rings are free: merge the warps' states */
-    const int RW = QATTN_DMMA_ROWS, stride_w = RW * (D + 2);
-    float *ms = (float *)qattn_dmma_smem;     /* [NW][RW][D + 2]: O, m, l of each warp */
-    float *wts = ms + NW * stride_w;           /* [RW][NW] the warps' weights per row */
-    float *rowml = wts + RW * NW;              /* [RW][2]: max, sum per row */
-    float *mo = ms + warp * stride_w;
-    const int va = r0 + g < nrows, vb = r0 + g + 8 < nrows; /* rows past the sequence: not merged */
-    for (int n = 0; n < NT; n++)
-        for (int q = 0; q < 4; q++)
-            if (q < 2 ? va : vb)
-                mo[(g + 8 * (q >> 1)) * (D + 2) +
-                   (L::ELT == 2 ? 8 * n + 2 * t4 + (q & 1) : 16 * (n >> 1) + 2 * (2 * t4 + (q & 1)) + (n & 1))] = o[n][q];
+    const int RW = QATTN_DMMA_ROWS, RS = L::MERGE_ROW; /* floats a row: O's D channels, m, l, padding */
+    float *ms = (float *)qattn_dmma_smem;              /* [NW][RW][RS] */
+    float *mo = ms + warp * RW * RS;
+    if (L::ELT == 2) {
+        for (int n = 0; n < NT; n++)
+            for (int hr = 0; hr < 2; hr++)
+                *(float2 *)&mo[(g + 8 * hr) * RS + 8 * n + 2 * t4] = make_float2(o[n][2 * hr], o[n][2 * hr + 1]);
+    } else { /* tile n holds channels 16 (n / 2) + 2 c + n % 2: n-tiles 2 s, 2 s + 1 as pairs */
+        for (int n = 0; n < NT; n += 2)
+            for (int q = 0; q < 4; q++)
+                *(float2 *)&mo[(g + 8 * (q >> 1)) * RS + 16 * (n >> 1) + 4 * t4 + 2 * (q & 1)] =
+                    make_float2(o[n][q], o[n + 1][q]);
+    }
     if (t4 == 0)
-        for (int ri = 0; ri < 2; ri++) {
-            mo[(g + 8 * ri) * (D + 2) + D] = m[ri];
-            mo[(g + 8 * ri) * (D + 2) + D + 1] = l[ri];
-        }
+        for (int ri = 0; ri < 2; ri++)
+            *(float2 *)&mo[(g + 8 * ri) * RS + D] = make_float2(m[ri], l[ri]);
     __syncthreads();
-    if ((int)threadIdx.x < RW * NW) { /* one thread per (row, warp): its weight */
-        const int r = (int)threadIdx.x / NW, w = (int)threadIdx.x % NW;
-        float mm = -INFINITY;
-        for (int k = 0; k < NW; k++)
-            mm = fmaxf(mm, ms[k * stride_w + r * (D + 2) + D]);
-        const float mw = ms[w * stride_w + r * (D + 2) + D];
-        wts[r * NW + w] = mw == -INFINITY ? 0.f : qattn_ex2_approx(mw - mm);
-        if (w == 0)
-            rowml[2 * r] = mm;
-    }
-    __syncthreads();
-    if ((int)threadIdx.x < RW) {
-        const int r = (int)threadIdx.x;
-        float ll = 0.f;
-        for (int w = 0; w < NW; w++)
-            ll += wts[r * NW + w] * ms[w * stride_w + r * (D + 2) + D + 1];
-        rowml[2 * r + 1] = ll;
-    }
-    __syncthreads();
-    for (int idx = (int)threadIdx.x; idx < RW * D; idx += NW * 32) {
-        const int r = idx / D, c = idx % D, pr = r0 + r;
+    /* a thread per 4 channels of a row: the warps' weights, then O, from shared memory */
+    for (int idx = (int)threadIdx.x; idx < RW * D / 4; idx += NW * 32) {
+        const int r = idx / (D / 4), c = 4 * (idx % (D / 4)), pr = r0 + r;
         if (pr >= nrows)
             continue;
-        const float mm = rowml[2 * r], ll = rowml[2 * r + 1];
+        float2 ml[NW];
+        float mm = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            ml[w] = *(const float2 *)&ms[(w * RW + r) * RS + D];
+            mm = fmaxf(mm, ml[w].x);
+        }
         const int empty = mm == -INFINITY;
-        float acc = 0.f;
-        if (!empty)
-            for (int w = 0; w < NW; w++)
-                acc += wts[r * NW + w] * ms[w * stride_w + r * (D + 2) + c];
-        const float ov = empty ? 0.f : acc / ll;
+        float ll = 0.f;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            const float wt = ml[w].x == -INFINITY ? 0.f : qattn_ex2_approx(ml[w].x - mm);
+            ll += wt * ml[w].y;
+            const float4 x = *(const float4 *)&ms[(w * RW + r) * RS + c];
+            acc.x += wt * x.x, acc.y += wt * x.y, acc.z += wt * x.z, acc.w += wt * x.w;
+        }
+        const float4 ov = empty ? make_float4(0.f, 0.f, 0.f, 0.f)
+                                : make_float4(acc.x / ll, acc.y / ll, acc.z / ll, acc.w / ll);
         const int i = pr / grp, h = hk * grp + pr % grp;
         const int64_t row = (int64_t)h * p.lse_sh + tq0 + i;
-        qattn_decode_put_split(p, b, tu0 + i, h, row, sp, c, ov);
+        if (p.num_splits > 1)
+            *(float4 *)&p.o_part[((int64_t)sp * p.hq * p.lse_sh + row) * D + c] = ov;
+        else {
+            qattn_decode_put(p, b, tu0 + i, h, c, ov.x);
+            qattn_decode_put(p, b, tu0 + i, h, c + 1, ov.y);
+            qattn_decode_put(p, b, tu0 + i, h, c + 2, ov.z);
+            qattn_decode_put(p, b, tu0 + i, h, c + 3, ov.w);
+        }
         if (c == 0)
             qattn_decode_put_split_lse(p, row, sp, empty ? -INFINITY : (mm + log2f(ll)) * 0.69314718055994530942f);
     }
 }
 
+/* the combine: one block per output row, warp w sums splits w, w + 8, ...; the first
+ * NW x U splits' partials are loaded before the weights are known, so that their
+ * latency and the lse's overlap (one round trip up to 128 splits) */
 template <int D>
 __global__ void __launch_bounds__(256) qattn_decode_combine_fast_kernel(qattn_kernels_decode_params p)
 {
     const int NW = 8, CPL = D / 32; /* channels per lane */
+    const int U = 16;               /* splits a warp has in flight */
     __shared__ float sW[QATTN_DECODE_COMBINE_SMAX];
     __shared__ float sPart[NW][D];
     __shared__ float sRed[NW];
@@ -460,6 +494,24 @@ __global__ void __launch_bounds__(256) qattn_decode_combine_fast_kernel(qattn_ke
         return;
     const int64_t row = (int64_t)h * p.lse_sh + tq0 + i, plane = (int64_t)p.hq * p.lse_sh;
     const int ns = p.num_splits;
+    const float *orow = p.o_part + row * D + lane * CPL; /* split s's part: orow + s * plane * D */
+    float x[U][CPL];
+    auto load = [&](int s0) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int s = s0 + u * NW;
+            const float *op = orow + (int64_t)(s < ns ? s : 0) * plane * D;
+            if (CPL == 4) {
+                const float4 v = *(const float4 *)op;
+                x[u][0] = v.x, x[u][1] = v.y, x[u][2] = v.z, x[u][3] = v.w;
+            } else {
+#pragma unroll
+                for (int k = 0; k < CPL; k++)
+                    x[u][k] = op[k];
+            }
+        }
+    };
+    load(warp);
     float lm = -INFINITY;
     for (int s = tid; s < ns; s += NW * 32) {
         sW[s] = p.lse_part[s * plane + row];
@@ -487,29 +539,20 @@ __global__ void __launch_bounds__(256) qattn_decode_combine_fast_kernel(qattn_ke
     float acc[CPL];
     for (int k = 0; k < CPL; k++)
         acc[k] = 0.f;
-    const int U = 4; /* splits a warp has in flight: the loads of U splits go out before their sums */
     if (lmax != -INFINITY)
-        for (int s0 = warp; s0 < ns; s0 += NW * U) {
-            float x[U][CPL], w[U];
+        for (int s0 = warp;;) {
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const int s = s0 + u * NW;
-                w[u] = s < ns ? sW[s] : 0.f;
-                const float *op = p.o_part + ((int64_t)(s < ns ? s : s0) * plane + row) * D + lane * CPL;
-                if (CPL == 4) {
-                    const float4 v = *(const float4 *)op;
-                    x[u][0] = v.x, x[u][1] = v.y, x[u][2] = v.z, x[u][3] = v.w;
-                } else {
-#pragma unroll
-                    for (int k = 0; k < CPL; k++)
-                        x[u][k] = op[k];
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < U; u++)
+                const float w = s < ns ? sW[s] : 0.f;
 #pragma unroll
                 for (int k = 0; k < CPL; k++)
-                    acc[k] += w[u] * x[u][k];
+                    acc[k] += w * x[u][k];
+            }
+            s0 += NW * U;
+            if (s0 >= ns)
+                break;
+            load(s0);
         }
     for (int k = 0; k < CPL; k++)
         sPart[warp][lane * CPL + k] = acc[k];
