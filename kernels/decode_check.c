@@ -24,23 +24,26 @@
  * every cache format and group, varlen, masks; quick: a case for every
  * instance (compute-sanitizer) */
 static const qattn_kernels_decode_case cases[] = {
-    /* d, hq, hkv, nseq, sq[], sk[], page, splits, K, V, mask, in, out, kblock, varlen, quick */
-    {64, 4, 1, 1, {1}, {100}, 16, 1, "bf16", "bf16", "causal-br", B16, B16, 64, 0, 1},
-    {64, 4, 1, 2, {1, 1}, {100, 37}, 16, 3, "bf16", "bf16", "causal-br", B16, F32, 16, 0, 0},
-    {64, 8, 2, 2, {4, 4}, {131, 70}, 1, 7, "fp16", "fp16", "causal-br", F16, F16, 32, 0,1},
-    {64, 4, 2, 2, {16, 3}, {150, 20}, 64, 5, "int8@token", "int8@token", "causal-br", B16, F32, 64, 1, 1},
-    {64, 2, 1, 1, {1}, {40}, 256, 64, "e4m3@token", "e4m3@token", "causal-br", F16, F32, 64, 0,1},
-    {128, 4, 1, 2, {2, 1}, {77, 300}, 16, 4, "int8@block:32,ch:1", "int8@token", "causal-br", B16, F32, 64, 1, 0},
-    {64, 4, 4, 1, {3}, {90}, 7, 2, "int4@token,ch:16", "e5m2@block:16,e8m0", "window:20,0", F32, F32, 16, 0, 1},
-    {128, 2, 1, 1, {1}, {260}, 16, 3, "e4m3@token", "int8@block:64", "none", B16, B16, 128, 0, 0},
-    {128, 16, 2, 1, {1}, {513}, 64, 0, "bf16", "bf16", "causal-br", B16, B16, 64, 0, 1},
-    {128, 8, 1, 2, {4, 1}, {200, 33}, 16, 0, "int8@token", "int8@token", "causal-br", F16, F16, 64, 1,1},
-    {64, 8, 1, 1, {5}, {64}, 16, 2, "fp32", "fp32", "causal", F32, F32, 64, 0, 0},
-    {128, 8, 1, 3, {16, 1, 4}, {1000, 1, 257}, 256, 64, "bf16", "bf16", "causal-br", B16, B16, 64, 1, 0},
-    {128, 8, 1, 2, {1, 1}, {2049, 700}, 1, 9, "fp16", "fp16", "causal-br", F16, B16, 64, 0,1},
-    {128, 16, 2, 2, {4, 16}, {777, 333}, 64, 16, "e4m3@token", "e4m3@token", "causal-br", B16, B16, 64, 1, 1},
-    {128, 8, 8, 1, {1}, {4000}, 16, 0, "int8@token", "int8@token", "causal-br", B16, B16, 64, 0, 0},
-    {64, 16, 2, 2, {1, 1}, {1500, 3}, 16, 32, "int8@token", "int8@token", "causal-br", F16, F16, 64, 0, 0},
+    /* d, hq, hkv, nseq, sq[], sk[], page, splits, K, V, mask, in, out, kblock, varlen, quick, q_offset */
+    {64, 4, 1, 1, {1}, {100}, 16, 1, "bf16", "bf16", "causal-br", B16, B16, 64, 0, 1, 0},
+    {64, 4, 1, 2, {1, 1}, {100, 37}, 16, 3, "bf16", "bf16", "causal-br", B16, F32, 16, 0, 0, 0},
+    {64, 8, 2, 2, {4, 4}, {131, 70}, 1, 7, "fp16", "fp16", "causal-br", F16, F16, 32, 0,1, 0},
+    {64, 4, 2, 2, {16, 3}, {150, 20}, 64, 5, "int8@token", "int8@token", "causal-br", B16, F32, 64, 1, 1, 0},
+    {64, 2, 1, 1, {1}, {40}, 256, 64, "e4m3@token", "e4m3@token", "causal-br", F16, F32, 64, 0,1, 0},
+    {128, 4, 1, 2, {2, 1}, {77, 300}, 16, 4, "int8@block:32,ch:1", "int8@token", "causal-br", B16, F32, 64, 1, 0, 0},
+    {64, 4, 4, 1, {3}, {90}, 7, 2, "int4@token,ch:16", "e5m2@block:16,e8m0", "window:20,0", F32, F32, 16, 0, 1, 0},
+    {128, 2, 1, 1, {1}, {260}, 16, 3, "e4m3@token", "int8@block:64", "none", B16, B16, 128, 0, 0, 0},
+    {128, 16, 2, 1, {1}, {513}, 64, 0, "bf16", "bf16", "causal-br", B16, B16, 64, 0, 1, 0},
+    {128, 8, 1, 2, {4, 1}, {200, 33}, 16, 0, "int8@token", "int8@token", "causal-br", F16, F16, 64, 1,1, 0},
+    {64, 8, 1, 1, {5}, {64}, 16, 2, "fp32", "fp32", "causal", F32, F32, 64, 0, 0, 0},
+    {128, 8, 1, 3, {16, 1, 4}, {1000, 1, 257}, 256, 64, "bf16", "bf16", "causal-br", B16, B16, 64, 1, 0, 0},
+    {128, 8, 1, 2, {1, 1}, {2049, 700}, 1, 9, "fp16", "fp16", "causal-br", F16, B16, 64, 0,1, 0},
+    {128, 16, 2, 2, {4, 16}, {777, 333}, 64, 16, "e4m3@token", "e4m3@token", "causal-br", B16, B16, 64, 1, 1, 0},
+    {128, 8, 8, 1, {1}, {4000}, 16, 0, "int8@token", "int8@token", "causal-br", B16, B16, 64, 0, 0, 0},
+    {64, 16, 2, 2, {1, 1}, {1500, 3}, 16, 32, "int8@token", "int8@token", "causal-br", F16, F16, 64, 0, 0, 0},
+    /* Q not 16-byte aligned: the mma path's fragments loaded element by element (1) or as words (2) */
+    {128, 8, 1, 2, {1, 4}, {300, 90}, 16, 3, "bf16", "bf16", "causal-br", B16, B16, 64, 0, 0, 1},
+    {128, 8, 2, 1, {2}, {200}, 16, 2, "int8@token", "int8@token", "causal-br", F16, F32, 64, 0, 0, 2},
 };
 
 const qattn_kernels_decode_case *qattn_kernels_decode_cases(size_t *n)
@@ -214,8 +217,8 @@ int qattn_kernels_decode_run_case(const qattn_kernels_decode_case *tc, unsigned 
     if (!rc)
         rc = qattn_kernels_kvcache_upload(&dc, &cache, err);
     if (!rc)
-        rc = qattn_kernels_dev_alloc(&qd, (size_t)tq * hq * d * esz, err) ||
-             qattn_kernels_dev_to(qd, h.q_dev, (size_t)tq * hq * d * esz, err) ||
+        rc = qattn_kernels_dev_alloc(&qd, ((size_t)tq * hq * d + (size_t)tc->q_offset) * esz, err) ||
+             qattn_kernels_dev_to((char *)qd + (size_t)tc->q_offset * esz, h.q_dev, (size_t)tq * hq * d * esz, err) ||
              qattn_kernels_dev_alloc(&od, (size_t)tq * hq * d * osz, err) ||
              qattn_kernels_dev_fill(od, 0x7f, (size_t)tq * hq * d * osz, err) ||
              qattn_kernels_dev_alloc(&lsed, (size_t)hq * tq * sizeof(float), err);
@@ -229,7 +232,8 @@ int qattn_kernels_decode_run_case(const qattn_kernels_decode_case *tc, unsigned 
     pb.kblock = tc->kblock;
     pb.paths = paths;
     /* user tensors [Tq, hq, d]: batch stride 0 with cu_q, else max_sq rows a sequence */
-    qattn_kernels_tensor qt = {qd, tc->varlen ? 0 : (int64_t)max_sq * hq * d, d, (int64_t)hq * d};
+    qattn_kernels_tensor qt = {qd ? (char *)qd + (size_t)tc->q_offset * esz : NULL,
+                               tc->varlen ? 0 : (int64_t)max_sq * hq * d, d, (int64_t)hq * d};
     qattn_kernels_tensor ot = {od, qt.stride_batch, d, (int64_t)hq * d};
     if (!rc) {
         rc = qattn_kernels_decode_plan_init(&pl, &pb, &qt, &ot, (float *)lsed, tc->varlen ? cu : NULL, &dc, err);

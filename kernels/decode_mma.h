@@ -49,7 +49,8 @@ struct qattn_dmma_layout {
     static const int MERGE_ROW = D + 8;
     static const int MERGE_ALL = QATTN_DMMA_WARPS * QATTN_DMMA_ROWS * MERGE_ROW * 4;
     static const int RINGS = QATTN_DMMA_WARPS * WARP;
-    static const int BYTES = RINGS > MERGE_ALL ? RINGS : MERGE_ALL;
+    static const int QROW = D * 2 + 16; /* a staged 16-bit Q row, padded as the cache's rows */
+    static const int BYTES = RINGS + QATTN_DMMA_ROWS * QROW > MERGE_ALL ? RINGS + QATTN_DMMA_ROWS * QROW : MERGE_ALL;
 };
 
 /* f16x2 / bf16x2 of two floats, low half first */
@@ -165,6 +166,32 @@ static __device__ __forceinline__ void qattn_dmma_pack_q(uint32_t (*qa)[4], cons
             }
 }
 
+/* the A fragments from Q staged in shared memory ([16][QR] bytes, 16-bit elements
+ * of type IN): 16-bit caches (IN = QT) by ldmatrix; 8-bit caches (fp16 MMA) with
+ * the permuted channels of qattn_dmma_fetch_q, four elements a row and k-step */
+template <int D, int ELT, int QT, int IN, int QR>
+static __device__ __forceinline__ void qattn_dmma_load_q(uint32_t (*qa)[4], const unsigned char *qsm, int lane)
+{
+    const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {
+        if (ELT == 2) {
+            qattn_ldmatrix_x4(qa[ks], qsm + (lane & 15) * QR + (ks * 16 + 8 * (lane >> 4)) * 2);
+        } else {
+#pragma unroll
+            for (int rb = 0; rb < 2; rb++) {
+                const uint2 w = *(const uint2 *)(qsm + (g + 8 * rb) * QR + (ks * 16 + 4 * t4) * 2);
+                if (IN == QT) {
+                    qa[ks][rb] = w.x, qa[ks][2 + rb] = w.y;
+                } else {
+                    qa[ks][rb] = qattn_dmma_pack<QT>(qattn_dmma_q_float<IN>(&w.x, 0), qattn_dmma_q_float<IN>(&w.x, 1));
+                    qa[ks][2 + rb] = qattn_dmma_pack<QT>(qattn_dmma_q_float<IN>(&w.y, 0), qattn_dmma_q_float<IN>(&w.y, 1));
+                }
+            }
+        }
+    }
+}
+
 template <int D, int CF, int QT>
 __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel(qattn_kernels_decode_params p)
 {
@@ -177,9 +204,14 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
     qattn_port_dependents_go(); /* the combine may launch now; it waits for this grid before reading */
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int g = lane >> 2, t4 = lane & 3;
-    const int grp = p.hq / p.hkv;
-    const int hk = (int)blockIdx.x % p.hkv, rt = (int)blockIdx.x / p.hkv;
+    const int grp = (int)p.div_grp.d;
+    const int rt = (int)qattn_decode_div(p.div_hkv, blockIdx.x), hk = (int)blockIdx.x - rt * p.hkv;
+    /* packed row r: token r / grp, q head hk grp + r % grp */
+    auto tok_of = [&](int r) -> int { return (int)qattn_decode_div(p.div_grp, (unsigned)r); };
     const int b = (int)blockIdx.y, sp = (int)blockIdx.z;
+    /* launched overlapping the previous kernel of the stream (a decode step's combine): its
+     * blocks are resident and set up; nothing global is read or written before it is done */
+    qattn_port_wait_prior();
     int64_t tq0, tu0;
     int sq;
     qattn_decode_rows(p, b, &tq0, &tu0, &sq);
@@ -187,13 +219,29 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
     if (r0 >= nrows)
         return;
     const int sk32 = p.cache.len[b];
-    /* Q of the 16 rows first (zeros for rows past the sequence), as raw elements: their
-     * latency runs under the prologue and the cache's first lookups and copies */
+    auto q_at = [&](int r) -> int64_t {
+        const int i = tok_of(r);
+        return (int64_t)b * p.q_sb + (tu0 + i) * p.q_st + (int64_t)(hk * grp + r - i * grp) * p.q_sh;
+    };
+    /* Q of the 16 rows first (zeros for rows past the sequence): their latency runs under the
+     * prologue and the cache's first lookups and copies. A 16-bit Q with 16-byte rows is
+     * copied into shared memory by one cp.async a thread (its own commit group, the first);
+     * else each lane loads its fragments' raw elements */
+    const int qstage = p.in != QATTN_FMT_FP32 && (L::ELT == 1 || p.in == QT) &&
+                       !(((uintptr_t)p.q & 15) | ((p.q_sb | p.q_st | p.q_sh) & 7));
+    unsigned char *qsm = qattn_dmma_smem + L::RINGS; /* [16][QROW] staged Q */
     uint32_t qx[D / 16][2][4];
-    {
+    if (qstage) {
+        const int PR = D * 2 / 16, r = (int)threadIdx.x / PR, part = (int)threadIdx.x % PR;
+        if (r < QATTN_DMMA_ROWS) {
+            const int ok = r0 + r < nrows;
+            const unsigned char *src = (const unsigned char *)p.q + (ok ? q_at(r0 + r) * 2 : 0) + part * 16;
+            qattn_cp_async16(qsm + r * L::QROW + part * 16, src, ok ? 16 : 0);
+        }
+        qattn_cp_async_commit();
+    } else {
         const int ra = r0 + g, rb = r0 + g + 8;
-        const int64_t qa_at = (int64_t)b * p.q_sb + (tu0 + ra / grp) * p.q_st + (int64_t)(hk * grp + ra % grp) * p.q_sh;
-        const int64_t qb_at = (int64_t)b * p.q_sb + (tu0 + rb / grp) * p.q_st + (int64_t)(hk * grp + rb % grp) * p.q_sh;
+        const int64_t qa_at = ra < nrows ? q_at(ra) : 0, qb_at = rb < nrows ? q_at(rb) : 0;
         const int words = !(((uintptr_t)p.q & 3) | ((p.q_sb | p.q_st | p.q_sh) & 1));
         if (p.in == QATTN_FMT_BF16)
             qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_BF16>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
@@ -203,17 +251,18 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
             qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_FP32>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
     }
     /* the split's keys [a, e) = [sp sk / ns, (sp + 1) sk / ns) in 32 bits: sk = qd ns + rd */
-    const int64_t sk = sk32, ns = p.num_splits;
-    const unsigned qd = (unsigned)sk32 / (unsigned)ns, rd = (unsigned)sk32 % (unsigned)ns;
-    const int64_t a = (int64_t)(sp * qd + (unsigned)sp * rd / (unsigned)ns);
-    const int64_t e = (int64_t)((sp + 1) * qd + (unsigned)(sp + 1) * rd / (unsigned)ns);
+    const int64_t sk = sk32;
+    const unsigned ns = (unsigned)p.num_splits, qd = qattn_decode_div(p.div_splits, (unsigned)sk32),
+                   rd = (unsigned)sk32 - qd * ns;
+    const int64_t a = (int64_t)(sp * qd + qattn_decode_div(p.div_splits, (unsigned)sp * rd));
+    const int64_t e = (int64_t)((sp + 1) * qd + qattn_decode_div(p.div_splits, (unsigned)(sp + 1) * rd));
     /* this lane's rows g and g + 8: their keys [lo, hi) within the split */
     int64_t rlo[2], rhi[2];
     for (int i = 0; i < 2; i++) {
         const int r = r0 + g + 8 * i;
         rlo[i] = 0, rhi[i] = 0;
         if (r < nrows) {
-            qattn_num_mask_range(p.mask, r / grp, sq, sk, &rlo[i], &rhi[i]);
+            qattn_num_mask_range(p.mask, tok_of(r), sq, sk, &rlo[i], &rhi[i]);
             rlo[i] = rlo[i] > a ? rlo[i] : a;
             rhi[i] = rhi[i] < e ? rhi[i] : e;
         }
@@ -221,7 +270,7 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
     /* the block's keys: the union over its tokens (masks are monotone in the token) */
     int64_t kbeg, kend, lo1, hi1;
     {
-        const int i0 = r0 / grp, i1 = (r0 + QATTN_DMMA_ROWS - 1 < nrows ? r0 + QATTN_DMMA_ROWS - 1 : nrows - 1) / grp;
+        const int i0 = tok_of(r0), i1 = tok_of(r0 + QATTN_DMMA_ROWS - 1 < nrows ? r0 + QATTN_DMMA_ROWS - 1 : nrows - 1);
         qattn_num_mask_range(p.mask, i0, sq, sk, &kbeg, &hi1);
         qattn_num_mask_range(p.mask, i1, sq, sk, &lo1, &kend);
         kbeg = kbeg > a ? kbeg : a;
@@ -235,40 +284,56 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
     }
 
     unsigned char *wsm = qattn_dmma_smem + warp * L::WARP;
-    const int64_t row_elems = (int64_t)p.hkv * D; /* elements per token in the pool */
-    const unsigned char *kpool = (const unsigned char *)p.cache.k, *vpool = (const unsigned char *)p.cache.v;
+    const unsigned rowb = (unsigned)(p.hkv * D * L::ELT); /* bytes per token in the pool */
+    const int part = lane % PPR;                           /* the 16-byte piece lane copies of each row */
+    const unsigned char *kbase = (const unsigned char *)p.cache.k + (int64_t)hk * D * L::ELT + part * 16;
+    const unsigned char *vbase = (const unsigned char *)p.cache.v + (int64_t)hk * D * L::ELT + part * 16;
     const float *ksc = p.cache.k_scale ? p.cache.k_scale + ((int64_t)b * p.hkv + hk) * p.cache.k_ntok : 0;
     const float *vsc = p.cache.v_scale ? p.cache.v_scale + ((int64_t)b * p.hkv + hk) * p.cache.v_ntok : 0;
     const int32_t *table = p.cache.table + (int64_t)b * p.cache.max_pages;
-    const int ps = p.cache.page_size;
+    const unsigned ps = (unsigned)p.cache.page_size;
+    const unsigned kb32 = (unsigned)kbeg, ke32 = (unsigned)kend; /* positions < 2^31 */
 
-    /* the pool offset of lane's key of chunk c through the block table, -1 past the split; looked
-     * up a chunk ahead of its copies, so that the table's latency is not on the warp's path */
-    auto lookup = [&](int c) -> int64_t {
-        const int64_t x = kbeg + (int64_t)c * KC + lane;
-        if (x >= kend)
-            return -1;
-        const unsigned xu = (unsigned)x, pg = xu / (unsigned)ps; /* positions < 2^31: 32-bit division */
-        return (((int64_t)table[pg] * ps + (xu - pg * (unsigned)ps)) * row_elems + (int64_t)hk * D) * L::ELT;
+    /* the pool row (token) of lane's key of chunk c through the block table, ~0 past the split
+     * (pools of < 2^32 tokens, the launch checks); looked up a chunk ahead of its copies, so that
+     * the table's latency is not on the warp's path */
+    auto lookup = [&](int c) -> unsigned {
+        const unsigned x = kb32 + (unsigned)c * KC + lane;
+        if (x >= ke32)
+            return ~0u;
+        const unsigned pg = qattn_decode_div(p.div_page, x);
+        return (unsigned)table[pg] * ps + (x - pg * ps);
     };
-    /* issue the loads of chunk c (this warp's) into stage st; off from lookup(c) */
-    auto issue = [&](int c, int st, int64_t off) {
-        const int64_t x = kbeg + (int64_t)c * KC + lane;
-        const int ok = off >= 0;
+    /* issue the loads of chunk c (this warp's) into stage st; row from lookup(c). Lane copies
+     * piece `part` of the rows of keys (32 i + lane) / PPR; only a split's last chunk has keys
+     * past it (zero-filled) */
+    auto issue = [&](int c, int st, unsigned row) {
         unsigned char *ks = wsm + st * L::STAGE, *vs = ks + L::RAW_CHUNK;
+        const unsigned x = kb32 + (unsigned)c * KC + lane;
         if (L::SCALES && lane < KC) { /* lane's key's scales, 4 bytes each */
+            const int ok = x < ke32;
             float *ss = (float *)(vs + L::RAW_CHUNK);
             qattn_cp_async4(ss + lane, ksc + (ok ? x : 0), ok ? 4 : 0);
             qattn_cp_async4(ss + KC + lane, vsc + (ok ? x : 0), ok ? 4 : 0);
         }
+        if (kb32 + (unsigned)(c + 1) * KC <= ke32) {
 #pragma unroll
-        for (int i = 0; i < KC * PPR / 32; i++) {
-            const int piece = i * 32 + lane, key = piece / PPR, part = piece % PPR;
-            long long o = __shfl_sync(0xffffffffu, (long long)off, key); /* -1: past the split */
-            const int v = o >= 0;
-            o = v ? o : 0;
-            qattn_cp_async16(ks + key * L::RAW_ROW + part * 16, kpool + o + part * 16, v ? 16 : 0);
-            qattn_cp_async16(vs + key * L::RAW_ROW + part * 16, vpool + o + part * 16, v ? 16 : 0);
+            for (int i = 0; i < KC * PPR / 32; i++) {
+                const int key = (i * 32 + lane) / PPR;
+                const unsigned rr = __shfl_sync(0xffffffffu, row, key);
+                qattn_cp_async16(ks + key * L::RAW_ROW + part * 16, kbase + (uint64_t)rr * rowb, 16);
+                qattn_cp_async16(vs + key * L::RAW_ROW + part * 16, vbase + (uint64_t)rr * rowb, 16);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < KC * PPR / 32; i++) {
+                const int key = (i * 32 + lane) / PPR;
+                unsigned rr = __shfl_sync(0xffffffffu, row, key);
+                const int v = rr != ~0u;
+                rr = v ? rr : 0u;
+                qattn_cp_async16(ks + key * L::RAW_ROW + part * 16, kbase + (uint64_t)rr * rowb, v ? 16 : 0);
+                qattn_cp_async16(vs + key * L::RAW_ROW + part * 16, vbase + (uint64_t)rr * rowb, v ? 16 : 0);
+            }
         }
     };
 
@@ -278,19 +343,26 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
     const int mine = nchunk > warp ? (nchunk - warp + NW - 1) / NW : 0; /* chunks of this warp */
-    int64_t pre[ST]; /* the first ST chunks' lookups, in flight together */
+    unsigned pre[ST]; /* the first ST chunks' lookups, in flight together */
 #pragma unroll
     for (int s = 0; s < ST; s++)
-        pre[s] = s < mine ? lookup(warp + s * NW) : -1;
+        pre[s] = s < mine ? lookup(warp + s * NW) : ~0u;
 #pragma unroll
     for (int s = 0; s < ST - 1; s++) {
         if (s < mine)
             issue(warp + s * NW, s, pre[s]);
         qattn_cp_async_commit();
     }
-    int64_t next_off = pre[ST - 1]; /* chunk it + ST - 1's offset at iteration it */
+    unsigned next_row = pre[ST - 1]; /* chunk it + ST - 1's lookup at iteration it */
     uint32_t qa[D / 16][4];
-    if (p.in == QATTN_FMT_BF16)
+    if (qstage) { /* Q's group is the oldest of the ST it waits past; every thread's piece */
+        qattn_cp_async_wait<ST - 1>();
+        __syncthreads();
+        if (p.in == QATTN_FMT_BF16)
+            qattn_dmma_load_q<D, L::ELT, QT, QATTN_FMT_BF16, L::QROW>(qa, qsm, lane);
+        else
+            qattn_dmma_load_q<D, L::ELT, QT, QATTN_FMT_FP16, L::QROW>(qa, qsm, lane);
+    } else if (p.in == QATTN_FMT_BF16)
         qattn_dmma_pack_q<D, QT, QATTN_FMT_BF16>(qa, qx);
     else if (p.in == QATTN_FMT_FP16)
         qattn_dmma_pack_q<D, QT, QATTN_FMT_FP16>(qa, qx);
@@ -299,9 +371,9 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
     for (int it = 0; it < mine; it++) {
         const int c = warp + it * NW;
         if (it + ST - 1 < mine)
-            issue(warp + (it + ST - 1) * NW, (it + ST - 1) % ST, next_off);
+            issue(warp + (it + ST - 1) * NW, (it + ST - 1) % ST, next_row);
         qattn_cp_async_commit();
-        next_off = it + ST < mine ? lookup(warp + (it + ST) * NW) : -1;
+        next_row = it + ST < mine ? lookup(warp + (it + ST) * NW) : ~0u;
         qattn_cp_async_wait<ST - 1>();
         __syncwarp();
         const unsigned char *kt = wsm + (it % ST) * L::STAGE, *vt = kt + L::RAW_CHUNK;
@@ -458,7 +530,7 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
         }
         const float4 ov = empty ? make_float4(0.f, 0.f, 0.f, 0.f)
                                 : make_float4(acc.x / ll, acc.y / ll, acc.z / ll, acc.w / ll);
-        const int i = pr / grp, h = hk * grp + pr % grp;
+        const int i = tok_of(pr), h = hk * grp + pr - i * grp;
         const int64_t row = (int64_t)h * p.lse_sh + tq0 + i;
         if (p.num_splits > 1)
             *(float4 *)&p.o_part[((int64_t)sp * p.hq * p.lse_sh + row) * D + c] = ov;
@@ -486,7 +558,8 @@ __global__ void __launch_bounds__(256) qattn_decode_combine_fast_kernel(qattn_ke
     __shared__ float sRed[NW];
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int i = (int)blockIdx.x, h = (int)blockIdx.y, b = (int)blockIdx.z;
-    qattn_port_wait_prior(); /* launched overlapping the split kernel: its partials first */
+    qattn_port_dependents_go(); /* the next step's split kernel may be set up beside this one */
+    qattn_port_wait_prior();    /* launched overlapping the split kernel: its partials first */
     int64_t tq0, tu0;
     int sq;
     qattn_decode_rows(p, b, &tq0, &tu0, &sq);
@@ -590,8 +663,8 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
     const int rows = p.seqlen_q * (p.hq / p.hkv);
     const dim3 grid((unsigned)(p.hkv * ((rows + QATTN_DMMA_ROWS - 1) / QATTN_DMMA_ROWS)), (unsigned)p.nseq,
                     (unsigned)p.num_splits);
-    if (p.stages != 2) {
-        hipLaunchKernelGGL(k, grid, dim3(QATTN_DMMA_WARPS * 32), (size_t)L::BYTES, stream, p);
+    if (p.stages != 2) { /* overlapping the previous kernel: it waits for it before touching memory */
+        qattn_port_launch_overlap(1, k, grid, dim3(QATTN_DMMA_WARPS * 32), (size_t)L::BYTES, stream, p);
         QATTN_DECODE_CHECK(hipGetLastError(), "decode mma kernel launch");
     }
     if (p.num_splits == 1 || p.stages == 1)
@@ -616,6 +689,9 @@ static int qattn_decode_mma_launch(const qattn_kernels_decode_params *pp, void *
     if (p.cache.kop.fmt != CF || p.cache.vop.fmt != CF || p.cache.k_open || p.cache.v_open ||
         (p.cache.k_scale && p.cache.k_nch != 1) || (p.cache.v_scale && p.cache.v_nch != 1))
         return qattn_err_set(err, QATTN_ERR_ARG, "decode mma: a cache this instance does not read");
+    if ((uint64_t)p.cache.num_pages * (uint64_t)p.cache.page_size >= 0xffffffffull)
+        return qattn_err_set(err, QATTN_ERR_ARG, "decode mma: a pool of %lld pages of %d tokens (2^32 tokens or more)",
+                             (long long)p.cache.num_pages, p.cache.page_size);
     if (p.seqlen_q <= 0)
         return QATTN_OK;
     if (CF == QATTN_FMT_BF16)

@@ -208,7 +208,26 @@ int qattn_kernels_decode_fill(qattn_kernels_decode_params *p, const qattn_kernel
     p->num_splits = num_splits;
     p->o_part = num_splits > 1 ? o_part : NULL;
     p->lse_part = num_splits > 1 ? lse_part : NULL;
+    qattn_kernels_fastdiv_init(&p->div_grp, (uint32_t)(pb->hkv > 0 ? pb->hq / pb->hkv : 1));
+    qattn_kernels_fastdiv_init(&p->div_hkv, (uint32_t)(pb->hkv > 0 ? pb->hkv : 1));
+    qattn_kernels_fastdiv_init(&p->div_splits, (uint32_t)num_splits);
+    qattn_kernels_fastdiv_init(&p->div_page, (uint32_t)(cache->page_size > 0 ? cache->page_size : 1));
     return QATTN_OK;
+}
+
+void qattn_kernels_fastdiv_init(qattn_kernels_fastdiv *f, uint32_t d)
+{
+    f->d = d;
+    f->mul = 0;
+    f->shift = 0;
+    if (d <= 1)
+        return;
+    unsigned l = 0;
+    while (l < 32 && ((uint64_t)1 << l) < d)
+        l++;
+    const uint64_t two_p = (uint64_t)1 << (31 + l);
+    f->mul = (uint32_t)((two_p + d - 1) / d);
+    f->shift = l - 1;
 }
 
 /* ---- the instance ---- */

@@ -99,6 +99,12 @@ static __device__ __forceinline__ float qattn_decode_val(const qattn_kernels_kvc
 }
 
 /* the row's first token in [hq, Tq] (lse, partials) and in the user tensors */
+/* x / f.d for 0 <= x < 2^31 (qattn_kernels_fastdiv) */
+static __device__ __forceinline__ uint32_t qattn_decode_div(const qattn_kernels_fastdiv &f, uint32_t x)
+{
+    return f.mul ? (uint32_t)(((uint64_t)x * f.mul) >> 32) >> f.shift : x;
+}
+
 static __device__ __forceinline__ void qattn_decode_rows(const qattn_kernels_decode_params &p, int b, int64_t *tq0,
                                                          int64_t *tu0, int *sq)
 {

@@ -32,6 +32,15 @@ extern "C" {
 
 #define QATTN_KERNELS_DECODE_SPLITS_MAX 256 /* most splits the plan takes */
 
+/* x / d for 0 <= x < 2^31 as a multiply-high and a shift (Granlund and
+ * Montgomery: mul = ceil(2^(31 + l) / d), l = ceil(log2 d)), so that the
+ * kernels' prologues divide by the heads, splits and page size in two
+ * instructions; mul 0 means d = 1 */
+typedef struct qattn_kernels_fastdiv {
+    uint32_t d, mul, shift;
+} qattn_kernels_fastdiv;
+void qattn_kernels_fastdiv_init(qattn_kernels_fastdiv *f, uint32_t d); /* d >= 1 */
+
 typedef struct qattn_kernels_kvcache_dev {
     void *k, *v;                 /* [num_pages, page_size, hkv, row] device */
     float *k_scale, *v_scale;    /* [nseq, hkv, ntok, nch] device, or NULL (unscaled) */
@@ -89,6 +98,7 @@ struct qattn_kernels_decode_params {
     float *lse_part;       /* [num_splits, hq, Tq] natural-log LSE of each split, -inf without a key */
     int stages;            /* 0: split kernel, then the combine; timing: 1 the split kernel alone, 2 the
                             * combine alone (on the partials a previous run left) */
+    qattn_kernels_fastdiv div_grp, div_hkv, div_splits, div_page; /* hq / hkv, hkv, num_splits, page size */
 };
 
 /* Fill p for pb from the query and output tensors (strides in elements), lse
@@ -154,6 +164,7 @@ typedef struct qattn_kernels_decode_case {
     int kblock;
     int varlen;            /* 1: rows through cu_q (else every sequence has the longest's rows) */
     int quick;             /* 1: in the quick set (compute-sanitizer) */
+    int q_offset;          /* elements the query tensor starts past its allocation (0: aligned) */
 } qattn_kernels_decode_case;
 
 typedef struct qattn_kernels_decode_result {

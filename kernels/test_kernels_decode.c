@@ -49,6 +49,34 @@ static void run_case(size_t i, unsigned paths, const char *label)
               r.err, r.tol, r.max_dlse, r.lse_tol);
 }
 
+/* the prologue's divisions: x / d by the device's formula in host arithmetic, for every
+ * divisor 1 .. 4096 and 2^31 - 1, x at the ends of its range, near the multiples of d and
+ * on a grid */
+static int fastdiv_ok(uint32_t d)
+{
+    qattn_kernels_fastdiv f;
+    qattn_kernels_fastdiv_init(&f, d);
+    const uint32_t top = 0x7fffffffu;
+    const uint32_t xs[] = {0, 1, d - 1, d, d + 1, top, top - 1, top / d * d, top / d * d - 1, 12345678u};
+    for (size_t i = 0; i < sizeof xs / sizeof xs[0] + 10000; i++) {
+        const uint32_t x = i < sizeof xs / sizeof xs[0] ? xs[i] & top : (uint32_t)(i * 214739u) & top;
+        const uint32_t q = f.mul ? (uint32_t)(((uint64_t)x * f.mul) >> 32) >> f.shift : x;
+        if (q != x / d) {
+            CHECK(0, "fastdiv: %u / %u gave %u", x, d, q);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void fastdiv(void)
+{
+    int ok = fastdiv_ok(0x7fffffffu);
+    for (uint32_t d = 1; d <= 4096 && ok; d++)
+        ok = fastdiv_ok(d);
+    CHECK(ok, "fastdiv: exact for d 1 .. 4096 and 2^31 - 1");
+}
+
 /* the split rule on a table of shapes, answers worked by hand for 132
  * multiprocessors holding 1 block each (B = batch x hkv blocks at sq = 1) */
 static void split_rule(void)
@@ -117,6 +145,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "test_kernels_decode: unknown option '%s' (--quick)\n", argv[1]);
         return 2;
     }
+    fastdiv();
     int ndev = 0;
     qattn_err err;
     if (qattn_kernels_dev_count(&ndev, &err) || ndev == 0) {

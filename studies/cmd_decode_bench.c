@@ -312,12 +312,16 @@ int qattn_cmd_decode_bench(int argc, char **argv)
                     dtctx tc = {pls, nrep, NULL, NULL, 0};
                     rc = qattn_kernels_dev_time(timed, &tc, 2, reps, &ms, &mn, &err);
                     ms /= nrep;
-                    double mc = 0.0; /* the combine alone */
+                    double mc = 0.0, msp = 0.0; /* the combine alone, the split kernel alone */
                     if (!rc && pl->num_splits > 1) {
                         for (int r = 0; r < nrep; r++)
                             pls[r].p.stages = 2;
                         rc = qattn_kernels_dev_time(timed, &tc, 2, reps, &mc, &mn, &err);
                         mc /= nrep;
+                        for (int r = 0; r < nrep; r++)
+                            pls[r].p.stages = 1;
+                        rc = rc || qattn_kernels_dev_time(timed, &tc, 2, reps, &msp, &mn, &err);
+                        msp /= nrep;
                     }
                     if (!rc) {
                         char comb[32] = "";
@@ -328,9 +332,9 @@ int qattn_cmd_decode_bench(int argc, char **argv)
                                 kv / (ms * 1e-3) * 1e-9, copy_gbs, comb);
                         fprintf(stderr,
                                 "decode-bench: %-12s sk %-6d batch %-2d hkv %d: %-26s splits %-3d %9.2f us  %7.1f GB/s "
-                                "(%.2f of the copy; %d replicas)\n",
+                                "(%.2f of the copy; %d replicas; split kernel alone %.2f us)\n",
                                 cname[ci], s.sk, s.batch, s.hkv, pl->sig->name, pl->num_splits, ms * 1e3,
-                                kv / (ms * 1e-3) * 1e-9, kv / (ms * 1e-3) * 1e-9 / copy_gbs, nrep);
+                                kv / (ms * 1e-3) * 1e-9, kv / (ms * 1e-3) * 1e-9 / copy_gbs, nrep, msp * 1e3);
                     }
                 }
                 for (int r = 0; r < made; r++)
