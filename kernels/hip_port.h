@@ -71,7 +71,11 @@ typedef struct qattn_sim_event {
 typedef int hipFuncAttribute;
 enum { hipFuncAttributeMaxDynamicSharedMemorySize = 8 };
 typedef int hipDeviceAttribute_t;
-enum { hipDeviceAttributeSharedMemPerBlockOptin = 97, hipDeviceAttributeMultiprocessorCount = 16 };
+enum {
+    hipDeviceAttributeSharedMemPerBlockOptin = 97,
+    hipDeviceAttributeMultiprocessorCount = 16,
+    hipDeviceAttributeL2CacheSize = 38
+};
 
 struct dim3 {
     unsigned x, y, z;
@@ -526,6 +530,7 @@ inline hipError_t hipDeviceGetAttribute(int *v, hipDeviceAttribute_t a, int)
 #define hipDeviceGetAttribute cudaDeviceGetAttribute
 #define hipDeviceAttributeSharedMemPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
 #define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
+#define hipDeviceAttributeL2CacheSize cudaDevAttrL2CacheSize
 #define hipFuncAttribute cudaFuncAttribute
 #define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 #define hipFuncSetAttribute cudaFuncSetAttribute

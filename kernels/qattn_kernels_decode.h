@@ -99,6 +99,9 @@ struct qattn_kernels_decode_params {
     int stages;            /* 0: split kernel, then the combine; timing: 1 the split kernel alone, 2 the
                             * combine alone (on the partials a previous run left) */
     qattn_kernels_fastdiv div_grp, div_hkv, div_splits, div_page; /* hq / hkv, hkv, num_splits, page size */
+    unsigned l2_prefetch;  /* mma path, set by its launcher (QATTN_DECODE_PREFETCH=0: 0): bytes of its split a
+                            * block prefetches into L2 while the previous kernel finishes (half the L2 over
+                            * the grid's blocks) */
 };
 
 /* Fill p for pb from the query and output tensors (strides in elements), lse
