@@ -294,7 +294,24 @@ int qattn_kernels_decode_find(const qattn_kernels_decode_problem *pb, const qatt
 
 /* ---- the split rule ---- */
 
-int qattn_kernels_decode_splits(const qattn_kernels_decode_problem *pb, int sm_count, int blocks_per_sm)
+static int64_t split_rounds(int64_t sk, int64_t n, int64_t r) { return ((sk + n - 1) / n + r - 1) / r; }
+
+/* n (from the fill rule) grown within its waves to even out the warps' rounds */
+static int split_even(int64_t n, int64_t blocks, int64_t slots, int64_t nmax, int64_t sk, int keys_per_round)
+{
+    if (keys_per_round <= 0 || n <= 1)
+        return (int)n;
+    const int64_t waves = (n * blocks + slots - 1) / slots;
+    const int64_t top = waves * slots / blocks < nmax ? waves * slots / blocks : nmax;
+    int64_t best = n, rb = split_rounds(sk, n, keys_per_round);
+    for (int64_t m = n + 1; m <= top; m++)
+        if (split_rounds(sk, m, keys_per_round) < rb)
+            best = m, rb = split_rounds(sk, m, keys_per_round);
+    return (int)best;
+}
+
+int qattn_kernels_decode_splits(const qattn_kernels_decode_problem *pb, int sm_count, int blocks_per_sm,
+                                int keys_per_round)
 {
     const int64_t rows = (int64_t)pb->seqlen_q * (pb->hq / (pb->hkv > 0 ? pb->hkv : 1));
     const int64_t blocks = (int64_t)pb->nseq * pb->hkv * ((rows + 15) / 16);
@@ -304,10 +321,11 @@ int qattn_kernels_decode_splits(const qattn_kernels_decode_problem *pb, int sm_c
         nmax = QATTN_KERNELS_DECODE_SPLITS_MAX;
     if (blocks >= slots || nmax <= 1)
         return 1;
+    const int64_t sk = pb->max_seqlen_k;
     for (int64_t n = 2; n <= nmax; n++) {
         int64_t t = n * blocks, waves = (t + slots - 1) / slots;
         if ((double)t / (double)(waves * slots) >= 0.85)
-            return (int)n;
+            return split_even(n, blocks, slots, nmax, sk, keys_per_round);
     }
     return (int)nmax;
 }
@@ -348,7 +366,8 @@ int qattn_kernels_decode_plan_init(qattn_kernels_decode_plan *pl, const qattn_ke
     }
     int ns = pb->num_splits;
     if (ns <= 0)
-        ns = qattn_kernels_decode_splits(pb, qattn_kernels_dev_sm_count(), pl->sig->blocks_per_sm);
+        ns = qattn_kernels_decode_splits(pb, qattn_kernels_dev_sm_count(), pl->sig->blocks_per_sm,
+                                         pl->sig->keys_per_round);
     if (ns > QATTN_KERNELS_DECODE_SPLITS_MAX)
         return qattn_err_set(err, QATTN_ERR_ARG, "num_splits %d outside 1 .. %d", ns, QATTN_KERNELS_DECODE_SPLITS_MAX);
     pl->num_splits = ns;

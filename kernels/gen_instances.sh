@@ -223,6 +223,7 @@ decode_entry() {
      .cache_groups = ${cgroups},
      .cache_is_in = ${isin},
      .blocks_per_sm = ${bpsm},
+     .keys_per_round = ${kpr:-0},
      .launch_decode = ${fn}},"
 }
 for d in $head_dims; do
@@ -313,6 +314,8 @@ for d in $head_dims; do
             cmake_mma_128="${cmake_mma_128} ${name}.hip"
             bpsm=1
         fi
+        # 8 warps x a chunk of 16 keys (16-bit caches) or 32 (8-bit), decode_mma.h
+        case "$cf" in bf16 | fp16) kpr=128 ;; *) kpr=256 ;; esac
         decls="${decls}#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D${d}
 int ${fn}(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
 #endif

@@ -159,6 +159,8 @@ typedef struct qattn_kernels_sig {
     unsigned cache_fmts, cache_groups;
     int cache_is_in;
     int blocks_per_sm;    /* decode: blocks of the split kernel a multiprocessor holds (the split rule) */
+    int keys_per_round;   /* decode: keys a split kernel's block takes in one round of its warps (the split
+                           * rule evens the rounds); 0: not used */
     int (*launch_decode)(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
     /* sparse: the variants it runs (1u << qattn_kernels_sparse_variant; prepass: by the bf16 kernel
      * after the plan's dequantization); head_dim 0: any d up to QATTN_KERNELS_SPARSE_D_MAX */

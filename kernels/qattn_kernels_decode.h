@@ -125,8 +125,13 @@ int qattn_kernels_decode_find(const qattn_kernels_decode_problem *pb, const qatt
  * 1 .. max whose blocks fill their waves to 0.85, n B / (ceil(n B / slots)
  * slots) >= 0.85 (a first partial wave counts as a wave), where max =
  * min(SPLITS_MAX, ceil(max_seqlen_k / 256)) (a split keeps at least 256
- * keys), else max; n = 1 when B alone fills the chip. */
-int qattn_kernels_decode_splits(const qattn_kernels_decode_problem *pb, int sm_count, int blocks_per_sm);
+ * keys), else max; n = 1 when B alone fills the chip. With keys_per_round
+ * R > 0 (the instance's), n then grows within the same waves (up to
+ * waves x slots / B and max) to the smallest n with the fewest rounds
+ * ceil(ceil(max_seqlen_k / n) / R): every warp of a block gets the same
+ * number of chunks. */
+int qattn_kernels_decode_splits(const qattn_kernels_decode_problem *pb, int sm_count, int blocks_per_sm,
+                                int keys_per_round);
 
 typedef struct qattn_kernels_decode_plan {
     qattn_kernels_decode_problem pb;

@@ -103,7 +103,7 @@ static void split_rule(void)
         pb.hq = t[i].hq;
         pb.hkv = t[i].hkv;
         pb.max_seqlen_k = t[i].sk;
-        int n = qattn_kernels_decode_splits(&pb, 132, 1);
+        int n = qattn_kernels_decode_splits(&pb, 132, 1, 0);
         CHECK(n == t[i].want, "batch %d, hq %d, hkv %d, sk %d: %d splits, want %d", t[i].nseq, t[i].hq, t[i].hkv,
                   t[i].sk, n, t[i].want);
         printf("split rule (132 SMs x 1 block): batch %-2d hq %-3d hkv %d sk %-6d -> %d splits\n", t[i].nseq, t[i].hq,
@@ -111,8 +111,28 @@ static void split_rule(void)
     }
     /* two blocks per multiprocessor: 264 slots */
     pb.nseq = 8, pb.hq = 64, pb.hkv = 8, pb.max_seqlen_k = 32768;
-    CHECK(qattn_kernels_decode_splits(&pb, 132, 2) == 4, "B = 64 on 264 slots: 2 -> 0.48, 3 -> 0.73, 4 -> 256, "
-          "0.97; got %d", qattn_kernels_decode_splits(&pb, 132, 2));
+    CHECK(qattn_kernels_decode_splits(&pb, 132, 2, 0) == 4, "B = 64 on 264 slots: 2 -> 0.48, 3 -> 0.73, 4 -> 256, "
+          "0.97; got %d", qattn_kernels_decode_splits(&pb, 132, 2, 0));
+    /* rounds evened (keys per round R: 128 for 16-bit caches, 256 for 8-bit): n grows within its
+     * waves to the smallest n with the fewest ceil(ceil(sk / n) / R) */
+    const struct {
+        int nseq, hq, hkv, sk, r, want;
+    } e[] = {
+        {1, 8, 1, 32768, 128, 128},  /* 113: 290 keys, 3 rounds; 128: 256 keys, 2 (129-132: 2) */
+        {1, 8, 1, 32768, 256, 128},  /* 113: 2 rounds; 128: 1 */
+        {1, 8, 1, 65536, 128, 128},  /* 113: 580 keys, 5 rounds; 128: 512, 4 */
+        {1, 128, 1, 32768, 128, 16}, /* B = 8: 15 -> 2185 keys, 18 rounds; 16 (132 / 8) -> 16 */
+        {8, 64, 8, 32768, 128, 2},   /* B = 64: the wave holds 2 */
+        {4, 64, 8, 131072, 256, 4},  /* B = 32: the wave holds 4 */
+        {1, 8, 1, 1024, 128, 4},     /* the cap */
+        {1, 8, 1, 200, 128, 1},
+    };
+    for (size_t i = 0; i < sizeof e / sizeof e[0]; i++) {
+        pb.nseq = e[i].nseq, pb.hq = e[i].hq, pb.hkv = e[i].hkv, pb.max_seqlen_k = e[i].sk;
+        int n = qattn_kernels_decode_splits(&pb, 132, 1, e[i].r);
+        CHECK(n == e[i].want, "batch %d, hq %d, hkv %d, sk %d, R %d: %d splits, want %d", e[i].nseq, e[i].hq,
+              e[i].hkv, e[i].sk, e[i].r, n, e[i].want);
+    }
 }
 
 /* the dispatcher names what no instance takes */

@@ -994,6 +994,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cache_groups = QATTN_KERNELS_CACHE_TOKEN | QATTN_KERNELS_CACHE_BLOCK | QATTN_KERNELS_CACHE_CHANNELS,
      .cache_is_in = 0,
      .blocks_per_sm = 8,
+     .keys_per_round = 0,
      .launch_decode = qattn_kernels_launch_decode_portable_d64},
 #endif
 #if QATTN_KERNELS_WITH_D128
@@ -1017,6 +1018,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cache_groups = QATTN_KERNELS_CACHE_TOKEN | QATTN_KERNELS_CACHE_BLOCK | QATTN_KERNELS_CACHE_CHANNELS,
      .cache_is_in = 0,
      .blocks_per_sm = 8,
+     .keys_per_round = 0,
      .launch_decode = qattn_kernels_launch_decode_portable_d128},
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
@@ -1124,6 +1126,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cache_groups = 0,
      .cache_is_in = 1,
      .blocks_per_sm = 2,
+     .keys_per_round = 128,
      .launch_decode = qattn_kernels_launch_decode_mma_d64_cache_bf16},
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
@@ -1147,6 +1150,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cache_groups = 0,
      .cache_is_in = 1,
      .blocks_per_sm = 2,
+     .keys_per_round = 128,
      .launch_decode = qattn_kernels_launch_decode_mma_d64_cache_fp16},
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
@@ -1170,6 +1174,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cache_groups = QATTN_KERNELS_CACHE_TOKEN,
      .cache_is_in = 0,
      .blocks_per_sm = 1,
+     .keys_per_round = 256,
      .launch_decode = qattn_kernels_launch_decode_mma_d64_cache_int8},
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D64
@@ -1193,6 +1198,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cache_groups = QATTN_KERNELS_CACHE_TOKEN,
      .cache_is_in = 0,
      .blocks_per_sm = 1,
+     .keys_per_round = 256,
      .launch_decode = qattn_kernels_launch_decode_mma_d64_cache_e4m3},
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
@@ -1216,6 +1222,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cache_groups = 0,
      .cache_is_in = 1,
      .blocks_per_sm = 1,
+     .keys_per_round = 128,
      .launch_decode = qattn_kernels_launch_decode_mma_d128_cache_bf16},
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
@@ -1239,6 +1246,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cache_groups = 0,
      .cache_is_in = 1,
      .blocks_per_sm = 1,
+     .keys_per_round = 128,
      .launch_decode = qattn_kernels_launch_decode_mma_d128_cache_fp16},
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
@@ -1262,6 +1270,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cache_groups = QATTN_KERNELS_CACHE_TOKEN,
      .cache_is_in = 0,
      .blocks_per_sm = 1,
+     .keys_per_round = 256,
      .launch_decode = qattn_kernels_launch_decode_mma_d128_cache_int8},
 #endif
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
@@ -1285,6 +1294,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cache_groups = QATTN_KERNELS_CACHE_TOKEN,
      .cache_is_in = 0,
      .blocks_per_sm = 1,
+     .keys_per_round = 256,
      .launch_decode = qattn_kernels_launch_decode_mma_d128_cache_e4m3},
 #endif
     {.name = "sparse_portable",
