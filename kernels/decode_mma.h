@@ -1,4 +1,5 @@
-/* Decode family, NVIDIA mma.sync path (sm_80+; e4m3 caches sm_89+): split-KV
+/* Decode family, NVIDIA mma.sync path (code sm_80+, e4m3 caches sm_89+; registered for sm_90,
+ * whose 227 KiB of shared memory the rings need): split-KV
  * over a paged cache on the tensor cores, for decode's memory-bound shapes.
  *
  * A block (8 warps) owns one kv head of one sequence, 16 packed query rows

@@ -320,15 +320,17 @@ for d in $head_dims; do
 int ${fn}(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
 #endif
 "
-        path=MMA kblock=1024 cfmts="1u << QATTN_FMT_${CF}" arch='QATTN_KERNELS_ARCHS " (kernel body: sm_80 and newer)"'
+        # the rings of 8 warps x 3 chunks need sm_90's 227 KiB of shared memory at d = 128
+        # (213-232 KB) and more than sm_86 / sm_89's 99 KiB at d = 64 (113-131 KB): sm_90 only
+        # (sm_80 holds the d = 64 ones, but no sm_80 run checked them)
+        path=MMA kblock=1024 cfmts="1u << QATTN_FMT_${CF}" ccmin=90
+        arch='QATTN_KERNELS_ARCHS " (kernel body: sm_80 and newer; shared memory: sm_90)"'
         case "$cf" in
         bf16 | fp16)
-            infmts="1u << QATTN_FMT_${CF}" isin=1 cgroups=0 ccmin=80
+            infmts="1u << QATTN_FMT_${CF}" isin=1 cgroups=0
             groups="cache: ${cf} K and V, unscaled; Q.K and P.V in ${cf} (P rounded to ${cf})" ;;
         *)
             infmts="(1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16)" isin=0 cgroups=QATTN_KERNELS_CACHE_TOKEN
-            ccmin=80
-            [ "$cf" = e4m3 ] && ccmin=89
             groups="cache: ${cf} K and V, one scale per token; Q.K and P.V in fp16 (codes exact, bf16 queries converted)" ;;
         esac
         ccmax=0
