@@ -210,10 +210,8 @@ static __device__ __forceinline__ void qattn_dmma_prefetch_split(const qattn_ker
     const int cap = p.cache.max_pages * p.cache.page_size, len = p.cache.len[b], sk = len < cap ? len : cap;
     if (sk <= 0)
         return;
-    const unsigned ns = (unsigned)p.num_splits, qd = qattn_decode_div(p.div_splits, (unsigned)sk),
-                   rd = (unsigned)sk - qd * ns;
-    const unsigned a = sp * qd + qattn_decode_div(p.div_splits, (unsigned)sp * rd);
-    const unsigned e = (sp + 1) * qd + qattn_decode_div(p.div_splits, (unsigned)(sp + 1) * rd);
+    unsigned a, e;
+    qattn_decode_split_keys(p, (unsigned)sk, (unsigned)sp, &a, &e);
     if (e <= a)
         return;
     const unsigned pg0 = qattn_decode_div(p.div_page, a), pg1 = qattn_decode_div(p.div_page, e - 1);
@@ -299,12 +297,13 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
         else
             qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_FP32>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
     }
-    /* the split's keys [a, e) = [sp sk / ns, (sp + 1) sk / ns) in 32 bits: sk = qd ns + rd */
     const int64_t sk = sk32;
-    const unsigned ns = (unsigned)p.num_splits, qd = qattn_decode_div(p.div_splits, (unsigned)sk32),
-                   rd = (unsigned)sk32 - qd * ns;
-    const int64_t a = (int64_t)(sp * qd + qattn_decode_div(p.div_splits, (unsigned)sp * rd));
-    const int64_t e = (int64_t)((sp + 1) * qd + qattn_decode_div(p.div_splits, (unsigned)(sp + 1) * rd));
+    int64_t a, e; /* the split's keys */
+    {
+        unsigned a32, e32;
+        qattn_decode_split_keys(p, (unsigned)sk32, (unsigned)sp, &a32, &e32);
+        a = a32, e = e32;
+    }
     /* this lane's rows g and g + 8: their keys [lo, hi) within the split */
     int64_t rlo[2], rhi[2];
     for (int i = 0; i < 2; i++) {
@@ -700,14 +699,21 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
 {
     typedef qattn_dmma_layout<D, CF> L;
     void (*k)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT>;
-    static int raised[64]; /* once per instance and device: the host call costs microseconds a decode step */
-    int dev = 0;
+    /* once per instance and device (the host calls cost microseconds a decode step): the
+     * shared-memory limit raised, the L2's size (0: unknown, no prefetch) */
+    static int raised[64], l2_bytes[64];
+    int dev = 0, l2 = 0;
     QATTN_DECODE_CHECK(hipGetDevice(&dev), "decode: the current device");
     if (dev < 0 || dev >= 64 || !raised[dev]) {
         QATTN_DECODE_CHECK(hipFuncSetAttribute((const void *)k, hipFuncAttributeMaxDynamicSharedMemorySize, L::BYTES),
                            "decode: raising the shared-memory limit");
+        if (hipDeviceGetAttribute(&l2, hipDeviceAttributeL2CacheSize, dev) != hipSuccess)
+            l2 = 0;
+        (void)hipGetLastError();
         if (dev >= 0 && dev < 64)
-            raised[dev] = 1;
+            raised[dev] = 1, l2_bytes[dev] = l2;
+    } else {
+        l2 = l2_bytes[dev];
     }
     const int rows = p.seqlen_q * (p.hq / p.hkv);
     const dim3 grid((unsigned)(p.hkv * ((rows + QATTN_DMMA_ROWS - 1) / QATTN_DMMA_ROWS)), (unsigned)p.nseq,
@@ -716,10 +722,8 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
         /* the L2 prefetch: half the L2 over the grid's blocks, so that prefetched rows stay */
         qattn_kernels_decode_params pk = p;
         const char *pf = getenv("QATTN_DECODE_PREFETCH");
-        int l2 = 0;
-        if (!(pf && !strcmp(pf, "0")) && hipDeviceGetAttribute(&l2, hipDeviceAttributeL2CacheSize, dev) == hipSuccess)
+        if (!(pf && !strcmp(pf, "0")))
             pk.l2_prefetch = (unsigned)(l2 / 2) / (grid.x * grid.y * grid.z);
-        (void)hipGetLastError();
         qattn_port_launch_overlap(1, k, grid, dim3(QATTN_DMMA_WARPS * 32), (size_t)L::BYTES, stream, pk);
         QATTN_DECODE_CHECK(hipGetLastError(), "decode mma kernel launch");
     }

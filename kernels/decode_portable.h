@@ -105,6 +105,16 @@ static __device__ __forceinline__ uint32_t qattn_decode_div(const qattn_kernels_
     return f.mul ? (uint32_t)(((uint64_t)x * f.mul) >> 32) >> f.shift : x;
 }
 
+/* split sp's keys [a, e) = [sp sk / ns, (sp + 1) sk / ns) of a cache of sk < 2^31 keys, in 32 bits:
+ * sk = qd ns + rd, so sp sk / ns = sp qd + sp rd / ns with sp rd < 2^16 */
+static __device__ __forceinline__ void qattn_decode_split_keys(const qattn_kernels_decode_params &p, unsigned sk,
+                                                               unsigned sp, unsigned *a, unsigned *e)
+{
+    const unsigned qd = qattn_decode_div(p.div_splits, sk), rd = sk - qd * (unsigned)p.num_splits;
+    *a = sp * qd + qattn_decode_div(p.div_splits, sp * rd);
+    *e = (sp + 1) * qd + qattn_decode_div(p.div_splits, (sp + 1) * rd);
+}
+
 static __device__ __forceinline__ void qattn_decode_rows(const qattn_kernels_decode_params &p, int b, int64_t *tq0,
                                                          int64_t *tu0, int *sq)
 {
