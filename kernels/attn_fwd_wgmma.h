@@ -61,6 +61,7 @@
 #include "quant_groups.h" /* qattn_qf_tok_index */
 #include "wgmma_qfuse.h"  /* Q quantized by the consumers (params q_fuse) */
 #include "wgmma_steps.h"  /* the consumers' steps of a key block: MMA issues, softmax, O updates */
+#include "wgmma_dsq.h"    /* smooth=q's dS plane (int4) */
 #include "wgmma_unpack.h" /* the producer that unpacks int4 K / widens e4m3 V */
 #include "wgmma_tile.h"   /* block shape, shared memory, swizzled tiles, descriptors */
 
@@ -159,10 +160,9 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
     uint8_t *sQ = smem;               /* [128 rows][RB] swizzled */
     uint8_t *sStage = smem + BM * RB; /* stage s at s * STAGE */
-    /* the unpacking producer's staging ring; int4: the dS mma's A tile, dS [S][8 Q blocks][KS keys]
-     * (smooth=q), Q packed */
-    uint8_t *sStg = sStage + S * STAGE, *sA = sStg + QATTN_WGMMA_UNSLOT(I4, W16) * QATTN_WGMMA_USLOT(D, KS, I4, W16);
-    float *sDs = (float *)(sA + 16 * QATTN_WGMMA_DS_ROWB(D));
+    /* the unpacking producer's staging ring; int4: dS [S][8 Q blocks][KS keys] (smooth=q), Q packed */
+    uint8_t *sStg = sStage + S * STAGE;
+    float *sDs = (float *)(sStg + QATTN_WGMMA_UNSLOT(I4, W16) * QATTN_WGMMA_USLOT(D, KS, I4, W16));
     uint8_t *sQstg = (uint8_t *)(sDs + S * 8 * KS); /* Q's packed rows */
     __shared__ __align__(8) uint64_t s_bar[2 * S + 1]; /* full[S], empty[S], Q */
     /* fused Q (int8 Q.K from the user's Q, QFUSE): the tile's group scales and their reciprocals' brackets */
@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
         qattn_setmaxnreg_dec<PREG>();
         if constexpr (U) {
             if (J0 < J1)
-                qattn_wgmma_produce_unpack<D, KS, S, I4, W16>(p, sQ, sStage, sStg, sQstg, sA, sDs, bar0, J0, J1, b, h, hk, i0,
+                qattn_wgmma_produce_unpack<D, KS, S, I4, W16>(p, sQ, sStage, sStg, sQstg, sDs, bar0, J0, J1, b, h, hk, i0,
                                                  sq, sk, tq0, tk0);
         } else if (J0 < J1) {
             if (!(QFUSE && p.q_fuse)) { /* stored codes (or the baseline's Q) into sQ */
@@ -708,6 +708,15 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "attn wgmma: needs an sm_90 GPU and a build for sm_90a (GPU sm_%d, built for %s)", cc,
                              QATTN_KERNELS_ARCHS);
+    if (QF == QATTN_FMT_INT4 && p.q_mean) { /* smooth=q: the dS plane first (wgmma_dsq.h) */
+        if (!p.ds || p.ds_ld % QATTN_DSQ_KEYS || p.ds_ld < p.seqlen_k || p.nqb < (p.seqlen_q + p.qblock - 1) / p.qblock)
+            return qattn_err_set(err, QATTN_ERR_ARG,
+                                 "attn wgmma: smooth=q needs the dS plane (params ds, qattn_kernels_attn_ds_bytes; "
+                                 "ds_ld %lld for %d keys)",
+                                 (long long)p.ds_ld, p.seqlen_k);
+        if ((rc = qattn_dsq_launch<D>(p, stream, err)))
+            return rc;
+    }
     /* consumer warpgroups: the instance's default (qattn_wg_nc), or QATTN_WG_NC=2 / 3 in the
      * environment (for comparison; 3 where the instance has them); two for a fused Q
      * (wgmma_qfuse.h: groups inside a 128-row tile) */

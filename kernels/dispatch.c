@@ -120,13 +120,15 @@ char *qattn_kernels_describe(const qattn_kernels_sig *g, char *buf, size_t len)
     }
     snprintf(buf, len,
              "attn-fwd %s: d=%d q=%s k=%s p=%s%s v=%s acc=%s%s; qk groups %s; v groups %s; kblock<=%d; masks %s; "
-             "varlen %s; gqa %s; lse %s; out %s; %s%s%s%s; [%s]",
+             "varlen %s; gqa %s; lse %s; out %s; %s%s%s%s%s; [%s]",
              qattn_kernels_path_name(g->path), g->head_dim, qattn_fmt_name(g->q), qattn_fmt_name(g->k), qattn_fmt_name(g->p),
              g->p_static == 3 ? "[@static]" : g->p_static == 2 ? "@static" : "", qattn_fmt_name(g->v), acc_name(g->acc),
              g->two_level ? "[+fp32:N]" : "", g->qk_groups, g->v_groups, g->kblock_max, masks,
              g->varlen ? "yes" : "no", g->gqa ? "yes" : "no", g->lse ? "yes" : "no", out, cc,
              g->fuse_q ? "; quantizes Q itself from " : "", g->fuse_q ? fuse : "",
-             g->fuse_q ? " (token-local groups of a 128-row tile)" : "", g->arch);
+             g->fuse_q ? " (token-local groups of a 128-row tile)" : "",
+             g->ds_plane ? "; smooth=q's dS through a plane (4 bytes a head, Q block and key) written first" : "",
+             g->arch);
     return buf;
 }
 

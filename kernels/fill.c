@@ -177,6 +177,7 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
         qattn_kernels_tensor_strides(k, &p->k_sb, &p->k_sh, &p->k_st);
     }
     if (s->smooth & QATTN_SMOOTH_Q) {
+        p->ds_ld = ((int64_t)pb->seqlen_k + 127) / 128 * 128;
         p->k_in = k->data;
         p->k_in_fmt = pb->in;
         qattn_kernels_tensor_strides(k, &p->kin_sb, &p->kin_sh, &p->kin_st);
@@ -230,4 +231,11 @@ void qattn_kernels_attn_fuse_q(qattn_kernels_attn_params *p, const qattn_scheme 
     p->q_scale = NULL;
     p->q_group = s->q.group;
     p->q_ntok = (int)qattn_group_ntok(&s->q.group, (size_t)pb->seqlen_q);
+}
+
+size_t qattn_kernels_attn_ds_bytes(const qattn_kernels_sig *g, const qattn_kernels_attn_params *p)
+{
+    if (!g->ds_plane || !p->q_mean)
+        return 0;
+    return (size_t)p->hq * (size_t)p->nseq * (size_t)p->nqb * (size_t)p->ds_ld * sizeof(float);
 }

@@ -75,6 +75,9 @@ attn_entry() {
     if [ -n "${fuseq:-}" ]; then
         echo "     .fuse_q = ${fuseq},"
     fi
+    if [ -n "${dsplane:-}" ]; then
+        echo "     .ds_plane = ${dsplane},"
+    fi
     echo "     .launch_attn = ${fn}},"
 }
 
@@ -463,7 +466,7 @@ for d in $head_dims; do
             name="attn_fwd_wgmma_d${d}${tag}_qk_${qk}_pv_e4m3_acc_fp22"
             what="Attention forward (quantized), NVIDIA wgmma path: d=${d}, key blocks of ${kb}, Q/K ${qk}, P/V e4m3, ${accs}."
             pv=e4m3 acc_e=QATTN_ACC_FP22 pstatic=3 smooth="QATTN_SMOOTH_K | QATTN_SMOOTH_V"
-            # int4: the producer unpacks the codes and computes smooth=q's dS (fp16 input K)
+            # int4: the producer unpacks the codes; smooth=q's dS from a plane the launch writes (fp16 input K)
             [ "$qk" = int4 ] && smooth="QATTN_SMOOTH_Q | QATTN_SMOOTH_K | QATTN_SMOOTH_V"
             groups="q: any token pattern, no ,ch:; ${kgroups}; kblock=${kb} and acc=${accs} exactly"
             vgroups="tensor or channel (,ch:C)" vlayout=QATTN_KERNELS_LAYOUT_TRANSPOSED
@@ -495,14 +498,16 @@ for d in $head_dims; do
 int ${fn}(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 "
-        path=WGMMA kblock=$kb arch='"sm_90a"' ccmin=90 ccmax=90 fuseq=""
+        path=WGMMA kblock=$kb arch='"sm_90a"' ccmin=90 ccmax=90 fuseq="" dsplane=""
         # int8 Q: the consumers quantize the user's fp16 / bf16 Q tile themselves (wgmma_qfuse.h)
         [ "$qk" = int8 ] && fuseq="(1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16)"
+        # int4 Q with smooth=q: dS through a plane (wgmma_dsq.h)
+        [ "$qk" = int4 ] && dsplane=1
         entries="${entries}#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D${d}
 $(attn_entry)
 #endif
 "
-        fuseq=""
+        fuseq="" dsplane=""
     done
 done
 ccmin=0 ccmax=0

@@ -345,6 +345,13 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
         goto fail;
     if (pl->fuse_q)
         qattn_kernels_attn_fuse_q(&pl->ap, s, &pl->pb, &io->q);
+    { /* smooth=q's dS plane, where the instance reads one (its launch writes it) */
+        const size_t dsb = qattn_kernels_attn_ds_bytes(pl->attn_sig, &pl->ap);
+        void *ds = NULL;
+        if (dsb && (rc = plan_alloc(pl, &ds, dsb, err)))
+            goto fail;
+        pl->ap.ds = (float *)ds;
+    }
     return QATTN_OK;
 fail:
     qattn_kernels_plan_free(pl);
@@ -457,6 +464,7 @@ int qattn_kernels_plan_rebase(qattn_kernels_plan *pl, const qattn_kernels_io *ol
     a->q_mean = (const float *)rebase_ptr(a->q_mean, w0, u, w1, NULL, NULL);
     a->k_mean = (const float *)rebase_ptr(a->k_mean, w0, u, w1, NULL, NULL);
     a->v_mean = (const float *)rebase_ptr(a->v_mean, w0, u, w1, NULL, NULL);
+    a->ds = (float *)rebase_ptr(a->ds, w0, u, w1, NULL, NULL);
     a->o = (void *)rebase_ptr(a->o, w0, u, w1, old_io->o.data, io->o.data);
     a->lse = (float *)rebase_ptr(a->lse, w0, u, w1, old_io->lse, io->lse);
     a->cu_q = (const int *)rebase_ptr(a->cu_q, w0, u, w1, old_io->cu_seqlens_q_dev, io->cu_seqlens_q_dev);

@@ -150,6 +150,9 @@ typedef struct qattn_kernels_sig {
     int (*launch_quant_kv)(const qattn_kernels_quant_params *k, const qattn_kernels_quant_params *v, void *stream,
                            qattn_err *err);
     int (*launch_attn)(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+    /* attn: 1 when smooth=q's dS goes through a plane in device memory (params ds, bytes
+     * qattn_kernels_attn_ds_bytes) that the launch writes before the attention kernel */
+    int ds_plane;
     /* attn: input dtypes (bits 1u << qattn_fmt) from which the instance quantizes Q itself (params
      * q_fuse; qattn_kernels_fuse_q_ok says for which schemes); 0: none */
     unsigned fuse_q;
@@ -333,6 +336,9 @@ struct qattn_kernels_attn_params {
     qattn_fmt k_in_fmt;
     int64_t kin_sb, kin_sh, kin_st;
     const float *k_mean;    /* [hkv, nseq, d] K channel means (smooth=k) or NULL */
+    float *ds;              /* [hq, nseq, nqb, ds_ld] scratch for smooth=q's dS c2 on instances with sig
+                             * ds_plane (their launch writes it, then reads it; qattn_kernels_attn_ds_bytes), or NULL */
+    int64_t ds_ld;          /* keys a row of ds: seqlen_k rounded up to 128 (smooth=q) */
     const float *v_mean;    /* [hkv, nseq, d] V channel means added to O (smooth=v) or NULL */
     void *o;                /* dtype out; element (b, h, t, c) as for user tensors */
     int64_t o_sb, o_sh, o_st;
@@ -360,6 +366,8 @@ typedef struct qattn_kernels_tensor {
 
 /* t's strides into *sb, *sh, *st (the params fills) */
 void qattn_kernels_tensor_strides(const qattn_kernels_tensor *t, int64_t *sb, int64_t *sh, int64_t *st);
+/* bytes of the dS plane (params ds) that instance g needs for the filled p; 0: none */
+size_t qattn_kernels_attn_ds_bytes(const qattn_kernels_sig *g, const qattn_kernels_attn_params *p);
 /* the kernels' softmax factor c2 = scale * log2(e), scale <= 0 meaning 1 / sqrt(d) (params c2 of the
  * attention and decode families) */
 float qattn_kernels_softmax_c2(double scale, int d);
@@ -411,7 +419,7 @@ typedef struct qattn_kernels_plan {
                                       * input for NaN / Inf, run when asked) */
     qattn_kernels_quant_params qp[3];
     qattn_kernels_attn_params ap;
-    void *dev[16];                   /* device buffers owned by the plan */
+    void *dev[20];                   /* device buffers owned by the plan */
     int ndev;
     int *cu_q, *cu_k;                /* [nseq + 1] device copies, or NULL */
     int *nonfinite;                  /* [3] device: Q's, K's and V's NaN flags */

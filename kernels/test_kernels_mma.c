@@ -287,7 +287,7 @@ static void run_case(const tcase *tc)
         qattn_int4_pack(kc, (size_t)hkv * T * d, (uint8_t *)kc);
     }
     uint16_t *kin = NULL; /* the fp16 input K (smooth=q: dS) */
-    void *dkin = NULL, *dqmean = NULL, *dkmean = NULL, *dvmean = NULL;
+    void *dkin = NULL, *dqmean = NULL, *dkmean = NULL, *dvmean = NULL, *dds = NULL;
     if (s.smooth & QATTN_SMOOTH_V)
         rc = rc || qattn_kernels_dev_alloc(&dvmean, (size_t)hkv * nseq * d * 4, &err) ||
              qattn_kernels_dev_to(dvmean, vmean, (size_t)hkv * nseq * d * 4, &err);
@@ -338,11 +338,41 @@ static void run_case(const tcase *tc)
         qattn_kernels_tensor kt = {dkin, tc->varlen ? 0 : (int64_t)maxlen * d, (int64_t)T * d, d};
         qattn_kernels_attn_params p;
         rc = qattn_kernels_attn_fill(&p, &s, &pb, &qq, &qk, &qv, NULL, &kt, NULL, &ot, dp.lse, (int64_t)T, dcu, dcu,
-                                     &err) ||
-             sig->launch_attn(&p, NULL, &err) || qattn_kernels_dev_sync(&err) ||
+                                     &err);
+        const size_t dsb = rc ? 0 : qattn_kernels_attn_ds_bytes(sig, &p); /* smooth=q's dS plane (int4 wgmma) */
+        rc = rc || (dsb && qattn_kernels_dev_alloc(&dds, dsb, &err));
+        p.ds = (float *)dds;
+        rc = rc || sig->launch_attn(&p, NULL, &err) || qattn_kernels_dev_sync(&err) ||
              qattn_kernels_dev_from(og, dp.o, (size_t)hq * T * d * 2, &err) ||
              qattn_kernels_dev_from(lse_g, dp.lse, (size_t)hq * T * 4, &err);
         CHECK(rc == 0, "run %s: %s", tc->scheme, err.msg);
+        if (rc == 0 && dds) { /* the dS plane against a double sum over the same fp16 K */
+            float *plane = malloc(dsb);
+            rc = qattn_kernels_dev_from(plane, dds, dsb, &err);
+            CHECK(rc == 0, "reading the dS plane: %s", err.msg);
+            double worst = 0.0;
+            for (int h = 0; h < hq && rc == 0; h++)
+                for (int b = 0; b < nseq; b++)
+                    for (int l = 0; l < (tc->lens[b] + qblock - 1) / qblock; l++)
+                        for (int j = 0; j < tc->lens[b]; j++) {
+                            const int hk = h / (hq / hkv);
+                            const float *m = qmean + (((size_t)h * nseq + b) * nqb + (size_t)l) * d;
+                            const uint16_t *kr = kin + (size_t)hk * T * d + (size_t)(cu[b] + j) * d;
+                            const float *km = kmean + ((size_t)hk * nseq + b) * d;
+                            double ref = 0.0, mag = 0.0;
+                            for (int c = 0; c < d; c++) {
+                                const double kv = qattn_num_fp16_decode(kr[c]);
+                                ref += (double)m[c] * (kv - km[c]);
+                                mag += fabs(m[c]) * (fabs(kv) + fabs(km[c]));
+                            }
+                            const double got = plane[(((size_t)h * nseq + b) * nqb + (size_t)l) * (size_t)p.ds_ld + j];
+                            const double e = fabs(got - ref * p.c2) / (mag * p.c2 + 1e-30);
+                            worst = e > worst || e != e ? e : worst;
+                        }
+            CHECK(worst <= 1.0 / 65536, "%s: dS plane off by %.3g of sum |mean| (|K| + |kmean|) (bound 2^-16)",
+                  tc->scheme, worst);
+            free(plane);
+        }
     }
     if (rc == 0) {
         const size_t ne = (size_t)hq * T * d;
@@ -382,6 +412,7 @@ static void run_case(const tcase *tc)
     dev_problem_free(&dp);
     qattn_kernels_dev_free(dkin);
     qattn_kernels_dev_free(dqmean);
+    qattn_kernels_dev_free(dds);
     qattn_kernels_dev_free(dkmean);
     qattn_kernels_dev_free(dvmean);
     free(q), free(k), free(v), free(qc), free(kc), free(vt), free(qsc), free(ksc), free(vsc), free(tmp), free(mean);
@@ -673,7 +704,7 @@ int main(int argc, char **argv)
         /* int4 Q.K unpacked to int8 by the producer (wgmma only) */
         {"sage2-4b smooth=k", 128, 4, 1, 1, {1000}, 0, "causal"},
         {"sage2-4b smooth=k", 64, 2, 2, 3, {1000, 77, 300}, 1, "none"},
-        /* ... with smooth=q: dS by the producer (mma.sync f16 on the fp16 input K) */
+        /* ... with smooth=q: dS from the plane the launch writes first (wgmma_dsq.h), checked itself */
         {"sage2-4b", 128, 4, 2, 3, {1000, 77, 300}, 1, "causal"},
         {"sage2-4b", 64, 4, 1, 1, {1000}, 0, "none"},
         {"sage2-4b qblock=48", 128, 2, 1, 1, {700}, 0, "window:300,50"},

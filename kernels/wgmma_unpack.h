@@ -1,6 +1,6 @@
 /* The unpacking producer warpgroup of the wgmma instances (attn_fwd_wgmma.h):
  * packed int4 Q/K codes unpacked to int8 in shared memory (Hopper has no
- * int4 MMA) with smooth=q's dS, and e4m3 V codes widened to fp16 for an
+ * int4 MMA) with smooth=q's dS rows, and e4m3 V codes widened to fp16 for an
  * f16 P.V with an fp32 accumulator (the fp8 MMA keeps 22 bits). NVIDIA
  * only (sm_90a). */
 #ifndef QATTN_KERNELS_WGMMA_UNPACK_H
@@ -48,34 +48,33 @@ static __device__ __forceinline__ void qattn_wgmma_widen_chunk(const uint8_t *sr
  * stages allow and the unpacking follows the data:
  *   warps 0, 1 (copiers): Q (I4: packed into sQstg; else into sQ, arriving
  *     on the kernel's Q barrier); key block after key block, its packed K
- *     (rows of D / 2 bytes, keys in order) and, with smooth=q (p.q_mean),
- *     its fp16 input K into a slot of a ring of NSLOT (else K's codes
- *     straight into the stage, row c of a 32-key chunk = key sigma(c));
- *     V^T into the stage (WV: V's e4m3 rows, keys in order, into the
- *     slot), then an arrival on the slot's "landed" barrier once they land;
+ *     (rows of D / 2 bytes, keys in order) into a slot of a ring of NSLOT
+ *     (else K's codes straight into the stage, row c of a 32-key chunk =
+ *     key sigma(c)), with smooth=q (p.q_mean) the tile's rows of the dS
+ *     plane (wgmma_dsq.h) into the stage's dS rows; V^T into the stage (WV:
+ *     V's e4m3 rows, keys in order, into the slot), then an arrival on the
+ *     slot's "landed" barrier once they land;
  *   warps 2, 3 (unpackers): Q (I4), then each block's K written as int8
  *     (16 x the codes, K row c of a 32-key chunk = key sigma(c)) into the
- *     stage, the block's dS (smooth=q), V as fp16 rows (row c = key
- *     sigma(c), WV), then the stage's full barrier (64 arrivals, all
- *     regular: the consumers' one source of the stage) and the slot's
- *     release ("free").
+ *     stage, V as fp16 rows (row c = key sigma(c), WV), then the stage's
+ *     full barrier (64 arrivals, all regular: the consumers' one source of
+ *     the stage) and the slot's release ("free").
  * Unpacked codes are generic-proxy stores that the wgmma reads through the
  * async proxy, hence the fence before each arrival. */
 template <int D, int KS, int S, bool I4, bool WV>
 static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_kernels_attn_params &p, uint8_t *sQ,
                                                               uint8_t *sStage, uint8_t *sStg, uint8_t *sQstg,
-                                                              uint8_t *sA, float *sDs, uint32_t bar0, int J0, int J1,
+                                                              float *sDs, uint32_t bar0, int J0, int J1,
                                                               int b, int h, int hk, int i0, int sq, int sk,
                                                               int64_t tq0, int64_t tk0)
 {
     constexpr int NS = QATTN_WGMMA_UNSLOT(I4, WV), BM = QATTN_WGMMA_BM;
     constexpr int RB = D, PCH = D / 32, CH = D / 16; /* int8 row bytes, packed / 8-bit 16-byte chunks a row */
-    constexpr int STAGE = QATTN_WGMMA_STAGEB(D, QATTN_FMT_INT8, WV ? QATTN_FMT_FP16 : QATTN_FMT_INT8, KS, BM), SLOT = QATTN_WGMMA_USLOT(D, KS, I4, WV), KP = QATTN_WGMMA_DS_ROWB(D);
-    constexpr int SV = I4 ? KS * D / 2 + KS * KP : 0; /* V's rows in a slot (WV) */
+    constexpr int STAGE = QATTN_WGMMA_STAGEB(D, QATTN_FMT_INT8, WV ? QATTN_FMT_FP16 : QATTN_FMT_INT8, KS, BM), SLOT = QATTN_WGMMA_USLOT(D, KS, I4, WV);
+    constexpr int SV = I4 ? KS * D / 2 : 0; /* V's rows in a slot (WV) */
     constexpr int VCH = KS / 16, VR = 64 / VCH, VSTEP = VR * (KS < 128 ? KS : 128); /* V^T by 64 threads */
-    constexpr int ICH = D / 8;                                                      /* 16-byte chunks of an fp16 K row */
+    constexpr int DCH = KS / 4;                                                     /* 16-byte chunks of a dS row */
     const int wt = (int)threadIdx.x & 127, rt = wt & 63; /* thread in the warpgroup, in its role */
-    const int lane = wt & 31, g = lane >> 2, qi = lane & 3;
     const int dsq = I4 && p.q_mean != 0;
     __shared__ __align__(8) uint64_t s_upbar[2 * NS + 1]; /* landed[NS], free[NS], Q landed */
     const uint32_t ib0 = qattn_wgmma_smem_addr(s_upbar);
@@ -112,9 +111,11 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
         }
         const int kst = (int)p.k_st, vst = (int)p.v_st;
         const uint8_t *kg = (const uint8_t *)p.k + (int64_t)b * p.k_sb + tk0 * p.k_st + (int64_t)hk * p.k_sh;
-        const uint8_t *ig = dsq ? (const uint8_t *)p.k_in + 2 * ((int64_t)b * p.kin_sb + tk0 * p.kin_st +
-                                                                 (int64_t)hk * p.kin_sh)
-                                : (const uint8_t *)0;
+        /* smooth=q: the plane's rows of the tile's Q blocks (qblock % 16 == 0: at most 8 in 128 rows) */
+        const int qb0 = dsq ? i0 / p.qblock : 0;
+        const int nql = dsq ? min(((i0 + BM < sq ? i0 + BM : sq) - 1) / p.qblock - qb0 + 1, 8) : 0;
+        const float *dsg = dsq ? p.ds + ((int64_t)h * p.nseq + b) * p.nqb * p.ds_ld + (int64_t)qb0 * p.ds_ld
+                               : (const float *)0;
         const int v0 = rt / VCH, vch = rt % VCH;
         /* V^T row (channel) v0 from the sequence's first key; WV: V's rows from the sequence's first */
         const uint8_t *vg = (const uint8_t *)p.v + (int64_t)b * p.v_sb + (int64_t)hk * p.v_sh +
@@ -143,15 +144,11 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
                                      ok ? 16 : 0);
                 }
             }
-            if (dsq) {
-                uint8_t *si = stg + KS * D / 2;
-#pragma unroll 4
-                for (int e = rt; e < KS * ICH; e += 64) {
-                    const int r = e / ICH, ch = e % ICH, ok = j0 + r < sk;
-                    qattn_cp_async16(si + r * KP + ch * 16, ok ? ig + 2 * (int64_t)(j0 + r) * p.kin_st + ch * 16 : ig,
-                                     ok ? 16 : 0);
+            if (dsq) /* the plane's rows hold ds_ld >= every key block's end */
+                for (int e = rt; e < nql * DCH; e += 64) {
+                    const int l = e / DCH, c = e % DCH;
+                    qattn_cp_async16(sDs + (stage * 8 + l) * KS + 4 * c, dsg + (int64_t)l * p.ds_ld + j0 + 4 * c, 16);
                 }
-            }
             if constexpr (WV) { /* V's rows past the sequence's end are zero (P is 0 there, V may not be finite) */
 #pragma unroll
                 for (int e = rt; e < KS * CH; e += 64) {
@@ -165,70 +162,13 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
                 for (int x = 0; x < D / VR; x++, vp += VR * vst)
                     qattn_cp_async16(sV + VSTEP * x, vp, 16);
             }
-            qattn_cp_async_mbar_arrive(QATTN_UP_LANDED(slot)); /* K, K input and V landed */
+            qattn_cp_async_mbar_arrive(QATTN_UP_LANDED(slot)); /* K, dS rows and V landed */
         }
         qattn_cp_async_wait<0>();
         return;
     }
 
     /* ================= unpackers ================= */
-    const int uw = (wt >> 5) - 2; /* unpacker warp 0, 1 */
-    /* smooth=q: the dS mma's A tile; this lane's C_l and c2 / scale (l = g) */
-    float dsC = 0.0f, dsK = 0.0f;
-    int nql = 0;
-    if (dsq) {
-        __shared__ unsigned s_qmax[8];
-        __shared__ float s_cpart[2][8];
-        const int qb0 = i0 / p.qblock;
-        nql = ((i0 + BM < sq ? i0 + BM : sq) - 1) / p.qblock - qb0 + 1;
-        nql = nql < 8 ? nql : 8; /* qblock % 16 == 0: at most 8 blocks in 128 rows */
-        if (rt < 8)
-            s_qmax[rt] = 0u;
-        qattn_bar_sync<2, 64>(); /* the unpackers */
-        constexpr int CPT = (D + 63) / 64; /* channels a thread: rt + 64 y */
-        const float *qm = p.q_mean + ((int64_t)h * p.nseq + b) * p.nqb * D + (int64_t)qb0 * D;
-        auto mean_at = [&](int l, int c) { return l < nql && c < D ? qm[l * D + c] : 0.0f; }; /* read twice: few registers */
-#pragma unroll
-        for (int l = 0; l < 8; l++) {
-            float mx = 0.0f;
-#pragma unroll
-            for (int y = 0; y < CPT; y++)
-                mx = fmaxf(mx, fabsf(mean_at(l, rt + 64 * y)));
-            atomicMax(&s_qmax[l], __float_as_uint(mx));
-        }
-        qattn_bar_sync<2, 64>(); /* the unpackers */
-#pragma unroll
-        for (int l = 0; l < 8; l++) {
-            int e = 0;
-            (void)frexpf(__uint_as_float(s_qmax[l]), &e);
-            const float sc = ldexpf(1.0f, 14 - e);
-            float c = 0.0f; /* C_l in the A tile's units, summed in a fixed order */
-#pragma unroll
-            for (int y = 0; y < CPT; y++) {
-                const int ch = rt + 64 * y;
-                const float mv = mean_at(l, ch) * sc;
-                const __half hi = __float2half_rn(mv), lo = __float2half_rn(mv - __half2float(hi));
-                if (ch < D) {
-                    *(__half *)(sA + l * KP + 2 * ch) = hi;
-                    *(__half *)(sA + (l + 8) * KP + 2 * ch) = lo;
-                    if (p.k_mean)
-                        c += (__half2float(hi) + __half2float(lo)) * p.k_mean[((int64_t)hk * p.nseq + b) * D + ch];
-                }
-            }
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1)
-                c += __shfl_xor_sync(0xffffffffu, c, o);
-            if (lane == 0)
-                s_cpart[uw][l] = c;
-        }
-        qattn_bar_sync<2, 64>(); /* the unpackers */
-        if (g < nql) {
-            int e = 0;
-            (void)frexpf(__uint_as_float(s_qmax[g]), &e);
-            dsC = s_cpart[0][g] + s_cpart[1][g];
-            dsK = ldexpf(p.c2, e - 14);
-        }
-    }
     if constexpr (I4) { /* Q */
         qattn_mbar_wait(QATTN_UP_QLANDED, 0);
 #pragma unroll 4
@@ -254,44 +194,11 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
             }
         }
         if constexpr (WV) { /* V's fp16 rows after K's codes: tile row r holds key sigma64(r), like K (2 chunks
-                             * at a time: all 8 in flight spill beside int4's dS) */
+                             * at a time) */
 #pragma unroll 2
             for (int e = rt; e < KS * CH; e += 64) {
                 const int r = e / CH, pc = e % CH;
                 qattn_wgmma_widen_chunk<2 * D, KS>(stg + SV + (qattn_wg_sigma64(r) * CH + pc) * 16, sK + KS * RB, r, pc);
-            }
-        }
-        if (dsq) {
-            /* dS of the block for the CTA's Q blocks (mma.sync f16, fp32 accumulate): A row l = the fp16 high
-             * part of the l-th block mean times a power of two (|.| < 2^14), row l + 8 its low part (hi + lo:
-             * about 22 bits), B = the block's fp16 input K; lane 4l + i adds rows l and l + 8 (c0 + c2),
-             * subtracts C_l = mean . kmean (dS = mean . (K - kmean)) and stores dS c2, keys in order */
-            constexpr int NTW = KS / 16; /* n-tiles of 8 keys a warp */
-            const uint8_t *si = stg + KS * D / 2;
-            float acc[NTW][4];
-#pragma unroll
-            for (int n = 0; n < NTW; n++)
-                acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                uint32_t af[4];
-                qattn_ldmatrix_x4(af, sA + (lane & 15) * KP + (2 * kk + (lane >> 4)) * 16);
-#pragma unroll
-                for (int n = 0; n < NTW; n += 2) {
-                    /* matrices: n-tile n (channels 16kk.., 16kk + 8..), n-tile n + 1 (the same) */
-                    uint32_t bf[4];
-                    const int key = 8 * (NTW * uw + n) + 8 * (lane >> 4) + (lane & 7);
-                    qattn_ldmatrix_x4(bf, si + key * KP + (2 * kk + ((lane >> 3) & 1)) * 16);
-                    qattn_mma_m16n8k16_f16_f32(acc[n], af, bf, acc[n]);
-                    qattn_mma_m16n8k16_f16_f32(acc[n + 1], af, bf + 2, acc[n + 1]);
-                }
-            }
-            if (g < nql) {
-                float *d = sDs + (stage * 8 + g) * KS + 8 * NTW * uw + 2 * qi;
-#pragma unroll
-                for (int n = 0; n < NTW; n++)
-                    *(float2 *)(d + 8 * n) =
-                        make_float2(((acc[n][0] + acc[n][2]) - dsC) * dsK, ((acc[n][1] + acc[n][3]) - dsC) * dsK);
             }
         }
         qattn_fence_proxy_async_smem();

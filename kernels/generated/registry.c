@@ -1433,6 +1433,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cc_min = 90,
      .cc_max = 90,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .ds_plane = 1,
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_int4_pv_e4m3_acc_fp22},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
@@ -1573,6 +1574,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .arch = "sm_90a",
      .cc_min = 90,
      .cc_max = 90,
+     .ds_plane = 1,
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_int4_pv_e4m3_acc_fp32},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
@@ -1713,6 +1715,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cc_min = 90,
      .cc_max = 90,
      .v_layout = QATTN_KERNELS_LAYOUT_TRANSPOSED,
+     .ds_plane = 1,
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_int4_pv_e4m3_acc_fp22},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
@@ -1853,6 +1856,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .arch = "sm_90a",
      .cc_min = 90,
      .cc_max = 90,
+     .ds_plane = 1,
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_int4_pv_e4m3_acc_fp32},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
