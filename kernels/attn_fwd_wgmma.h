@@ -92,11 +92,12 @@ static __host__ __device__ constexpr bool qattn_wg_ser(int d, int qf) { return !
  * -4%) */
 static __host__ __device__ constexpr bool qattn_wg_s2f_mix(int d, int kb) { return (d == 64) == (kb == 64); }
 
-/* consumer warpgroups a block may have: 3 (BM = 192, 160 registers each) where a thread's live set
- * fits, i.e. the instances without the unpacking producer; else 2 (BM = 128) */
+/* consumer warpgroups a block may have: 3 (BM = 192, 160 registers each, the producer 24) where
+ * the live sets fit, i.e. all but the instances whose producer widens V (72 registers); else 2 (BM =
+ * 128) */
 static __host__ __device__ constexpr int qattn_wg_nc_max(int qf, int pf, int acc)
 {
-    return qf != QATTN_FMT_INT4 && !QATTN_WGMMA_WIDEN(qf, pf, acc) ? 3 : 2;
+    return !QATTN_WGMMA_WIDEN(qf, pf, acc) ? 3 : 2;
 }
 /* ... and by default, chosen by measurement (H100, 2026-11-28, kernels/LOG.md): three for the 8-bit
  * instances (1.03-1.22x two at N = 8192), two for the 16-bit baselines (three, with 64-key stages:
@@ -142,7 +143,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
     constexpr int U = I4 || W16; /* the unpacking producer (wgmma_unpack.h) */
     /* registers a producer / consumer thread (setmaxnreg; 128 x PREG + 256 x CREG <= the block's 64512):
      * the unpacking producer keeps more (int4 K with widened V: 72, 128 x 72 + 256 x 216 = 64512) */
-    constexpr int PREG = I4 && W16 ? 72 : U ? 64 : 24, CREG = NC == 3 ? 160 : U ? 216 : 240;
+    constexpr int PREG = I4 && W16 ? 72 : U && NC == 2 ? 64 : 24, CREG = NC == 3 ? 160 : U ? 216 : 240;
     constexpr int ES = Q8 ? 1 : 2; /* bytes an element */
     /* keys a stage holds: the key block (int8), two key blocks of 64 (16-bit: Q.K by
      * m64n128k16, the softmax and P.V a block at a time) */
@@ -163,7 +164,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
     /* the unpacking producer's staging ring; int4: dS [S][8 Q blocks][KS keys] (smooth=q), Q packed */
     uint8_t *sStg = sStage + S * STAGE;
     float *sDs = (float *)(sStg + QATTN_WGMMA_UNSLOT(I4, W16) * QATTN_WGMMA_USLOT(D, KS, I4, W16));
-    uint8_t *sQstg = (uint8_t *)(sDs + S * 8 * KS); /* Q's packed rows */
+    uint8_t *sQstg = (uint8_t *)(sDs + S * QATTN_WGMMA_DSROWS(BM) * KS); /* Q's packed rows */
     __shared__ __align__(8) uint64_t s_bar[2 * S + 1]; /* full[S], empty[S], Q */
     /* fused Q (int8 Q.K from the user's Q, QFUSE): the tile's group scales and their reciprocals' brackets */
     constexpr int QFUSE = QC == QATTN_FMT_INT8 && !I4 && NC == 2; /* wgmma_qfuse.h: two consumer warpgroups */
@@ -209,7 +210,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
         qattn_setmaxnreg_dec<PREG>();
         if constexpr (U) {
             if (J0 < J1)
-                qattn_wgmma_produce_unpack<D, KS, S, I4, W16>(p, sQ, sStage, sStg, sQstg, sDs, bar0, J0, J1, b, h, hk, i0,
+                qattn_wgmma_produce_unpack<D, KS, S, I4, W16, BM>(p, sQ, sStage, sStg, sQstg, sDs, bar0, J0, J1, b, h, hk, i0,
                                                  sq, sk, tq0, tk0);
         } else if (J0 < J1) {
             if (!(QFUSE && p.q_fuse)) { /* stored codes (or the baseline's Q) into sQ */
@@ -452,7 +453,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
         const float *kcur = ksc + (ktens ? 0 : (J0 / KB) / kq * kper);
         /* int4, smooth=q: the dS row of the rows' Q block (qblock % 16 == 0: one a warp) */
         const int dsq = I4 && p.q_mean != 0;
-        const int lq = dsq ? min(max(rA / p.qblock - i0 / p.qblock, 0), 7) : 0;
+        const int lq = dsq ? min(max(rA / p.qblock - i0 / p.qblock, 0), QATTN_WGMMA_DSROWS(BM) - 1) : 0;
         const float *dsrow = sDs + lq * KB;
         /* two levels (TWO): each block's P.V from 0 into pvbuf, added into O; with DEFER the addition
          * of block j runs at the start of block j + 1's softmax, and a stage is released after the
@@ -511,7 +512,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
                 float2 dsv[NT];
 #pragma unroll
                 for (int t = 0; t < NT; t++)
-                    dsv[t] = *(const float2 *)(dsrow + stage * 8 * KB + qattn_wg_key(t, qi, 0));
+                    dsv[t] = *(const float2 *)(dsrow + stage * QATTN_WGMMA_DSROWS(BM) * KB + qattn_wg_key(t, qi, 0));
                 qattn_wgmma_softmax<KB, PF, true, W16, MIX, NC == 3, PIN>(acc, dsv, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
                                                   qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf,
                                                   beside);
@@ -581,7 +582,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
                     if constexpr (TWO)
                         qattn_wgmma_o_update<NO>(o, *reinterpret_cast<pv_t(*)[NO * 4]>(pv), alA, alB);
                 }
-                if (lane == 0)
+                if (U || lane == 0)
                     qattn_mbar_arrive(QATTN_WS_EMPTY(stage));
             }
             /* the next block's Q.K right behind this P.V; this stage released once the P.V is done
@@ -708,13 +709,14 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "attn wgmma: needs an sm_90 GPU and a build for sm_90a (GPU sm_%d, built for %s)", cc,
                              QATTN_KERNELS_ARCHS);
-    if (QF == QATTN_FMT_INT4 && p.q_mean) { /* smooth=q: the dS plane first (wgmma_dsq.h) */
-        if (!p.ds || p.ds_ld % QATTN_DSQ_KEYS || p.ds_ld < p.seqlen_k || p.nqb < (p.seqlen_q + p.qblock - 1) / p.qblock)
+    if constexpr (QF == QATTN_FMT_INT4) { /* smooth=q: the dS plane first (wgmma_dsq.h) */
+        if (p.q_mean && (!p.ds || p.ds_ld % QATTN_DSQ_KEYS || p.ds_ld < p.seqlen_k ||
+                         p.nqb < (p.seqlen_q + p.qblock - 1) / p.qblock))
             return qattn_err_set(err, QATTN_ERR_ARG,
                                  "attn wgmma: smooth=q needs the dS plane (params ds, qattn_kernels_attn_ds_bytes; "
                                  "ds_ld %lld for %d keys)",
                                  (long long)p.ds_ld, p.seqlen_k);
-        if ((rc = qattn_dsq_launch<D>(p, stream, err)))
+        if (p.q_mean && (rc = qattn_dsq_launch<D>(p, stream, err)))
             return rc;
     }
     /* consumer warpgroups: the instance's default (qattn_wg_nc), or QATTN_WG_NC=2 / 3 in the

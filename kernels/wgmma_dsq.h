@@ -14,24 +14,28 @@
 #include "mma_nvidia.h"    /* cp.async, ldmatrix, mma.sync */
 #include "qattn_kernels.h" /* qattn_kernels_attn_params */
 
-#define QATTN_DSQ_KEYS 128 /* keys a block (and the plane's row multiple, params ds_ld) */
+#define QATTN_DSQ_KEYS 128   /* keys a tile (and the plane's row multiple, params ds_ld) */
+#define QATTN_DSQ_RANGE 2048 /* keys a block (several blocks a row of the plane: enough blocks to fill the GPU) */
 
-/* Block (key tile, head h, sequence b), 4 warps: the tile's fp16 input K
- * rows (zero past the sequence) in shared memory once, then Q blocks 8 a
- * warp, 32 a step. A warp's m16n8k16 A tile: row l = the fp16 high part of
- * block l's mean times 2^(14 - e) (e: the exponent of the block's largest
- * |mean|, so |.| < 2^14), row l + 8 the low part (hi + lo: about 22 bits),
- * built in registers (lane 4g + i holds channels 16kk + 2i, +1, +8, +9 of
- * block g); B = the K rows; fp32 accumulation. Lane 4g + i adds rows g and
- * g + 8, subtracts C_g = (hi + lo) . kmean and scales by c2 2^(e - 14). */
+/* Block (64 Q blocks x a range of keys, head h, sequence b), 4 warps of 16 Q blocks: the
+ * warp's two m16n8k16 A tiles once, row r = the fp16 high part (low part)
+ * of block r's mean times 2^(14 - e) (e: the exponent of the block's
+ * largest |mean|, so |.| < 2^14; hi + lo: about 22 bits), in registers
+ * (lane 4g + i: channels 16kk + 2i, +1, +8, +9 of blocks g and g + 8);
+ * then the range's keys in tiles of 128 fp16 input K rows, double
+ * buffered in shared memory (zero past the sequence), B = the K rows, both
+ * A tiles into one fp32 accumulator per B fragment. Row r's sum minus C_r
+ * = (hi + lo) . kmean, times c2 2^(e - 14). The keys of the last tile past
+ * the sequence get finite values; the plane's rows past the sequence's Q
+ * blocks are not written (the attention kernel reads neither). */
 template <int D>
 __global__ void __launch_bounds__(128) qattn_dsq_kernel(qattn_kernels_attn_params p)
 {
 #if QATTN_MMA_SM80
-    constexpr int KP = 2 * D + 16, ICH = D / 8, KK = D / 16, NT = QATTN_DSQ_KEYS / 8;
-    __shared__ __align__(16) uint8_t sK[QATTN_DSQ_KEYS * KP]; /* [keys][KP bytes] fp16 rows, padded */
+    constexpr int KP = 2 * D + 16, ICH = D / 8, KK = D / 16, KT = QATTN_DSQ_KEYS, NH = 8; /* n-tiles a half tile */
+    extern __shared__ __align__(16) uint8_t sK[]; /* [2][KT keys][KP bytes] fp16 rows, padded */
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, qi = lane & 3;
-    const int j0 = (int)blockIdx.x * QATTN_DSQ_KEYS, h = (int)blockIdx.y, b = (int)blockIdx.z;
+    const int h = (int)blockIdx.y, b = (int)blockIdx.z;
     const int hk = h / (p.hq / p.hkv);
     int64_t tq0, tk0;
     int sq, sk;
@@ -39,74 +43,106 @@ __global__ void __launch_bounds__(128) qattn_dsq_kernel(qattn_kernels_attn_param
     qattn_kseq(p.cu_k, b, p.seqlen_k, &tk0, &sk);
     (void)tq0;
     const int nqb = (sq + p.qblock - 1) / p.qblock; /* this sequence's Q blocks (the plane has p.nqb rows) */
+    const int nkr = (int)((p.ds_ld + QATTN_DSQ_RANGE - 1) / QATTN_DSQ_RANGE); /* key ranges a row */
+    const int qg = (int)blockIdx.x / nkr, t0 = (int)blockIdx.x % nkr * (QATTN_DSQ_RANGE / KT);
+    const int l0 = 64 * qg + 16 * warp, t1 = min((sk + KT - 1) / KT, t0 + QATTN_DSQ_RANGE / KT);
+    if (64 * qg >= nqb || t0 >= t1)
+        return;
     const uint16_t *kg = (const uint16_t *)p.k_in + (int64_t)b * p.kin_sb + tk0 * p.kin_st + (int64_t)hk * p.kin_sh;
+    auto load_tile = [&](int t) {
+        uint8_t *dst = sK + (t & 1) * KT * KP;
 #pragma unroll 4
-    for (int e = tid; e < QATTN_DSQ_KEYS * ICH; e += 128) {
-        const int r = e / ICH, ch = e % ICH, ok = j0 + r < sk;
-        qattn_cp_async16(sK + r * KP + ch * 16, ok ? kg + (int64_t)(j0 + r) * p.kin_st + ch * 8 : kg, ok ? 16 : 0);
-    }
-    qattn_cp_async_commit();
-    qattn_cp_async_wait<0>();
-    __syncthreads();
+        for (int e = tid; e < KT * ICH; e += 128) {
+            const int r = e / ICH, ch = e % ICH, key = t * KT + r, ok = key < sk;
+            qattn_cp_async16(dst + r * KP + ch * 16, ok ? kg + (int64_t)key * p.kin_st + ch * 8 : kg, ok ? 16 : 0);
+        }
+        qattn_cp_async_commit();
+    };
+    load_tile(t0);
 
     const float *qm0 = p.q_mean + ((int64_t)h * p.nseq + b) * p.nqb * D;
     const float *km = p.k_mean ? p.k_mean + ((int64_t)hk * p.nseq + b) * D : (const float *)0;
-    float *ds0 = p.ds + ((int64_t)h * p.nseq + b) * p.nqb * p.ds_ld + j0;
-    for (int l0 = 8 * warp; l0 < p.nqb; l0 += 32) {
-        const int l = l0 + g, live = l < nqb; /* past the sequence's Q blocks: mean 0 */
-        const float *qm = qm0 + (int64_t)(live ? l : 0) * D;
+    uint32_t ah[KK][4], al[KK][4]; /* the high and low A tiles */
+    float cl[2], dk[2];            /* blocks l0 + g, l0 + g + 8 */
+#pragma unroll
+    for (int y = 0; y < 2; y++) {  /* block l0 + g + 8y: registers y and 2 + y of each k-step */
+        const int l = l0 + g + 8 * y, live = l < nqb; /* past the sequence's Q blocks: mean 0 */
+        const float *qm = qm0 + (int64_t)(live ? l : 0) * D + 2 * qi;
         float mx = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < KK; kk++)
 #pragma unroll
-            for (int x = 0; x < 4; x++) {
-                const int c = 16 * kk + 2 * qi + (x & 1) + 8 * (x >> 1);
-                mx = fmaxf(mx, live ? fabsf(qm[c]) : 0.0f);
+            for (int x = 0; x < 2; x++) {
+                const float2 m = live ? *(const float2 *)(qm + 16 * kk + 8 * x) : make_float2(0.0f, 0.0f);
+                mx = fmaxf(mx, fmaxf(fabsf(m.x), fabsf(m.y)));
             }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         int ex = 0;
         (void)frexpf(mx, &ex);
         const float sc = ldexpf(1.0f, 14 - ex);
-        uint32_t af[KK][4];
-        float cl = 0.0f; /* C_l in the A tile's units */
+        float c = 0.0f; /* C in the A tile's units */
 #pragma unroll
         for (int kk = 0; kk < KK; kk++)
 #pragma unroll
-            for (int x = 0; x < 4; x += 2) { /* channels c, c + 1 */
-                const int c = 16 * kk + 2 * qi + 8 * (x >> 1);
-                const float m0 = live ? qm[c] * sc : 0.0f, m1 = live ? qm[c + 1] * sc : 0.0f;
+            for (int x = 0; x < 2; x++) { /* channels 16 kk + 2 qi + 8 x, + 1 */
+                const float2 m = live ? *(const float2 *)(qm + 16 * kk + 8 * x) : make_float2(0.0f, 0.0f);
+                const float m0 = m.x * sc, m1 = m.y * sc;
                 const __half h0 = __float2half_rn(m0), h1 = __float2half_rn(m1);
                 const __half o0 = __float2half_rn(m0 - __half2float(h0)), o1 = __float2half_rn(m1 - __half2float(h1));
-                af[kk][x] = (uint32_t)__half_as_ushort(h0) | (uint32_t)__half_as_ushort(h1) << 16;     /* row g */
-                af[kk][x + 1] = (uint32_t)__half_as_ushort(o0) | (uint32_t)__half_as_ushort(o1) << 16; /* row g + 8 */
-                if (km)
-                    cl += (__half2float(h0) + __half2float(o0)) * km[c] + (__half2float(h1) + __half2float(o1)) * km[c + 1];
+                ah[kk][2 * x + y] = (uint32_t)__half_as_ushort(h0) | (uint32_t)__half_as_ushort(h1) << 16;
+                al[kk][2 * x + y] = (uint32_t)__half_as_ushort(o0) | (uint32_t)__half_as_ushort(o1) << 16;
+                if (km) {
+                    const int ch = 16 * kk + 2 * qi + 8 * x;
+                    c += (__half2float(h0) + __half2float(o0)) * km[ch] + (__half2float(h1) + __half2float(o1)) * km[ch + 1];
+                }
             }
-        cl += __shfl_xor_sync(0xffffffffu, cl, 1);
-        cl += __shfl_xor_sync(0xffffffffu, cl, 2);
-        const float dk = ldexpf(p.c2, ex - 14);
-        float acc[NT][4];
-#pragma unroll
-        for (int n = 0; n < NT; n++)
-            acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < KK; kk++)
-#pragma unroll
-            for (int n = 0; n < NT; n += 2) { /* matrices: n-tile n (channels 16kk.., 16kk + 8..), n-tile n + 1 */
-                uint32_t bf[4];
-                const int key = 8 * n + 8 * (lane >> 4) + (lane & 7);
-                qattn_ldmatrix_x4(bf, sK + key * KP + (2 * kk + ((lane >> 3) & 1)) * 16);
-                qattn_mma_m16n8k16_f16_f32(acc[n], af[kk], bf, acc[n]);
-                qattn_mma_m16n8k16_f16_f32(acc[n + 1], af[kk], bf + 2, acc[n + 1]);
-            }
-        if (l < p.nqb) {
-            float *d = ds0 + (int64_t)l * p.ds_ld + 2 * qi;
-#pragma unroll
-            for (int n = 0; n < NT; n++)
-                *(float2 *)(d + 8 * n) =
-                    make_float2(((acc[n][0] + acc[n][2]) - cl) * dk, ((acc[n][1] + acc[n][3]) - cl) * dk);
+        c += __shfl_xor_sync(0xffffffffu, c, 1);
+        c += __shfl_xor_sync(0xffffffffu, c, 2);
+        cl[y] = c;
+        dk[y] = ldexpf(p.c2, ex - 14);
+    }
+    const int rows = min(max(min(nqb, p.nqb) - l0, 0), 16); /* the warp's rows to write */
+    float *ds0 = p.ds + (((int64_t)h * p.nseq + b) * p.nqb + l0) * p.ds_ld + 2 * qi;
+
+    for (int t = t0; t < t1; t++) {
+        if (t + 1 < t1) { /* the next tile into the other buffer (read in t - 1, released below) */
+            load_tile(t + 1);
+            qattn_cp_async_wait<1>();
+        } else {
+            qattn_cp_async_wait<0>();
         }
+        __syncthreads();
+        const uint8_t *sKt = sK + (t & 1) * KT * KP;
+#pragma unroll 1
+        for (int hh = 0; hh < 2 && rows > 0; hh++) { /* keys 64 hh.. of the tile */
+            float acc[NH][4];
+#pragma unroll
+            for (int n = 0; n < NH; n++)
+                acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KK; kk++)
+#pragma unroll
+                for (int n = 0; n < NH; n += 2) { /* matrices: n-tile n (channels 16kk.., 16kk + 8..), n-tile n + 1 */
+                    uint32_t bf[4];
+                    const int key = 64 * hh + 8 * n + 8 * (lane >> 4) + (lane & 7);
+                    qattn_ldmatrix_x4(bf, sKt + key * KP + (2 * kk + ((lane >> 3) & 1)) * 16);
+                    qattn_mma_m16n8k16_f16_f32(acc[n], ah[kk], bf, acc[n]);
+                    qattn_mma_m16n8k16_f16_f32(acc[n], al[kk], bf, acc[n]);
+                    qattn_mma_m16n8k16_f16_f32(acc[n + 1], ah[kk], bf + 2, acc[n + 1]);
+                    qattn_mma_m16n8k16_f16_f32(acc[n + 1], al[kk], bf + 2, acc[n + 1]);
+                }
+#pragma unroll
+            for (int y = 0; y < 2; y++)
+                if (g + 8 * y < rows) {
+                    float *d = ds0 + (int64_t)(g + 8 * y) * p.ds_ld + t * KT + 64 * hh;
+#pragma unroll
+                    for (int n = 0; n < NH; n++)
+                        *(float2 *)(d + 8 * n) =
+                            make_float2((acc[n][2 * y] - cl[y]) * dk[y], (acc[n][2 * y + 1] - cl[y]) * dk[y]);
+                }
+        }
+        __syncthreads(); /* this buffer is read: the load two tiles on may overwrite it */
     }
 #else
     (void)p;
@@ -117,8 +153,13 @@ __global__ void __launch_bounds__(128) qattn_dsq_kernel(qattn_kernels_attn_param
 template <int D>
 static int qattn_dsq_launch(const qattn_kernels_attn_params &p, void *stream, qattn_err *err)
 {
-    const dim3 grid((unsigned)(p.ds_ld / QATTN_DSQ_KEYS), (unsigned)p.hq, (unsigned)p.nseq);
-    qattn_dsq_kernel<D><<<grid, dim3(128), 0, (cudaStream_t)stream>>>(p);
+    constexpr size_t smem = 2 * QATTN_DSQ_KEYS * (2 * D + 16);
+    void (*k)(qattn_kernels_attn_params) = &qattn_dsq_kernel<D>;
+    QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+                    "attn wgmma: the dS pass's shared-memory limit");
+    const int nkr = (int)((p.ds_ld + QATTN_DSQ_RANGE - 1) / QATTN_DSQ_RANGE);
+    const dim3 grid((unsigned)((p.nqb + 63) / 64 * nkr), (unsigned)p.hq, (unsigned)p.nseq);
+    k<<<grid, dim3(128), smem, (cudaStream_t)stream>>>(p);
     QATTN_MMA_CHECK(cudaGetLastError(), "attn wgmma: the dS pass");
     return QATTN_OK;
 }

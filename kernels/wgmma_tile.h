@@ -32,15 +32,16 @@
     (QATTN_WGMMA_KS(qf, kb, bm) * (d) * (QATTN_WGMMA_ES(qf) + (QATTN_WGMMA_V16(qf, vf) ? 2 : 1)))
 #define QATTN_WGMMA_NSTAGES(d, qf, vf, kb, bm) (QATTN_WGMMA_STAGEB(d, qf, vf, kb, bm) > 32768 ? 2 : 4)
 /* the unpacking producer (wgmma_unpack.h; int4 Q/K, or e4m3 V widened to fp16: wv): its staging
- * ring (slots of packed K, and of e4m3 V rows), dS ([stages][8][keys] floats, smooth=q's rows of the
- * plane) and Q's packed rows */
+ * ring (slots of packed K, and of e4m3 V rows), dS ([stages][bm / 16][keys] floats, smooth=q's rows
+ * of the plane: Q blocks of a multiple of 16 rows) and Q's packed rows */
+#define QATTN_WGMMA_DSROWS(bm) ((bm) / 16)
 #define QATTN_WGMMA_USLOT(d, ks, i4, wv) (((i4) ? (ks) * (d) / 2 : 0) + ((wv) ? (ks) * (d) : 0))
 /* slots of the staging ring (3 with both int4 K and e4m3 V rows: 4 exceed shared memory at d = 128) */
 #define QATTN_WGMMA_UNSLOT(i4, wv) ((i4) && (wv) ? 3 : 4)
 #define QATTN_WGMMA_USTG(d, qf, vf, kb, wv, bm)                                                                           \
     ((qf) == QATTN_FMT_INT4 || (wv) ? QATTN_WGMMA_UNSLOT((qf) == QATTN_FMT_INT4, wv) * QATTN_WGMMA_USLOT(d, QATTN_WGMMA_KS(qf, kb, bm), (qf) == QATTN_FMT_INT4, wv) \
                                     : 0) +                                                                            \
-        ((qf) == QATTN_FMT_INT4 ? QATTN_WGMMA_NSTAGES(d, qf, vf, kb, bm) * 8 * QATTN_WGMMA_KS(qf, kb, bm) * 4 +           \
+        ((qf) == QATTN_FMT_INT4 ? QATTN_WGMMA_NSTAGES(d, qf, vf, kb, bm) * QATTN_WGMMA_DSROWS(bm) * QATTN_WGMMA_KS(qf, kb, bm) * 4 +           \
                                       (bm) * (d) / 2                                                                  \
                                 : 0)
 #define QATTN_WGMMA_SMEM(d, qf, vf, kb, wv, bm)                                                                       \

@@ -61,14 +61,14 @@ static __device__ __forceinline__ void qattn_wgmma_widen_chunk(const uint8_t *sr
  *     the stage) and the slot's release ("free").
  * Unpacked codes are generic-proxy stores that the wgmma reads through the
  * async proxy, hence the fence before each arrival. */
-template <int D, int KS, int S, bool I4, bool WV>
+template <int D, int KS, int S, bool I4, bool WV, int BM>
 static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_kernels_attn_params &p, uint8_t *sQ,
                                                               uint8_t *sStage, uint8_t *sStg, uint8_t *sQstg,
                                                               float *sDs, uint32_t bar0, int J0, int J1,
                                                               int b, int h, int hk, int i0, int sq, int sk,
                                                               int64_t tq0, int64_t tk0)
 {
-    constexpr int NS = QATTN_WGMMA_UNSLOT(I4, WV), BM = QATTN_WGMMA_BM;
+    constexpr int NS = QATTN_WGMMA_UNSLOT(I4, WV), DSR = QATTN_WGMMA_DSROWS(BM); /* BM: the tile's rows */
     constexpr int RB = D, PCH = D / 32, CH = D / 16; /* int8 row bytes, packed / 8-bit 16-byte chunks a row */
     constexpr int STAGE = QATTN_WGMMA_STAGEB(D, QATTN_FMT_INT8, WV ? QATTN_FMT_FP16 : QATTN_FMT_INT8, KS, BM), SLOT = QATTN_WGMMA_USLOT(D, KS, I4, WV);
     constexpr int SV = I4 ? KS * D / 2 : 0; /* V's rows in a slot (WV) */
@@ -111,9 +111,9 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
         }
         const int kst = (int)p.k_st, vst = (int)p.v_st;
         const uint8_t *kg = (const uint8_t *)p.k + (int64_t)b * p.k_sb + tk0 * p.k_st + (int64_t)hk * p.k_sh;
-        /* smooth=q: the plane's rows of the tile's Q blocks (qblock % 16 == 0: at most 8 in 128 rows) */
+        /* smooth=q: the plane's rows of the tile's Q blocks (qblock % 16 == 0: at most BM / 16) */
         const int qb0 = dsq ? i0 / p.qblock : 0;
-        const int nql = dsq ? min(((i0 + BM < sq ? i0 + BM : sq) - 1) / p.qblock - qb0 + 1, 8) : 0;
+        const int nql = dsq ? min(((i0 + BM < sq ? i0 + BM : sq) - 1) / p.qblock - qb0 + 1, DSR) : 0;
         const float *dsg = dsq ? p.ds + ((int64_t)h * p.nseq + b) * p.nqb * p.ds_ld + (int64_t)qb0 * p.ds_ld
                                : (const float *)0;
         const int v0 = rt / VCH, vch = rt % VCH;
@@ -147,7 +147,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
             if (dsq) /* the plane's rows hold ds_ld >= every key block's end */
                 for (int e = rt; e < nql * DCH; e += 64) {
                     const int l = e / DCH, c = e % DCH;
-                    qattn_cp_async16(sDs + (stage * 8 + l) * KS + 4 * c, dsg + (int64_t)l * p.ds_ld + j0 + 4 * c, 16);
+                    qattn_cp_async16(sDs + (stage * DSR + l) * KS + 4 * c, dsg + (int64_t)l * p.ds_ld + j0 + 4 * c, 16);
                 }
             if constexpr (WV) { /* V's rows past the sequence's end are zero (P is 0 there, V may not be finite) */
 #pragma unroll
