@@ -92,20 +92,12 @@ static __host__ __device__ constexpr bool qattn_wg_ser(int d, int qf) { return !
  * -4%) */
 static __host__ __device__ constexpr bool qattn_wg_s2f_mix(int d, int kb) { return (d == 64) == (kb == 64); }
 
-/* consumer warpgroups a block may have: 3 (BM = 192, 160 registers each, the producer 24) where
- * the live sets fit, i.e. all but the instances whose producer widens V (72 registers); else 2 (BM =
- * 128) */
-static __host__ __device__ constexpr int qattn_wg_nc_max(int qf, int pf, int acc)
-{
-    return !QATTN_WGMMA_WIDEN(qf, pf, acc) ? 3 : 2;
-}
-/* ... and by default, chosen by measurement (H100, 2026-11-28, kernels/LOG.md): three for the 8-bit
- * instances (1.03-1.22x two at N = 8192), two for the 16-bit baselines (three, with 64-key stages:
- * 0.94-1.04x) */
-static __host__ __device__ constexpr int qattn_wg_nc(int qf, int pf, int acc)
-{
-    return QATTN_WGMMA_8BIT(qf) ? qattn_wg_nc_max(qf, pf, acc) : 2;
-}
+/* consumer warpgroups a block has by default, chosen by measurement (kernels/LOG.md): three (BM =
+ * 192, 160 registers each, the producer 24; 152 and 48 where the producer widens V) for the 8-bit
+ * and int4 instances (1.03-1.22x two at N = 8192 on the H100; int4 and the CK presets 1.12-1.24x on
+ * the H200, 2026-11-28), two for the 16-bit baselines (three, with 64-key stages: 0.94-1.04x);
+ * every instance has both (QATTN_WG_NC in the environment picks one) */
+static __host__ __device__ constexpr int qattn_wg_nc(int qf) { return QATTN_WGMMA_8BIT(qf) ? 3 : 2; }
 
 template <int D, int KB, int QF, int PF, int ACC, int NC>
 __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p)
@@ -121,7 +113,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
                   "P.V: e4m3 (acc fp22, or fp32 widened), int8 (fp32) or fp16 (fp16) after 8-bit Q.K, or the "
                   "baseline's 16-bit type (fp32)");
     /* dynamic shared memory, the fused Q's scales (int8 Q.K) and the barriers within sm_90's 227 KB */
-    static_assert(NC == 2 || (NC == 3 && qattn_wg_nc_max(QF, PF, ACC) == 3), "2 consumer warpgroups, or 3 where they fit");
+    static_assert(NC == 2 || NC == 3, "2 or 3 consumer warpgroups");
     static_assert(QATTN_WGMMA_SMEM(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), KB, QATTN_WGMMA_WIDEN(QF, PF, ACC), QATTN_WGMMA_BMN(NC)) +
                           (QF == QATTN_FMT_INT8 ? 4 * QATTN_WGMMA_BMN(NC) * 4 : 0) + 256 <=
                       232448,
@@ -141,9 +133,11 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
     constexpr int VF = QATTN_WGMMA_VF(QF, PF, ACC), V16 = QATTN_WGMMA_V16(QF, VF);
     constexpr int TWO = QC == QATTN_FMT_INT8 && !F16A;
     constexpr int U = I4 || W16; /* the unpacking producer (wgmma_unpack.h) */
-    /* registers a producer / consumer thread (setmaxnreg; 128 x PREG + 256 x CREG <= the block's 64512):
-     * the unpacking producer keeps more (int4 K with widened V: 72, 128 x 72 + 256 x 216 = 64512) */
-    constexpr int PREG = I4 && W16 ? 72 : U && NC == 2 ? 64 : 24, CREG = NC == 3 ? 160 : U ? 216 : 240;
+    /* registers a producer / consumer thread (setmaxnreg; 128 x PREG + 128 NC x CREG <= the block's
+     * 64512): the unpacking producer keeps more where it can (int4 K with widened V, two consumer
+     * warpgroups: 72, 128 x 72 + 256 x 216 = 64512) */
+    constexpr int PREG = NC == 3 ? (W16 ? 48 : 24) : I4 && W16 ? 72 : U ? 64 : 24;
+    constexpr int CREG = NC == 3 ? (W16 ? 152 : 160) : U ? 216 : 240;
     constexpr int ES = Q8 ? 1 : 2; /* bytes an element */
     /* keys a stage holds: the key block (int8), two key blocks of 64 (16-bit: Q.K by
      * m64n128k16, the softmax and P.V a block at a time) */
@@ -720,14 +714,12 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
             return rc;
     }
     /* consumer warpgroups: the instance's default (qattn_wg_nc), or QATTN_WG_NC=2 / 3 in the
-     * environment (for comparison; 3 where the instance has them); two for a fused Q
-     * (wgmma_qfuse.h: groups inside a 128-row tile) */
-    constexpr int NCM = qattn_wg_nc_max(QF, PF, ACC);
-    if (NCM == 3 && !p.q_fuse) {
+     * environment (for comparison); two for a fused Q (wgmma_qfuse.h: groups inside a 128-row tile) */
+    if (!p.q_fuse) {
         static const char *const env = getenv("QATTN_WG_NC");
-        const int nc = env && (env[0] == '2' || env[0] == '3') ? env[0] - '0' : qattn_wg_nc(QF, PF, ACC);
+        const int nc = env && (env[0] == '2' || env[0] == '3') ? env[0] - '0' : qattn_wg_nc(QF);
         if (nc == 3)
-            return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, NCM>(p, stream, err);
+            return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 3>(p, stream, err);
     }
     return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 2>(p, stream, err);
 }

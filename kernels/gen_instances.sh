@@ -477,10 +477,10 @@ for d in $head_dims; do
             groups="none (unscaled ${qk}, rows 16-byte aligned); kblock=${kb} exactly" vgroups="none (unscaled)" vlayout=""
         fi
         # the block's query rows (attn_fwd_wgmma.h, qattn_wg_nc): three consumer warpgroups for the
-        # 8-bit and int4 instances whose producer does not widen V, two for the others and a fused Q
+        # 8-bit and int4 instances, two for the 16-bit baselines and a fused Q
         case "$qk:$accw" in
-        *:fp32 | fp16:* | bf16:*) what="${what% } 128-row tiles (two consumer warpgroups)." ;;
-        int4:*) what="${what% } 192-row tiles (three consumer warpgroups)." ;;
+        fp16:* | bf16:*) what="${what% } 128-row tiles (two consumer warpgroups)." ;;
+        int4:* | *:fp32) what="${what% } 192-row tiles (three consumer warpgroups)." ;;
         *) what="${what% } 192-row tiles (three consumer warpgroups; 128 with Q quantized in the kernel)." ;;
         esac
         fn="qattn_kernels_launch_${name}"
