@@ -480,6 +480,23 @@ static void check_path_choice(void)
 
 /* the 8-bit wgmma tile's key order (a permutation: each key of a block once
  * per row) and the K groups it can index (hand-worked cases) */
+/* the dS plane's bytes (smooth=q on instances with ds_plane): heads x sequences x Q blocks x padded keys */
+static void check_ds_bytes(void)
+{
+    qattn_kernels_sig g;
+    memset(&g, 0, sizeof g);
+    qattn_kernels_attn_params p;
+    memset(&p, 0, sizeof p);
+    static const float mean = 0.0f;
+    p.hq = 4, p.nseq = 2, p.nqb = 3, p.ds_ld = 256;
+    CHECK(qattn_kernels_attn_ds_bytes(&g, &p) == 0, "ds bytes without ds_plane");
+    g.ds_plane = 1;
+    CHECK(qattn_kernels_attn_ds_bytes(&g, &p) == 0, "ds bytes without smooth=q");
+    p.q_mean = &mean;
+    CHECK(qattn_kernels_attn_ds_bytes(&g, &p) == (size_t)4 * 2 * 3 * 256 * 4, "ds bytes %zu",
+          qattn_kernels_attn_ds_bytes(&g, &p));
+}
+
 static void check_wg_keys(void)
 {
     int seen[128] = {0};
@@ -628,6 +645,7 @@ int main(int argc, char **argv)
     /* the dispatcher names what is unsupported */
     check_path_choice();
     check_wg_keys();
+    check_ds_bytes();
     expect_unsupported("sage2-8b", 96, "none", "head dim 96");
     expect_unsupported("sage1-vb", 128, "none", "p=int8");
     expect_unsupported("sage2-8b q=int8@token,ch:32", 128, "none", "split along channels");
