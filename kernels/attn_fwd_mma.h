@@ -519,7 +519,7 @@ static int qattn_attn_fwd_mma_check(const qattn_kernels_attn_params &p, qattn_er
                                  "attn wgmma: a fused Q needs 16-byte aligned fp16 / bf16 rows and token-local "
                                  "scale groups of a 128-row tile, no smooth=q");
     }
-    /* smooth=q: the int4 wgmma kernel's producer computes dS from the fp16 input K */
+    /* smooth=q: the int4 wgmma kernels' dS pass reads the fp16 input K (wgmma_dsq.h) */
     if ((!p.q_scale && !p.q_fuse) || !p.k_scale || (p.q_mean && !(WG && QF == QATTN_FMT_INT4)))
         return qattn_err_set(err, QATTN_ERR_ARG, "attn mma: needs scaled %s Q/K and no Q smoothing", qfn);
     if (p.q_mean && (!qattn_wg_dsq_ok(p.qblock, p.k_in_fmt) || !p.k_in || (uintptr_t)p.k_in % 16 ||

@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
     uint8_t *sQ = smem;               /* [128 rows][RB] swizzled */
     uint8_t *sStage = smem + BM * RB; /* stage s at s * STAGE */
-    /* the unpacking producer's staging ring; int4: dS [S][8 Q blocks][KS keys] (smooth=q), Q packed */
+    /* the unpacking producer's staging ring; int4: dS [S][BM / 16 Q blocks][KS keys] (smooth=q), Q packed */
     uint8_t *sStg = sStage + S * STAGE;
     float *sDs = (float *)(sStg + QATTN_WGMMA_UNSLOT(I4, W16) * QATTN_WGMMA_USLOT(D, KS, I4, W16));
     uint8_t *sQstg = (uint8_t *)(sDs + S * QATTN_WGMMA_DSROWS(BM) * KS); /* Q's packed rows */
@@ -703,15 +703,17 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "attn wgmma: needs an sm_90 GPU and a build for sm_90a (GPU sm_%d, built for %s)", cc,
                              QATTN_KERNELS_ARCHS);
-    if constexpr (QF == QATTN_FMT_INT4) { /* smooth=q: the dS plane first (wgmma_dsq.h) */
-        if (p.q_mean && (!p.ds || p.ds_ld % QATTN_DSQ_KEYS || p.ds_ld < p.seqlen_k ||
-                         p.nqb < (p.seqlen_q + p.qblock - 1) / p.qblock))
-            return qattn_err_set(err, QATTN_ERR_ARG,
-                                 "attn wgmma: smooth=q needs the dS plane (params ds, qattn_kernels_attn_ds_bytes; "
-                                 "ds_ld %lld for %d keys)",
-                                 (long long)p.ds_ld, p.seqlen_k);
-        if (p.q_mean && (rc = qattn_dsq_launch<D>(p, stream, err)))
-            return rc;
+    if constexpr (QF == QATTN_FMT_INT4) {
+        if (p.q_mean) { /* smooth=q: the dS plane first (wgmma_dsq.h) */
+            if (!p.ds || p.ds_ld % QATTN_DSQ_KEYS || p.ds_ld < p.seqlen_k ||
+                p.nqb < (p.seqlen_q + p.qblock - 1) / p.qblock)
+                return qattn_err_set(err, QATTN_ERR_ARG,
+                                     "attn wgmma: smooth=q needs the dS plane (params ds, qattn_kernels_attn_ds_bytes; "
+                                     "ds_ld %lld for %d keys)",
+                                     (long long)p.ds_ld, p.seqlen_k);
+            if ((rc = qattn_dsq_launch<D>(p, stream, err)))
+                return rc;
+        }
     }
     /* consumer warpgroups: the instance's default (qattn_wg_nc), or QATTN_WG_NC=2 / 3 in the
      * environment (for comparison); two for a fused Q (wgmma_qfuse.h: groups inside a 128-row tile) */

@@ -177,7 +177,7 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
         qattn_kernels_tensor_strides(k, &p->k_sb, &p->k_sh, &p->k_st);
     }
     if (s->smooth & QATTN_SMOOTH_Q) {
-        p->ds_ld = ((int64_t)pb->seqlen_k + 127) / 128 * 128;
+        p->ds_ld = ((int64_t)pb->seqlen_k + QATTN_KERNELS_DS_KEYS - 1) / QATTN_KERNELS_DS_KEYS * QATTN_KERNELS_DS_KEYS;
         p->k_in = k->data;
         p->k_in_fmt = pb->in;
         qattn_kernels_tensor_strides(k, &p->kin_sb, &p->kin_sh, &p->kin_st);

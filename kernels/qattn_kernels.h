@@ -338,7 +338,7 @@ struct qattn_kernels_attn_params {
     const float *k_mean;    /* [hkv, nseq, d] K channel means (smooth=k) or NULL */
     float *ds;              /* [hq, nseq, nqb, ds_ld] scratch for smooth=q's dS c2 on instances with sig
                              * ds_plane (their launch writes it, then reads it; qattn_kernels_attn_ds_bytes), or NULL */
-    int64_t ds_ld;          /* keys a row of ds: seqlen_k rounded up to 128 (smooth=q) */
+    int64_t ds_ld;          /* keys a row of ds: seqlen_k rounded up to QATTN_KERNELS_DS_KEYS (smooth=q) */
     const float *v_mean;    /* [hkv, nseq, d] V channel means added to O (smooth=v) or NULL */
     void *o;                /* dtype out; element (b, h, t, c) as for user tensors */
     int64_t o_sb, o_sh, o_st;
@@ -366,6 +366,8 @@ typedef struct qattn_kernels_tensor {
 
 /* t's strides into *sb, *sh, *st (the params fills) */
 void qattn_kernels_tensor_strides(const qattn_kernels_tensor *t, int64_t *sb, int64_t *sh, int64_t *st);
+/* the dS plane's rows (params ds_ld) are a multiple of this many keys (the dS pass's tile) */
+#define QATTN_KERNELS_DS_KEYS 128
 /* bytes of the dS plane (params ds) that instance g needs for the filled p; 0: none */
 size_t qattn_kernels_attn_ds_bytes(const qattn_kernels_sig *g, const qattn_kernels_attn_params *p);
 /* the kernels' softmax factor c2 = scale * log2(e), scale <= 0 meaning 1 / sqrt(d) (params c2 of the

@@ -14,8 +14,15 @@
 #include "mma_nvidia.h"    /* cp.async, ldmatrix, mma.sync */
 #include "qattn_kernels.h" /* qattn_kernels_attn_params */
 
-#define QATTN_DSQ_KEYS 128   /* keys a tile (and the plane's row multiple, params ds_ld) */
+#define QATTN_DSQ_KEYS QATTN_KERNELS_DS_KEYS /* keys a tile (the plane's row multiple, params ds_ld) */
 #define QATTN_DSQ_RANGE 2048 /* keys a block (several blocks a row of the plane: enough blocks to fill the GPU) */
+#define QATTN_DSQ_ROWB(d) (2 * (d) + 16) /* bytes of a K row in shared memory (padded: ldmatrix without conflicts) */
+
+/* blocks along a row of the plane (key ranges of QATTN_DSQ_RANGE) */
+static __host__ __device__ inline int qattn_dsq_ranges(int64_t ds_ld)
+{
+    return (int)((ds_ld + QATTN_DSQ_RANGE - 1) / QATTN_DSQ_RANGE);
+}
 
 /* Block (64 Q blocks x a range of keys, head h, sequence b), 4 warps of 16 Q blocks: the
  * warp's two m16n8k16 A tiles once, row r = the fp16 high part (low part)
@@ -32,7 +39,7 @@ template <int D>
 __global__ void __launch_bounds__(128) qattn_dsq_kernel(qattn_kernels_attn_params p)
 {
 #if QATTN_MMA_SM80
-    constexpr int KP = 2 * D + 16, ICH = D / 8, KK = D / 16, KT = QATTN_DSQ_KEYS, NH = 8; /* n-tiles a half tile */
+    constexpr int KP = QATTN_DSQ_ROWB(D), ICH = D / 8, KK = D / 16, KT = QATTN_DSQ_KEYS, NH = 8; /* n-tiles a half tile */
     extern __shared__ __align__(16) uint8_t sK[]; /* [2][KT keys][KP bytes] fp16 rows, padded */
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, qi = lane & 3;
     const int h = (int)blockIdx.y, b = (int)blockIdx.z;
@@ -43,7 +50,7 @@ __global__ void __launch_bounds__(128) qattn_dsq_kernel(qattn_kernels_attn_param
     qattn_kseq(p.cu_k, b, p.seqlen_k, &tk0, &sk);
     (void)tq0;
     const int nqb = (sq + p.qblock - 1) / p.qblock; /* this sequence's Q blocks (the plane has p.nqb rows) */
-    const int nkr = (int)((p.ds_ld + QATTN_DSQ_RANGE - 1) / QATTN_DSQ_RANGE); /* key ranges a row */
+    const int nkr = qattn_dsq_ranges(p.ds_ld);
     const int qg = (int)blockIdx.x / nkr, t0 = (int)blockIdx.x % nkr * (QATTN_DSQ_RANGE / KT);
     const int l0 = 64 * qg + 16 * warp, t1 = min((sk + KT - 1) / KT, t0 + QATTN_DSQ_RANGE / KT);
     if (64 * qg >= nqb || t0 >= t1)
@@ -153,12 +160,11 @@ __global__ void __launch_bounds__(128) qattn_dsq_kernel(qattn_kernels_attn_param
 template <int D>
 static int qattn_dsq_launch(const qattn_kernels_attn_params &p, void *stream, qattn_err *err)
 {
-    constexpr size_t smem = 2 * QATTN_DSQ_KEYS * (2 * D + 16);
+    constexpr size_t smem = 2 * QATTN_DSQ_KEYS * QATTN_DSQ_ROWB(D);
     void (*k)(qattn_kernels_attn_params) = &qattn_dsq_kernel<D>;
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                     "attn wgmma: the dS pass's shared-memory limit");
-    const int nkr = (int)((p.ds_ld + QATTN_DSQ_RANGE - 1) / QATTN_DSQ_RANGE);
-    const dim3 grid((unsigned)((p.nqb + 63) / 64 * nkr), (unsigned)p.hq, (unsigned)p.nseq);
+    const dim3 grid((unsigned)((p.nqb + 63) / 64 * qattn_dsq_ranges(p.ds_ld)), (unsigned)p.hq, (unsigned)p.nseq);
     k<<<grid, dim3(128), smem, (cudaStream_t)stream>>>(p);
     QATTN_MMA_CHECK(cudaGetLastError(), "attn wgmma: the dS pass");
     return QATTN_OK;

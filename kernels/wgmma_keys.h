@@ -73,9 +73,9 @@ QATTN_NUM_FN int qattn_wg_qfuse_group_ok(qattn_group g)
     return qattn_num_group_tok_index(g, 127) - qattn_num_group_tok_index(g, 0) + 1 <= 128;
 }
 
-/* 1 when the int4 wgmma producer can compute smooth=q's dS: Q blocks of a
- * multiple of 16 rows (one block a warp's rows, at most 8 in 128) and fp16
- * input K (the f16 mma's B) */
+/* 1 when the int4 wgmma instances can take smooth=q's dS: Q blocks of a
+ * multiple of 16 rows (one block a warp's rows, at most BM / 16 a tile) and
+ * fp16 input K (the dS pass's f16 mma B, wgmma_dsq.h) */
 QATTN_NUM_FN int qattn_wg_dsq_ok(int qblock, qattn_fmt k_in)
 {
     return qblock > 0 && qblock % 16 == 0 && k_in == QATTN_FMT_FP16;
