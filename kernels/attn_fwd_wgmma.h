@@ -47,6 +47,11 @@
  * Softmax and masks as in attn_fwd_mma.h; the key-block range and the
  * epilogue are its functions (qattn_mma_key_blocks, qattn_mma_epilogue).
  *
+ * QF = e4m3 with acc=fp32 (ck-fp8bf16): Q's and K's codes widened to fp16
+ * by the unpacking producer, Q.K by m64nKBk16 from shared memory (the f16
+ * MMA's 25-bit k-steps, where the e4m3 one keeps 22 bits), S and P.V as for
+ * the other CK presets (W16).
+ *
  * QF = fp16 / bf16: the baseline schemes on the same skeleton: Q, K, V
  * rows of 2d bytes from the user's tensors, stages of 128 keys, Q.K by
  * m64n128k16 with Q's fragments in registers, the softmax and P.V
@@ -123,14 +128,19 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
     /* Q8: 8-bit Q/K codes (int8 or e4m3); O accumulated in two levels (int8: acc=fp22+fp32:KB, each
      * block's P.V from 0 then added into the fp32 O) or in one (e4m3: acc=fp22, P.V into O) */
     constexpr int Q8 = QATTN_WGMMA_8BIT(QF), I4 = QF == QATTN_FMT_INT4, BF = QF == QATTN_FMT_BF16;
-    constexpr int QC = I4 ? QATTN_FMT_INT8 : QF; /* the codes the tensor core reads (int4: unpacked to int8) */
+    /* W16: e4m3 P.V with acc=fp32 (ck-*): P's e4m3 codes as fp16 A fragments like P16, V's e4m3 rows
+     * widened to fp16 by the producer, the f16 MMA into the fp32 O */
+    constexpr int W16 = QATTN_WGMMA_WIDEN(QF, PF, ACC);
+    constexpr int VF = QATTN_WGMMA_VF(QF, PF, ACC), V16 = QATTN_WGMMA_V16(QF, VF);
+    /* WQK: e4m3 Q.K with acc=fp32 (ck-fp8bf16): Q's and K's codes widened to fp16 by the producer, the
+     * f16 Q.K (m64nKBk16 from shared memory) into S */
+    constexpr int WQK = QATTN_WGMMA_WQK(QF, VF);
+    /* the codes the tensor core reads (int4: unpacked to int8; WQK: fp16) */
+    constexpr int QC = I4 ? QATTN_FMT_INT8 : WQK ? QATTN_FMT_FP16 : QF;
     /* P16: fp16 P.V after 8-bit Q.K (sage1-b): V in fp16 rows of keys in the sigma key order like K,
      * P's fp16 A fragments straight from the S layout, O in an f16 accumulator (acc=fp16) */
     constexpr int P16 = Q8 && PF == QATTN_FMT_FP16;
-    /* W16: e4m3 P.V with acc=fp32 (ck-*): P's e4m3 codes as fp16 A fragments like P16, V's e4m3 rows
-     * widened to fp16 by the producer, the f16 MMA into the fp32 O */
-    constexpr int W16 = QATTN_WGMMA_WIDEN(QF, PF, ACC), F16A = P16 || W16;
-    constexpr int VF = QATTN_WGMMA_VF(QF, PF, ACC), V16 = QATTN_WGMMA_V16(QF, VF);
+    constexpr int F16A = P16 || W16;
     constexpr int TWO = QC == QATTN_FMT_INT8 && !F16A;
     constexpr int U = I4 || W16; /* the unpacking producer (wgmma_unpack.h) */
     /* registers a producer / consumer thread (setmaxnreg; 128 x PREG + 128 NC x CREG <= the block's
@@ -138,7 +148,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
      * warpgroups: 72, 128 x 72 + 256 x 216 = 64512) */
     constexpr int PREG = NC == 3 ? (W16 ? 48 : 24) : I4 && W16 ? 72 : U ? 64 : 24;
     constexpr int CREG = NC == 3 ? (W16 ? 152 : 160) : U ? 216 : 240;
-    constexpr int ES = Q8 ? 1 : 2; /* bytes an element */
+    constexpr int ES = QATTN_WGMMA_ES(QF, VF); /* bytes a Q / K element in shared memory */
     /* keys a stage holds: the key block (int8), two key blocks of 64 (16-bit: Q.K by
      * m64n128k16, the softmax and P.V a block at a time) */
     constexpr int BM = QATTN_WGMMA_BMN(NC), KS = QATTN_WGMMA_KS(QF, KB, BM), S = QATTN_WGMMA_NSTAGES(D, QF, VF, KB, BM);
@@ -157,8 +167,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
     uint8_t *sStage = smem + BM * RB; /* stage s at s * STAGE */
     /* the unpacking producer's staging ring; int4: dS [S][BM / 16 Q blocks][KS keys] (smooth=q), Q packed */
     uint8_t *sStg = sStage + S * STAGE;
-    float *sDs = (float *)(sStg + QATTN_WGMMA_UNSLOT(I4, W16) * QATTN_WGMMA_USLOT(D, KS, I4, W16));
-    uint8_t *sQstg = (uint8_t *)(sDs + S * QATTN_WGMMA_DSROWS(BM) * KS); /* Q's packed rows */
+    float *sDs = (float *)(sStg + QATTN_WGMMA_UNSLOT(I4, W16) * QATTN_WGMMA_USLOT(D, KS, I4, WQK, W16));
+    uint8_t *sQstg = (uint8_t *)(sDs + (I4 ? S * QATTN_WGMMA_DSROWS(BM) * KS : 0)); /* Q's packed / e4m3 rows */
     __shared__ __align__(8) uint64_t s_bar[2 * S + 1]; /* full[S], empty[S], Q */
     /* fused Q (int8 Q.K from the user's Q, QFUSE): the tile's group scales and their reciprocals' brackets */
     constexpr int QFUSE = QC == QATTN_FMT_INT8 && !I4 && NC == 2; /* wgmma_qfuse.h: two consumer warpgroups */
@@ -204,7 +214,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
         qattn_setmaxnreg_dec<PREG>();
         if constexpr (U) {
             if (J0 < J1)
-                qattn_wgmma_produce_unpack<D, KS, S, I4, W16, BM>(p, sQ, sStage, sStg, sQstg, sDs, bar0, J0, J1, b, h, hk, i0,
+                qattn_wgmma_produce_unpack<D, KS, S, I4, WQK, W16, BM>(p, sQ, sStage, sStg, sQstg, sDs, bar0, J0, J1, b, h, hk, i0,
                                                  sq, sk, tq0, tk0);
         } else if (J0 < J1) {
             if (!(QFUSE && p.q_fuse)) { /* stored codes (or the baseline's Q) into sQ */
@@ -424,8 +434,15 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
                 qattn_wgmma_fence_reg(acc[x]);
             qattn_wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < RB / 32; kk++)
-                qattn_wgmma_qk<KB>(acc, dq0 + 2u * kk, dk0 + ((so >> 4) + 2u * kk), kk > 0);
+            for (int kk = 0; kk < RB / 32; kk++) {
+                if constexpr (WQK) { /* k-steps of 16 channels (32 bytes) in column slabs of 128 bytes */
+                    const uint32_t qo = (uint32_t)((32 * kk >> 7) * BM * 128 + (32 * kk & 127));
+                    const uint32_t ko = (uint32_t)((32 * kk >> 7) * KB * 128 + (32 * kk & 127));
+                    qattn_wgmma_m64k16_ss<KB, 0>(acc, dq0 + (qo >> 4), dk0 + ((so + ko) >> 4), kk > 0);
+                } else {
+                    qattn_wgmma_qk<KB>(acc, dq0 + 2u * kk, dk0 + ((so >> 4) + 2u * kk), kk > 0);
+                }
+            }
             qattn_wgmma_commit();
         };
         if (J0 < J1) {

@@ -681,10 +681,9 @@ const char *qattn_kernels_hw_limit(const qattn_scheme *s, int cc, int i)
     int n = 0;
     if (cc == 90 && s->p == QATTN_FMT_E4M3 && s->v.fmt == QATTN_FMT_E4M3 && s->acc == QATTN_ACC_FP32)
         lim[n++] = s->q.fmt == QATTN_FMT_E4M3
-                       ? "acc=fp32 with e4m3 Q.K: the fp8 tensor-core MMA keeps about 22 bits of its sum (fp22); the "
-                         "e4m3 wgmma's Q.K misses the fp32 emulation by 1.8e-2 of max |O| (d = 128, H100), over "
-                         "gpu-check's tolerance, so only the portable path runs it (P.V alone is widened to fp16 on "
-                         "sm_90: ck-i8fp8bf16)"
+                       ? "acc=fp32 with e4m3 Q.K and P.V: the fp8 tensor-core MMA keeps about 22 bits of its sum "
+                         "(fp22; its Q.K misses the fp32 emulation by 1.8e-2 of max |O| at d = 128, H100), so the "
+                         "sm_90 instance widens Q, K, P and V to fp16 (exact) for the f16 MMA (25 bits a k-step of 16)"
                        : "acc=fp32 with e4m3 P.V: the fp8 tensor-core MMA keeps about 22 bits of its sum (fp22), so "
                          "the sm_90 instances widen P and V to fp16 (exact) for the f16 MMA (25 bits a k-step of 16 "
                          "keys)";

@@ -425,13 +425,14 @@ ccmin=0 ccmax=0
 # wgmma, exact per block, fp32 O: sage1-vb); fp16 P.V into an f16
 # accumulator after int8 Q.K (sage1-b, V in fp16 rows); e4m3 P.V with acc=fp32
 # after int8 / int4 Q.K (ck-i8fp8bf16, ck-i4fp8bf16: P's and V's codes widened
-# to fp16, f16 wgmma into the fp32 O, V's e4m3 rows widened by the producer; e4m3 Q.K with
-# acc=fp32 is not built: the e4m3 MMA's 22-bit sums fail gpu-check); the fp16 /
+# to fp16, f16 wgmma into the fp32 O, V's e4m3 rows widened by the producer) and after
+# e4m3 Q.K (ck-fp8bf16: Q's and K's codes widened to fp16 too, f16 Q.K; the e4m3
+# MMA's 22-bit sums fail gpu-check); the fp16 /
 # bf16 baselines (16-bit Q.K and P.V wgmma, fp32 accumulator, key blocks of 64
 # = the presets' kblock, V read in rows). Entries kb:qk:pv[:acc].
 for d in $head_dims; do
     for kb_qk_pv in 128:int8:e4m3 64:int8:e4m3 64:int4:e4m3 128:e4m3:e4m3 64:int8:int8 64:int8:fp16 64:int8:e4m3:fp32 \
-        64:int4:e4m3:fp32 64:fp16:fp16 64:bf16:bf16; do
+        64:int4:e4m3:fp32 64:e4m3:e4m3:fp32 64:fp16:fp16 64:bf16:bf16; do
         kb=${kb_qk_pv%%:*} qk_pv=${kb_qk_pv#*:}
         qk=${qk_pv%%:*} pvf=${qk_pv#*:} accw=""
         case $pvf in *:*) accw=${pvf#*:} pvf=${pvf%%:*} ;; esac
@@ -457,6 +458,10 @@ for d in $head_dims; do
             groups="q: any token pattern, no ,ch:; ${kgroups}; kblock=${kb} and acc=fp32 (the f16 MMA: 25 bits a k-step of 16 keys)"
             vgroups="tensor or channel (,ch:C); e4m3 rows, 16-byte aligned" vlayout=""
             [ "$qk" = int4 ] && smooth="QATTN_SMOOTH_Q | QATTN_SMOOTH_K | QATTN_SMOOTH_V"
+            if [ "$qk" = e4m3 ]; then
+                what="Attention forward (quantized), NVIDIA wgmma path: d=${d}, key blocks of ${kb}, Q/K e4m3 and P/V e4m3 widened to fp16, fp32 accumulator."
+                groups="q: any token pattern, no ,ch:; ${kgroups}; kblock=${kb} and acc=fp32 (Q, K, P, V widened to fp16, the f16 MMA: 25 bits a k-step of 16)"
+            fi
         elif [ "$qk" = int8 ] || [ "$qk" = int4 ] || [ "$qk" = e4m3 ]; then
             if [ "$qk" != e4m3 ]; then
                 two=1 accs="fp22+fp32:${kb}"

@@ -167,7 +167,7 @@ run_quant() {
 }
 
 run_bench() {
-    qattn bench --schemes sage2-8b-sm90,sage2-8b,sage2-4b,fa3-fp8,sage1-b,sage1-vb,ck-i8fp8bf16,ck-i4fp8bf16,fp16,bf16 --out "$out/attn_fwd_bench.raw.csv" || { status=1; return; }
+    qattn bench --schemes sage2-8b-sm90,sage2-8b,sage2-4b,fa3-fp8,sage1-b,sage1-vb,ck-i8fp8bf16,ck-i4fp8bf16,ck-fp8bf16,fp16,bf16 --out "$out/attn_fwd_bench.raw.csv" || { status=1; return; }
     python3 kernels/bench_torch.py --in "$out/attn_fwd_bench.raw.csv" --out "$out/attn_fwd_bench.csv" || status=1
     rm -f "$out/attn_fwd_bench.raw.csv"
     echo "-- the mma.sync kernel for d=128 (QATTN_MMA_SYNC=1), for comparison"

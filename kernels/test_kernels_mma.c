@@ -720,6 +720,10 @@ int main(int argc, char **argv)
         /* ... after int4 Q.K (K unpacked, smooth=q's dS, V widened by one producer) */
         {"ck-i4fp8bf16", 128, 4, 2, 3, {1000, 77, 300}, 1, "causal"},
         {"ck-i4fp8bf16", 64, 2, 1, 1, {1000}, 0, "none"},
+        /* ... after e4m3 Q.K with acc=fp32 (Q and K widened to fp16 too: f16 Q.K) */
+        {"ck-fp8bf16", 128, 4, 2, 3, {1000, 77, 300}, 1, "causal"},
+        {"ck-fp8bf16", 64, 2, 1, 1, {1000}, 0, "none"},
+        {"ck-fp8bf16 smooth=k+v", 128, 2, 1, 1, {700}, 0, "window:300,50"},
     };
     /* sm_90 and a wgmma build: every case; elsewhere the mma.sync instances' scheme only */
     const int wg_any = wgmma_runs_here(0, 0);
@@ -729,7 +733,7 @@ int main(int argc, char **argv)
             continue;
         }
         /* --quick: small cases, for compute-sanitizer */
-        if (!quick || i == 0 || i == 6 || i == 7 || i == 10 || i == 11 || i == 15 || i == 18 || i == 19 || i == 24 || i == 28)
+        if (!quick || i == 0 || i == 6 || i == 7 || i == 10 || i == 11 || i == 15 || i == 18 || i == 19 || i == 24 || i == 28 || i == 30 || i == 31)
             run_case(&cases[i]);
     }
     if (!quick) {

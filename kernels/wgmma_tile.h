@@ -15,9 +15,8 @@
  * kb), stages in flight (4, or 2 where 4 do not fit: 16-bit d = 128) and
  * the shared memory: the Q tile (128 x d), the stages (K and V) and 1 KB
  * to align */
-/* 8-bit codes in shared memory: int8, e4m3, and int4 (unpacked to int8 by the producer) */
+/* 8-bit codes: int8, e4m3, and int4 (unpacked to int8 by the producer) */
 #define QATTN_WGMMA_8BIT(qf) ((qf) == QATTN_FMT_INT8 || (qf) == QATTN_FMT_E4M3 || (qf) == QATTN_FMT_INT4)
-#define QATTN_WGMMA_ES(qf) (QATTN_WGMMA_8BIT(qf) ? 1 : 2)
 /* V in 16-bit rows of keys (the baselines, and fp16 P.V after 8-bit Q.K: fp16 V, or e4m3 V widened), else 8-bit V^T */
 #define QATTN_WGMMA_V16(qf, vf) (!QATTN_WGMMA_8BIT(qf) || (vf) == QATTN_FMT_FP16)
 /* e4m3 P.V with acc=fp32 (the CK presets) after 8-bit Q.K: P's and V's e4m3 values widened to fp16
@@ -25,27 +24,37 @@
 #define QATTN_WGMMA_WIDEN(qf, pf, acc) (QATTN_WGMMA_8BIT(qf) && (pf) == QATTN_FMT_E4M3 && (acc) == QATTN_ACC_FP32)
 /* V's format in shared memory */
 #define QATTN_WGMMA_VF(qf, pf, acc) (QATTN_WGMMA_WIDEN(qf, pf, acc) ? QATTN_FMT_FP16 : (pf))
+/* e4m3 Q.K with acc=fp32 (ck-fp8bf16, V widened too): Q's and K's codes widened to fp16 by the
+ * producer for an f16 Q.K (25 bits a k-step of 16 channels) */
+#define QATTN_WGMMA_WQK(qf, vf) ((qf) == QATTN_FMT_E4M3 && (vf) == QATTN_FMT_FP16)
+/* bytes of a Q / K element in shared memory */
+#define QATTN_WGMMA_ES(qf, vf) (QATTN_WGMMA_8BIT(qf) && !QATTN_WGMMA_WQK(qf, vf) ? 1 : 2)
 /* 16-bit: two key blocks of 64 a stage with two consumer warpgroups (bm 128), one with three (their
  * S registers) */
 #define QATTN_WGMMA_KS(qf, kb, bm) (QATTN_WGMMA_8BIT(qf) || (bm) > 128 ? (kb) : 128)
 #define QATTN_WGMMA_STAGEB(d, qf, vf, kb, bm)                                                                        \
-    (QATTN_WGMMA_KS(qf, kb, bm) * (d) * (QATTN_WGMMA_ES(qf) + (QATTN_WGMMA_V16(qf, vf) ? 2 : 1)))
-#define QATTN_WGMMA_NSTAGES(d, qf, vf, kb, bm) (QATTN_WGMMA_STAGEB(d, qf, vf, kb, bm) > 32768 ? 2 : 4)
-/* the unpacking producer (wgmma_unpack.h; int4 Q/K, or e4m3 V widened to fp16: wv): its staging
- * ring (slots of packed K, and of e4m3 V rows), dS ([stages][bm / 16][keys] floats, smooth=q's rows
- * of the plane: Q blocks of a multiple of 16 rows) and Q's packed rows */
+    (QATTN_WGMMA_KS(qf, kb, bm) * (d) * (QATTN_WGMMA_ES(qf, vf) + (QATTN_WGMMA_V16(qf, vf) ? 2 : 1)))
+/* 4 stages, 2 where 4 do not fit (16-bit d = 128; e4m3 Q / K widened at d = 128 with their staging) */
+#define QATTN_WGMMA_NSTAGES(d, qf, vf, kb, bm)                                                                      \
+    (QATTN_WGMMA_STAGEB(d, qf, vf, kb, bm) > 32768 || (QATTN_WGMMA_WQK(qf, vf) && (d) > 64) ? 2 : 4)
+/* the unpacking producer (wgmma_unpack.h; int4 Q/K, e4m3 V widened to fp16: wv, e4m3 Q/K widened
+ * too: wk): its staging ring (slots of packed / e4m3 K, and of e4m3 V rows), dS ([stages][bm / 16][keys]
+ * floats, smooth=q's rows of the plane: Q blocks of a multiple of 16 rows) and Q's packed / e4m3 rows */
 #define QATTN_WGMMA_DSROWS(bm) ((bm) / 16)
-#define QATTN_WGMMA_USLOT(d, ks, i4, wv) (((i4) ? (ks) * (d) / 2 : 0) + ((wv) ? (ks) * (d) : 0))
+#define QATTN_WGMMA_USLOT(d, ks, i4, wk, wv) (((i4) ? (ks) * (d) / 2 : (wk) ? (ks) * (d) : 0) + ((wv) ? (ks) * (d) : 0))
 /* slots of the staging ring (3 with both int4 K and e4m3 V rows: 4 exceed shared memory at d = 128) */
 #define QATTN_WGMMA_UNSLOT(i4, wv) ((i4) && (wv) ? 3 : 4)
-#define QATTN_WGMMA_USTG(d, qf, vf, kb, wv, bm)                                                                           \
-    ((qf) == QATTN_FMT_INT4 || (wv) ? QATTN_WGMMA_UNSLOT((qf) == QATTN_FMT_INT4, wv) * QATTN_WGMMA_USLOT(d, QATTN_WGMMA_KS(qf, kb, bm), (qf) == QATTN_FMT_INT4, wv) \
-                                    : 0) +                                                                            \
-        ((qf) == QATTN_FMT_INT4 ? QATTN_WGMMA_NSTAGES(d, qf, vf, kb, bm) * QATTN_WGMMA_DSROWS(bm) * QATTN_WGMMA_KS(qf, kb, bm) * 4 +           \
-                                      (bm) * (d) / 2                                                                  \
-                                : 0)
-#define QATTN_WGMMA_SMEM(d, qf, vf, kb, wv, bm)                                                                       \
-    ((bm) * (d) * QATTN_WGMMA_ES(qf) + QATTN_WGMMA_NSTAGES(d, qf, vf, kb, bm) * QATTN_WGMMA_STAGEB(d, qf, vf, kb, bm) + \
+#define QATTN_WGMMA_USTG(d, qf, vf, kb, wv, bm)                                                                     \
+    ((qf) == QATTN_FMT_INT4 || (wv) ? QATTN_WGMMA_UNSLOT((qf) == QATTN_FMT_INT4, wv) *                                \
+                                          QATTN_WGMMA_USLOT(d, QATTN_WGMMA_KS(qf, kb, bm), (qf) == QATTN_FMT_INT4,   \
+                                                            QATTN_WGMMA_WQK(qf, vf), wv)                             \
+                                    : 0) +                                                                          \
+        ((qf) == QATTN_FMT_INT4 ? QATTN_WGMMA_NSTAGES(d, qf, vf, kb, bm) * QATTN_WGMMA_DSROWS(bm) *                   \
+                                          QATTN_WGMMA_KS(qf, kb, bm) * 4 +                                            \
+                                      (bm) * (d) / 2                                                                \
+                                : QATTN_WGMMA_WQK(qf, vf) ? (bm) * (d) : 0)
+#define QATTN_WGMMA_SMEM(d, qf, vf, kb, wv, bm)                                                                     \
+    ((bm) * (d) * QATTN_WGMMA_ES(qf, vf) + QATTN_WGMMA_NSTAGES(d, qf, vf, kb, bm) * QATTN_WGMMA_STAGEB(d, qf, vf, kb, bm) + \
      QATTN_WGMMA_USTG(d, qf, vf, kb, wv, bm) + 1024)
 
 template <bool C, typename A, typename B>

@@ -1,8 +1,8 @@
 /* The unpacking producer warpgroup of the wgmma instances (attn_fwd_wgmma.h):
  * packed int4 Q/K codes unpacked to int8 in shared memory (Hopper has no
- * int4 MMA) with smooth=q's dS rows, and e4m3 V codes widened to fp16 for an
- * f16 P.V with an fp32 accumulator (the fp8 MMA keeps 22 bits). NVIDIA
- * only (sm_90a). */
+ * int4 MMA) with smooth=q's dS rows, and e4m3 V codes (and with an e4m3
+ * Q.K, Q's and K's) widened to fp16 for the f16 MMA with an fp32
+ * accumulator (the fp8 MMA keeps 22 bits). NVIDIA only (sm_90a). */
 #ifndef QATTN_KERNELS_WGMMA_UNPACK_H
 #define QATTN_KERNELS_WGMMA_UNPACK_H
 
@@ -43,35 +43,40 @@ static __device__ __forceinline__ void qattn_wgmma_widen_chunk(const uint8_t *sr
     *(uint4 *)(tile + qattn_wg_off<RB, R>(r, 2 * pc + 1)) = c;
 }
 
-/* The unpacking producer (I4: int4 Q/K; WV: e4m3 V widened), in two roles
+/* The unpacking producer (I4: int4 Q/K; WK: e4m3 Q/K widened; WV: e4m3 V widened), in two roles
  * that meet only at mbarriers, so that copies run as far ahead as the
  * stages allow and the unpacking follows the data:
- *   warps 0, 1 (copiers): Q (I4: packed into sQstg; else into sQ, arriving
- *     on the kernel's Q barrier); key block after key block, its packed K
- *     (rows of D / 2 bytes, keys in order) into a slot of a ring of NSLOT
+ *   warps 0, 1 (copiers): Q (I4, WK: packed / e4m3 rows into sQstg; else
+ *     into sQ, arriving on the kernel's Q barrier); key block after key
+ *     block, its packed / e4m3 K (rows of D / 2 or D bytes, keys in order)
+ *     into a slot of a ring of NSLOT
  *     (else K's codes straight into the stage, row c of a 32-key chunk =
  *     key sigma(c)), with smooth=q (p.q_mean) the tile's rows of the dS
  *     plane (wgmma_dsq.h) into the stage's dS rows; V^T into the stage (WV:
  *     V's e4m3 rows, keys in order, into the slot), then an arrival on the
  *     slot's "landed" barrier once they land;
- *   warps 2, 3 (unpackers): Q (I4), then each block's K written as int8
- *     (16 x the codes, K row c of a 32-key chunk = key sigma(c)) into the
- *     stage, V as fp16 rows (row c = key sigma(c), WV), then the stage's
+ *   warps 2, 3 (unpackers): Q (I4, WK), then each block's K written as int8
+ *     (16 x the codes) or fp16 (WK) (K row c of a 32-key chunk = key
+ *     sigma(c)) into the stage, V as fp16 rows (row c = key sigma(c), WV),
+ *     then the stage's
  *     full barrier (64 arrivals, all regular: the consumers' one source of
  *     the stage) and the slot's release ("free").
  * Unpacked codes are generic-proxy stores that the wgmma reads through the
  * async proxy, hence the fence before each arrival. */
-template <int D, int KS, int S, bool I4, bool WV, int BM>
+template <int D, int KS, int S, bool I4, bool WK, bool WV, int BM>
 static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_kernels_attn_params &p, uint8_t *sQ,
                                                               uint8_t *sStage, uint8_t *sStg, uint8_t *sQstg,
                                                               float *sDs, uint32_t bar0, int J0, int J1,
                                                               int b, int h, int hk, int i0, int sq, int sk,
                                                               int64_t tq0, int64_t tk0)
 {
+    static_assert(!WK || (WV && !I4), "e4m3 Q/K widened with V (acc=fp32)");
     constexpr int NS = QATTN_WGMMA_UNSLOT(I4, WV), DSR = QATTN_WGMMA_DSROWS(BM); /* BM: the tile's rows */
-    constexpr int RB = D, PCH = D / 32, CH = D / 16; /* int8 row bytes, packed / 8-bit 16-byte chunks a row */
-    constexpr int STAGE = QATTN_WGMMA_STAGEB(D, QATTN_FMT_INT8, WV ? QATTN_FMT_FP16 : QATTN_FMT_INT8, KS, BM), SLOT = QATTN_WGMMA_USLOT(D, KS, I4, WV);
-    constexpr int SV = I4 ? KS * D / 2 : 0; /* V's rows in a slot (WV) */
+    constexpr int RB = WK ? 2 * D : D, PCH = D / 32, CH = D / 16; /* Q / K row bytes in the tile; packed / 8-bit 16-byte chunks a row */
+    constexpr int QCH = I4 ? PCH : CH;                           /* 16-byte chunks of a staged Q row (I4, WK) */
+    constexpr int STAGE = QATTN_WGMMA_STAGEB(D, WK ? QATTN_FMT_E4M3 : QATTN_FMT_INT8, WV ? QATTN_FMT_FP16 : QATTN_FMT_INT8, KS, BM);
+    constexpr int SLOT = QATTN_WGMMA_USLOT(D, KS, I4, WK, WV);
+    constexpr int SV = I4 ? KS * D / 2 : WK ? KS * D : 0; /* V's rows in a slot (WV) */
     constexpr int VCH = KS / 16, VR = 64 / VCH, VSTEP = VR * (KS < 128 ? KS : 128); /* V^T by 64 threads */
     constexpr int DCH = KS / 4;                                                     /* 16-byte chunks of a dS row */
     const int wt = (int)threadIdx.x & 127, rt = wt & 63; /* thread in the warpgroup, in its role */
@@ -93,10 +98,10 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
     if (wt < 64) {
         /* ================= copiers ================= */
         const uint8_t *qg = (const uint8_t *)p.q + (int64_t)b * p.q_sb + tq0 * p.q_st + (int64_t)h * p.q_sh;
-        if constexpr (I4) {
+        if constexpr (I4 || WK) {
 #pragma unroll 4
-            for (int e = rt; e < BM * PCH; e += 64) {
-                const int r = e / PCH, pc = e % PCH, ok = i0 + r < sq;
+            for (int e = rt; e < BM * QCH; e += 64) {
+                const int r = e / QCH, pc = e % QCH, ok = i0 + r < sq;
                 qattn_cp_async16(sQstg + e * 16, ok ? qg + (int64_t)(i0 + r) * p.q_st + pc * 16 : qg, ok ? 16 : 0);
             }
             qattn_cp_async_mbar_arrive(QATTN_UP_QLANDED);
@@ -129,10 +134,10 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
             if (it >= S) /* the consumers' release of the stage's previous block */
                 qattn_mbar_wait(bar0 + 8u * (uint32_t)(S + stage), (uint32_t)((it / S - 1) & 1));
             uint8_t *stg = sStg + slot * SLOT;
-            if constexpr (I4) {
+            if constexpr (I4 || WK) {
 #pragma unroll
-                for (int e = rt; e < KS * PCH; e += 64) {
-                    const int r = e / PCH, pc = e % PCH, ok = j0 + r < sk;
+                for (int e = rt; e < KS * QCH; e += 64) {
+                    const int r = e / QCH, pc = e % QCH, ok = j0 + r < sk;
                     qattn_cp_async16(stg + e * 16, ok ? kg + (int64_t)(j0 + r) * kst + pc * 16 : kg, ok ? 16 : 0);
                 }
             } else {
@@ -169,11 +174,15 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
     }
 
     /* ================= unpackers ================= */
-    if constexpr (I4) { /* Q */
+    if constexpr (I4 || WK) { /* Q */
         qattn_mbar_wait(QATTN_UP_QLANDED, 0);
 #pragma unroll 4
-        for (int e = rt; e < BM * PCH; e += 64)
-            qattn_wgmma_unpack_chunk<RB, BM>(sQstg + e * 16, sQ, e / PCH, e % PCH);
+        for (int e = rt; e < BM * QCH; e += 64) {
+            if constexpr (I4)
+                qattn_wgmma_unpack_chunk<RB, BM>(sQstg + e * 16, sQ, e / QCH, e % QCH);
+            else
+                qattn_wgmma_widen_chunk<RB, BM>(sQstg + e * 16, sQ, e / QCH, e % QCH);
+        }
         qattn_fence_proxy_async_smem();
         qattn_mbar_arrive(bar0 + 8u * (uint32_t)(2 * S)); /* Q: 64 arrivals */
     }
@@ -191,6 +200,12 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
             for (int e = rt; e < KS * PCH; e += 64) {
                 const int r = e / PCH, pc = e % PCH; /* tile row r holds key sigma64(r) */
                 qattn_wgmma_unpack_chunk<RB, KS>(stg + (qattn_wg_sigma64(r) * PCH + pc) * 16, sK, r, pc);
+            }
+        } else if constexpr (WK) {
+#pragma unroll 2
+            for (int e = rt; e < KS * CH; e += 64) {
+                const int r = e / CH, pc = e % CH; /* tile row r holds key sigma64(r) */
+                qattn_wgmma_widen_chunk<RB, KS>(stg + (qattn_wg_sigma64(r) * CH + pc) * 16, sK, r, pc);
             }
         }
         if constexpr (WV) { /* V's fp16 rows after K's codes: tile row r holds key sigma64(r), like K (2 chunks

@@ -137,6 +137,9 @@ int qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_int8_pv_e4m3_acc_fp32(const 
 int qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_int4_pv_e4m3_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
+int qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_e4m3_pv_e4m3_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
 int qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_fp16_pv_fp16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
@@ -165,6 +168,9 @@ int qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_int8_pv_e4m3_acc_fp32(const
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
 int qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_int4_pv_e4m3_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+#endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
+int qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_e4m3_pv_e4m3_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
 int qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_fp16_pv_fp16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
@@ -1578,6 +1584,33 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_int4_pv_e4m3_acc_fp32},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
+    {.name = "attn_fwd_wgmma_d64_kb64_qk_e4m3_pv_e4m3_acc_fp32",
+     .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
+     .path = QATTN_KERNELS_PATH_WGMMA,
+     .head_dim = 64,
+     .q = QATTN_FMT_E4M3,
+     .k = QATTN_FMT_E4M3,
+     .p = QATTN_FMT_E4M3,
+     .v = QATTN_FMT_E4M3,
+     .acc = QATTN_ACC_FP32,
+     .two_level = 0,
+     .p_static = 3,
+     .qk_groups = "q: any token pattern, no ,ch:; k: one group on a lane's keys of each n-tile parity a block (tensor, block:n64, thread:64/8/2, thread:64/16/4); kblock=64 and acc=fp32 (Q, K, P, V widened to fp16, the f16 MMA: 25 bits a k-step of 16)",
+     .v_groups = "tensor or channel (,ch:C); e4m3 rows, 16-byte aligned",
+     .smooth = QATTN_SMOOTH_K | QATTN_SMOOTH_V,
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
+              (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 64,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = "sm_90a",
+     .cc_min = 90,
+     .cc_max = 90,
+     .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_e4m3_pv_e4m3_acc_fp32},
+#endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
     {.name = "attn_fwd_wgmma_d64_kb64_qk_fp16_pv_fp16_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
      .path = QATTN_KERNELS_PATH_WGMMA,
@@ -1858,6 +1891,33 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .cc_max = 90,
      .ds_plane = 1,
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_int4_pv_e4m3_acc_fp32},
+#endif
+#if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
+    {.name = "attn_fwd_wgmma_d128_kb64_qk_e4m3_pv_e4m3_acc_fp32",
+     .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
+     .path = QATTN_KERNELS_PATH_WGMMA,
+     .head_dim = 128,
+     .q = QATTN_FMT_E4M3,
+     .k = QATTN_FMT_E4M3,
+     .p = QATTN_FMT_E4M3,
+     .v = QATTN_FMT_E4M3,
+     .acc = QATTN_ACC_FP32,
+     .two_level = 0,
+     .p_static = 3,
+     .qk_groups = "q: any token pattern, no ,ch:; k: one group on a lane's keys of each n-tile parity a block (tensor, block:n64, thread:64/8/2, thread:64/16/4); kblock=64 and acc=fp32 (Q, K, P, V widened to fp16, the f16 MMA: 25 bits a k-step of 16)",
+     .v_groups = "tensor or channel (,ch:C); e4m3 rows, 16-byte aligned",
+     .smooth = QATTN_SMOOTH_K | QATTN_SMOOTH_V,
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
+              (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 64,
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = "sm_90a",
+     .cc_min = 90,
+     .cc_max = 90,
+     .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_e4m3_pv_e4m3_acc_fp32},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
     {.name = "attn_fwd_wgmma_d128_kb64_qk_fp16_pv_fp16_acc_fp32",
