@@ -653,7 +653,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
             }
         }
     }
-    qattn_mma_epilogue<D>(p, o, lA, lB, mA, mB, rA, rB, loA, hiA, loB, hiB, sq, tq0, b, h, hk);
+    qattn_mma_epilogue<D, D == 128 && NC == 3>(p, o, lA, lB, mA, mB, rA, rB, loA, hiA, loB, hiB, sq, tq0, b, h, hk);
 #undef QATTN_WS_FULL
 #undef QATTN_WS_EMPTY
 #undef QATTN_WS_QBAR
