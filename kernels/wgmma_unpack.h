@@ -49,18 +49,16 @@ static __device__ __forceinline__ void qattn_wgmma_widen_chunk(const uint8_t *sr
  *   warps 0, 1 (copiers): Q (I4, WK: packed / e4m3 rows into sQstg; else
  *     into sQ, arriving on the kernel's Q barrier); key block after key
  *     block, its packed / e4m3 K (rows of D / 2 or D bytes, keys in order)
- *     into a slot of a ring of NSLOT
- *     (else K's codes straight into the stage, row c of a 32-key chunk =
- *     key sigma(c)), with smooth=q (p.q_mean) the tile's rows of the dS
+ *     into a slot of a ring of NSLOT (else K's codes straight into the
+ *     stage, row c of a 32-key chunk = key sigma(c)), with smooth=q (p.q_mean) the tile's rows of the dS
  *     plane (wgmma_dsq.h) into the stage's dS rows; V^T into the stage (WV:
  *     V's e4m3 rows, keys in order, into the slot), then an arrival on the
  *     slot's "landed" barrier once they land;
  *   warps 2, 3 (unpackers): Q (I4, WK), then each block's K written as int8
  *     (16 x the codes) or fp16 (WK) (K row c of a 32-key chunk = key
  *     sigma(c)) into the stage, V as fp16 rows (row c = key sigma(c), WV),
- *     then the stage's
- *     full barrier (64 arrivals, all regular: the consumers' one source of
- *     the stage) and the slot's release ("free").
+ *     then the stage's full barrier (64 arrivals, all regular: the
+ *     consumers' one source of the stage) and the slot's release ("free").
  * Unpacked codes are generic-proxy stores that the wgmma reads through the
  * async proxy, hence the fence before each arrival. */
 template <int D, int KS, int S, bool I4, bool WK, bool WV, int BM>
