@@ -337,10 +337,9 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
             qattn_wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < RB / 32; kk++) {
-                const uint64_t dk = dk0 + ((so + (uint32_t)((32 * kk >> 7) * KS * 128 + (32 * kk & 127))) >> 4);
+                const uint64_t dk = dk0 + ((so + qattn_wg_slab_off<KS>(32 * kk)) >> 4);
                 if constexpr (QSS)
-                    qattn_wgmma_m64k16_ss<KS, BF>(acc, dq0 + ((uint32_t)((32 * kk >> 7) * BM * 128 + (32 * kk & 127)) >> 4), dk,
-                                                  kk > 0);
+                    qattn_wgmma_m64k16_ss<KS, BF>(acc, dq0 + (qattn_wg_slab_off<BM>(32 * kk) >> 4), dk, kk > 0);
                 else
                     qattn_wgmma_m64k16_rs<KS, BF, 0>(acc, qf[kk], dk, kk > 0);
             }
@@ -435,13 +434,11 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
             qattn_wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < RB / 32; kk++) {
-                if constexpr (WQK) { /* k-steps of 16 channels (32 bytes) in column slabs of 128 bytes */
-                    const uint32_t qo = (uint32_t)((32 * kk >> 7) * BM * 128 + (32 * kk & 127));
-                    const uint32_t ko = (uint32_t)((32 * kk >> 7) * KB * 128 + (32 * kk & 127));
-                    qattn_wgmma_m64k16_ss<KB, 0>(acc, dq0 + (qo >> 4), dk0 + ((so + ko) >> 4), kk > 0);
-                } else {
+                if constexpr (WQK) /* k-steps of 16 channels (32 bytes) in column slabs of 128 bytes */
+                    qattn_wgmma_m64k16_ss<KB, 0>(acc, dq0 + (qattn_wg_slab_off<BM>(32 * kk) >> 4),
+                                                 dk0 + ((so + qattn_wg_slab_off<KB>(32 * kk)) >> 4), kk > 0);
+                else
                     qattn_wgmma_qk<KB>(acc, dq0 + 2u * kk, dk0 + ((so >> 4) + 2u * kk), kk > 0);
-                }
             }
             qattn_wgmma_commit();
         };

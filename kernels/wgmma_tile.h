@@ -81,13 +81,20 @@ static __device__ __forceinline__ int qattn_wg_off(int r, int ch)
 {
     return RB == 64 ? r * 64 + ((ch ^ ((r >> 1) & 3)) << 4) : (ch >> 3) * R * 128 + qattn_sw128(r, ch & 7);
 }
+/* byte offset of byte kb of row 0 in such a tile of R rows of 128 bytes or more (its column slab,
+ * then the byte within the slab's row) */
+template <int R>
+static __host__ __device__ constexpr uint32_t qattn_wg_slab_off(int kb)
+{
+    return (uint32_t)((kb >> 7) * R * 128 + (kb & 127));
+}
 /* descriptor of the K-major k-step at byte kb of the rows r0.. of such a
  * tile (at shared address tile) */
 template <int RB, int R>
 static __device__ __forceinline__ uint64_t qattn_wg_desc_k(uint32_t tile, int r0, int kb)
 {
     return RB == 64 ? qattn_wgmma_desc_sw64(tile + (uint32_t)(r0 * 64 + kb))
-                    : qattn_wgmma_desc_sw128(tile + (uint32_t)((kb >> 7) * R * 128 + r0 * 128 + (kb & 127)));
+                    : qattn_wgmma_desc_sw128(tile + qattn_wg_slab_off<R>(kb) + (uint32_t)(r0 * 128));
 }
 
 #endif
