@@ -15,6 +15,7 @@
 #include "qattn_kernels.h" /* qattn_kernels_attn_params */
 
 #define QATTN_DSQ_KEYS QATTN_KERNELS_DS_KEYS /* keys a tile (the plane's row multiple, params ds_ld) */
+#define QATTN_DSQ_QB 64 /* Q blocks a block (4 warps of 16: an m16 A tile's rows a warp) */
 #define QATTN_DSQ_RANGE 2048 /* keys a block (several blocks a row of the plane: enough blocks to fill the GPU) */
 #define QATTN_DSQ_ROWB(d) (2 * (d) + 16) /* bytes of a K row in shared memory (padded: ldmatrix without conflicts) */
 
@@ -52,8 +53,8 @@ __global__ void __launch_bounds__(128) qattn_dsq_kernel(qattn_kernels_attn_param
     const int nqb = (sq + p.qblock - 1) / p.qblock; /* this sequence's Q blocks (the plane has p.nqb rows) */
     const int nkr = qattn_dsq_ranges(p.ds_ld);
     const int qg = (int)blockIdx.x / nkr, t0 = (int)blockIdx.x % nkr * (QATTN_DSQ_RANGE / KT);
-    const int l0 = 64 * qg + 16 * warp, t1 = min((sk + KT - 1) / KT, t0 + QATTN_DSQ_RANGE / KT);
-    if (64 * qg >= nqb || t0 >= t1)
+    const int l0 = QATTN_DSQ_QB * qg + 16 * warp, t1 = min((sk + KT - 1) / KT, t0 + QATTN_DSQ_RANGE / KT);
+    if (QATTN_DSQ_QB * qg >= nqb || t0 >= t1)
         return;
     const uint16_t *kg = (const uint16_t *)p.k_in + (int64_t)b * p.kin_sb + tk0 * p.kin_st + (int64_t)hk * p.kin_sh;
     auto load_tile = [&](int t) {
@@ -164,7 +165,8 @@ static int qattn_dsq_launch(const qattn_kernels_attn_params &p, void *stream, qa
     void (*k)(qattn_kernels_attn_params) = &qattn_dsq_kernel<D>;
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                     "attn wgmma: the dS pass's shared-memory limit");
-    const dim3 grid((unsigned)((p.nqb + 63) / 64 * qattn_dsq_ranges(p.ds_ld)), (unsigned)p.hq, (unsigned)p.nseq);
+    const int qgroups = (p.nqb + QATTN_DSQ_QB - 1) / QATTN_DSQ_QB;
+    const dim3 grid((unsigned)(qgroups * qattn_dsq_ranges(p.ds_ld)), (unsigned)p.hq, (unsigned)p.nseq);
     k<<<grid, dim3(128), smem, (cudaStream_t)stream>>>(p);
     QATTN_MMA_CHECK(cudaGetLastError(), "attn wgmma: the dS pass");
     return QATTN_OK;
