@@ -69,6 +69,7 @@
 #include "wgmma_dsq.h"    /* smooth=q's dS plane (int4) */
 #include "wgmma_unpack.h" /* the producer that unpacks int4 K / widens e4m3 V */
 #include "wgmma_tile.h"   /* block shape, shared memory, swizzled tiles, descriptors */
+#include "attn_fwd_wgsolo.h" /* blocks of one warpgroup, no producer (8-bit Q.K, e4m3 P.V) */
 
 /* The consumers' order of a key block's steps, chosen per instance by
  * measurement (H100, 2026-11-27, kernels/LOG.md): EARLY waits for the next
@@ -91,11 +92,6 @@ static __host__ __device__ constexpr int qattn_wg_defer_o(int d, int kb, int qf,
  * registers allow the two-warpgroup order (+8-10%; sage2-8b-sm90 there -2%, sage1-vb -6%: H100,
  * 2026-11-28) */
 static __host__ __device__ constexpr bool qattn_wg_ser(int d, int qf) { return !(d == 64 && qf == QATTN_FMT_E4M3); }
-/* MIX: half the int32 scores converted by cvt.rn.f32.s32, half by the
- * add-subtract pair, so the two pipes share the work (sage2-8b-sm90 d = 128
- * +6%, the d = 64 64-key instances +2-3%; the others lose 1-4%; all by cvt:
- * -4%) */
-static __host__ __device__ constexpr bool qattn_wg_s2f_mix(int d, int kb) { return (d == 64) == (kb == 64); }
 
 /* consumer warpgroups a block has by default, chosen by measurement (kernels/LOG.md): three (BM =
  * 192, 160 registers each, the producer 24; 152 and 48 where the producer widens V) for the 8-bit
@@ -449,9 +445,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
             qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
             issue_qk(0u);
         }
-        /* K groups (qattn_wg_kgroup_ok: blocks of B keys, B % KB == 0, or the tensor): the scale of a
-         * thread's keys of tile parity x in block j0 is kcur[kinx], kcur = the groups of the B-block
-         * of j0, stepped every B / KB blocks (no division in the loop) */
+        /* the K scales of the thread's keys as qattn_wg_kscales does (inline here: as that struct, ptxas
+         * spilled 4 bytes more in the three-consumer d = 128 form) */
         const int ktens = p.k_group.tok == QATTN_TOK_TENSOR;
         const int kq = ktens ? INT_MAX : p.k_group.b / KB; /* key blocks in a B-block */
         const int kper = p.k_group.tok == QATTN_TOK_THREAD ? p.k_group.s / p.k_group.w : 1; /* groups a B-block */
@@ -545,22 +540,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
             } else if constexpr (W16) {
                 qattn_wgmma_pv16_issue<D, KB, KS, 0>(o, alA, alB, pf, aV, 0);
             } else if constexpr (HALF) {
-#pragma unroll
-                for (int hf = 0; hf < 2; hf++) {
-#pragma unroll
-                    for (int x = 0; x < NO * 2; x++)
-                        qattn_wgmma_fence_reg(pvbuf[x]);
-                    qattn_wgmma_fence();
-#pragma unroll
-                    for (int q = 0; q < KB / 32; q++) /* V^T rows (channels) 64 hf.. at 64 hf KB bytes */
-                        qattn_wgmma_pv<D / 2>(pvbuf, pf[q], dv0 + ((so >> 4) + (uint32_t)(4 * KB * hf) + 2u * q), q > 0);
-                    qattn_wgmma_commit();
-                    qattn_wgmma_wait<0>();
-#pragma unroll
-                    for (int x = 0; x < NO * 2; x++)
-                        qattn_wgmma_fence_reg(pvbuf[x]);
-                    qattn_wgmma_o_update<NO / 2>(*reinterpret_cast<float(*)[NO / 2][4]>(&o[NO / 2 * hf][0]), pvbuf, alA, alB);
-                }
+                qattn_wgmma_pv_halves<D, KB>(o, pvbuf, pf, dv0 + (so >> 4), alA, alB);
             } else {
                 if (!TWO)
                     qattn_wgmma_o_rescale<NO>(o, alA, alB);
@@ -729,12 +709,20 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
                 return rc;
         }
     }
-    /* consumer warpgroups: the instance's default (qattn_wg_nc), or QATTN_WG_NC=2 / 3 in the
-     * environment (for comparison); two for a fused Q (wgmma_qfuse.h: groups inside a 128-row tile) */
+    /* the block form: p.wg_form, or where it is 0 the rule (wgmma_form.h) for instances with the
+     * one-warpgroup form, else the instance's consumer warpgroups (qattn_wg_nc); QATTN_WG_NC=1 / 2 /
+     * 3 in the environment over both (for comparison); two for a fused Q (wgmma_qfuse.h: groups
+     * inside a 128-row tile) */
     if (!p.q_fuse) {
+        constexpr bool SOLO = qattn_wg_solo_can(D, KB, QF, PF, ACC);
         static const char *const env = getenv("QATTN_WG_NC");
-        const int nc = env && (env[0] == '2' || env[0] == '3') ? env[0] - '0' : qattn_wg_nc(QF);
-        if (nc == 3)
+        int form = env && env[0] >= '1' && env[0] <= '3' ? env[0] - '0' : p.wg_form;
+        if (form == QATTN_WG_FORM_RULE)
+            form = SOLO ? qattn_wg_form(D, KB, QF, PF, ACC, p.mask, p.seqlen_k) : qattn_wg_nc(QF);
+        if constexpr (SOLO)
+            if (form == QATTN_WG_FORM_SOLO)
+                return qattn_attn_fwd_wgsolo_launch<D, KB, QF, PF, ACC>(p, stream, err);
+        if (form == QATTN_WG_FORM_NC3 || (form == QATTN_WG_FORM_SOLO && qattn_wg_nc(QF) == 3))
             return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 3>(p, stream, err);
     }
     return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 2>(p, stream, err);

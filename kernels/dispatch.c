@@ -9,6 +9,7 @@
 #include "qattn_kernels.h"
 #include "qattn_kernels_sparse.h"
 #include "registry.h"
+#include "wgmma_form.h"
 #include "wgmma_keys.h"
 
 #ifndef QATTN_KERNELS_BACKEND_DESC
@@ -82,6 +83,13 @@ static void cc_text(const qattn_kernels_sig *g, char *buf, size_t len)
         snprintf(buf, len, "sm_%d to sm_%d", g->cc_min, g->cc_max);
 }
 
+/* 1 when g has both block forms (kernels/wgmma_form.h) */
+static int wg_both(const qattn_kernels_sig *g)
+{
+    return g && g->family == QATTN_KERNELS_FAMILY_ATTN_FWD && g->path == QATTN_KERNELS_PATH_WGMMA &&
+           qattn_wg_solo_can(g->head_dim, g->kblock_max, g->q, g->p, g->acc);
+}
+
 char *qattn_kernels_describe(const qattn_kernels_sig *g, char *buf, size_t len)
 {
     char in[64], out[64], masks[64], cc[32], fuse[32];
@@ -118,9 +126,15 @@ char *qattn_kernels_describe(const qattn_kernels_sig *g, char *buf, size_t len)
                  (g->sparse_variants >> QATTN_KERNELS_SPARSE_FUSED) & 1u ? "fused" : "", g->qk_groups, cc, g->arch);
         return buf;
     }
+    char solo[128] = "";
+    if (wg_both(g))
+        snprintf(solo, sizeof solo,
+                 "; blocks of one warpgroup where a row sees <= %ld keys on average, else of three consumer "
+                 "warpgroups",
+                 qattn_kernels_wg_solo_keys(g));
     snprintf(buf, len,
              "attn-fwd %s: d=%d q=%s k=%s p=%s%s v=%s acc=%s%s; qk groups %s; v groups %s; kblock<=%d; masks %s; "
-             "varlen %s; gqa %s; lse %s; out %s; %s%s%s%s%s; [%s]",
+             "varlen %s; gqa %s; lse %s; out %s; %s%s%s%s%s%s; [%s]",
              qattn_kernels_path_name(g->path), g->head_dim, qattn_fmt_name(g->q), qattn_fmt_name(g->k), qattn_fmt_name(g->p),
              g->p_static == 3 ? "[@static]" : g->p_static == 2 ? "@static" : "", qattn_fmt_name(g->v), acc_name(g->acc),
              g->two_level ? "[+fp32:N]" : "", g->qk_groups, g->v_groups, g->kblock_max, masks,
@@ -128,7 +142,7 @@ char *qattn_kernels_describe(const qattn_kernels_sig *g, char *buf, size_t len)
              g->fuse_q ? "; quantizes Q itself from " : "", g->fuse_q ? fuse : "",
              g->fuse_q ? " (token-local groups of a 128-row tile)" : "",
              g->ds_plane ? "; smooth=q's dS through a plane (4 bytes a head, Q block and key) written first" : "",
-             g->arch);
+             solo, g->arch);
     return buf;
 }
 
@@ -673,6 +687,18 @@ int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, c
 {
     return qattn_kernels_fuse_q_can(g, s, pb) && (pb->fuse_q || env_is("QATTN_FUSE_Q", "1"));
 }
+
+int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_problem *pb)
+{
+    if (!wg_both(g))
+        return 0;
+    const char *env = getenv("QATTN_WG_NC");
+    if (env && (env[0] == '1' || env[0] == '3'))
+        return env[0] - '0';
+    return pb->wg_form ? pb->wg_form : qattn_wg_form(g->head_dim, g->kblock_max, g->q, g->p, g->acc, pb->mask, pb->seqlen_k);
+}
+
+long qattn_kernels_wg_solo_keys(const qattn_kernels_sig *g) { return wg_both(g) ? qattn_wg_solo_keys(g->head_dim, g->q) : 0; }
 
 const char *qattn_kernels_hw_limit(const qattn_scheme *s, int cc, int i)
 {

@@ -218,6 +218,7 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
     p->kblock = s->kblock;
     p->acc_chunk = s->acc_chunk;
     p->smooth = s->smooth;
+    p->wg_form = pb->wg_form;
     return QATTN_OK;
 }
 

@@ -190,6 +190,13 @@ const char *qattn_kernels_backend(void);
 /* one line describing sig (formats, groups, masks, ...); returns buf */
 char *qattn_kernels_describe(const qattn_kernels_sig *sig, char *buf, size_t len);
 
+/* the wgmma path's blocks for the instances with both forms (kernels/wgmma_form.h) */
+enum {
+    QATTN_WG_FORM_RULE = 0, /* by the rule there */
+    QATTN_WG_FORM_SOLO = 1, /* one warpgroup a block, three blocks a multiprocessor (attn_fwd_wgsolo.h) */
+    QATTN_WG_FORM_NC3 = 3   /* three consumer warpgroups and a producer a block (attn_fwd_wgmma.h) */
+};
+
 /* ---- a problem ---- */
 typedef struct qattn_kernels_problem {
     int nseq;              /* sequences (batch) */
@@ -209,6 +216,8 @@ typedef struct qattn_kernels_problem {
                             * (qattn_kernels_fuse_q_ok; QATTN_FUSE_Q=1 in the environment does the same);
                             * 0: by its own kernel, the default (on the H100 the fused form did not pay:
                             * kernels/DESIGN.md) */
+    int wg_form;           /* the wgmma path's blocks (QATTN_WG_FORM_*) for the instances that have both
+                            * forms; 0: by the rule (qattn_kernels_wg_form) */
 } qattn_kernels_problem;
 
 /* The instances that run scheme s on problem pb: *attn (attention forward)
@@ -353,6 +362,7 @@ struct qattn_kernels_attn_params {
     float pmul;             /* P stored as P * pmul: qmax(p) for @static, else 1 */
     int kblock, acc_chunk;  /* keys per online-softmax step; two-level chunk or 0 */
     unsigned smooth;        /* QATTN_SMOOTH_* of the scheme */
+    int wg_form;            /* wgmma: the blocks (problem wg_form; 0: by the rule at launch) */
 };
 
 /* Fill p for running scheme s on pb from the quantized operands (qp_*: the
@@ -387,6 +397,11 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
  * split along channels), no smooth=q; and pb->fuse_q or QATTN_FUSE_Q=1 in
  * the environment asks for it. 0 or 1. */
 int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb);
+/* the wgmma blocks instance g takes for pb (QATTN_WG_FORM_SOLO or _NC3, kernels/wgmma_form.h: pb->wg_form,
+ * QATTN_WG_NC=1 / 3 in the environment, else the rule there); 0 where g has one form */
+int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_problem *pb);
+/* the most keys a row sees on average for which g takes blocks of one warpgroup by the rule (0: never) */
+long qattn_kernels_wg_solo_keys(const qattn_kernels_sig *g);
 /* the same without the request: whether g could quantize Q of s on pb itself */
 int qattn_kernels_fuse_q_can(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb);
 /* p (filled for s on pb) switched to the fused form: q = the user's Q

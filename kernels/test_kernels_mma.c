@@ -529,6 +529,30 @@ static void run_plan_case(const char *scheme, qattn_fmt in, int d, int hq, int h
         CHECK(dlse_max <= QATTN_KERNELS_TOL_LSE, "plan: max |LSE_gpu - LSE_emu| %.3g > %.0e", dlse_max,
               QATTN_KERNELS_TOL_LSE);
     }
+    if (rc == 0 && strstr(desc, "; blocks of ")) {
+        /* a wgmma instance with both block forms: one warpgroup and three consumer warpgroups give
+         * identical bits (unfused, each asked for) */
+        qattn_kernels_problem p1 = pb, p3 = pb;
+        p1.wg_form = QATTN_WG_FORM_SOLO, p3.wg_form = QATTN_WG_FORM_NC3;
+        char d1[512] = "", d3[512] = "";
+        int f1 = 0, f3 = 0, frc = 0;
+        unsigned char *o1 = malloc(ob), *o3 = malloc(ob);
+        float *l1 = malloc(nl * 4), *l3 = malloc(nl * 4);
+        frc = !o1 || !o3 || !l1 || !l3 || plan_run(&s, &p1, &io, o1, ob, l1, nl, d1, sizeof d1, &f1, &err) ||
+              plan_run(&s, &p3, &io, o3, ob, l3, nl, d3, sizeof d3, &f3, &err);
+        CHECK(frc == 0, "block forms (%s): %s", scheme, err.msg);
+        size_t diff = 0;
+        for (size_t i = 0; frc == 0 && i < ob; i++)
+            diff += o1[i] != o3[i];
+        for (size_t i = 0; frc == 0 && i < nl; i++)
+            diff += memcmp(&l1[i], &l3[i], 4) != 0;
+        printf("plan %s in=%s d=%d %s: [%s] against [%s]: %zu bytes differ\n", scheme, qattn_fmt_name(in), d, mask, d1,
+               d3, diff);
+        CHECK(frc != 0 || (strstr(d1, "one warpgroup") && strstr(d3, "three consumer")),
+              "block forms not as asked: [%s], [%s]", d1, d3);
+        CHECK(frc != 0 || diff == 0, "block forms: %zu output bytes differ", diff);
+        free(o1), free(o3), free(l1), free(l3);
+    }
     if (rc == 0 && fused) {
         /* the same plan with Q quantized by its own kernel: identical bits */
         rc = plan_run(&s, &pb, &io, ou, ob, lse_u, nl, udesc, sizeof udesc, &ufused, &err);
@@ -750,6 +774,9 @@ int main(int argc, char **argv)
             run_plan_case("sage1-b", QATTN_FMT_BF16, 128, 2, 2, 1100, "causal");
         run_plan_case("sage1-vb", QATTN_FMT_FP16, 64, 4, 1, 300, "none");
         run_plan_case("sage2-8b-sm90 q=int8@token", QATTN_FMT_FP16, 128, 2, 1, 260, "causal");
+        /* e4m3 Q.K's two block forms (the int8 ones: the cases above) */
+        run_plan_case("fa3-fp8", QATTN_FMT_FP16, 128, 2, 1, 900, "causal");
+        run_plan_case("fa3-fp8", QATTN_FMT_BF16, 64, 4, 2, 333, "window:100,20");
     }
     /* sage2-8b (kblock=64, K thread:64/8/2, fp22+fp32:64) is not the mma.sync
      * instances' scheme: the wgmma kb64 instance runs it where one can (sm_90

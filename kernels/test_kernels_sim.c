@@ -16,6 +16,7 @@
 #include "../tests/check.h"
 #include "qattn/numerics.h"
 #include "qattn_kernels.h"
+#include "wgmma_form.h"
 #include "wgmma_keys.h"
 
 static uint64_t rs = 777;
@@ -478,8 +479,6 @@ static void check_path_choice(void)
     CHECK_STR_CONTAINS(err.msg, "rope=32: no instance keeps a bf16 part of the head");
 }
 
-/* the 8-bit wgmma tile's key order (a permutation: each key of a block once
- * per row) and the K groups it can index (hand-worked cases) */
 /* the dS plane's bytes (smooth=q on instances with ds_plane): heads x sequences x Q blocks x padded keys */
 static void check_ds_bytes(void)
 {
@@ -497,6 +496,52 @@ static void check_ds_bytes(void)
           qattn_kernels_attn_ds_bytes(&g, &p));
 }
 
+/* the wgmma block form (wgmma_form.h): which instances have both, and the rule's choice by the
+ * keys a row sees (hand-worked cases); the dispatcher's answer for the registry's instances */
+static void check_wg_form(void)
+{
+    const qattn_mask none = {QATTN_MASK_NONE, 0, 0}, causal = {QATTN_MASK_CAUSAL, 0, 0};
+    const qattn_mask br = {QATTN_MASK_CAUSAL_BR, 0, 0}, win = {QATTN_MASK_WINDOW, 1000, 23};
+    const int I8 = QATTN_FMT_INT8, E4 = QATTN_FMT_E4M3, FP22 = QATTN_ACC_FP22;
+    CHECK(qattn_wg_solo_can(128, 128, I8, E4, FP22) && qattn_wg_solo_can(128, 64, I8, E4, FP22) &&
+              qattn_wg_solo_can(64, 128, E4, E4, FP22),
+          "sage2-8b-sm90, sage2-8b, fa3-fp8 have both forms");
+    CHECK(!qattn_wg_solo_can(128, 64, E4, E4, FP22) && !qattn_wg_solo_can(128, 128, I8, E4, QATTN_ACC_FP32) &&
+              !qattn_wg_solo_can(128, 128, QATTN_FMT_INT4, E4, FP22) && !qattn_wg_solo_can(128, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16),
+          "e4m3 Q.K with d > kb, widened P.V, int4, fp16 P.V have one");
+    CHECK(qattn_wg_row_keys(none, 4096) == 4096 && qattn_wg_row_keys(causal, 8191) == 4096 &&
+              qattn_wg_row_keys(br, 8192) == 4096 && qattn_wg_row_keys(win, 65536) == 1024 && qattn_wg_row_keys(win, 500) == 500,
+          "keys a row sees");
+    CHECK(qattn_wg_form(128, 128, I8, E4, FP22, none, 4096) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 128, I8, E4, FP22, none, 4097) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(128, 128, I8, E4, FP22, causal, 8192) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 128, I8, E4, FP22, causal, 16384) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(128, 128, I8, E4, FP22, win, 1 << 20) == QATTN_WG_FORM_SOLO,
+          "int8 Q.K: one warpgroup up to 4096 keys a row");
+    CHECK(qattn_wg_form(128, 128, E4, E4, FP22, none, 8192) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 128, E4, E4, FP22, none, 8193) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(64, 128, E4, E4, FP22, none, 8192) == QATTN_WG_FORM_NC3,
+          "e4m3 Q.K: up to 8192 at d = 128, 4096 at d = 64");
+    CHECK(qattn_wg_form(128, 128, QATTN_FMT_INT4, E4, FP22, none, 64) == QATTN_WG_FORM_NC3, "int4: three always");
+    /* the registry: the instances built here */
+    qattn_kernels_problem pb;
+    memset(&pb, 0, sizeof pb);
+    pb.seqlen_k = 16384;
+    for (size_t i = 0; i < qattn_kernels_count(); i++) {
+        const qattn_kernels_sig *g = qattn_kernels_get(i);
+        const int both = g->path == QATTN_KERNELS_PATH_WGMMA && g->family == QATTN_KERNELS_FAMILY_ATTN_FWD &&
+                         (strstr(g->name, "_pv_e4m3_acc_fp22") != NULL) &&
+                         (strstr(g->name, "_qk_int8_") || (strstr(g->name, "_qk_e4m3_") && !strstr(g->name, "d128_kb64")));
+        pb.wg_form = 0;
+        CHECK(!qattn_kernels_wg_solo_keys(g) == !both, "%s: both forms %d", g->name, both);
+        CHECK(qattn_kernels_wg_form(g, &pb) == (both ? QATTN_WG_FORM_NC3 : 0), "%s at 16384 keys", g->name);
+        pb.wg_form = QATTN_WG_FORM_SOLO;
+        CHECK(qattn_kernels_wg_form(g, &pb) == (both ? QATTN_WG_FORM_SOLO : 0), "%s asked for one warpgroup", g->name);
+    }
+}
+
+/* the 8-bit wgmma tile's key order (a permutation: each key of a block once
+ * per row) and the K groups it can index (hand-worked cases) */
 static void check_wg_keys(void)
 {
     int seen[128] = {0};
@@ -645,6 +690,7 @@ int main(int argc, char **argv)
     /* the dispatcher names what is unsupported */
     check_path_choice();
     check_wg_keys();
+    check_wg_form();
     check_ds_bytes();
     expect_unsupported("sage2-8b", 96, "none", "head dim 96");
     expect_unsupported("sage1-vb", 128, "none", "p=int8");

@@ -5,7 +5,10 @@
 #ifndef QATTN_KERNELS_WGMMA_STEPS_H
 #define QATTN_KERNELS_WGMMA_STEPS_H
 
+#include <limits.h>
+
 #include "attn_fwd_mma.h" /* qattn_mma_mask_frag */
+#include "quant_groups.h" /* qattn_qf_tok_index */
 #include "wgmma_keys.h"   /* qattn_wg_key */
 #include "wgmma_tile.h"   /* the wgmma wrappers and descriptors */
 
@@ -128,6 +131,12 @@ static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB,
     mA = mxA;
     mB = mxB;
 }
+
+/* MIX: half the int32 scores converted by cvt.rn.f32.s32, half by the
+ * add-subtract pair, so the two pipes share the work (sage2-8b-sm90 d = 128
+ * +6%, the d = 64 64-key instances +2-3%; the others lose 1-4%; all by cvt:
+ * -4%) */
+static __host__ __device__ constexpr bool qattn_wg_s2f_mix(int d, int kb) { return (d == 64) == (kb == 64); }
 
 /* Online softmax of one key block for a thread's rows A (g) and B (g + 8):
  * acc = the S accumulators (int32 of int8 codes, fp32 of e4m3; tile t,
@@ -385,6 +394,57 @@ static __device__ __forceinline__ void qattn_wgmma_pv16_issue(float (&o)[D / 8][
     for (int q = 0; q < KB / 16; q++)
         qattn_wgmma_m64k16_rs<D, BF, 1>(&o[0][0], pf[q], qattn_wgmma_desc_sw128_mn(aV + 2048u * (uint32_t)(q0 + q), KS * 128),
                                        1);
+}
+
+/* The K scales of a thread's keys, key block after key block (qattn_wg_kgroup_ok: blocks of B keys,
+ * B % KB == 0, or the tensor): the scale of its keys of tile parity x in block j0 is cur[in_x], cur =
+ * the groups of the B-block of j0, stepped every B / KB blocks (no division in the loop) */
+template <int KB>
+struct qattn_wg_kscales {
+    const float *cur;
+    int left, q, per, in0, in1; /* blocks left in this B-block, key blocks a B-block, groups a B-block */
+    __device__ __forceinline__ qattn_wg_kscales(const qattn_group &gk, const float *ksc, int J0, int qi)
+    {
+        const int tens = gk.tok == QATTN_TOK_TENSOR;
+        q = tens ? INT_MAX : gk.b / KB;
+        per = gk.tok == QATTN_TOK_THREAD ? gk.s / gk.w : 1;
+        in0 = qattn_qf_tok_index(gk, qattn_wg_key(0, qi, 0));
+        in1 = qattn_qf_tok_index(gk, qattn_wg_key(1, qi, 0));
+        left = tens ? INT_MAX : q - (J0 / KB) % q;
+        cur = ksc + (tens ? 0 : (J0 / KB) / q * per);
+    }
+    __device__ __forceinline__ void next()
+    {
+        if (--left == 0) {
+            left = q;
+            cur += per;
+        }
+    }
+};
+
+/* a two-level block's P.V in two halves of D / 2 channels (V^T rows 64 hf.. at 64 hf KB bytes from
+ * descriptor dv), each from 0 into pvb, waited and added into O: half the P.V registers */
+template <int D, int KB, typename PA>
+static __device__ __forceinline__ void qattn_wgmma_pv_halves(float (&o)[D / 8][4], PA (&pvb)[D / 4],
+                                                             const uint32_t (&pf)[KB / 32][4], uint64_t dv, float alA,
+                                                             float alB)
+{
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+#pragma unroll
+        for (int x = 0; x < D / 4; x++)
+            qattn_wgmma_fence_reg(pvb[x]);
+        qattn_wgmma_fence();
+#pragma unroll
+        for (int q = 0; q < KB / 32; q++)
+            qattn_wgmma_pv<D / 2>(pvb, pf[q], dv + (uint32_t)(4 * KB * hf) + 2u * q, q > 0);
+        qattn_wgmma_commit();
+        qattn_wgmma_wait<0>();
+#pragma unroll
+        for (int x = 0; x < D / 4; x++)
+            qattn_wgmma_fence_reg(pvb[x]);
+        qattn_wgmma_o_update<D / 16>(*reinterpret_cast<float(*)[D / 16][4]>(&o[D / 16 * hf][0]), pvb, alA, alB);
+    }
 }
 
 #endif

@@ -187,6 +187,7 @@ static int emulate(const qattn_scheme *s, const problem *pr, float *oe, float *l
 }
 
 static int verbose_plan; /* --verbose: each plan's instances and routes on stderr */
+static int wg_form;      /* the wgmma blocks asked of the plans (problem wg_form) */
 
 /* run s through a plan on pr (quant instance forced to qsig when not NULL);
  * 1 = the dispatcher gave the attention to another instance than want
@@ -212,6 +213,7 @@ static int run_gpu(const qattn_scheme *s, const problem *pr, qattn_fmt in, const
     pb.in = in;
     pb.scale = pr->softmax_scale;
     pb.paths = want ? 1u << want->path : 0; /* the instance under test, not a more preferred path's */
+    pb.wg_form = wg_form;
     const qattn_kernels_sig *a = NULL;
     int rc = qattn_kernels_find(s, &pb, &a, NULL, err);
     if (rc)
@@ -490,18 +492,28 @@ int qattn_cmd_gpu_check(int argc, char **argv)
                 continue;
             }
             const qattn_fmt in = s.q.fmt == QATTN_FMT_BF16 ? QATTN_FMT_BF16 : QATTN_FMT_FP16;
-            for (size_t ci = 0; ci < NCASES && rc == 0; ci++) {
-                if (quick && !cases[ci].quick)
-                    continue;
-                problem pr;
-                float *bufs[3] = {NULL, NULL, NULL};
-                make_problem(&pr, &cases[ci], g->head_dim, bufs, &st, &err);
-                if (!bufs[0] || !bufs[1] || !bufs[2])
-                    rc = qattn_err_set(&err, QATTN_ERR_NOMEM, "out of host memory");
-                else
-                    rc = check_one(r, &s, &pr, in, g, NULL, cases[ci].name, verbose, &err);
-                free(bufs[0]), free(bufs[1]), free(bufs[2]);
+            /* the random cases in each block form of a wgmma instance that has two */
+            const int forms[2] = {qattn_kernels_wg_solo_keys(g) ? QATTN_WG_FORM_SOLO : QATTN_WG_FORM_RULE,
+                                  QATTN_WG_FORM_NC3};
+            for (int fi = 0; fi < (forms[0] ? 2 : 1) && rc == 0; fi++) {
+                wg_form = forms[fi];
+                for (size_t ci = 0; ci < NCASES && rc == 0; ci++) {
+                    if (quick && !cases[ci].quick)
+                        continue;
+                    problem pr;
+                    float *bufs[3] = {NULL, NULL, NULL};
+                    char label[96];
+                    snprintf(label, sizeof label, "%s%s", cases[ci].name,
+                             !forms[0] ? "" : wg_form == QATTN_WG_FORM_SOLO ? ", one warpgroup" : ", three consumer warpgroups");
+                    make_problem(&pr, &cases[ci], g->head_dim, bufs, &st, &err);
+                    if (!bufs[0] || !bufs[1] || !bufs[2])
+                        rc = qattn_err_set(&err, QATTN_ERR_NOMEM, "out of host memory");
+                    else
+                        rc = check_one(r, &s, &pr, in, g, NULL, label, verbose, &err);
+                    free(bufs[0]), free(bufs[1]), free(bufs[2]);
+                }
             }
+            wg_form = QATTN_WG_FORM_RULE;
             /* the activation files of this head dim */
             for (int fi = 0; fi < ndata && rc == 0 && !quick; fi++) {
                 const qattn_act_meta *m = &files[fi].meta;

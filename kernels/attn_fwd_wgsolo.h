@@ -1,0 +1,228 @@
+/* Attention forward, Hopper (sm_90a): the wgmma instances of 8-bit Q.K and
+ * e4m3 P.V (sage2-8b-sm90, fa3-fp8, and the same schemes at other key
+ * blocks) in blocks of one warpgroup and no producer: 64 query rows a
+ * block, several blocks a multiprocessor (registers and shared memory
+ * allow three at d = 128), so that one block's prologue and epilogue run
+ * beside the others' key blocks and the blocks never wait for each other
+ * (the structure of SageAttention2's sm90 kernel). The warpgroup loads its
+ * own key blocks (cp.async, K rows in the sigma order of attn_fwd_wgmma.h)
+ * two stages ahead: block j + 2 into the stage block j leaves, issued once
+ * the four warps are done with it.
+ *
+ * The steps of a key block are those of the three-consumer form of
+ * attn_fwd_wgmma.h (SER): Q.K, the softmax (qattn_wgmma_softmax), P.V
+ * waited and added into O (two levels: in S's registers) before the next
+ * Q.K. Same params, scheme, checks and epilogue. */
+#ifndef QATTN_KERNELS_ATTN_FWD_WGSOLO_H
+#define QATTN_KERNELS_ATTN_FWD_WGSOLO_H
+
+#include "attn_fwd_mma.h" /* the checks, key-block range, masks and epilogue of the mma path */
+#include "quant_groups.h" /* qattn_qf_tok_index */
+#include "wgmma_keys.h"   /* the sigma key order */
+#include "wgmma_steps.h"  /* the softmax and O updates */
+#include "wgmma_form.h"   /* qattn_wg_solo_can */
+#include "wgmma_tile.h"   /* swizzled tiles, descriptors */
+
+/* stages; blocks a multiprocessor by default (168 registers a thread; QATTN_WG_NB=2 in the
+ * environment: two, 255) */
+#define QATTN_WGSOLO_STAGES 2
+#define QATTN_WGSOLO_BLOCKS 3
+#define QATTN_WGSOLO_SMEM(d, kb) (64 * (d) + QATTN_WGSOLO_STAGES * 2 * (kb) * (d) + 1024)
+
+template <int D, int KB, int QF, int PF, int ACC, int NB>
+__global__ void __launch_bounds__(128, NB) qattn_attn_fwd_wgsolo_kernel(qattn_kernels_attn_params p)
+{
+    static_assert(qattn_wg_solo_can(D, KB, QF, PF, ACC), "8-bit Q.K, e4m3 P.V (acc=fp22)");
+    static_assert(D == 128 || D == 64, "head dims 64 and 128 (swizzled rows)");
+    static_assert(QATTN_WGSOLO_SMEM(D, KB) * NB <= 232448 - 1024 * NB,
+                  "shared memory over sm_90's 227 KB for the blocks a multiprocessor");
+#if QATTN_WGMMA
+    constexpr int TWO = QF == QATTN_FMT_INT8; /* acc=fp22+fp32:KB: each block's P.V from 0, added into O */
+    /* HALF (two levels, d = 128): P.V in two halves of 64 channels (qattn_wgmma_pv_halves): S's
+     * registers holding a whole P.V, P beside them and O are more than 168 registers with the loads'
+     * state (ptxas spilled 56 bytes) */
+    constexpr bool HALF = TWO && D == 128, PIN = !TWO;
+    constexpr int S = QATTN_WGSOLO_STAGES, BM = 64;
+    constexpr int NT = KB / 8, NO = D / 8;
+    constexpr int RB = D, CH = RB / 16, RP = 128 / CH; /* Q / K rows: bytes, 16-byte chunks, rows a pass */
+    constexpr int VCH = KB / 16, VR = 128 / VCH;      /* V^T rows (channels) of KB keys */
+    constexpr int KBYTES = KB * RB, STAGE = KBYTES + D * KB;
+    constexpr int KSTEP = RP * (RB < 128 ? RB : 128), VSTEP = VR * (KB < 128 ? KB : 128);
+    constexpr bool MIX = qattn_wg_s2f_mix(D, KB);
+    QATTN_DYNAMIC_SHARED(uint8_t, smem_raw);
+    uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
+    uint8_t *sQ = smem;               /* [64 rows][RB] swizzled */
+    uint8_t *sStage = smem + BM * RB; /* stage s at s * STAGE: K [KB][RB], V^T [D][KB] */
+    __shared__ __align__(8) uint64_t s_bar[S]; /* full[S]: the thread's copies of a stage landed (128) */
+    const uint32_t bar0 = qattn_wgmma_smem_addr(s_bar);
+
+    const int tid = (int)threadIdx.x, lane = tid & 31, wv = tid >> 5, g = lane >> 2, qi = lane & 3;
+    const int b = (int)blockIdx.z, h = (int)blockIdx.y;
+    const int i0 = ((int)gridDim.x - 1 - (int)blockIdx.x) * BM; /* longest causal rows first */
+    int64_t tq0, tk0;
+    int sq, sk;
+    qattn_kseq(p.cu_q, b, p.seqlen_q, &tq0, &sq);
+    qattn_kseq(p.cu_k, b, p.seqlen_k, &tk0, &sk);
+    if (i0 >= sq)
+        return;
+    const int hk = h / (p.hq / p.hkv);
+    const int rA = i0 + 16 * wv + g, rB = rA + 8;
+    int loA = 0, hiA = 0, loB = 0, hiB = 0;
+    qattn_mma_row_ranges(p.mask, rA, rB, sq, sk, &loA, &hiA, &loB, &hiB);
+    if (tid == 0)
+        for (int s = 0; s < S; s++)
+            qattn_mbar_init(bar0 + 8u * (uint32_t)s, 128);
+    __shared__ int s_range[2];
+    int J0, J1;
+    qattn_mma_key_blocks(loA, hiA, loB, hiB, KB, s_range, &J0, &J1); /* its barriers publish the inits */
+
+    /* ---- this thread's copies: chunk ch of K rows r0 + RP x (key RP x + sigma(r0) of the block),
+     * chunk vch of V^T rows v0 + VR x ---- */
+    const int64_t khead = b * p.k_sb + tk0 * p.k_st + hk * p.k_sh;
+    auto load_block = [&](int j0, int stage) {
+        const int t = (int)threadIdx.x, r0 = t / CH, ch = t % CH, v0 = t / VCH, vch = t % VCH;
+        const int kperm = qattn_wg_sigma(r0);
+        const int64_t kst = p.k_st, vst = p.v_st;
+        const uint8_t *kg = (const uint8_t *)p.k + khead + kperm * kst + ch * 16;
+        const uint8_t *vp = (const uint8_t *)p.v + (b * p.v_sb + hk * p.v_sh) + v0 * vst + vch * 16 + j0;
+        uint8_t *sK = sStage + stage * STAGE + qattn_wg_off<RB, KB>(r0, ch);
+        uint8_t *sV = sStage + stage * STAGE + KBYTES + qattn_wg_off<KB, D>(v0, vch);
+        const uint8_t *kp = kg + j0 * kst;
+        if (j0 + KB <= sk) { /* every key of the block (a uniform branch) */
+#pragma unroll
+            for (int x = 0; x < KB / RP; x++)
+                qattn_cp_async16(sK + KSTEP * x, kp + RP * x * kst, 16);
+        } else {
+#pragma unroll
+            for (int x = 0; x < KB / RP; x++) {
+                const int ok = j0 + RP * x + kperm < sk;
+                qattn_cp_async16(sK + KSTEP * x, ok ? kp + RP * x * kst : kg, ok ? 16 : 0);
+            }
+        }
+#pragma unroll
+        for (int x = 0; x < D / VR; x++)
+            qattn_cp_async16(sV + VSTEP * x, vp + VR * x * vst, 16);
+        qattn_cp_async_mbar_arrive(bar0 + 8u * (uint32_t)stage);
+    };
+    if (J0 < J1) {
+        const uint8_t *qg = (const uint8_t *)p.q + (b * p.q_sb + tq0 * p.q_st + h * p.q_sh);
+#pragma unroll
+        for (int e = tid; e < BM * CH; e += 128) {
+            const int r = e / CH, c = e % CH, ok = i0 + r < sq;
+            qattn_cp_async16(sQ + qattn_wg_off<RB, BM>(r, c), qg + (ok ? (i0 + r) * p.q_st + c * 16 : 0), ok ? 16 : 0);
+        }
+        load_block(J0, 0); /* Q arrives with the first stage */
+        if (J0 + KB < J1)
+            load_block(J0 + KB, 1);
+    }
+
+    const float *ksc = p.k_scale + ((int64_t)hk * p.nseq + b) * p.k_ntok;
+    const float *qsc = p.q_scale + ((int64_t)h * p.nseq + b) * p.q_ntok;
+    const float qsA = rA < sq ? qsc[qattn_num_group_tok_index(p.q_group, rA)] : 0.0f;
+    const float qsB = rB < sq ? qsc[qattn_num_group_tok_index(p.q_group, rB)] : 0.0f;
+    float o[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+        o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
+    const float c2 = p.c2, pmul = p.pmul, lpmul = log2f(pmul);
+    typedef typename qattn_cond<QF == QATTN_FMT_INT8, int, float>::type s_t;
+    s_t acc[NT * 4]; /* S, then (two levels) the block's P.V */
+    const uint32_t aStg0 = qattn_wgmma_smem_addr(sStage);
+    const uint64_t dq0 = qattn_wg_desc_k<RB, BM>(qattn_wgmma_smem_addr(sQ), 16 * 0, 0);
+    const uint64_t dk0 = qattn_wg_desc_k<RB, KB>(aStg0, 0, 0), dv0 = qattn_wg_desc_k<KB, D>(aStg0 + KBYTES, 0, 0);
+    qattn_wg_kscales<KB> ks(p.k_group, ksc, J0, qi); /* the K scales of the thread's keys */
+
+    int stage = 0;
+    uint32_t phase = 0, so = 0u; /* parity of the full barriers' current completion; stage * STAGE */
+    for (int j0 = J0; j0 < J1; j0 += KB) {
+        qattn_mbar_wait(bar0 + 8u * (uint32_t)stage, phase);
+        qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
+#pragma unroll
+        for (int x = 0; x < NT * 4; x++)
+            qattn_wgmma_fence_reg(acc[x]);
+        qattn_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < RB / 32; kk++)
+            qattn_wgmma_qk<KB>(acc, dq0 + 2u * kk, dk0 + ((so >> 4) + 2u * kk), kk > 0);
+        qattn_wgmma_commit();
+        const float ks0 = ks.cur[ks.in0], ks1 = ks.cur[ks.in1];
+        qattn_wgmma_wait<0>();
+#pragma unroll
+        for (int x = 0; x < NT * 4; x++)
+            qattn_wgmma_fence_reg(acc[x]);
+        float alA, alB;
+        uint32_t pf[KB / 32][4];
+        const float2 none[1] = {make_float2(0.0f, 0.0f)};
+        qattn_wgmma_softmax<KB, PF, false, false, MIX, true, PIN>(acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2,
+                                                                   qsA * ks1 * c2, qsB * ks0 * c2, qsB * ks1 * c2, lpmul,
+                                                                   mA, mB, lA, lB, alA, alB, pf, [] {});
+        /* P.V: two levels from 0 (into S's registers, or in halves), else into O rescaled */
+        const qattn_wg_fview<s_t, NT * 4> sv{acc}; /* PIN: P's codes */
+        if constexpr (HALF) {
+            float pvb[NO * 2];
+            qattn_wgmma_pv_halves<D, KB>(o, pvb, pf, dv0 + (so >> 4), alA, alB);
+        } else {
+            float *pv = TWO ? reinterpret_cast<float *>(&acc[0]) : &o[0][0];
+            if (!TWO)
+                qattn_wgmma_o_rescale<NO>(o, alA, alB);
+#pragma unroll
+            for (int x = 0; x < NO * 4; x++)
+                qattn_wgmma_fence_reg(pv[x]);
+            qattn_wgmma_fence();
+#pragma unroll
+            for (int q = 0; q < KB / 32; q++) {
+                if constexpr (PIN) {
+                    const uint32_t a[4] = {sv.bits(4 * q), sv.bits(4 * q + 1), sv.bits(4 * q + 2), sv.bits(4 * q + 3)};
+                    qattn_wgmma_pv<D>(pv, a, dv0 + ((so >> 4) + 2u * q), 1);
+                } else {
+                    qattn_wgmma_pv<D>(pv, pf[q], dv0 + ((so >> 4) + 2u * q), q > 0);
+                }
+            }
+            qattn_wgmma_commit();
+            qattn_wgmma_wait<0>();
+#pragma unroll
+            for (int x = 0; x < NO * 4; x++)
+                qattn_wgmma_fence_reg(pv[x]);
+            if constexpr (TWO)
+                qattn_wgmma_o_update<NO>(o, *reinterpret_cast<float(*)[NO * 4]>(pv), alA, alB);
+        }
+        /* block j0 + 2 KB into this stage once every warp's MMAs are done with it */
+        if (j0 + 2 * KB < J1) {
+            qattn_bar_sync<1, 128>();
+            load_block(j0 + 2 * KB, stage);
+        }
+        ks.next();
+        stage ^= 1;
+        phase ^= stage == 0 ? 1u : 0u;
+        so = so == 0u ? (uint32_t)STAGE : 0u;
+    }
+    lA = lA / pmul, lB = lB / pmul; /* l summed P * pmul (qattn_wgmma_softmax) */
+    qattn_wgmma_wait<0>();           /* said for ptxas (C7517) */
+    qattn_cp_async_wait<0>();
+    qattn_mma_epilogue<D, D == 128>(p, o, lA, lB, mA, mB, rA, rB, loA, hiA, loB, hiB, sq, tq0, b, h, hk);
+#elif defined(__CUDA_ARCH__)
+    (void)p;
+    __trap(); /* built without sm_90a: never launched (the host checks), trap if it is */
+#else
+    (void)p;
+#endif
+}
+
+template <int D, int KB, int QF, int PF, int ACC>
+static int qattn_attn_fwd_wgsolo_launch(const qattn_kernels_attn_params &p, void *stream, qattn_err *err)
+{
+    const size_t smem = QATTN_WGSOLO_SMEM(D, KB);
+    static const char *const env = getenv("QATTN_WG_NB");
+    void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, QATTN_WGSOLO_BLOCKS>;
+    if (env && env[0] == '2')
+        k = &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, 2>;
+    QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+                    "attn wgmma: raising the shared-memory limit");
+    const dim3 grid((unsigned)((p.seqlen_q + 63) / 64), (unsigned)p.hq, (unsigned)p.nseq);
+    k<<<grid, dim3(128), smem, (cudaStream_t)stream>>>(p);
+    QATTN_MMA_CHECK(cudaGetLastError(), "attn wgmma kernel launch");
+    return QATTN_OK;
+}
+
+#endif

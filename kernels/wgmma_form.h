@@ -1,0 +1,51 @@
+/* The wgmma path's block form for a problem (attn_fwd_wgmma.h: three
+ * consumer warpgroups and a producer a block; attn_fwd_wgsolo.h: blocks of
+ * one warpgroup, three a multiprocessor), for the launch, the dispatcher's
+ * plan and the host tests. */
+#ifndef QATTN_KERNELS_WGMMA_FORM_H
+#define QATTN_KERNELS_WGMMA_FORM_H
+
+#include "qattn/numerics.h" /* QATTN_NUM_FN, QATTN_FMT_*, QATTN_ACC_* */
+#include "qattn_kernels.h"  /* qattn_mask, QATTN_WG_FORM_* */
+
+/* constant expressions in the kernels' templates, plain functions in C */
+#ifdef __cplusplus
+#define QATTN_WG_FORM_FN static constexpr QATTN_HD
+#else
+#define QATTN_WG_FORM_FN QATTN_NUM_FN
+#endif
+
+/* the instances with both forms: int8 / e4m3 Q.K codes read as they are, e4m3 P.V on the fp8 MMA
+ * (one level: e4m3 Q.K, d <= kb, P.V into O; two: int8 Q.K, d = 128 in halves of 64 channels) */
+QATTN_WG_FORM_FN int qattn_wg_solo_can(int d, int kb, int qf, int pf, int acc)
+{
+    return (qf == QATTN_FMT_INT8 || (qf == QATTN_FMT_E4M3 && d <= kb)) && pf == QATTN_FMT_E4M3 && acc == QATTN_ACC_FP22;
+}
+
+/* keys a query row sees on average (seqlen_k keys; causal masks about half; a window its width) */
+QATTN_WG_FORM_FN long qattn_wg_row_keys(qattn_mask m, int seqlen_k)
+{
+    if (m.kind == QATTN_MASK_CAUSAL || m.kind == QATTN_MASK_CAUSAL_BR)
+        return (seqlen_k + 1) / 2;
+    if (m.kind == QATTN_MASK_WINDOW) {
+        const long w = m.left + m.right + 1;
+        return w < seqlen_k ? w : seqlen_k;
+    }
+    return seqlen_k;
+}
+
+/* The form a problem takes, by measurement (NVIDIA H200, 2026-11-28, kernels/LOG.md): blocks of
+ * one warpgroup win where a query tile's key blocks are few, since three such blocks a
+ * multiprocessor run one block's prologue and epilogue beside the others' key blocks (N = 1024:
+ * 1.12-1.30x, causal N = 4096: 1.07-1.23x); with many, the three-consumer form's shared stages
+ * win (sage2-8b-sm90 at N = 16384: 0.91x solo). e4m3 Q.K at d = 128 (one level, no halves) keeps
+ * up to twice the keys (N = 8192: 1.05x). */
+QATTN_WG_FORM_FN long qattn_wg_solo_keys(int d, int qf) { return qf == QATTN_FMT_E4M3 && d == 128 ? 8192 : 4096; }
+QATTN_WG_FORM_FN int qattn_wg_form(int d, int kb, int qf, int pf, int acc, qattn_mask m, int seqlen_k)
+{
+    if (!qattn_wg_solo_can(d, kb, qf, pf, acc))
+        return QATTN_WG_FORM_NC3;
+    return qattn_wg_row_keys(m, seqlen_k) <= qattn_wg_solo_keys(d, qf) ? QATTN_WG_FORM_SOLO : QATTN_WG_FORM_NC3;
+}
+
+#endif
