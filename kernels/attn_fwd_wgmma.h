@@ -718,7 +718,8 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
         static const char *const env = getenv("QATTN_WG_NC");
         int form = env && env[0] >= '1' && env[0] <= '3' ? env[0] - '0' : p.wg_form;
         if (form == QATTN_WG_FORM_RULE)
-            form = SOLO ? qattn_wg_form(D, KB, QF, PF, ACC, p.mask, p.seqlen_k) : qattn_wg_nc(QF);
+            form = SOLO ? qattn_wg_form(D, KB, QF, PF, ACC, p.mask, p.seqlen_k, qattn_wg_tma_lengths(p.cu_k != 0, p.seqlen_k))
+                        : qattn_wg_nc(QF);
         if constexpr (SOLO)
             if (form == QATTN_WG_FORM_SOLO)
                 return qattn_attn_fwd_wgsolo_launch<D, KB, QF, PF, ACC>(p, stream, err);

@@ -4,17 +4,20 @@
  * block, several blocks a multiprocessor (registers and shared memory
  * allow three at d = 128), so that one block's prologue and epilogue run
  * beside the others' key blocks and the blocks never wait for each other
- * (the structure of SageAttention2's sm90 kernel). The warpgroup loads its
- * own key blocks (cp.async, K rows in the sigma order of attn_fwd_wgmma.h)
- * two stages ahead: block j + 2 into the stage block j leaves, issued once
- * the four warps are done with it.
+ * (the structure of SageAttention2's sm90 kernel). Key blocks are loaded
+ * two stages ahead (block j + 2 into the stage block j leaves, once the
+ * four warps are done with it): by one thread's TMA where the layout allows
+ * (KT), K rows in the sigma order of attn_fwd_wgmma.h by the box's strides,
+ * else by the warpgroup's cp.async.
  *
  * The steps of a key block are those of the three-consumer form of
  * attn_fwd_wgmma.h (SER): Q.K, the softmax (qattn_wgmma_softmax), P.V
- * waited and added into O (two levels: in S's registers) before the next
- * Q.K. Same params, scheme, checks and epilogue. */
+ * waited and added into O (two levels: in S's registers, or in halves at
+ * d = 128) before the next Q.K. Same params, scheme, checks and epilogue. */
 #ifndef QATTN_KERNELS_ATTN_FWD_WGSOLO_H
 #define QATTN_KERNELS_ATTN_FWD_WGSOLO_H
+
+#include <cuda.h> /* CUtensorMap */
 
 #include "attn_fwd_mma.h" /* the checks, key-block range, masks and epilogue of the mma path */
 #include "quant_groups.h" /* qattn_qf_tok_index */
@@ -23,14 +26,22 @@
 #include "wgmma_form.h"   /* qattn_wg_solo_can */
 #include "wgmma_tile.h"   /* swizzled tiles, descriptors */
 
-/* stages; blocks a multiprocessor by default (168 registers a thread; QATTN_WG_NB=2 in the
- * environment: two, 255) */
+/* stages; blocks a multiprocessor (168 registers a thread) */
 #define QATTN_WGSOLO_STAGES 2
 #define QATTN_WGSOLO_BLOCKS 3
 #define QATTN_WGSOLO_SMEM(d, kb) (64 * (d) + QATTN_WGSOLO_STAGES * 2 * (kb) * (d) + 1024)
 
-template <int D, int KB, int QF, int PF, int ACC, int NB>
-__global__ void __launch_bounds__(128, NB) qattn_attn_fwd_wgsolo_kernel(qattn_kernels_attn_params p)
+/* the TMA maps of K (5-D: channels, then rows e, i, u, 16-row groups with strides 1, 4, 2, 16 rows,
+ * so that a box lands in the sigma order) and of V^T (4-D: keys, channels, sequences, heads) */
+struct qattn_wgsolo_maps {
+    CUtensorMap k, v;
+};
+
+/* KT: K and V^T loaded by TMA (one thread; K's heads start on 16-row groups, no varlen), else by the
+ * warpgroup's cp.async */
+template <int D, int KB, int QF, int PF, int ACC, int NB, bool KT>
+__global__ void __launch_bounds__(128, NB)
+    qattn_attn_fwd_wgsolo_kernel(qattn_kernels_attn_params p, const __grid_constant__ qattn_wgsolo_maps maps)
 {
     static_assert(qattn_wg_solo_can(D, KB, QF, PF, ACC), "8-bit Q.K, e4m3 P.V (acc=fp22)");
     static_assert(D == 128 || D == 64, "head dims 64 and 128 (swizzled rows)");
@@ -39,8 +50,8 @@ __global__ void __launch_bounds__(128, NB) qattn_attn_fwd_wgsolo_kernel(qattn_ke
 #if QATTN_WGMMA
     constexpr int TWO = QF == QATTN_FMT_INT8; /* acc=fp22+fp32:KB: each block's P.V from 0, added into O */
     /* HALF (two levels, d = 128): P.V in two halves of 64 channels (qattn_wgmma_pv_halves): S's
-     * registers holding a whole P.V, P beside them and O are more than 168 registers with the loads'
-     * state (ptxas spilled 56 bytes) */
+     * registers holding a whole P.V, P beside them and O are more than 168 registers (ptxas spilled
+     * 56 bytes with the cp.async loads, 40 with TMA; in halves with TMA: none, and as fast) */
     constexpr bool HALF = TWO && D == 128, PIN = !TWO;
     constexpr int S = QATTN_WGSOLO_STAGES, BM = 64;
     constexpr int NT = KB / 8, NO = D / 8;
@@ -53,7 +64,8 @@ __global__ void __launch_bounds__(128, NB) qattn_attn_fwd_wgsolo_kernel(qattn_ke
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
     uint8_t *sQ = smem;               /* [64 rows][RB] swizzled */
     uint8_t *sStage = smem + BM * RB; /* stage s at s * STAGE: K [KB][RB], V^T [D][KB] */
-    __shared__ __align__(8) uint64_t s_bar[S]; /* full[S]: the thread's copies of a stage landed (128) */
+    /* full[S]: a stage landed (the threads' cp.async: 128 arrivals; TMA: one and its bytes), Q (128) */
+    __shared__ __align__(8) uint64_t s_bar[S + 1];
     const uint32_t bar0 = qattn_wgmma_smem_addr(s_bar);
 
     const int tid = (int)threadIdx.x, lane = tid & 31, wv = tid >> 5, g = lane >> 2, qi = lane & 3;
@@ -69,17 +81,29 @@ __global__ void __launch_bounds__(128, NB) qattn_attn_fwd_wgsolo_kernel(qattn_ke
     const int rA = i0 + 16 * wv + g, rB = rA + 8;
     int loA = 0, hiA = 0, loB = 0, hiB = 0;
     qattn_mma_row_ranges(p.mask, rA, rB, sq, sk, &loA, &hiA, &loB, &hiB);
-    if (tid == 0)
+    const uint32_t qbar = bar0 + 8u * S;
+    if (tid == 0) {
         for (int s = 0; s < S; s++)
-            qattn_mbar_init(bar0 + 8u * (uint32_t)s, 128);
+            qattn_mbar_init(bar0 + 8u * (uint32_t)s, KT ? 1 : 128);
+        qattn_mbar_init(qbar, 128);
+    }
     __shared__ int s_range[2];
     int J0, J1;
     qattn_mma_key_blocks(loA, hiA, loB, hiB, KB, s_range, &J0, &J1); /* its barriers publish the inits */
 
-    /* ---- this thread's copies: chunk ch of K rows r0 + RP x (key RP x + sigma(r0) of the block),
-     * chunk vch of V^T rows v0 + VR x ---- */
+    /* ---- a key block into a stage: TMA (one thread), or this thread's copies: chunk ch of K rows
+     * r0 + RP x (key RP x + sigma(r0) of the block), chunk vch of V^T rows v0 + VR x ---- */
     const int64_t khead = b * p.k_sb + tk0 * p.k_st + hk * p.k_sh;
     auto load_block = [&](int j0, int stage) {
+        if constexpr (KT) {
+            if (tid == 0) {
+                const uint32_t bar = bar0 + 8u * (uint32_t)stage, dst = qattn_wgmma_smem_addr(sStage + stage * STAGE);
+                qattn_mbar_arrive_expect_tx(bar, STAGE);
+                qattn_tma_load5(dst, &maps.k, bar, 0, 0, 0, 0, (int)((khead / p.k_st + j0) >> 4));
+                qattn_tma_load4(dst + KBYTES, &maps.v, bar, j0, 0, b, hk);
+            }
+            return;
+        }
         const int t = (int)threadIdx.x, r0 = t / CH, ch = t % CH, v0 = t / VCH, vch = t % VCH;
         const int kperm = qattn_wg_sigma(r0);
         const int64_t kst = p.k_st, vst = p.v_st;
@@ -111,7 +135,8 @@ __global__ void __launch_bounds__(128, NB) qattn_attn_fwd_wgsolo_kernel(qattn_ke
             const int r = e / CH, c = e % CH, ok = i0 + r < sq;
             qattn_cp_async16(sQ + qattn_wg_off<RB, BM>(r, c), qg + (ok ? (i0 + r) * p.q_st + c * 16 : 0), ok ? 16 : 0);
         }
-        load_block(J0, 0); /* Q arrives with the first stage */
+        qattn_cp_async_mbar_arrive(qbar);
+        load_block(J0, 0);
         if (J0 + KB < J1)
             load_block(J0 + KB, 1);
     }
@@ -135,6 +160,8 @@ __global__ void __launch_bounds__(128, NB) qattn_attn_fwd_wgsolo_kernel(qattn_ke
 
     int stage = 0;
     uint32_t phase = 0, so = 0u; /* parity of the full barriers' current completion; stage * STAGE */
+    if (J0 < J1)
+        qattn_mbar_wait(qbar, 0);
     for (int j0 = J0; j0 < J1; j0 += KB) {
         qattn_mbar_wait(bar0 + 8u * (uint32_t)stage, phase);
         qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
@@ -209,18 +236,68 @@ __global__ void __launch_bounds__(128, NB) qattn_attn_fwd_wgsolo_kernel(qattn_ke
 #endif
 }
 
+/* cuTensorMapEncodeTiled through the runtime (no link to the driver library); NULL where missing */
+typedef CUresult (*qattn_tmap_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                         const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                         CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static qattn_tmap_encode_fn qattn_tmap_encoder(void)
+{
+    static qattn_tmap_encode_fn fn = NULL;
+    static int tried = 0;
+    if (!tried) {
+        void *f = NULL;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            fn = (qattn_tmap_encode_fn)f;
+        tried = 1;
+    }
+    return fn;
+}
+
+/* the TMA maps of p's K and V^T codes (attn_fwd_wgsolo_kernel, KT) where the layout allows: K's
+ * heads (and sequences) start on 16-row groups of one array [hkv, T, D] (T % 16 == 0, no varlen),
+ * V^T [hkv, nseq, D, npad]; 0 when it does not (the cp.async form runs) */
+template <int D, int KB>
+static int qattn_wgsolo_maps_fill(const qattn_kernels_attn_params &p, qattn_wgsolo_maps *m)
+{
+    const qattn_tmap_encode_fn enc = qattn_tmap_encoder();
+    const int64_t kst = p.k_st, rows16 = 16 * kst;
+    if (!enc || p.cu_k || kst < D || p.k_sh <= 0 || p.k_sh % rows16 || (p.nseq > 1 && (p.k_sb <= 0 || p.k_sb % rows16)) ||
+        (int64_t)(p.nseq - 1) * p.k_sb + (int64_t)p.seqlen_k * kst > p.k_sh || p.v_sb <= 0 || p.v_sh <= 0 ||
+        p.v_st % 16 || p.v_sb % 16 || p.v_sh % 16 || (uintptr_t)p.k % 16 || (uintptr_t)p.v % 16)
+        return 0;
+    const CUtensorMapSwizzle swk = D == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+    const CUtensorMapSwizzle swv = KB == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+    /* K: channels, row e (1 row), i (4 rows), u (2 rows), 16-row group: smem row 16h + 8u + 2i + e
+     * holds key 16h + 4i + 2u + e, the sigma order */
+    const cuuint64_t kdim[5] = {(cuuint64_t)D, 2, 4, 2, (cuuint64_t)(p.hkv * (p.k_sh / kst) / 16)};
+    const cuuint64_t kstr[4] = {(cuuint64_t)kst, (cuuint64_t)(4 * kst), (cuuint64_t)(2 * kst), (cuuint64_t)rows16};
+    const cuuint32_t kbox[5] = {(cuuint32_t)D, 2, 4, 2, (cuuint32_t)(KB / 16)}, one[5] = {1, 1, 1, 1, 1};
+    const cuuint64_t vdim[4] = {(cuuint64_t)p.v_st, (cuuint64_t)D, (cuuint64_t)p.nseq, (cuuint64_t)p.hkv};
+    const cuuint64_t vstr[3] = {(cuuint64_t)p.v_st, (cuuint64_t)p.v_sb, (cuuint64_t)p.v_sh};
+    const cuuint32_t vbox[4] = {(cuuint32_t)KB, (cuuint32_t)D, 1, 1};
+    return enc(&m->k, CU_TENSOR_MAP_DATA_TYPE_UINT8, 5, (void *)p.k, kdim, kstr, kbox, one, CU_TENSOR_MAP_INTERLEAVE_NONE, swk,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS &&
+           enc(&m->v, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, (void *)p.v, vdim, vstr, vbox, one, CU_TENSOR_MAP_INTERLEAVE_NONE, swv,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 template <int D, int KB, int QF, int PF, int ACC>
 static int qattn_attn_fwd_wgsolo_launch(const qattn_kernels_attn_params &p, void *stream, qattn_err *err)
 {
     const size_t smem = QATTN_WGSOLO_SMEM(D, KB);
-    static const char *const env = getenv("QATTN_WG_NB");
-    void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, QATTN_WGSOLO_BLOCKS>;
-    if (env && env[0] == '2')
-        k = &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, 2>;
+    qattn_wgsolo_maps maps;
+    memset(&maps, 0, sizeof maps);
+    static const char *const env = getenv("QATTN_WG_TMA"); /* 0: the cp.async form (for comparison) */
+    const int kt = !(env && env[0] == '0') && qattn_wgsolo_maps_fill<D, KB>(p, &maps);
+    void (*k)(qattn_kernels_attn_params, const qattn_wgsolo_maps) =
+        kt ? &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, QATTN_WGSOLO_BLOCKS, true>
+           : &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, QATTN_WGSOLO_BLOCKS, false>;
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                     "attn wgmma: raising the shared-memory limit");
     const dim3 grid((unsigned)((p.seqlen_q + 63) / 64), (unsigned)p.hq, (unsigned)p.nseq);
-    k<<<grid, dim3(128), smem, (cudaStream_t)stream>>>(p);
+    k<<<grid, dim3(128), smem, (cudaStream_t)stream>>>(p, maps);
     QATTN_MMA_CHECK(cudaGetLastError(), "attn wgmma kernel launch");
     return QATTN_OK;
 }

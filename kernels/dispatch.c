@@ -126,12 +126,15 @@ char *qattn_kernels_describe(const qattn_kernels_sig *g, char *buf, size_t len)
                  (g->sparse_variants >> QATTN_KERNELS_SPARSE_FUSED) & 1u ? "fused" : "", g->qk_groups, cc, g->arch);
         return buf;
     }
-    char solo[128] = "";
-    if (wg_both(g))
+    char solo[192] = "", tma[32] = "at any length";
+    if (wg_both(g)) {
+        if (qattn_kernels_wg_solo_keys(g, 1) > 0)
+            snprintf(tma, sizeof tma, "up to %ld", qattn_kernels_wg_solo_keys(g, 1));
         snprintf(solo, sizeof solo,
-                 "; blocks of one warpgroup where a row sees <= %ld keys on average, else of three consumer "
-                 "warpgroups",
-                 qattn_kernels_wg_solo_keys(g));
+                 "; blocks of one warpgroup where a row sees <= %ld keys on average (%s with whole 16-row "
+                 "groups, no varlen: K, V by TMA), else of three consumer warpgroups",
+                 qattn_kernels_wg_solo_keys(g, 0), tma);
+    }
     snprintf(buf, len,
              "attn-fwd %s: d=%d q=%s k=%s p=%s%s v=%s acc=%s%s; qk groups %s; v groups %s; kblock<=%d; masks %s; "
              "varlen %s; gqa %s; lse %s; out %s; %s%s%s%s%s%s; [%s]",
@@ -695,10 +698,15 @@ int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_proble
     const char *env = getenv("QATTN_WG_NC");
     if (env && (env[0] == '1' || env[0] == '3'))
         return env[0] - '0';
-    return pb->wg_form ? pb->wg_form : qattn_wg_form(g->head_dim, g->kblock_max, g->q, g->p, g->acc, pb->mask, pb->seqlen_k);
+    return pb->wg_form ? pb->wg_form
+                       : qattn_wg_form(g->head_dim, g->kblock_max, g->q, g->p, g->acc, pb->mask, pb->seqlen_k,
+                                       qattn_wg_tma_lengths(pb->varlen, pb->seqlen_k));
 }
 
-long qattn_kernels_wg_solo_keys(const qattn_kernels_sig *g) { return wg_both(g) ? qattn_wg_solo_keys(g->head_dim, g->q) : 0; }
+long qattn_kernels_wg_solo_keys(const qattn_kernels_sig *g, int tma)
+{
+    return wg_both(g) ? qattn_wg_solo_keys(g->head_dim, g->kblock_max, g->q, tma) : 0;
+}
 
 const char *qattn_kernels_hw_limit(const qattn_scheme *s, int cc, int i)
 {

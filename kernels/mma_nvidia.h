@@ -401,6 +401,42 @@ static __device__ __forceinline__ void qattn_cp_async_mbar_arrive(uint32_t bar)
     (void)bar;
 #endif
 }
+/* one arrival on bar that also expects bytes more of asynchronous copies (TMA) to complete the phase */
+static __device__ __forceinline__ void qattn_mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes)
+{
+#if QATTN_WGMMA
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#else
+    (void)bar, (void)bytes;
+#endif
+}
+/* TMA: the box of tensor map tmap (the generic address of a __grid_constant__ CUtensorMap) at
+ * coordinates c (innermost first; 4 or 5 of them) into shared memory at dst, its bytes completing
+ * on mbarrier bar; coordinates past the tensor read zeros */
+static __device__ __forceinline__ void qattn_tma_load4(uint32_t dst, const void *tmap, uint32_t bar, int c0, int c1,
+                                                       int c2, int c3)
+{
+#if QATTN_WGMMA
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, "
+                 "%5, %6}], [%2];\n" ::"r"(dst),
+                 "l"(tmap), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+#else
+    (void)dst, (void)tmap, (void)bar, (void)c0, (void)c1, (void)c2, (void)c3;
+#endif
+}
+static __device__ __forceinline__ void qattn_tma_load5(uint32_t dst, const void *tmap, uint32_t bar, int c0, int c1,
+                                                       int c2, int c3, int c4)
+{
+#if QATTN_WGMMA
+    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, "
+                 "%5, %6, %7}], [%2];\n" ::"r"(dst),
+                 "l"(tmap), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+                 : "memory");
+#else
+    (void)dst, (void)tmap, (void)bar, (void)c0, (void)c1, (void)c2, (void)c3, (void)c4;
+#endif
+}
 static __device__ __forceinline__ void qattn_mbar_wait(uint32_t bar, uint32_t parity)
 {
 #if QATTN_WGMMA

@@ -400,8 +400,9 @@ int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, c
 /* the wgmma blocks instance g takes for pb (QATTN_WG_FORM_SOLO or _NC3, kernels/wgmma_form.h: pb->wg_form,
  * QATTN_WG_NC=1 / 3 in the environment, else the rule there); 0 where g has one form */
 int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_problem *pb);
-/* the most keys a row sees on average for which g takes blocks of one warpgroup by the rule (0: never) */
-long qattn_kernels_wg_solo_keys(const qattn_kernels_sig *g);
+/* the most keys a row sees on average for which g takes blocks of one warpgroup by the rule (0: never;
+ * -1: any), tma: with lengths that let K and V^T load by TMA (kernels/wgmma_form.h) */
+long qattn_kernels_wg_solo_keys(const qattn_kernels_sig *g, int tma);
 /* the same without the request: whether g could quantize Q of s on pb itself */
 int qattn_kernels_fuse_q_can(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb);
 /* p (filled for s on pb) switched to the fused form: q = the user's Q

@@ -777,6 +777,10 @@ int main(int argc, char **argv)
         /* e4m3 Q.K's two block forms (the int8 ones: the cases above) */
         run_plan_case("fa3-fp8", QATTN_FMT_FP16, 128, 2, 1, 900, "causal");
         run_plan_case("fa3-fp8", QATTN_FMT_BF16, 64, 4, 2, 333, "window:100,20");
+        /* lengths of whole 16-row groups: K and V^T by TMA in the one-warpgroup form */
+        run_plan_case("sage2-8b-sm90", QATTN_FMT_FP16, 128, 4, 2, 1024, "causal");
+        run_plan_case("sage2-8b", QATTN_FMT_FP16, 128, 2, 1, 768, "none");
+        run_plan_case("fa3-fp8", QATTN_FMT_FP16, 64, 2, 1, 512, "window:200,0");
     }
     /* sage2-8b (kblock=64, K thread:64/8/2, fp22+fp32:64) is not the mma.sync
      * instances' scheme: the wgmma kb64 instance runs it where one can (sm_90

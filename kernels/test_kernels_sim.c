@@ -512,28 +512,39 @@ static void check_wg_form(void)
     CHECK(qattn_wg_row_keys(none, 4096) == 4096 && qattn_wg_row_keys(causal, 8191) == 4096 &&
               qattn_wg_row_keys(br, 8192) == 4096 && qattn_wg_row_keys(win, 65536) == 1024 && qattn_wg_row_keys(win, 500) == 500,
           "keys a row sees");
-    CHECK(qattn_wg_form(128, 128, I8, E4, FP22, none, 4096) == QATTN_WG_FORM_SOLO &&
-              qattn_wg_form(128, 128, I8, E4, FP22, none, 4097) == QATTN_WG_FORM_NC3 &&
-              qattn_wg_form(128, 128, I8, E4, FP22, causal, 8192) == QATTN_WG_FORM_SOLO &&
-              qattn_wg_form(128, 128, I8, E4, FP22, causal, 16384) == QATTN_WG_FORM_NC3 &&
-              qattn_wg_form(128, 128, I8, E4, FP22, win, 1 << 20) == QATTN_WG_FORM_SOLO,
+    /* loaded by cp.async (tma 0: varlen, or lengths not of whole 16-row groups) */
+    CHECK(qattn_wg_form(128, 128, I8, E4, FP22, none, 4096, 0) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 128, I8, E4, FP22, none, 4097, 0) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(128, 128, I8, E4, FP22, causal, 8192, 0) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 128, I8, E4, FP22, causal, 16384, 0) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(128, 128, I8, E4, FP22, win, 1 << 20, 0) == QATTN_WG_FORM_SOLO,
           "int8 Q.K: one warpgroup up to 4096 keys a row");
-    CHECK(qattn_wg_form(128, 128, E4, E4, FP22, none, 8192) == QATTN_WG_FORM_SOLO &&
-              qattn_wg_form(128, 128, E4, E4, FP22, none, 8193) == QATTN_WG_FORM_NC3 &&
-              qattn_wg_form(64, 128, E4, E4, FP22, none, 8192) == QATTN_WG_FORM_NC3,
+    CHECK(qattn_wg_form(128, 128, E4, E4, FP22, none, 8192, 0) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 128, E4, E4, FP22, none, 8208, 0) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(64, 128, E4, E4, FP22, none, 8192, 0) == QATTN_WG_FORM_NC3,
           "e4m3 Q.K: up to 8192 at d = 128, 4096 at d = 64");
-    CHECK(qattn_wg_form(128, 128, QATTN_FMT_INT4, E4, FP22, none, 64) == QATTN_WG_FORM_NC3, "int4: three always");
+    /* K and V^T by TMA: e4m3 at d = 128 and the 64-key d = 64 instances at any length */
+    CHECK(qattn_wg_form(128, 128, E4, E4, FP22, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(64, 64, I8, E4, FP22, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(64, 64, I8, E4, FP22, none, 1 << 20, 0) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(128, 128, I8, E4, FP22, none, 8192, 1) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(64, 128, E4, E4, FP22, none, 8192, 1) == QATTN_WG_FORM_NC3,
+          "with TMA: e4m3 d = 128 and d = 64 kb 64 always, the others as without");
+    CHECK(qattn_wg_tma_lengths(0, 4096) && !qattn_wg_tma_lengths(1, 4096) && !qattn_wg_tma_lengths(0, 1000), "TMA lengths");
+    CHECK(qattn_wg_form(128, 128, QATTN_FMT_INT4, E4, FP22, none, 64, 1) == QATTN_WG_FORM_NC3, "int4: three always");
     /* the registry: the instances built here */
     qattn_kernels_problem pb;
     memset(&pb, 0, sizeof pb);
     pb.seqlen_k = 16384;
+    pb.varlen = 1; /* K and V^T by cp.async: the rule's limits hold */
     for (size_t i = 0; i < qattn_kernels_count(); i++) {
         const qattn_kernels_sig *g = qattn_kernels_get(i);
         const int both = g->path == QATTN_KERNELS_PATH_WGMMA && g->family == QATTN_KERNELS_FAMILY_ATTN_FWD &&
                          (strstr(g->name, "_pv_e4m3_acc_fp22") != NULL) &&
                          (strstr(g->name, "_qk_int8_") || (strstr(g->name, "_qk_e4m3_") && !strstr(g->name, "d128_kb64")));
         pb.wg_form = 0;
-        CHECK(!qattn_kernels_wg_solo_keys(g) == !both, "%s: both forms %d", g->name, both);
+        CHECK(!qattn_kernels_wg_solo_keys(g, 0) == !both && !qattn_kernels_wg_solo_keys(g, 1) == !both, "%s: both forms %d",
+              g->name, both);
         CHECK(qattn_kernels_wg_form(g, &pb) == (both ? QATTN_WG_FORM_NC3 : 0), "%s at 16384 keys", g->name);
         pb.wg_form = QATTN_WG_FORM_SOLO;
         CHECK(qattn_kernels_wg_form(g, &pb) == (both ? QATTN_WG_FORM_SOLO : 0), "%s asked for one warpgroup", g->name);

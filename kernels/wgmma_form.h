@@ -37,15 +37,25 @@ QATTN_WG_FORM_FN long qattn_wg_row_keys(qattn_mask m, int seqlen_k)
 /* The form a problem takes, by measurement (NVIDIA H200, 2026-11-28, kernels/LOG.md): blocks of
  * one warpgroup win where a query tile's key blocks are few, since three such blocks a
  * multiprocessor run one block's prologue and epilogue beside the others' key blocks (N = 1024:
- * 1.12-1.30x, causal N = 4096: 1.07-1.23x); with many, the three-consumer form's shared stages
- * win (sage2-8b-sm90 at N = 16384: 0.91x solo). e4m3 Q.K at d = 128 (one level, no halves) keeps
- * up to twice the keys (N = 8192: 1.05x). */
-QATTN_WG_FORM_FN long qattn_wg_solo_keys(int d, int qf) { return qf == QATTN_FMT_E4M3 && d == 128 ? 8192 : 4096; }
-QATTN_WG_FORM_FN int qattn_wg_form(int d, int kb, int qf, int pf, int acc, qattn_mask m, int seqlen_k)
+ * 1.10-1.40x); with many, the three-consumer form's shared stages keep up or win for the int8 ones
+ * at d = 128 and the 128-key ones at d = 64 (0.93-0.99x at N = 16384). With K and V^T loaded by
+ * TMA (tma: no varlen, lengths of whole 16-row groups) e4m3 at d = 128 and the 64-key d = 64 ones
+ * win at every length (1.04-1.10x at N = 8192-16384): -1, any. */
+QATTN_WG_FORM_FN long qattn_wg_solo_keys(int d, int kb, int qf, int tma)
+{
+    if (tma && ((qf == QATTN_FMT_E4M3 && d == 128) || (d == 64 && kb == 64)))
+        return -1;
+    return qf == QATTN_FMT_E4M3 && d == 128 ? 8192 : 4096;
+}
+/* tma: K and V^T can be loaded by TMA (no varlen, seqlen_k a multiple of 16; the launch checks the
+ * strides too, and loads by cp.async where they do not allow it) */
+QATTN_WG_FORM_FN int qattn_wg_tma_lengths(int varlen, int seqlen_k) { return !varlen && seqlen_k % 16 == 0; }
+QATTN_WG_FORM_FN int qattn_wg_form(int d, int kb, int qf, int pf, int acc, qattn_mask m, int seqlen_k, int tma)
 {
     if (!qattn_wg_solo_can(d, kb, qf, pf, acc))
         return QATTN_WG_FORM_NC3;
-    return qattn_wg_row_keys(m, seqlen_k) <= qattn_wg_solo_keys(d, qf) ? QATTN_WG_FORM_SOLO : QATTN_WG_FORM_NC3;
+    const long most = qattn_wg_solo_keys(d, kb, qf, tma);
+    return most < 0 || qattn_wg_row_keys(m, seqlen_k) <= most ? QATTN_WG_FORM_SOLO : QATTN_WG_FORM_NC3;
 }
 
 #endif

@@ -493,7 +493,7 @@ int qattn_cmd_gpu_check(int argc, char **argv)
             }
             const qattn_fmt in = s.q.fmt == QATTN_FMT_BF16 ? QATTN_FMT_BF16 : QATTN_FMT_FP16;
             /* the random cases in each block form of a wgmma instance that has two */
-            const int forms[2] = {qattn_kernels_wg_solo_keys(g) ? QATTN_WG_FORM_SOLO : QATTN_WG_FORM_RULE,
+            const int forms[2] = {qattn_kernels_wg_solo_keys(g, 0) ? QATTN_WG_FORM_SOLO : QATTN_WG_FORM_RULE,
                                   QATTN_WG_FORM_NC3};
             for (int fi = 0; fi < (forms[0] ? 2 : 1) && rc == 0; fi++) {
                 wg_form = forms[fi];

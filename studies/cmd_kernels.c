@@ -131,12 +131,16 @@ static int print_plan(const char *const *schemes, size_t nschemes, const int *di
                 printf("  d=%-4d %s (%s), quantization %s%s\n", dims[j], attn->name, qattn_kernels_path_name(attn->path),
                        quant ? quant->name : "none",
                        qattn_kernels_fuse_q_can(attn, &s, &pb) ? " (Q: also by the attention kernel, with QATTN_FUSE_Q=1)" : "");
-                const long solo = qattn_kernels_wg_solo_keys(attn);
-                if (solo) /* the wgmma block form, by the keys a row sees */
-                    printf("         blocks of %s here (one warpgroup up to %ld keys a row on average; past that, "
-                           "three consumer warpgroups)\n",
+                const long solo = qattn_kernels_wg_solo_keys(attn, !pb.varlen && pb.seqlen_k % 16 == 0);
+                if (solo) { /* the wgmma block form, by the keys a row sees */
+                    char most[128] = "one warpgroup at any length of whole 16-row groups";
+                    if (solo > 0)
+                        snprintf(most, sizeof most,
+                                 "one warpgroup up to %ld keys a row on average; past that, three consumer warpgroups", solo);
+                    printf("         blocks of %s here (%s)\n",
                            qattn_kernels_wg_form(attn, &pb) == QATTN_WG_FORM_SOLO ? "one warpgroup" : "three consumer warpgroups",
-                           solo);
+                           most);
+                }
                 if (attn->path == QATTN_KERNELS_PATH_PORTABLE) { /* why no faster path */
                     pb.paths = ((1u << QATTN_KERNELS_PATH_COUNT) - 1u) & ~(1u << QATTN_KERNELS_PATH_PORTABLE);
                     if (qattn_kernels_find(&s, &pb, &attn, &quant, &err))
