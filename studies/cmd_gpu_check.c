@@ -59,6 +59,8 @@ static const gcase cases[] = {
     {"n700-window:300,50", 2, 1, 1, {700}, 0, 0, "window:300,50", 0},
     {"sq300-sk1000-causal-br", 2, 2, 1, {300}, 1000, 0, "causal-br", 0},
     {"mqa8:1-n2048", 8, 1, 1, {2048}, 0, 0, "none", 0},
+    /* sequences of whole 16-row groups: the one-warpgroup wgmma form loads K and V^T by TMA */
+    {"3seq-n512-gqa2:1-causal", 4, 2, 3, {512, 512, 512}, 0, 0, "causal", 0},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
