@@ -1,6 +1,5 @@
 /* Attention forward, Hopper (sm_90a): the wgmma instances of 8-bit Q.K and
- * e4m3 P.V (sage2-8b-sm90, fa3-fp8, and the same schemes at other key
- * blocks) in blocks of one warpgroup and no producer: 64 query rows a
+ * e4m3 or int8 P.V (sage2-8b-sm90, fa3-fp8, sage2-8b, sage1-vb) in blocks of one warpgroup and no producer: 64 query rows a
  * block, several blocks a multiprocessor (registers and shared memory
  * allow three at d = 128), so that one block's prologue and epilogue run
  * beside the others' key blocks and the blocks never wait for each other
@@ -43,12 +42,13 @@ template <int D, int KB, int QF, int PF, int ACC, int NB, bool KT>
 __global__ void __launch_bounds__(128, NB)
     qattn_attn_fwd_wgsolo_kernel(qattn_kernels_attn_params p, const __grid_constant__ qattn_wgsolo_maps maps)
 {
-    static_assert(qattn_wg_solo_can(D, KB, QF, PF, ACC), "8-bit Q.K, e4m3 P.V (acc=fp22)");
+    static_assert(qattn_wg_solo_can(D, KB, QF, PF, ACC), "8-bit Q.K, e4m3 P.V (acc=fp22) or int8 P.V (fp32)");
     static_assert(D == 128 || D == 64, "head dims 64 and 128 (swizzled rows)");
     static_assert(QATTN_WGSOLO_SMEM(D, KB) * NB <= 232448 - 1024 * NB,
                   "shared memory over sm_90's 227 KB for the blocks a multiprocessor");
 #if QATTN_WGMMA
-    constexpr int TWO = QF == QATTN_FMT_INT8; /* acc=fp22+fp32:KB: each block's P.V from 0, added into O */
+    /* TWO: each block's P.V from 0, added into O (int8 Q.K: acc=fp22+fp32:KB, or int8 P.V exact per block) */
+    constexpr int TWO = QF == QATTN_FMT_INT8;
     /* HALF (two levels, d = 128): P.V in two halves of 64 channels (qattn_wgmma_pv_halves): S's
      * registers holding a whole P.V, P beside them and O are more than 168 registers (ptxas spilled
      * 56 bytes with the cp.async loads, 40 with TMA; in halves with TMA: none, and as fast) */
@@ -152,6 +152,7 @@ __global__ void __launch_bounds__(128, NB)
     float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
     const float c2 = p.c2, pmul = p.pmul, lpmul = log2f(pmul);
     typedef typename qattn_cond<QF == QATTN_FMT_INT8, int, float>::type s_t;
+    typedef typename qattn_cond<PF == QATTN_FMT_INT8, int, float>::type pv_t; /* P.V's accumulator (s8: exact) */
     s_t acc[NT * 4]; /* S, then (two levels) the block's P.V */
     const uint32_t aStg0 = qattn_wgmma_smem_addr(sStage);
     const uint64_t dq0 = qattn_wg_desc_k<RB, BM>(qattn_wgmma_smem_addr(sQ), 16 * 0, 0);
@@ -187,10 +188,10 @@ __global__ void __launch_bounds__(128, NB)
         /* P.V: two levels from 0 (into S's registers, or in halves), else into O rescaled */
         const qattn_wg_fview<s_t, NT * 4> sv{acc}; /* PIN: P's codes */
         if constexpr (HALF) {
-            float pvb[NO * 2];
+            pv_t pvb[NO * 2];
             qattn_wgmma_pv_halves<D, KB>(o, pvb, pf, dv0 + (so >> 4), alA, alB);
         } else {
-            float *pv = TWO ? reinterpret_cast<float *>(&acc[0]) : &o[0][0];
+            pv_t *pv = TWO ? reinterpret_cast<pv_t *>(&acc[0]) : reinterpret_cast<pv_t *>(&o[0][0]);
             if (!TWO)
                 qattn_wgmma_o_rescale<NO>(o, alA, alB);
 #pragma unroll
@@ -212,7 +213,7 @@ __global__ void __launch_bounds__(128, NB)
             for (int x = 0; x < NO * 4; x++)
                 qattn_wgmma_fence_reg(pv[x]);
             if constexpr (TWO)
-                qattn_wgmma_o_update<NO>(o, *reinterpret_cast<float(*)[NO * 4]>(pv), alA, alB);
+                qattn_wgmma_o_update<NO>(o, *reinterpret_cast<pv_t(*)[NO * 4]>(pv), alA, alB);
         }
         /* block j0 + 2 KB into this stage once every warp's MMAs are done with it */
         if (j0 + 2 * KB < J1) {

@@ -705,7 +705,7 @@ int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_proble
 
 long qattn_kernels_wg_solo_keys(const qattn_kernels_sig *g, int tma)
 {
-    return wg_both(g) ? qattn_wg_solo_keys(g->head_dim, g->kblock_max, g->q, tma) : 0;
+    return wg_both(g) ? qattn_wg_solo_keys(g->head_dim, g->kblock_max, g->q, g->p, tma) : 0;
 }
 
 const char *qattn_kernels_hw_limit(const qattn_scheme *s, int cc, int i)

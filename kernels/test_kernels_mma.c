@@ -781,6 +781,7 @@ int main(int argc, char **argv)
         run_plan_case("sage2-8b-sm90", QATTN_FMT_FP16, 128, 4, 2, 1024, "causal");
         run_plan_case("sage2-8b", QATTN_FMT_FP16, 128, 2, 1, 768, "none");
         run_plan_case("fa3-fp8", QATTN_FMT_FP16, 64, 2, 1, 512, "window:200,0");
+        run_plan_case("sage1-vb", QATTN_FMT_BF16, 128, 2, 2, 512, "causal");
     }
     /* sage2-8b (kblock=64, K thread:64/8/2, fp22+fp32:64) is not the mma.sync
      * instances' scheme: the wgmma kb64 instance runs it where one can (sm_90

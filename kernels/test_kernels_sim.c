@@ -506,6 +506,8 @@ static void check_wg_form(void)
     CHECK(qattn_wg_solo_can(128, 128, I8, E4, FP22) && qattn_wg_solo_can(128, 64, I8, E4, FP22) &&
               qattn_wg_solo_can(64, 128, E4, E4, FP22),
           "sage2-8b-sm90, sage2-8b, fa3-fp8 have both forms");
+    CHECK(qattn_wg_solo_can(128, 64, I8, I8, QATTN_ACC_FP32) && !qattn_wg_solo_can(128, 64, E4, I8, QATTN_ACC_FP32),
+          "sage1-vb (int8 P.V, exact per block) has both");
     CHECK(!qattn_wg_solo_can(128, 64, E4, E4, FP22) && !qattn_wg_solo_can(128, 128, I8, E4, QATTN_ACC_FP32) &&
               !qattn_wg_solo_can(128, 128, QATTN_FMT_INT4, E4, FP22) && !qattn_wg_solo_can(128, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16),
           "e4m3 Q.K with d > kb, widened P.V, int4, fp16 P.V have one");
@@ -530,6 +532,9 @@ static void check_wg_form(void)
               qattn_wg_form(128, 128, I8, E4, FP22, none, 8192, 1) == QATTN_WG_FORM_NC3 &&
               qattn_wg_form(64, 128, E4, E4, FP22, none, 8192, 1) == QATTN_WG_FORM_NC3,
           "with TMA: e4m3 d = 128 and d = 64 kb 64 always, the others as without");
+    CHECK(qattn_wg_form(128, 64, I8, I8, QATTN_ACC_FP32, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 64, I8, I8, QATTN_ACC_FP32, none, 8192, 0) == QATTN_WG_FORM_NC3,
+          "int8 P.V: always with TMA, up to 4096 keys without");
     CHECK(qattn_wg_tma_lengths(0, 4096) && !qattn_wg_tma_lengths(1, 4096) && !qattn_wg_tma_lengths(0, 1000), "TMA lengths");
     CHECK(qattn_wg_form(128, 128, QATTN_FMT_INT4, E4, FP22, none, 64, 1) == QATTN_WG_FORM_NC3, "int4: three always");
     /* the registry: the instances built here */
@@ -540,8 +545,9 @@ static void check_wg_form(void)
     for (size_t i = 0; i < qattn_kernels_count(); i++) {
         const qattn_kernels_sig *g = qattn_kernels_get(i);
         const int both = g->path == QATTN_KERNELS_PATH_WGMMA && g->family == QATTN_KERNELS_FAMILY_ATTN_FWD &&
-                         (strstr(g->name, "_pv_e4m3_acc_fp22") != NULL) &&
-                         (strstr(g->name, "_qk_int8_") || (strstr(g->name, "_qk_e4m3_") && !strstr(g->name, "d128_kb64")));
+                         ((strstr(g->name, "_pv_e4m3_acc_fp22") != NULL &&
+                           (strstr(g->name, "_qk_int8_") || (strstr(g->name, "_qk_e4m3_") && !strstr(g->name, "d128_kb64")))) ||
+                          strstr(g->name, "_qk_int8_pv_int8_acc_fp32") != NULL);
         pb.wg_form = 0;
         CHECK(!qattn_kernels_wg_solo_keys(g, 0) == !both && !qattn_kernels_wg_solo_keys(g, 1) == !both, "%s: both forms %d",
               g->name, both);

@@ -16,10 +16,12 @@
 #endif
 
 /* the instances with both forms: int8 / e4m3 Q.K codes read as they are, e4m3 P.V on the fp8 MMA
- * (one level: e4m3 Q.K, d <= kb, P.V into O; two: int8 Q.K, d = 128 in halves of 64 channels) */
+ * (one level: e4m3 Q.K, d <= kb, P.V into O; two: int8 Q.K, d = 128 in halves of 64 channels), or
+ * int8 P.V exact per block (s8 MMA) after int8 Q.K */
 QATTN_WG_FORM_FN int qattn_wg_solo_can(int d, int kb, int qf, int pf, int acc)
 {
-    return (qf == QATTN_FMT_INT8 || (qf == QATTN_FMT_E4M3 && d <= kb)) && pf == QATTN_FMT_E4M3 && acc == QATTN_ACC_FP22;
+    return ((qf == QATTN_FMT_INT8 || (qf == QATTN_FMT_E4M3 && d <= kb)) && pf == QATTN_FMT_E4M3 && acc == QATTN_ACC_FP22) ||
+           (qf == QATTN_FMT_INT8 && pf == QATTN_FMT_INT8 && acc == QATTN_ACC_FP32);
 }
 
 /* keys a query row sees on average (seqlen_k keys; causal masks about half; a window its width) */
@@ -39,11 +41,11 @@ QATTN_WG_FORM_FN long qattn_wg_row_keys(qattn_mask m, int seqlen_k)
  * multiprocessor run one block's prologue and epilogue beside the others' key blocks (N = 1024:
  * 1.10-1.40x); with many, the three-consumer form's shared stages keep up or win for the int8 ones
  * at d = 128 and the 128-key ones at d = 64 (0.93-0.99x at N = 16384). With K and V^T loaded by
- * TMA (tma: no varlen, lengths of whole 16-row groups) e4m3 at d = 128 and the 64-key d = 64 ones
- * win at every length (1.04-1.10x at N = 8192-16384): -1, any. */
-QATTN_WG_FORM_FN long qattn_wg_solo_keys(int d, int kb, int qf, int tma)
+ * TMA (tma: no varlen, lengths of whole 16-row groups) e4m3 at d = 128, the 64-key d = 64 ones
+ * and int8 P.V (sage1-vb) win at every length (1.04-1.10x at N = 8192-16384): -1, any. */
+QATTN_WG_FORM_FN long qattn_wg_solo_keys(int d, int kb, int qf, int pf, int tma)
 {
-    if (tma && ((qf == QATTN_FMT_E4M3 && d == 128) || (d == 64 && kb == 64)))
+    if (tma && ((qf == QATTN_FMT_E4M3 && d == 128) || (d == 64 && kb == 64) || pf == QATTN_FMT_INT8))
         return -1;
     return qf == QATTN_FMT_E4M3 && d == 128 ? 8192 : 4096;
 }
@@ -54,7 +56,7 @@ QATTN_WG_FORM_FN int qattn_wg_form(int d, int kb, int qf, int pf, int acc, qattn
 {
     if (!qattn_wg_solo_can(d, kb, qf, pf, acc))
         return QATTN_WG_FORM_NC3;
-    const long most = qattn_wg_solo_keys(d, kb, qf, tma);
+    const long most = qattn_wg_solo_keys(d, kb, qf, pf, tma);
     return most < 0 || qattn_wg_row_keys(m, seqlen_k) <= most ? QATTN_WG_FORM_SOLO : QATTN_WG_FORM_NC3;
 }
 
