@@ -94,12 +94,14 @@ __global__ void __launch_bounds__(128, NB)
     /* ---- a key block into a stage: TMA (one thread), or this thread's copies: chunk ch of K rows
      * r0 + RP x (key RP x + sigma(r0) of the block), chunk vch of V^T rows v0 + VR x ---- */
     const int64_t khead = b * p.k_sb + tk0 * p.k_st + hk * p.k_sh;
+    /* KT: the head's first 16-row group of K (its rows start on one: qattn_wgsolo_maps_fill), divided once */
+    const int kgrp0 = KT ? (int)(khead / p.k_st >> 4) : 0;
     auto load_block = [&](int j0, int stage) {
         if constexpr (KT) {
             if (tid == 0) {
                 const uint32_t bar = bar0 + 8u * (uint32_t)stage, dst = qattn_wgmma_smem_addr(sStage + stage * STAGE);
                 qattn_mbar_arrive_expect_tx(bar, STAGE);
-                qattn_tma_load5(dst, &maps.k, bar, 0, 0, 0, 0, (int)((khead / p.k_st + j0) >> 4));
+                qattn_tma_load5(dst, &maps.k, bar, 0, 0, 0, 0, kgrp0 + (j0 >> 4));
                 qattn_tma_load4(dst + KBYTES, &maps.v, bar, j0, 0, b, hk);
             }
             return;

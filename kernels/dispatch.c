@@ -700,8 +700,10 @@ int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_proble
         return env[0] - '0';
     return pb->wg_form ? pb->wg_form
                        : qattn_wg_form(g->head_dim, g->kblock_max, g->q, g->p, g->acc, pb->mask, pb->seqlen_k,
-                                       qattn_wg_tma_lengths(pb->varlen, pb->seqlen_k));
+                                       qattn_kernels_wg_tma_lengths(pb));
 }
+
+int qattn_kernels_wg_tma_lengths(const qattn_kernels_problem *pb) { return qattn_wg_tma_lengths(pb->varlen, pb->seqlen_k); }
 
 long qattn_kernels_wg_solo_keys(const qattn_kernels_sig *g, int tma)
 {

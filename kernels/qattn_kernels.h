@@ -403,6 +403,8 @@ int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_proble
 /* the most keys a row sees on average for which g takes blocks of one warpgroup by the rule (0: never;
  * -1: any), tma: with lengths that let K and V^T load by TMA (kernels/wgmma_form.h) */
 long qattn_kernels_wg_solo_keys(const qattn_kernels_sig *g, int tma);
+/* 1 when pb's lengths let the one-warpgroup form load K and V^T by TMA (no varlen, whole 16-row groups) */
+int qattn_kernels_wg_tma_lengths(const qattn_kernels_problem *pb);
 /* the same without the request: whether g could quantize Q of s on pb itself */
 int qattn_kernels_fuse_q_can(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb);
 /* p (filled for s on pb) switched to the fused form: q = the user's Q

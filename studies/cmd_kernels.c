@@ -131,7 +131,7 @@ static int print_plan(const char *const *schemes, size_t nschemes, const int *di
                 printf("  d=%-4d %s (%s), quantization %s%s\n", dims[j], attn->name, qattn_kernels_path_name(attn->path),
                        quant ? quant->name : "none",
                        qattn_kernels_fuse_q_can(attn, &s, &pb) ? " (Q: also by the attention kernel, with QATTN_FUSE_Q=1)" : "");
-                const long solo = qattn_kernels_wg_solo_keys(attn, !pb.varlen && pb.seqlen_k % 16 == 0);
+                const long solo = qattn_kernels_wg_solo_keys(attn, qattn_kernels_wg_tma_lengths(&pb));
                 if (solo) { /* the wgmma block form, by the keys a row sees */
                     char most[128] = "one warpgroup at any length of whole 16-row groups";
                     if (solo > 0)
