@@ -93,12 +93,6 @@ static __host__ __device__ constexpr int qattn_wg_defer_o(int d, int kb, int qf,
  * 2026-11-28) */
 static __host__ __device__ constexpr bool qattn_wg_ser(int d, int qf) { return !(d == 64 && qf == QATTN_FMT_E4M3); }
 
-/* consumer warpgroups a block has by default, chosen by measurement (kernels/LOG.md): three (BM =
- * 192, 160 registers each, the producer 24; 152 and 48 where the producer widens V) for the 8-bit
- * and int4 instances (1.03-1.22x two at N = 8192 on the H100; int4 and the CK presets 1.12-1.24x on
- * the H200, 2026-11-28), two for the 16-bit baselines (three, with 64-key stages: 0.94-1.04x);
- * every instance has both (QATTN_WG_NC in the environment picks one) */
-static __host__ __device__ constexpr int qattn_wg_nc(int qf) { return QATTN_WGMMA_8BIT(qf) ? 3 : 2; }
 
 template <int D, int KB, int QF, int PF, int ACC, int NC>
 __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p)
@@ -529,14 +523,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
             /* ---- P.V of this block (from 0, or into O rescaled), then Q.K of the next ---- */
             pv_t *pv = PVACC ? reinterpret_cast<pv_t *>(&acc[0]) : TWO ? pvbuf : reinterpret_cast<pv_t *>(&o[0][0]);
             if constexpr (P16) {
-                qattn_wgmma_oh_rescale<NO>(oh, alA, alB);
-#pragma unroll
-                for (int x = 0; x < NO * 2; x++)
-                    qattn_wgmma_fence_reg(oh[x]);
-                qattn_wgmma_fence();
-#pragma unroll
-                for (int q = 0; q < KB / 16; q++)
-                    qattn_wgmma_m64k16_f16acc<D>(oh, pf[q], qattn_wgmma_desc_sw128_mn(aV + 2048u * (uint32_t)q, KS * 128));
+                qattn_wgmma_pvh_issue<D, KB, KS>(oh, alA, alB, pf, aV);
             } else if constexpr (W16) {
                 qattn_wgmma_pv16_issue<D, KB, KS, 0>(o, alA, alB, pf, aV, 0);
             } else if constexpr (HALF) {
@@ -723,7 +710,7 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
         if constexpr (SOLO)
             if (form == QATTN_WG_FORM_SOLO)
                 return qattn_attn_fwd_wgsolo_launch<D, KB, QF, PF, ACC>(p, stream, err);
-        if (form == QATTN_WG_FORM_NC3 || (form == QATTN_WG_FORM_SOLO && qattn_wg_nc(QF) == 3))
+        if (form == QATTN_WG_FORM_NC3 || (form == QATTN_WG_FORM_SOLO && qattn_wg_nc(QF) == QATTN_WG_FORM_NC3))
             return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 3>(p, stream, err);
     }
     return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 2>(p, stream, err);

@@ -1,7 +1,8 @@
 /* Attention forward, Hopper (sm_90a): the wgmma instances of 8-bit Q.K and
- * e4m3 or int8 P.V (sage2-8b-sm90, fa3-fp8, sage2-8b, sage1-vb) in blocks of one warpgroup and no producer: 64 query rows a
- * block, several blocks a multiprocessor (registers and shared memory
- * allow three at d = 128), so that one block's prologue and epilogue run
+ * e4m3, int8 or fp16 P.V (sage2-8b-sm90, fa3-fp8, sage2-8b, sage1-vb,
+ * sage1-b) and the fp16 / bf16 baselines at d = 64 in blocks of one
+ * warpgroup and no producer: 64 query rows a block, three blocks a
+ * multiprocessor, so that one block's prologue and epilogue run
  * beside the others' key blocks and the blocks never wait for each other
  * (the structure of SageAttention2's sm90 kernel). Key blocks are loaded
  * two stages ahead (block j + 2 into the stage block j leaves, once the
@@ -12,7 +13,10 @@
  * The steps of a key block are those of the three-consumer form of
  * attn_fwd_wgmma.h (SER): Q.K, the softmax (qattn_wgmma_softmax), P.V
  * waited and added into O (two levels: in S's registers, or in halves at
- * d = 128) before the next Q.K. Same params, scheme, checks and epilogue. */
+ * d = 128) before the next Q.K. Same params, scheme, checks and epilogue.
+ * sage1-b: V in fp16 rows of keys in the sigma order, P.V into an f16 O;
+ * the baselines: Q.K from shared memory (m64nKBk16), K and V rows in key
+ * order, qattn_wgmma_softmax16 and the f16 / bf16 P.V into the fp32 O. */
 #ifndef QATTN_KERNELS_ATTN_FWD_WGSOLO_H
 #define QATTN_KERNELS_ATTN_FWD_WGSOLO_H
 
@@ -25,10 +29,17 @@
 #include "wgmma_form.h"   /* qattn_wg_solo_can */
 #include "wgmma_tile.h"   /* swizzled tiles, descriptors */
 
-/* stages; blocks a multiprocessor (168 registers a thread) */
+/* stages; blocks a multiprocessor (168 registers a thread); bytes a Q / K element; V in 16-bit rows
+ * of keys (else 8-bit V^T); the shared memory (Q, the stages, 1 KB to align) */
 #define QATTN_WGSOLO_STAGES 2
 #define QATTN_WGSOLO_BLOCKS 3
-#define QATTN_WGSOLO_SMEM(d, kb) (64 * (d) + QATTN_WGSOLO_STAGES * 2 * (kb) * (d) + 1024)
+static constexpr QATTN_HD int qattn_wgsolo_es(int qf) { return QATTN_WGMMA_8BIT(qf) ? 1 : 2; }
+static constexpr QATTN_HD int qattn_wgsolo_v16(int qf, int pf) { return !QATTN_WGMMA_8BIT(qf) || pf == QATTN_FMT_FP16; }
+static constexpr QATTN_HD int qattn_wgsolo_smem(int d, int kb, int qf, int pf)
+{
+    return 64 * d * qattn_wgsolo_es(qf) + QATTN_WGSOLO_STAGES * kb * d * (qattn_wgsolo_es(qf) + (qattn_wgsolo_v16(qf, pf) ? 2 : 1)) +
+           1024;
+}
 
 /* the TMA maps of K (5-D: channels, then rows e, i, u, 16-row groups with strides 1, 4, 2, 16 rows,
  * so that a box lands in the sigma order) and of V^T (4-D: keys, channels, sequences, heads) */
@@ -42,28 +53,35 @@ template <int D, int KB, int QF, int PF, int ACC, int NB, bool KT>
 __global__ void __launch_bounds__(128, NB)
     qattn_attn_fwd_wgsolo_kernel(qattn_kernels_attn_params p, const __grid_constant__ qattn_wgsolo_maps maps)
 {
-    static_assert(qattn_wg_solo_can(D, KB, QF, PF, ACC), "8-bit Q.K, e4m3 P.V (acc=fp22) or int8 P.V (fp32)");
+    static_assert(qattn_wg_solo_can(D, KB, QF, PF, ACC),
+                  "8-bit Q.K, e4m3 P.V (acc=fp22), int8 P.V (fp32) or fp16 P.V (fp16); the 16-bit baselines");
     static_assert(D == 128 || D == 64, "head dims 64 and 128 (swizzled rows)");
-    static_assert(QATTN_WGSOLO_SMEM(D, KB) * NB <= 232448 - 1024 * NB,
+    static_assert(!KT || qattn_wg_solo_tma(QF, PF), "TMA loads of 8-bit K and V^T");
+    static_assert((qattn_wgsolo_smem(D, KB, QF, PF) + 1024) * NB <= 232448,
                   "shared memory over sm_90's 227 KB for the blocks a multiprocessor");
 #if QATTN_WGMMA
+    /* Q8: 8-bit Q / K codes (else the 16-bit baseline, BF: bf16); P16: fp16 P.V into the f16 O
+     * (sage1-b); V16: V in 16-bit rows of keys (P16: in the sigma order) */
+    constexpr int Q8 = QATTN_WGMMA_8BIT(QF), BF = QF == QATTN_FMT_BF16, P16 = Q8 && PF == QATTN_FMT_FP16;
+    constexpr int V16 = qattn_wgsolo_v16(QF, PF), ES = qattn_wgsolo_es(QF);
     /* TWO: each block's P.V from 0, added into O (int8 Q.K: acc=fp22+fp32:KB, or int8 P.V exact per block) */
-    constexpr int TWO = QF == QATTN_FMT_INT8;
+    constexpr int TWO = QF == QATTN_FMT_INT8 && !P16;
     /* HALF (two levels, d = 128): P.V in two halves of 64 channels (qattn_wgmma_pv_halves): S's
      * registers holding a whole P.V, P beside them and O are more than 168 registers (ptxas spilled
      * 56 bytes with the cp.async loads, 40 with TMA; in halves with TMA: none, and as fast) */
-    constexpr bool HALF = TWO && D == 128, PIN = !TWO;
+    constexpr bool HALF = TWO && D == 128, PIN = Q8 && !TWO && !P16;
     constexpr int S = QATTN_WGSOLO_STAGES, BM = 64;
     constexpr int NT = KB / 8, NO = D / 8;
-    constexpr int RB = D, CH = RB / 16, RP = 128 / CH; /* Q / K rows: bytes, 16-byte chunks, rows a pass */
-    constexpr int VCH = KB / 16, VR = 128 / VCH;      /* V^T rows (channels) of KB keys */
-    constexpr int KBYTES = KB * RB, STAGE = KBYTES + D * KB;
-    constexpr int KSTEP = RP * (RB < 128 ? RB : 128), VSTEP = VR * (KB < 128 ? KB : 128);
+    constexpr int RB = D * ES, CH = RB / 16, RP = 128 / CH; /* Q / K rows: bytes, 16-byte chunks, rows a pass */
+    /* the V tile: V^T (D rows of KB bytes) or 16-bit rows (KB rows of 2 D bytes); chunks, rows a pass */
+    constexpr int VRB = V16 ? 2 * D : KB, VROWS = V16 ? KB : D, VCH = VRB / 16, VR = 128 / VCH;
+    constexpr int KBYTES = KB * RB, STAGE = KBYTES + VROWS * VRB;
+    constexpr int KSTEP = RP * (RB < 128 ? RB : 128), VSTEP = VR * (VRB < 128 ? VRB : 128);
     constexpr bool MIX = qattn_wg_s2f_mix(D, KB);
     QATTN_DYNAMIC_SHARED(uint8_t, smem_raw);
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
     uint8_t *sQ = smem;               /* [64 rows][RB] swizzled */
-    uint8_t *sStage = smem + BM * RB; /* stage s at s * STAGE: K [KB][RB], V^T [D][KB] */
+    uint8_t *sStage = smem + BM * RB; /* stage s at s * STAGE: K [KB][RB], V [VROWS][VRB] */
     /* full[S]: a stage landed (the threads' cp.async: 128 arrivals; TMA: one and its bytes), Q (128) */
     __shared__ __align__(8) uint64_t s_bar[S + 1];
     const uint32_t bar0 = qattn_wgmma_smem_addr(s_bar);
@@ -107,12 +125,11 @@ __global__ void __launch_bounds__(128, NB)
             return;
         }
         const int t = (int)threadIdx.x, r0 = t / CH, ch = t % CH, v0 = t / VCH, vch = t % VCH;
-        const int kperm = qattn_wg_sigma(r0);
-        const int64_t kst = p.k_st, vst = p.v_st;
-        const uint8_t *kg = (const uint8_t *)p.k + khead + kperm * kst + ch * 16;
-        const uint8_t *vp = (const uint8_t *)p.v + (b * p.v_sb + hk * p.v_sh) + v0 * vst + vch * 16 + j0;
+        const int kperm = Q8 ? qattn_wg_sigma(r0) : r0;
+        const int64_t kst = p.k_st * ES;
+        const uint8_t *kg = (const uint8_t *)p.k + khead * ES + kperm * kst + ch * 16;
         uint8_t *sK = sStage + stage * STAGE + qattn_wg_off<RB, KB>(r0, ch);
-        uint8_t *sV = sStage + stage * STAGE + KBYTES + qattn_wg_off<KB, D>(v0, vch);
+        uint8_t *sV = sStage + stage * STAGE + KBYTES + qattn_wg_off<VRB, VROWS>(v0, vch);
         const uint8_t *kp = kg + j0 * kst;
         if (j0 + KB <= sk) { /* every key of the block (a uniform branch) */
 #pragma unroll
@@ -125,17 +142,29 @@ __global__ void __launch_bounds__(128, NB)
                 qattn_cp_async16(sK + KSTEP * x, ok ? kp + RP * x * kst : kg, ok ? 16 : 0);
             }
         }
+        if constexpr (V16) { /* rows past the sequence's end zero (P is 0 there, V may not be finite) */
+            const int64_t vst = p.v_st * 2;
+            const uint8_t *vg = (const uint8_t *)p.v + (b * p.v_sb + tk0 * p.v_st + hk * p.v_sh) * 2 + vch * 16;
 #pragma unroll
-        for (int x = 0; x < D / VR; x++)
-            qattn_cp_async16(sV + VSTEP * x, vp + VR * x * vst, 16);
+            for (int x = 0; x < VROWS / VR; x++) {
+                const int vk = P16 ? qattn_wg_sigma64(VR * x + v0) : VR * x + v0, ok = j0 + vk < sk;
+                qattn_cp_async16(sV + VSTEP * x, ok ? vg + (j0 + vk) * vst : vg, ok ? 16 : 0);
+            }
+        } else {
+            const int64_t vst = p.v_st;
+            const uint8_t *vp = (const uint8_t *)p.v + (b * p.v_sb + hk * p.v_sh) + v0 * vst + vch * 16 + j0;
+#pragma unroll
+            for (int x = 0; x < D / VR; x++)
+                qattn_cp_async16(sV + VSTEP * x, vp + VR * x * vst, 16);
+        }
         qattn_cp_async_mbar_arrive(bar0 + 8u * (uint32_t)stage);
     };
     if (J0 < J1) {
-        const uint8_t *qg = (const uint8_t *)p.q + (b * p.q_sb + tq0 * p.q_st + h * p.q_sh);
+        const uint8_t *qg = (const uint8_t *)p.q + (b * p.q_sb + tq0 * p.q_st + h * p.q_sh) * ES;
 #pragma unroll
         for (int e = tid; e < BM * CH; e += 128) {
             const int r = e / CH, c = e % CH, ok = i0 + r < sq;
-            qattn_cp_async16(sQ + qattn_wg_off<RB, BM>(r, c), qg + (ok ? (i0 + r) * p.q_st + c * 16 : 0), ok ? 16 : 0);
+            qattn_cp_async16(sQ + qattn_wg_off<RB, BM>(r, c), qg + (ok ? (i0 + r) * p.q_st * ES + c * 16 : 0), ok ? 16 : 0);
         }
         qattn_cp_async_mbar_arrive(qbar);
         load_block(J0, 0);
@@ -143,10 +172,14 @@ __global__ void __launch_bounds__(128, NB)
             load_block(J0 + KB, 1);
     }
 
-    const float *ksc = p.k_scale + ((int64_t)hk * p.nseq + b) * p.k_ntok;
-    const float *qsc = p.q_scale + ((int64_t)h * p.nseq + b) * p.q_ntok;
-    const float qsA = rA < sq ? qsc[qattn_num_group_tok_index(p.q_group, rA)] : 0.0f;
-    const float qsB = rB < sq ? qsc[qattn_num_group_tok_index(p.q_group, rB)] : 0.0f;
+    /* the scales (8-bit codes; the baselines have none: K's group read as the tensor's) */
+    const float *ksc = Q8 ? p.k_scale + ((int64_t)hk * p.nseq + b) * p.k_ntok : p.k_scale;
+    const float *qsc = Q8 ? p.q_scale + ((int64_t)h * p.nseq + b) * p.q_ntok : p.q_scale;
+    const float qsA = Q8 && rA < sq ? qsc[qattn_num_group_tok_index(p.q_group, rA)] : 0.0f;
+    const float qsB = Q8 && rB < sq ? qsc[qattn_num_group_tok_index(p.q_group, rB)] : 0.0f;
+    qattn_group kgrp = p.k_group;
+    if (!Q8)
+        kgrp.tok = QATTN_TOK_TENSOR;
     float o[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++)
@@ -156,10 +189,14 @@ __global__ void __launch_bounds__(128, NB)
     typedef typename qattn_cond<QF == QATTN_FMT_INT8, int, float>::type s_t;
     typedef typename qattn_cond<PF == QATTN_FMT_INT8, int, float>::type pv_t; /* P.V's accumulator (s8: exact) */
     s_t acc[NT * 4]; /* S, then (two levels) the block's P.V */
+    uint32_t oh[P16 ? NO * 2 : 1]; /* P16: O in the f16 accumulator (the fp32 layout's pairs) */
+#pragma unroll
+    for (int x = 0; x < (P16 ? NO * 2 : 1); x++)
+        oh[x] = 0u;
     const uint32_t aStg0 = qattn_wgmma_smem_addr(sStage);
     const uint64_t dq0 = qattn_wg_desc_k<RB, BM>(qattn_wgmma_smem_addr(sQ), 16 * 0, 0);
     const uint64_t dk0 = qattn_wg_desc_k<RB, KB>(aStg0, 0, 0), dv0 = qattn_wg_desc_k<KB, D>(aStg0 + KBYTES, 0, 0);
-    qattn_wg_kscales<KB> ks(p.k_group, ksc, J0, qi); /* the K scales of the thread's keys */
+    qattn_wg_kscales<KB> ks(kgrp, ksc, J0, qi); /* the K scales of the thread's keys */
 
     int stage = 0;
     uint32_t phase = 0, so = 0u; /* parity of the full barriers' current completion; stage * STAGE */
@@ -173,49 +210,78 @@ __global__ void __launch_bounds__(128, NB)
             qattn_wgmma_fence_reg(acc[x]);
         qattn_wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < RB / 32; kk++)
-            qattn_wgmma_qk<KB>(acc, dq0 + 2u * kk, dk0 + ((so >> 4) + 2u * kk), kk > 0);
+        for (int kk = 0; kk < RB / 32; kk++) {
+            if constexpr (Q8) /* k-steps of 32 channels */
+                qattn_wgmma_qk<KB>(acc, dq0 + 2u * kk, dk0 + ((so >> 4) + 2u * kk), kk > 0);
+            else /* of 16 channels (32 bytes; Q's A fragments by ldmatrix for the register form gave wrong
+                  * scores at d = 64, H200 2026-11-28: both operands from shared memory) */
+                qattn_wgmma_m64k16_ss<KB, BF>(reinterpret_cast<float *>(acc), dq0 + (qattn_wg_slab_off<BM>(32 * kk) >> 4),
+                                              dk0 + ((so + qattn_wg_slab_off<KB>(32 * kk)) >> 4), kk > 0);
+        }
         qattn_wgmma_commit();
-        const float ks0 = ks.cur[ks.in0], ks1 = ks.cur[ks.in1];
+        const float ks0 = Q8 ? ks.cur[ks.in0] : 1.0f, ks1 = Q8 ? ks.cur[ks.in1] : 1.0f;
         qattn_wgmma_wait<0>();
 #pragma unroll
         for (int x = 0; x < NT * 4; x++)
             qattn_wgmma_fence_reg(acc[x]);
         float alA, alB;
-        uint32_t pf[KB / 32][4];
-        const float2 none[1] = {make_float2(0.0f, 0.0f)};
-        qattn_wgmma_softmax<KB, PF, false, false, MIX, true, PIN>(acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2,
-                                                                   qsA * ks1 * c2, qsB * ks0 * c2, qsB * ks1 * c2, lpmul,
-                                                                   mA, mB, lA, lB, alA, alB, pf, [] {});
-        /* P.V: two levels from 0 (into S's registers, or in halves), else into O rescaled */
-        const qattn_wg_fview<s_t, NT * 4> sv{acc}; /* PIN: P's codes */
-        if constexpr (HALF) {
-            pv_t pvb[NO * 2];
-            qattn_wgmma_pv_halves<D, KB>(o, pvb, pf, dv0 + (so >> 4), alA, alB);
-        } else {
-            pv_t *pv = TWO ? reinterpret_cast<pv_t *>(&acc[0]) : reinterpret_cast<pv_t *>(&o[0][0]);
-            if (!TWO)
-                qattn_wgmma_o_rescale<NO>(o, alA, alB);
-#pragma unroll
-            for (int x = 0; x < NO * 4; x++)
-                qattn_wgmma_fence_reg(pv[x]);
-            qattn_wgmma_fence();
-#pragma unroll
-            for (int q = 0; q < KB / 32; q++) {
-                if constexpr (PIN) {
-                    const uint32_t a[4] = {sv.bits(4 * q), sv.bits(4 * q + 1), sv.bits(4 * q + 2), sv.bits(4 * q + 3)};
-                    qattn_wgmma_pv<D>(pv, a, dv0 + ((so >> 4) + 2u * q), 1);
-                } else {
-                    qattn_wgmma_pv<D>(pv, pf[q], dv0 + ((so >> 4) + 2u * q), q > 0);
-                }
-            }
+        const uint32_t aV = aStg0 + so + KBYTES;
+        if constexpr (!Q8) { /* the baseline: P rounded to the 16-bit type, P.V into O rescaled */
+            float (&sf)[NT * 4] = *reinterpret_cast<float (*)[NT * 4]>(&acc[0]);
+            uint32_t pf[KB / 16][4];
+            qattn_wgmma_softmax16<KB>(sf, j0, loA, hiA, loB, hiB, c2, mA, mB, lA, lB, alA, alB);
+            qattn_wgmma_pack16<KB, BF>(sf, pf);
+            qattn_wgmma_pv16_issue<D, KB, KB, BF>(o, alA, alB, pf, aV, 0);
             qattn_wgmma_commit();
             qattn_wgmma_wait<0>();
 #pragma unroll
-            for (int x = 0; x < NO * 4; x++)
-                qattn_wgmma_fence_reg(pv[x]);
-            if constexpr (TWO)
-                qattn_wgmma_o_update<NO>(o, *reinterpret_cast<pv_t(*)[NO * 4]>(pv), alA, alB);
+            for (int n = 0; n < NO; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    qattn_wgmma_fence_reg(o[n][e]);
+        } else {
+            uint32_t pf[KB / (P16 ? 16 : 32)][4];
+            const float2 none[1] = {make_float2(0.0f, 0.0f)};
+            qattn_wgmma_softmax<KB, PF, false, false, MIX, true, PIN>(acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2,
+                                                                       qsA * ks1 * c2, qsB * ks0 * c2, qsB * ks1 * c2, lpmul,
+                                                                       mA, mB, lA, lB, alA, alB, pf, [] {});
+            /* P.V: two levels from 0 (into S's registers, or in halves), else into O rescaled */
+            const qattn_wg_fview<s_t, NT * 4> sv{acc}; /* PIN: P's codes */
+            if constexpr (P16) { /* O (f16) rescaled, then P.V into it by the f16 MMA, V rows in the sigma order */
+                qattn_wgmma_pvh_issue<D, KB, KB>(oh, alA, alB, pf, aV);
+                qattn_wgmma_commit();
+                qattn_wgmma_wait<0>();
+#pragma unroll
+                for (int x = 0; x < NO * 2; x++)
+                    qattn_wgmma_fence_reg(oh[x]);
+            } else if constexpr (HALF) {
+                pv_t pvb[NO * 2];
+                qattn_wgmma_pv_halves<D, KB>(o, pvb, pf, dv0 + (so >> 4), alA, alB);
+            } else {
+                pv_t *pv = TWO ? reinterpret_cast<pv_t *>(&acc[0]) : reinterpret_cast<pv_t *>(&o[0][0]);
+                if (!TWO)
+                    qattn_wgmma_o_rescale<NO>(o, alA, alB);
+#pragma unroll
+                for (int x = 0; x < NO * 4; x++)
+                    qattn_wgmma_fence_reg(pv[x]);
+                qattn_wgmma_fence();
+#pragma unroll
+                for (int q = 0; q < KB / 32; q++) {
+                    if constexpr (PIN) {
+                        const uint32_t a[4] = {sv.bits(4 * q), sv.bits(4 * q + 1), sv.bits(4 * q + 2), sv.bits(4 * q + 3)};
+                        qattn_wgmma_pv<D>(pv, a, dv0 + ((so >> 4) + 2u * q), 1);
+                    } else {
+                        qattn_wgmma_pv<D>(pv, pf[q], dv0 + ((so >> 4) + 2u * q), q > 0);
+                    }
+                }
+                qattn_wgmma_commit();
+                qattn_wgmma_wait<0>();
+#pragma unroll
+                for (int x = 0; x < NO * 4; x++)
+                    qattn_wgmma_fence_reg(pv[x]);
+                if constexpr (TWO)
+                    qattn_wgmma_o_update<NO>(o, *reinterpret_cast<pv_t(*)[NO * 4]>(pv), alA, alB);
+            }
         }
         /* block j0 + 2 KB into this stage once every warp's MMAs are done with it */
         if (j0 + 2 * KB < J1) {
@@ -230,6 +296,13 @@ __global__ void __launch_bounds__(128, NB)
     lA = lA / pmul, lB = lB / pmul; /* l summed P * pmul (qattn_wgmma_softmax) */
     qattn_wgmma_wait<0>();           /* said for ptxas (C7517) */
     qattn_cp_async_wait<0>();
+    if constexpr (P16) {
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            qattn_f16x2_unpack(oh[2 * n], o[n][0], o[n][1]);
+            qattn_f16x2_unpack(oh[2 * n + 1], o[n][2], o[n][3]);
+        }
+    }
     qattn_mma_epilogue<D, D == 128>(p, o, lA, lB, mA, mB, rA, rB, loA, hiA, loB, hiB, sq, tq0, b, h, hk);
 #elif defined(__CUDA_ARCH__)
     (void)p;
@@ -289,14 +362,17 @@ static int qattn_wgsolo_maps_fill(const qattn_kernels_attn_params &p, qattn_wgso
 template <int D, int KB, int QF, int PF, int ACC>
 static int qattn_attn_fwd_wgsolo_launch(const qattn_kernels_attn_params &p, void *stream, qattn_err *err)
 {
-    const size_t smem = QATTN_WGSOLO_SMEM(D, KB);
+    const size_t smem = qattn_wgsolo_smem(D, KB, QF, PF);
+    constexpr int NB = QATTN_WGSOLO_BLOCKS;
     qattn_wgsolo_maps maps;
     memset(&maps, 0, sizeof maps);
-    static const char *const env = getenv("QATTN_WG_TMA"); /* 0: the cp.async form (for comparison) */
-    const int kt = !(env && env[0] == '0') && qattn_wgsolo_maps_fill<D, KB>(p, &maps);
     void (*k)(qattn_kernels_attn_params, const qattn_wgsolo_maps) =
-        kt ? &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, QATTN_WGSOLO_BLOCKS, true>
-           : &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, QATTN_WGSOLO_BLOCKS, false>;
+        &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, NB, false>;
+    if constexpr (qattn_wg_solo_tma(QF, PF)) {
+        static const char *const env = getenv("QATTN_WG_TMA"); /* 0: the cp.async form (for comparison) */
+        if (!(env && env[0] == '0') && qattn_wgsolo_maps_fill<D, KB>(p, &maps))
+            k = &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, NB, true>;
+    }
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                     "attn wgmma: raising the shared-memory limit");
     const dim3 grid((unsigned)((p.seqlen_q + 63) / 64), (unsigned)p.hq, (unsigned)p.nseq);

@@ -126,14 +126,17 @@ char *qattn_kernels_describe(const qattn_kernels_sig *g, char *buf, size_t len)
                  (g->sparse_variants >> QATTN_KERNELS_SPARSE_FUSED) & 1u ? "fused" : "", g->qk_groups, cc, g->arch);
         return buf;
     }
-    char solo[192] = "", tma[32] = "at any length";
+    char solo[256] = "", tma[96] = "", most[64] = "at any length";
     if (wg_both(g)) {
-        if (qattn_kernels_wg_solo_keys(g, 1) > 0)
-            snprintf(tma, sizeof tma, "up to %ld", qattn_kernels_wg_solo_keys(g, 1));
-        snprintf(solo, sizeof solo,
-                 "; blocks of one warpgroup where a row sees <= %ld keys on average (%s with whole 16-row "
-                 "groups, no varlen: K, V by TMA), else of three consumer warpgroups",
-                 qattn_kernels_wg_solo_keys(g, 0), tma);
+        const long k0 = qattn_kernels_wg_solo_keys(g, 0), k1 = qattn_kernels_wg_solo_keys(g, 1);
+        if (k0 > 0)
+            snprintf(most, sizeof most, "where a row sees <= %ld keys on average", k0);
+        if (qattn_wg_solo_tma(g->q, g->p) && k1 > 0)
+            snprintf(tma, sizeof tma, " (up to %ld with whole 16-row groups, no varlen: K, V by TMA)", k1);
+        else if (qattn_wg_solo_tma(g->q, g->p))
+            snprintf(tma, sizeof tma, " (at any length with whole 16-row groups, no varlen: K, V by TMA)");
+        snprintf(solo, sizeof solo, "; blocks of one warpgroup %s%s, else of %s", most, tma,
+                 qattn_kernels_wg_form_name(qattn_wg_nc(g->q)));
     }
     snprintf(buf, len,
              "attn-fwd %s: d=%d q=%s k=%s p=%s%s v=%s acc=%s%s; qk groups %s; v groups %s; kblock<=%d; masks %s; "
@@ -696,12 +699,22 @@ int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_proble
     if (!wg_both(g))
         return 0;
     const char *env = getenv("QATTN_WG_NC");
-    if (env && (env[0] == '1' || env[0] == '3'))
+    if (env && env[0] >= '1' && env[0] <= '3')
         return env[0] - '0';
     return pb->wg_form ? pb->wg_form
                        : qattn_wg_form(g->head_dim, g->kblock_max, g->q, g->p, g->acc, pb->mask, pb->seqlen_k,
                                        qattn_kernels_wg_tma_lengths(pb));
 }
+
+const char *qattn_kernels_wg_form_name(int form)
+{
+    return form == QATTN_WG_FORM_SOLO  ? "one warpgroup"
+           : form == QATTN_WG_FORM_NC2 ? "two consumer warpgroups"
+           : form == QATTN_WG_FORM_NC3 ? "three consumer warpgroups"
+                                       : "";
+}
+
+int qattn_kernels_wg_multi(const qattn_kernels_sig *g) { return qattn_wg_nc(g->q); }
 
 int qattn_kernels_wg_tma_lengths(const qattn_kernels_problem *pb) { return qattn_wg_tma_lengths(pb->varlen, pb->seqlen_k); }
 

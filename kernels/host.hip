@@ -362,11 +362,8 @@ char *qattn_kernels_plan_describe(const qattn_kernels_plan *pl, char *buf, size_
 {
     static const char *names[3] = {"q", "k", "v"};
     const int form = qattn_kernels_wg_form(pl->attn_sig, &pl->pb);
-    int n = snprintf(buf, len, "%s (%s)%s%s", pl->attn_sig->name, qattn_kernels_path_name(pl->attn_sig->path),
-                     pl->fuse_q ? "; q fused" : "",
-                     form == QATTN_WG_FORM_SOLO  ? "; blocks of one warpgroup"
-                     : form == QATTN_WG_FORM_NC3 ? "; blocks of three consumer warpgroups"
-                                                 : "");
+    int n = snprintf(buf, len, "%s (%s)%s%s%s", pl->attn_sig->name, qattn_kernels_path_name(pl->attn_sig->path),
+                     pl->fuse_q ? "; q fused" : "", form ? "; blocks of " : "", qattn_kernels_wg_form_name(form));
     for (int i = 0; i < 3 && n >= 0 && (size_t)n < len; i++)
         if (pl->quantize[i])
             n += snprintf(buf + n, len - (size_t)n, "; %s %s", names[i], qattn_kernels_qroute_name(pl->qp[i].route));

@@ -193,7 +193,8 @@ char *qattn_kernels_describe(const qattn_kernels_sig *sig, char *buf, size_t len
 /* the wgmma path's blocks for the instances with both forms (kernels/wgmma_form.h) */
 enum {
     QATTN_WG_FORM_RULE = 0, /* by the rule there */
-    QATTN_WG_FORM_SOLO = 1, /* one warpgroup a block, three blocks a multiprocessor (attn_fwd_wgsolo.h) */
+    QATTN_WG_FORM_SOLO = 1, /* one warpgroup a block, two or three blocks a multiprocessor (attn_fwd_wgsolo.h) */
+    QATTN_WG_FORM_NC2 = 2,  /* two consumer warpgroups and a producer a block (attn_fwd_wgmma.h) */
     QATTN_WG_FORM_NC3 = 3   /* three consumer warpgroups and a producer a block (attn_fwd_wgmma.h) */
 };
 
@@ -397,9 +398,13 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
  * split along channels), no smooth=q; and pb->fuse_q or QATTN_FUSE_Q=1 in
  * the environment asks for it. 0 or 1. */
 int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb);
-/* the wgmma blocks instance g takes for pb (QATTN_WG_FORM_SOLO or _NC3, kernels/wgmma_form.h: pb->wg_form,
- * QATTN_WG_NC=1 / 3 in the environment, else the rule there); 0 where g has one form */
+/* the wgmma blocks instance g takes for pb (QATTN_WG_FORM_SOLO, or _NC2 / _NC3: qattn_wg_nc, kernels/wgmma_form.h:
+ * pb->wg_form, QATTN_WG_NC=1 / 2 / 3 in the environment, else the rule there); 0 where g has one form */
 int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_problem *pb);
+/* "one warpgroup", "two consumer warpgroups", "three consumer warpgroups" for a form (QATTN_WG_FORM_*; "" else) */
+const char *qattn_kernels_wg_form_name(int form);
+/* the form with a producer that instance g has beside the one-warpgroup form (QATTN_WG_FORM_NC2 or _NC3) */
+int qattn_kernels_wg_multi(const qattn_kernels_sig *g);
 /* the most keys a row sees on average for which g takes blocks of one warpgroup by the rule (0: never;
  * -1: any), tma: with lengths that let K and V^T load by TMA (kernels/wgmma_form.h) */
 long qattn_kernels_wg_solo_keys(const qattn_kernels_sig *g, int tma);

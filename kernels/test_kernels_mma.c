@@ -40,6 +40,7 @@
 #include "qattn/formats.h" /* qattn_int4_pack */
 #include "qattn/numerics.h"
 #include "qattn_kernels.h"
+#include "wgmma_form.h" /* qattn_wg_nc */
 
 static uint64_t rs = 12345;
 static double urand(void)
@@ -530,10 +531,11 @@ static void run_plan_case(const char *scheme, qattn_fmt in, int d, int hq, int h
               QATTN_KERNELS_TOL_LSE);
     }
     if (rc == 0 && strstr(desc, "; blocks of ")) {
-        /* a wgmma instance with both block forms: one warpgroup and three consumer warpgroups give
-         * identical bits (unfused, each asked for) */
+        /* a wgmma instance with both block forms: one warpgroup and two or three consumer warpgroups
+         * give identical bits (unfused, each asked for) */
         qattn_kernels_problem p1 = pb, p3 = pb;
-        p1.wg_form = QATTN_WG_FORM_SOLO, p3.wg_form = QATTN_WG_FORM_NC3;
+        const int nc = qattn_wg_nc(s.q.fmt);
+        p1.wg_form = QATTN_WG_FORM_SOLO, p3.wg_form = nc;
         char d1[512] = "", d3[512] = "";
         int f1 = 0, f3 = 0, frc = 0;
         unsigned char *o1 = malloc(ob), *o3 = malloc(ob);
@@ -548,7 +550,7 @@ static void run_plan_case(const char *scheme, qattn_fmt in, int d, int hq, int h
             diff += memcmp(&l1[i], &l3[i], 4) != 0;
         printf("plan %s in=%s d=%d %s: [%s] against [%s]: %zu bytes differ\n", scheme, qattn_fmt_name(in), d, mask, d1,
                d3, diff);
-        CHECK(frc != 0 || (strstr(d1, "one warpgroup") && strstr(d3, "three consumer")),
+        CHECK(frc != 0 || (strstr(d1, "one warpgroup") && strstr(d3, nc == QATTN_WG_FORM_NC3 ? "three consumer" : "two consumer")),
               "block forms not as asked: [%s], [%s]", d1, d3);
         CHECK(frc != 0 || diff == 0, "block forms: %zu output bytes differ", diff);
         free(o1), free(o3), free(l1), free(l3);
@@ -782,6 +784,13 @@ int main(int argc, char **argv)
         run_plan_case("sage2-8b", QATTN_FMT_FP16, 128, 2, 1, 768, "none");
         run_plan_case("fa3-fp8", QATTN_FMT_FP16, 64, 2, 1, 512, "window:200,0");
         run_plan_case("sage1-vb", QATTN_FMT_BF16, 128, 2, 2, 512, "causal");
+        /* fp16 P.V into the f16 O and the baselines in both forms (cp.async loads, V rows) */
+        run_plan_case("sage1-b", QATTN_FMT_FP16, 64, 4, 2, 650, "causal");
+        run_plan_case("sage1-b", QATTN_FMT_BF16, 128, 2, 1, 700, "window:150,30");
+        run_plan_case("sage1-b", QATTN_FMT_FP16, 128, 4, 1, 512, "causal");
+        run_plan_case("bf16", QATTN_FMT_BF16, 64, 4, 2, 1000, "causal");
+        run_plan_case("fp16", QATTN_FMT_FP16, 64, 2, 1, 333, "none");
+        run_plan_case("fp16", QATTN_FMT_FP16, 64, 2, 2, 512, "window:200,0");
     }
     /* sage2-8b (kblock=64, K thread:64/8/2, fp22+fp32:64) is not the mma.sync
      * instances' scheme: the wgmma kb64 instance runs it where one can (sm_90

@@ -508,9 +508,21 @@ static void check_wg_form(void)
           "sage2-8b-sm90, sage2-8b, fa3-fp8 have both forms");
     CHECK(qattn_wg_solo_can(128, 64, I8, I8, QATTN_ACC_FP32) && !qattn_wg_solo_can(128, 64, E4, I8, QATTN_ACC_FP32),
           "sage1-vb (int8 P.V, exact per block) has both");
+    CHECK(qattn_wg_solo_can(128, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16) &&
+              qattn_wg_solo_can(64, 64, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32) &&
+              qattn_wg_solo_can(64, 64, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32) &&
+              !qattn_wg_solo_can(128, 64, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32),
+          "sage1-b (fp16 P.V, f16 O) and the baselines at d = 64 have both");
     CHECK(!qattn_wg_solo_can(128, 64, E4, E4, FP22) && !qattn_wg_solo_can(128, 128, I8, E4, QATTN_ACC_FP32) &&
-              !qattn_wg_solo_can(128, 128, QATTN_FMT_INT4, E4, FP22) && !qattn_wg_solo_can(128, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16),
-          "e4m3 Q.K with d > kb, widened P.V, int4, fp16 P.V have one");
+              !qattn_wg_solo_can(128, 128, QATTN_FMT_INT4, E4, FP22) &&
+              !qattn_wg_solo_can(128, 64, QATTN_FMT_FP16, QATTN_FMT_BF16, QATTN_ACC_FP32),
+          "e4m3 Q.K with d > kb, widened P.V, int4, mixed 16-bit types have one");
+    CHECK(qattn_wg_solo_tma(I8, E4) && qattn_wg_solo_tma(E4, E4) && qattn_wg_solo_tma(I8, I8) &&
+              !qattn_wg_solo_tma(I8, QATTN_FMT_FP16) && !qattn_wg_solo_tma(QATTN_FMT_BF16, QATTN_FMT_BF16),
+          "TMA loads: 8-bit K and V^T only");
+    CHECK(qattn_wg_nc(I8) == QATTN_WG_FORM_NC3 && qattn_wg_nc(QATTN_FMT_INT4) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_nc(QATTN_FMT_FP16) == QATTN_WG_FORM_NC2,
+          "the producer form: three consumers for 8-bit codes, two for the baselines");
     CHECK(qattn_wg_row_keys(none, 4096) == 4096 && qattn_wg_row_keys(causal, 8191) == 4096 &&
               qattn_wg_row_keys(br, 8192) == 4096 && qattn_wg_row_keys(win, 65536) == 1024 && qattn_wg_row_keys(win, 500) == 500,
           "keys a row sees");
@@ -535,6 +547,15 @@ static void check_wg_form(void)
     CHECK(qattn_wg_form(128, 64, I8, I8, QATTN_ACC_FP32, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
               qattn_wg_form(128, 64, I8, I8, QATTN_ACC_FP32, none, 8192, 0) == QATTN_WG_FORM_NC3,
           "int8 P.V: always with TMA, up to 4096 keys without");
+    CHECK(qattn_wg_form(128, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, none, 1024, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, causal, 2048, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, none, 1040, 1) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(64, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, none, 2048, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(64, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, none, 4096, 1) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(64, 64, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, causal, 4096, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(64, 64, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, none, 4096, 1) == QATTN_WG_FORM_NC2 &&
+              qattn_wg_form(128, 64, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, none, 64, 1) == QATTN_WG_FORM_NC2,
+          "f16 P.V: one warpgroup up to 1024 keys at d = 128, 2048 at d = 64, TMA or not; 16-bit d = 128: two always");
     CHECK(qattn_wg_tma_lengths(0, 4096) && !qattn_wg_tma_lengths(1, 4096) && !qattn_wg_tma_lengths(0, 1000), "TMA lengths");
     CHECK(qattn_wg_form(128, 128, QATTN_FMT_INT4, E4, FP22, none, 64, 1) == QATTN_WG_FORM_NC3, "int4: three always");
     /* the registry: the instances built here */
@@ -547,11 +568,14 @@ static void check_wg_form(void)
         const int both = g->path == QATTN_KERNELS_PATH_WGMMA && g->family == QATTN_KERNELS_FAMILY_ATTN_FWD &&
                          ((strstr(g->name, "_pv_e4m3_acc_fp22") != NULL &&
                            (strstr(g->name, "_qk_int8_") || (strstr(g->name, "_qk_e4m3_") && !strstr(g->name, "d128_kb64")))) ||
-                          strstr(g->name, "_qk_int8_pv_int8_acc_fp32") != NULL);
+                          strstr(g->name, "_qk_int8_pv_int8_acc_fp32") != NULL || strstr(g->name, "_qk_int8_pv_fp16_acc_fp16") != NULL ||
+                          strstr(g->name, "d64_kb64_qk_fp16_pv_fp16_acc_fp32") != NULL ||
+                          strstr(g->name, "d64_kb64_qk_bf16_pv_bf16_acc_fp32") != NULL);
+        const int multi = strstr(g->name, "_qk_fp16_") || strstr(g->name, "_qk_bf16_") ? QATTN_WG_FORM_NC2 : QATTN_WG_FORM_NC3;
         pb.wg_form = 0;
         CHECK(!qattn_kernels_wg_solo_keys(g, 0) == !both && !qattn_kernels_wg_solo_keys(g, 1) == !both, "%s: both forms %d",
               g->name, both);
-        CHECK(qattn_kernels_wg_form(g, &pb) == (both ? QATTN_WG_FORM_NC3 : 0), "%s at 16384 keys", g->name);
+        CHECK(qattn_kernels_wg_form(g, &pb) == (both ? multi : 0), "%s at 16384 keys", g->name);
         pb.wg_form = QATTN_WG_FORM_SOLO;
         CHECK(qattn_kernels_wg_form(g, &pb) == (both ? QATTN_WG_FORM_SOLO : 0), "%s asked for one warpgroup", g->name);
     }

@@ -1,7 +1,7 @@
-/* The wgmma path's block form for a problem (attn_fwd_wgmma.h: three
- * consumer warpgroups and a producer a block; attn_fwd_wgsolo.h: blocks of
- * one warpgroup, three a multiprocessor), for the launch, the dispatcher's
- * plan and the host tests. */
+/* The wgmma path's block form for a problem (attn_fwd_wgmma.h: two or
+ * three consumer warpgroups and a producer a block; attn_fwd_wgsolo.h:
+ * blocks of one warpgroup, two or three a multiprocessor), for the launch,
+ * the dispatcher's plan and the host tests. */
 #ifndef QATTN_KERNELS_WGMMA_FORM_H
 #define QATTN_KERNELS_WGMMA_FORM_H
 
@@ -15,13 +15,34 @@
 #define QATTN_WG_FORM_FN QATTN_NUM_FN
 #endif
 
+/* consumer warpgroups of the producer form by default, chosen by measurement (kernels/LOG.md): three
+ * (BM = 192, 160 registers each, the producer 24; 152 and 48 where the producer widens V) for the
+ * 8-bit and int4 instances (1.03-1.22x two at N = 8192 on the H100; int4 and the CK presets
+ * 1.12-1.24x on the H200, 2026-11-28), two for the 16-bit baselines (three, with 64-key stages:
+ * 0.94-1.04x); every instance has both (QATTN_WG_NC in the environment picks one) */
+QATTN_WG_FORM_FN int qattn_wg_nc(int qf)
+{
+    return qf == QATTN_FMT_INT8 || qf == QATTN_FMT_E4M3 || qf == QATTN_FMT_INT4 ? QATTN_WG_FORM_NC3 : QATTN_WG_FORM_NC2;
+}
+
 /* the instances with both forms: int8 / e4m3 Q.K codes read as they are, e4m3 P.V on the fp8 MMA
- * (one level: e4m3 Q.K, d <= kb, P.V into O; two: int8 Q.K, d = 128 in halves of 64 channels), or
- * int8 P.V exact per block (s8 MMA) after int8 Q.K */
+ * (one level: e4m3 Q.K, d <= kb, P.V into O; two: int8 Q.K, d = 128 in halves of 64 channels),
+ * int8 P.V exact per block (s8 MMA) or fp16 P.V into an f16 O (64-key blocks) after int8 Q.K; the
+ * fp16 / bf16 baselines at d = 64 (64-key blocks; at d = 128 their tiles allow two blocks a
+ * multiprocessor, 0.74-0.90x the two-consumer form on the H200, 2026-11-28) */
 QATTN_WG_FORM_FN int qattn_wg_solo_can(int d, int kb, int qf, int pf, int acc)
 {
     return ((qf == QATTN_FMT_INT8 || (qf == QATTN_FMT_E4M3 && d <= kb)) && pf == QATTN_FMT_E4M3 && acc == QATTN_ACC_FP22) ||
-           (qf == QATTN_FMT_INT8 && pf == QATTN_FMT_INT8 && acc == QATTN_ACC_FP32);
+           (qf == QATTN_FMT_INT8 && pf == QATTN_FMT_INT8 && acc == QATTN_ACC_FP32) ||
+           (qf == QATTN_FMT_INT8 && pf == QATTN_FMT_FP16 && acc == QATTN_ACC_FP16 && kb == 64) ||
+           ((qf == QATTN_FMT_FP16 || qf == QATTN_FMT_BF16) && pf == qf && acc == QATTN_ACC_FP32 && kb == 64 && d == 64);
+}
+
+/* the one-warpgroup form loads K and V^T by TMA where the lengths allow: 8-bit codes, V^T (not fp16
+ * V rows nor the baselines' 16-bit rows) */
+QATTN_WG_FORM_FN int qattn_wg_solo_tma(int qf, int pf)
+{
+    return (qf == QATTN_FMT_INT8 || qf == QATTN_FMT_E4M3) && pf != QATTN_FMT_FP16;
 }
 
 /* keys a query row sees on average (seqlen_k keys; causal masks about half; a window its width) */
@@ -42,11 +63,16 @@ QATTN_WG_FORM_FN long qattn_wg_row_keys(qattn_mask m, int seqlen_k)
  * 1.10-1.40x); with many, the three-consumer form's shared stages keep up or win for the int8 ones
  * at d = 128 and the 128-key ones at d = 64 (0.93-0.99x at N = 16384). With K and V^T loaded by
  * TMA (tma: no varlen, lengths of whole 16-row groups) e4m3 at d = 128, the 64-key d = 64 ones
- * and int8 P.V (sage1-vb) win at every length (1.04-1.10x at N = 8192-16384): -1, any. */
+ * and int8 P.V (sage1-vb) win at every length (1.04-1.10x at N = 8192-16384): -1, any. The f16
+ * P.V instances (sage1-b; the baselines at d = 64), whose blocks wait for each P.V of twice the
+ * k-steps: up to 1024 keys at d = 128 (sage1-b 1.04x there, 0.92x at 2048), 2048 at d = 64
+ * (1.02-1.09x there, 0.95-1.01x at 4096, 0.90-0.95x from 8192). */
 QATTN_WG_FORM_FN long qattn_wg_solo_keys(int d, int kb, int qf, int pf, int tma)
 {
-    if (tma && ((qf == QATTN_FMT_E4M3 && d == 128) || (d == 64 && kb == 64) || pf == QATTN_FMT_INT8))
+    if (tma && qattn_wg_solo_tma(qf, pf) && ((qf == QATTN_FMT_E4M3 && d == 128) || (d == 64 && kb == 64) || pf == QATTN_FMT_INT8))
         return -1;
+    if (pf == QATTN_FMT_FP16 || pf == QATTN_FMT_BF16)
+        return d == 128 ? 1024 : 2048;
     return qf == QATTN_FMT_E4M3 && d == 128 ? 8192 : 4096;
 }
 /* tma: K and V^T can be loaded by TMA (no varlen, seqlen_k a multiple of 16; the launch checks the
@@ -55,9 +81,9 @@ QATTN_WG_FORM_FN int qattn_wg_tma_lengths(int varlen, int seqlen_k) { return !va
 QATTN_WG_FORM_FN int qattn_wg_form(int d, int kb, int qf, int pf, int acc, qattn_mask m, int seqlen_k, int tma)
 {
     if (!qattn_wg_solo_can(d, kb, qf, pf, acc))
-        return QATTN_WG_FORM_NC3;
+        return qattn_wg_nc(qf);
     const long most = qattn_wg_solo_keys(d, kb, qf, pf, tma);
-    return most < 0 || qattn_wg_row_keys(m, seqlen_k) <= most ? QATTN_WG_FORM_SOLO : QATTN_WG_FORM_NC3;
+    return most < 0 || qattn_wg_row_keys(m, seqlen_k) <= most ? QATTN_WG_FORM_SOLO : qattn_wg_nc(qf);
 }
 
 #endif

@@ -396,6 +396,23 @@ static __device__ __forceinline__ void qattn_wgmma_pv16_issue(float (&o)[D / 8][
                                        1);
 }
 
+/* O (f16 accumulator, the fp32 layout's pairs) = O alpha (qattn_wgmma_oh_rescale) + P.V of KB keys:
+ * fp16 A fragments pf, V's fp16 rows of the stage at shared address aV (KS keys a 128-byte slab),
+ * the f16 MMA (sage1-b); the caller commits */
+template <int D, int KB, int KS>
+static __device__ __forceinline__ void qattn_wgmma_pvh_issue(uint32_t (&oh)[D / 4], float alA, float alB,
+                                                             const uint32_t (&pf)[KB / 16][4], uint32_t aV)
+{
+    qattn_wgmma_oh_rescale<D / 8>(oh, alA, alB);
+#pragma unroll
+    for (int x = 0; x < D / 4; x++)
+        qattn_wgmma_fence_reg(oh[x]);
+    qattn_wgmma_fence();
+#pragma unroll
+    for (int q = 0; q < KB / 16; q++)
+        qattn_wgmma_m64k16_f16acc<D>(oh, pf[q], qattn_wgmma_desc_sw128_mn(aV + 2048u * (uint32_t)q, KS * 128));
+}
+
 /* The K scales of a thread's keys, key block after key block (qattn_wg_kgroup_ok: blocks of B keys,
  * B % KB == 0, or the tensor): the scale of its keys of tile parity x in block j0 is cur[in_x], cur =
  * the groups of the B-block of j0, stepped every B / KB blocks (no division in the loop) */

@@ -496,7 +496,7 @@ int qattn_cmd_gpu_check(int argc, char **argv)
             const qattn_fmt in = s.q.fmt == QATTN_FMT_BF16 ? QATTN_FMT_BF16 : QATTN_FMT_FP16;
             /* the random cases in each block form of a wgmma instance that has two */
             const int forms[2] = {qattn_kernels_wg_solo_keys(g, 0) ? QATTN_WG_FORM_SOLO : QATTN_WG_FORM_RULE,
-                                  QATTN_WG_FORM_NC3};
+                                  qattn_kernels_wg_multi(g)};
             for (int fi = 0; fi < (forms[0] ? 2 : 1) && rc == 0; fi++) {
                 wg_form = forms[fi];
                 for (size_t ci = 0; ci < NCASES && rc == 0; ci++) {
@@ -505,8 +505,8 @@ int qattn_cmd_gpu_check(int argc, char **argv)
                     problem pr;
                     float *bufs[3] = {NULL, NULL, NULL};
                     char label[96];
-                    snprintf(label, sizeof label, "%s%s", cases[ci].name,
-                             !forms[0] ? "" : wg_form == QATTN_WG_FORM_SOLO ? ", one warpgroup" : ", three consumer warpgroups");
+                    snprintf(label, sizeof label, "%s%s%s", cases[ci].name, forms[0] ? ", " : "",
+                             forms[0] ? qattn_kernels_wg_form_name(wg_form) : "");
                     make_problem(&pr, &cases[ci], g->head_dim, bufs, &st, &err);
                     if (!bufs[0] || !bufs[1] || !bufs[2])
                         rc = qattn_err_set(&err, QATTN_ERR_NOMEM, "out of host memory");

@@ -136,9 +136,9 @@ static int print_plan(const char *const *schemes, size_t nschemes, const int *di
                     char most[128] = "one warpgroup at any length of whole 16-row groups";
                     if (solo > 0)
                         snprintf(most, sizeof most,
-                                 "one warpgroup up to %ld keys a row on average; past that, three consumer warpgroups", solo);
-                    printf("         blocks of %s here (%s)\n",
-                           qattn_kernels_wg_form(attn, &pb) == QATTN_WG_FORM_SOLO ? "one warpgroup" : "three consumer warpgroups",
+                                 "one warpgroup up to %ld keys a row on average; past that, %s", solo,
+                                 qattn_kernels_wg_form_name(qattn_kernels_wg_multi(attn)));
+                    printf("         blocks of %s here (%s)\n", qattn_kernels_wg_form_name(qattn_kernels_wg_form(attn, &pb)),
                            most);
                 }
                 if (attn->path == QATTN_KERNELS_PATH_PORTABLE) { /* why no faster path */
