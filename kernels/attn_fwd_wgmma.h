@@ -93,9 +93,11 @@ static __host__ __device__ constexpr int qattn_wg_defer_o(int d, int kb, int qf,
  * 2026-11-28) */
 static __host__ __device__ constexpr bool qattn_wg_ser(int d, int qf) { return !(d == 64 && qf == QATTN_FMT_E4M3); }
 
-
+/* tma: the producer loads each key block by one thread's TMA (maps: qattn_wg_maps_fill8 / 16), else by
+ * its warpgroup's cp.async */
 template <int D, int KB, int QF, int PF, int ACC, int NC>
-__global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p)
+__global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
+    qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p, const __grid_constant__ qattn_wg_maps maps, int tma)
 {
     static_assert(D == 128 || D == 64, "the wgmma kernel is written for head dims 64 and 128 (swizzled rows)");
     static_assert(KB == 128 || KB == 64, "key blocks of 64 or 128 keys (swizzled rows)");
@@ -189,7 +191,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
         qattn_mma_row_ranges(p.mask, rA, rB, sq, sk, &loA, &hiA, &loB, &hiB);
     if (tid == 0) {
         for (int s = 0; s < S; s++) {
-            qattn_mbar_init(QATTN_WS_FULL(s), U ? 64 : 128);
+            qattn_mbar_init(QATTN_WS_FULL(s), tma ? 1 : U ? 64 : 128); /* TMA: one arrival and the bytes */
             qattn_mbar_init(QATTN_WS_EMPTY(s), U ? 128 * NC : 4 * NC); /* consumer warps (unpacked: their lanes) */
         }
         qattn_mbar_init(QATTN_WS_QBAR, U ? 64 : 128); /* int4: the unpackers arrive, else the copiers */
@@ -218,6 +220,24 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1) qattn_attn_fwd_wg
                                      qg + (ok ? (int64_t)(i0 + r) * qst + ch * 16 : 0), ok ? 16 : 0);
                 }
                 qattn_cp_async_mbar_arrive(QATTN_WS_QBAR);
+            }
+            if constexpr (qattn_wg_tma_can(QF, PF, ACC)) {
+                if (tma) { /* one thread: each stage's boxes once its consumers released it */
+                    if (wt == 0) {
+                        const int kgrp0 = Q8 ? (int)(((int64_t)b * p.k_sb + (int64_t)hk * p.k_sh) / p.k_st >> 4) : 0;
+                        for (int j0 = J0, it = 0; j0 < J1; j0 += KS, it++) {
+                            const int stage = it % S;
+                            if (it >= S)
+                                qattn_mbar_wait(QATTN_WS_EMPTY(stage), (uint32_t)((it / S - 1) & 1));
+                            qattn_mbar_arrive_expect_tx(QATTN_WS_FULL(stage), STAGE);
+                            qattn_wg_tma_stage<D, KS, Q8 != 0>(qattn_wgmma_smem_addr(sStage + stage * STAGE), maps,
+                                                               QATTN_WS_FULL(stage), j0, kgrp0, b, hk);
+                        }
+                    }
+                    qattn_cp_async_commit();
+                    qattn_cp_async_wait<0>();
+                    return;
+                }
             }
             /* this thread's 16-byte chunk ch of K rows r0 + RP x (x < KS / RP); int8: K row
              * r0 + RP x holds key RP x + sigma(r0) of the block (sigma(c) = 16h + 4i + 2u + e for
@@ -661,12 +681,22 @@ static int qattn_attn_fwd_wgmma_launch_nc(const qattn_kernels_attn_params &p, vo
 {
     const size_t smem =
         QATTN_WGMMA_SMEM(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), KB, QATTN_WGMMA_WIDEN(QF, PF, ACC), QATTN_WGMMA_BMN(NC));
-    void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_wgmma_kernel<D, KB, QF, PF, ACC, NC>;
+    void (*k)(qattn_kernels_attn_params, const qattn_wg_maps, int) = &qattn_attn_fwd_wgmma_kernel<D, KB, QF, PF, ACC, NC>;
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                     "attn wgmma: raising the shared-memory limit");
     const int bm = QATTN_WGMMA_BMN(NC);
     const dim3 grid((unsigned)((p.seqlen_q + bm - 1) / bm), (unsigned)p.hq, (unsigned)p.nseq);
-    k<<<grid, dim3(QATTN_WGMMA_THREADSN(NC)), smem, (cudaStream_t)stream>>>(p);
+    /* the key blocks by TMA where the instance and the layout allow (QATTN_WG_TMA=0: cp.async) */
+    qattn_wg_maps maps;
+    memset(&maps, 0, sizeof maps);
+    int tma = 0;
+    if constexpr (qattn_wg_tma_can(QF, PF, ACC)) {
+        static const char *const env = getenv("QATTN_WG_TMA");
+        constexpr int KS = QATTN_WGMMA_KS(QF, KB, QATTN_WGMMA_BMN(NC));
+        if (!(env && env[0] == '0'))
+            tma = QATTN_WGMMA_8BIT(QF) ? qattn_wg_maps_fill8<D, KS>(p, &maps) : qattn_wg_maps_fill16<D, KS>(p, &maps);
+    }
+    k<<<grid, dim3(QATTN_WGMMA_THREADSN(NC)), smem, (cudaStream_t)stream>>>(p, maps, tma);
     QATTN_MMA_CHECK(cudaGetLastError(), "attn wgmma kernel launch");
     return QATTN_OK;
 }

@@ -20,14 +20,13 @@
 #ifndef QATTN_KERNELS_ATTN_FWD_WGSOLO_H
 #define QATTN_KERNELS_ATTN_FWD_WGSOLO_H
 
-#include <cuda.h> /* CUtensorMap */
-
 #include "attn_fwd_mma.h" /* the checks, key-block range, masks and epilogue of the mma path */
 #include "quant_groups.h" /* qattn_qf_tok_index */
 #include "wgmma_keys.h"   /* the sigma key order */
 #include "wgmma_steps.h"  /* the softmax and O updates */
 #include "wgmma_form.h"   /* qattn_wg_solo_can */
 #include "wgmma_tile.h"   /* swizzled tiles, descriptors */
+#include "wgmma_tma.h"    /* the TMA maps of K and V */
 
 /* stages; blocks a multiprocessor (168 registers a thread); bytes a Q / K element; V in 16-bit rows
  * of keys (else 8-bit V^T); the shared memory (Q, the stages, 1 KB to align) */
@@ -41,17 +40,11 @@ static constexpr QATTN_HD int qattn_wgsolo_smem(int d, int kb, int qf, int pf)
            1024;
 }
 
-/* the TMA maps of K (5-D: channels, then rows e, i, u, 16-row groups with strides 1, 4, 2, 16 rows,
- * so that a box lands in the sigma order) and of V^T (4-D: keys, channels, sequences, heads) */
-struct qattn_wgsolo_maps {
-    CUtensorMap k, v;
-};
-
 /* KT: K and V^T loaded by TMA (one thread; K's heads start on 16-row groups, no varlen), else by the
  * warpgroup's cp.async */
 template <int D, int KB, int QF, int PF, int ACC, int NB, bool KT>
 __global__ void __launch_bounds__(128, NB)
-    qattn_attn_fwd_wgsolo_kernel(qattn_kernels_attn_params p, const __grid_constant__ qattn_wgsolo_maps maps)
+    qattn_attn_fwd_wgsolo_kernel(qattn_kernels_attn_params p, const __grid_constant__ qattn_wg_maps maps)
 {
     static_assert(qattn_wg_solo_can(D, KB, QF, PF, ACC),
                   "8-bit Q.K, e4m3 P.V (acc=fp22), int8 P.V (fp32) or fp16 P.V (fp16); the 16-bit baselines");
@@ -112,15 +105,14 @@ __global__ void __launch_bounds__(128, NB)
     /* ---- a key block into a stage: TMA (one thread), or this thread's copies: chunk ch of K rows
      * r0 + RP x (key RP x + sigma(r0) of the block), chunk vch of V^T rows v0 + VR x ---- */
     const int64_t khead = b * p.k_sb + tk0 * p.k_st + hk * p.k_sh;
-    /* KT: the head's first 16-row group of K (its rows start on one: qattn_wgsolo_maps_fill), divided once */
+    /* KT: the head's first 16-row group of K (its rows start on one: qattn_wg_maps_fill8), divided once */
     const int kgrp0 = KT ? (int)(khead / p.k_st >> 4) : 0;
     auto load_block = [&](int j0, int stage) {
         if constexpr (KT) {
             if (tid == 0) {
                 const uint32_t bar = bar0 + 8u * (uint32_t)stage, dst = qattn_wgmma_smem_addr(sStage + stage * STAGE);
                 qattn_mbar_arrive_expect_tx(bar, STAGE);
-                qattn_tma_load5(dst, &maps.k, bar, 0, 0, 0, 0, kgrp0 + (j0 >> 4));
-                qattn_tma_load4(dst + KBYTES, &maps.v, bar, j0, 0, b, hk);
+                qattn_wg_tma_stage<D, KB, true>(dst, maps, bar, j0, kgrp0, b, hk);
             }
             return;
         }
@@ -312,65 +304,18 @@ __global__ void __launch_bounds__(128, NB)
 #endif
 }
 
-/* cuTensorMapEncodeTiled through the runtime (no link to the driver library); NULL where missing */
-typedef CUresult (*qattn_tmap_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                         const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                         CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-static qattn_tmap_encode_fn qattn_tmap_encoder(void)
-{
-    static qattn_tmap_encode_fn fn = NULL;
-    static int tried = 0;
-    if (!tried) {
-        void *f = NULL;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-            q == cudaDriverEntryPointSuccess)
-            fn = (qattn_tmap_encode_fn)f;
-        tried = 1;
-    }
-    return fn;
-}
-
-/* the TMA maps of p's K and V^T codes (attn_fwd_wgsolo_kernel, KT) where the layout allows: K's
- * heads (and sequences) start on 16-row groups of one array [hkv, T, D] (T % 16 == 0, no varlen),
- * V^T [hkv, nseq, D, npad]; 0 when it does not (the cp.async form runs) */
-template <int D, int KB>
-static int qattn_wgsolo_maps_fill(const qattn_kernels_attn_params &p, qattn_wgsolo_maps *m)
-{
-    const qattn_tmap_encode_fn enc = qattn_tmap_encoder();
-    const int64_t kst = p.k_st, rows16 = 16 * kst;
-    if (!enc || p.cu_k || kst < D || p.k_sh <= 0 || p.k_sh % rows16 || (p.nseq > 1 && (p.k_sb <= 0 || p.k_sb % rows16)) ||
-        (int64_t)(p.nseq - 1) * p.k_sb + (int64_t)p.seqlen_k * kst > p.k_sh || p.v_sb <= 0 || p.v_sh <= 0 ||
-        p.v_st % 16 || p.v_sb % 16 || p.v_sh % 16 || (uintptr_t)p.k % 16 || (uintptr_t)p.v % 16)
-        return 0;
-    const CUtensorMapSwizzle swk = D == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
-    const CUtensorMapSwizzle swv = KB == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
-    /* K: channels, row e (1 row), i (4 rows), u (2 rows), 16-row group: smem row 16h + 8u + 2i + e
-     * holds key 16h + 4i + 2u + e, the sigma order */
-    const cuuint64_t kdim[5] = {(cuuint64_t)D, 2, 4, 2, (cuuint64_t)(p.hkv * (p.k_sh / kst) / 16)};
-    const cuuint64_t kstr[4] = {(cuuint64_t)kst, (cuuint64_t)(4 * kst), (cuuint64_t)(2 * kst), (cuuint64_t)rows16};
-    const cuuint32_t kbox[5] = {(cuuint32_t)D, 2, 4, 2, (cuuint32_t)(KB / 16)}, one[5] = {1, 1, 1, 1, 1};
-    const cuuint64_t vdim[4] = {(cuuint64_t)p.v_st, (cuuint64_t)D, (cuuint64_t)p.nseq, (cuuint64_t)p.hkv};
-    const cuuint64_t vstr[3] = {(cuuint64_t)p.v_st, (cuuint64_t)p.v_sb, (cuuint64_t)p.v_sh};
-    const cuuint32_t vbox[4] = {(cuuint32_t)KB, (cuuint32_t)D, 1, 1};
-    return enc(&m->k, CU_TENSOR_MAP_DATA_TYPE_UINT8, 5, (void *)p.k, kdim, kstr, kbox, one, CU_TENSOR_MAP_INTERLEAVE_NONE, swk,
-               CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS &&
-           enc(&m->v, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, (void *)p.v, vdim, vstr, vbox, one, CU_TENSOR_MAP_INTERLEAVE_NONE, swv,
-               CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 template <int D, int KB, int QF, int PF, int ACC>
 static int qattn_attn_fwd_wgsolo_launch(const qattn_kernels_attn_params &p, void *stream, qattn_err *err)
 {
     const size_t smem = qattn_wgsolo_smem(D, KB, QF, PF);
     constexpr int NB = QATTN_WGSOLO_BLOCKS;
-    qattn_wgsolo_maps maps;
+    qattn_wg_maps maps;
     memset(&maps, 0, sizeof maps);
-    void (*k)(qattn_kernels_attn_params, const qattn_wgsolo_maps) =
+    void (*k)(qattn_kernels_attn_params, const qattn_wg_maps) =
         &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, NB, false>;
     if constexpr (qattn_wg_solo_tma(QF, PF)) {
         static const char *const env = getenv("QATTN_WG_TMA"); /* 0: the cp.async form (for comparison) */
-        if (!(env && env[0] == '0') && qattn_wgsolo_maps_fill<D, KB>(p, &maps))
+        if (!(env && env[0] == '0') && qattn_wg_maps_fill8<D, KB>(p, &maps))
             k = &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, NB, true>;
     }
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),

@@ -537,13 +537,16 @@ static void check_wg_form(void)
               qattn_wg_form(128, 128, E4, E4, FP22, none, 8208, 0) == QATTN_WG_FORM_NC3 &&
               qattn_wg_form(64, 128, E4, E4, FP22, none, 8192, 0) == QATTN_WG_FORM_NC3,
           "e4m3 Q.K: up to 8192 at d = 128, 4096 at d = 64");
-    /* K and V^T by TMA: e4m3 at d = 128 and the 64-key d = 64 instances at any length */
+    /* K and V^T by TMA: e4m3 at d = 128 and the d = 64 instances at any length */
     CHECK(qattn_wg_form(128, 128, E4, E4, FP22, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
               qattn_wg_form(64, 64, I8, E4, FP22, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
               qattn_wg_form(64, 64, I8, E4, FP22, none, 1 << 20, 0) == QATTN_WG_FORM_NC3 &&
               qattn_wg_form(128, 128, I8, E4, FP22, none, 8192, 1) == QATTN_WG_FORM_NC3 &&
-              qattn_wg_form(64, 128, E4, E4, FP22, none, 8192, 1) == QATTN_WG_FORM_NC3,
-          "with TMA: e4m3 d = 128 and d = 64 kb 64 always, the others as without");
+              qattn_wg_form(128, 64, I8, E4, FP22, causal, 16384, 1) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(64, 128, E4, E4, FP22, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(64, 128, I8, E4, FP22, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(64, 128, E4, E4, FP22, none, 8192, 0) == QATTN_WG_FORM_NC3,
+          "with TMA: e4m3 d = 128 and d = 64 always, int8 d = 128 as without");
     CHECK(qattn_wg_form(128, 64, I8, I8, QATTN_ACC_FP32, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
               qattn_wg_form(128, 64, I8, I8, QATTN_ACC_FP32, none, 8192, 0) == QATTN_WG_FORM_NC3,
           "int8 P.V: always with TMA, up to 4096 keys without");

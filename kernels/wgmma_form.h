@@ -62,14 +62,16 @@ QATTN_WG_FORM_FN long qattn_wg_row_keys(qattn_mask m, int seqlen_k)
  * multiprocessor run one block's prologue and epilogue beside the others' key blocks (N = 1024:
  * 1.10-1.40x); with many, the three-consumer form's shared stages keep up or win for the int8 ones
  * at d = 128 and the 128-key ones at d = 64 (0.93-0.99x at N = 16384). With K and V^T loaded by
- * TMA (tma: no varlen, lengths of whole 16-row groups) e4m3 at d = 128, the 64-key d = 64 ones
- * and int8 P.V (sage1-vb) win at every length (1.04-1.10x at N = 8192-16384): -1, any. The f16
+ * TMA (tma: no varlen, lengths of whole 16-row groups) in both forms (seventh session) e4m3 at
+ * d = 128 (1.11-1.17x at N = 8192-16384), every d = 64 one (1.00-1.06x, causal 1.04-1.11x) and int8
+ * P.V (sage1-vb, 1.06-1.16x) win at every length: -1, any; int8 Q.K with e4m3 P.V at d = 128 ran
+ * 0.94-1.03x at N = 8192, 0.94-0.99x at 16384. The f16
  * P.V instances (sage1-b; the baselines at d = 64), whose blocks wait for each P.V of twice the
  * k-steps: up to 1024 keys at d = 128 (sage1-b 1.04x there, 0.92x at 2048), 2048 at d = 64
  * (1.02-1.09x there, 0.95-1.01x at 4096, 0.90-0.95x from 8192). */
 QATTN_WG_FORM_FN long qattn_wg_solo_keys(int d, int kb, int qf, int pf, int tma)
 {
-    if (tma && qattn_wg_solo_tma(qf, pf) && ((qf == QATTN_FMT_E4M3 && d == 128) || (d == 64 && kb == 64) || pf == QATTN_FMT_INT8))
+    if (tma && qattn_wg_solo_tma(qf, pf) && ((qf == QATTN_FMT_E4M3 && d == 128) || d == 64 || pf == QATTN_FMT_INT8))
         return -1;
     if (pf == QATTN_FMT_FP16 || pf == QATTN_FMT_BF16)
         return d == 128 ? 1024 : 2048;
