@@ -93,7 +93,7 @@ static __host__ __device__ constexpr int qattn_wg_defer_o(int d, int kb, int qf,
  * 2026-11-28) */
 static __host__ __device__ constexpr bool qattn_wg_ser(int d, int qf) { return !(d == 64 && qf == QATTN_FMT_E4M3); }
 
-/* tma: the producer loads each key block by one thread's TMA (maps: qattn_wg_maps_fill8 / 16), else by
+/* tma: the producer loads each key block by one thread's TMA (maps: qattn_wg_maps_fill, wgmma_tma.h), else by
  * its warpgroup's cp.async */
 template <int D, int KB, int QF, int PF, int ACC, int NC>
 __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
@@ -224,14 +224,13 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
             if constexpr (qattn_wg_tma_can(QF, PF, ACC)) {
                 if (tma) { /* one thread: each stage's boxes once its consumers released it */
                     if (wt == 0) {
-                        const int kgrp0 = Q8 ? (int)(((int64_t)b * p.k_sb + (int64_t)hk * p.k_sh) / p.k_st >> 4) : 0;
                         for (int j0 = J0, it = 0; j0 < J1; j0 += KS, it++) {
                             const int stage = it % S;
                             if (it >= S)
                                 qattn_mbar_wait(QATTN_WS_EMPTY(stage), (uint32_t)((it / S - 1) & 1));
                             qattn_mbar_arrive_expect_tx(QATTN_WS_FULL(stage), STAGE);
-                            qattn_wg_tma_stage<D, KS, Q8 != 0>(qattn_wgmma_smem_addr(sStage + stage * STAGE), maps,
-                                                               QATTN_WS_FULL(stage), j0, kgrp0, b, hk);
+                            qattn_wg_tma_stage<D, KS, qattn_wg_tma_mode(QF)>(qattn_wgmma_smem_addr(sStage + stage * STAGE),
+                                                                                maps, QATTN_WS_FULL(stage), j0, b, hk);
                         }
                     }
                     qattn_cp_async_commit();
@@ -694,7 +693,7 @@ static int qattn_attn_fwd_wgmma_launch_nc(const qattn_kernels_attn_params &p, vo
         static const char *const env = getenv("QATTN_WG_TMA");
         constexpr int KS = QATTN_WGMMA_KS(QF, KB, QATTN_WGMMA_BMN(NC));
         if (!(env && env[0] == '0'))
-            tma = QATTN_WGMMA_8BIT(QF) ? qattn_wg_maps_fill8<D, KS>(p, &maps) : qattn_wg_maps_fill16<D, KS>(p, &maps);
+            tma = qattn_wg_maps_fill<D, KS, qattn_wg_tma_mode(QF)>(p, &maps);
     }
     k<<<grid, dim3(QATTN_WGMMA_THREADSN(NC)), smem, (cudaStream_t)stream>>>(p, maps, tma);
     QATTN_MMA_CHECK(cudaGetLastError(), "attn wgmma kernel launch");

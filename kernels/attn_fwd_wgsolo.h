@@ -105,14 +105,12 @@ __global__ void __launch_bounds__(128, NB)
     /* ---- a key block into a stage: TMA (one thread), or this thread's copies: chunk ch of K rows
      * r0 + RP x (key RP x + sigma(r0) of the block), chunk vch of V^T rows v0 + VR x ---- */
     const int64_t khead = b * p.k_sb + tk0 * p.k_st + hk * p.k_sh;
-    /* KT: the head's first 16-row group of K (its rows start on one: qattn_wg_maps_fill8), divided once */
-    const int kgrp0 = KT ? (int)(khead / p.k_st >> 4) : 0;
     auto load_block = [&](int j0, int stage) {
         if constexpr (KT) {
             if (tid == 0) {
                 const uint32_t bar = bar0 + 8u * (uint32_t)stage, dst = qattn_wgmma_smem_addr(sStage + stage * STAGE);
                 qattn_mbar_arrive_expect_tx(bar, STAGE);
-                qattn_wg_tma_stage<D, KB, true>(dst, maps, bar, j0, kgrp0, b, hk);
+                qattn_wg_tma_stage<D, KB, 0>(dst, maps, bar, j0, b, hk);
             }
             return;
         }
@@ -315,7 +313,7 @@ static int qattn_attn_fwd_wgsolo_launch(const qattn_kernels_attn_params &p, void
         &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, NB, false>;
     if constexpr (qattn_wg_solo_tma(QF, PF)) {
         static const char *const env = getenv("QATTN_WG_TMA"); /* 0: the cp.async form (for comparison) */
-        if (!(env && env[0] == '0') && qattn_wg_maps_fill8<D, KB>(p, &maps))
+        if (!(env && env[0] == '0') && qattn_wg_maps_fill<D, KB, 0>(p, &maps))
             k = &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, NB, true>;
     }
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
