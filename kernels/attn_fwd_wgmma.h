@@ -548,22 +548,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
             } else if constexpr (HALF) {
                 qattn_wgmma_pv_halves<D, KB>(o, pvbuf, pf, dv0 + (so >> 4), alA, alB);
             } else {
-                if (!TWO)
-                    qattn_wgmma_o_rescale<NO>(o, alA, alB);
-#pragma unroll
-                for (int x = 0; x < NO * 4; x++)
-                    qattn_wgmma_fence_reg(pv[x]);
-                qattn_wgmma_fence();
-#pragma unroll
-                for (int q = 0; q < KB / 32; q++) {
-                    if constexpr (PIN) {
-                        const qattn_wg_fview<s_t, NT * 4> sv{acc};
-                        const uint32_t a[4] = {sv.bits(4 * q), sv.bits(4 * q + 1), sv.bits(4 * q + 2), sv.bits(4 * q + 3)};
-                        qattn_wgmma_pv<D>(pv, a, dv0 + ((so >> 4) + 2u * q), !TWO || q > 0);
-                    } else {
-                        qattn_wgmma_pv<D>(pv, pf[q], dv0 + ((so >> 4) + 2u * q), !TWO || q > 0);
-                    }
-                }
+                qattn_wgmma_pv_issue<D, KB, TWO, PIN>(pv, o, alA, alB, acc, pf, dv0, so);
             }
             if constexpr (!HALF)
                 qattn_wgmma_commit();
@@ -629,11 +614,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
             qattn_wgmma_o_update<NO>(o, pvbuf, palA, palB);
         }
         if constexpr (P16) {
-#pragma unroll
-            for (int n = 0; n < NO; n++) {
-                qattn_f16x2_unpack(oh[2 * n], o[n][0], o[n][1]);
-                qattn_f16x2_unpack(oh[2 * n + 1], o[n][2], o[n][3]);
-            }
+            qattn_wgmma_oh_unpack<NO>(oh, o);
         }
     }
     qattn_mma_epilogue<D, D == 128 && NC == 3>(p, o, lA, lB, mA, mB, rA, rB, loA, hiA, loB, hiB, sq, tq0, b, h, hk);
@@ -690,9 +671,8 @@ static int qattn_attn_fwd_wgmma_launch_nc(const qattn_kernels_attn_params &p, vo
     memset(&maps, 0, sizeof maps);
     int tma = 0;
     if constexpr (qattn_wg_tma_can(QF, PF, ACC)) {
-        static const char *const env = getenv("QATTN_WG_TMA");
         constexpr int KS = QATTN_WGMMA_KS(QF, KB, QATTN_WGMMA_BMN(NC));
-        if (!(env && env[0] == '0'))
+        if (qattn_wg_tma_wanted())
             tma = qattn_wg_maps_fill<D, KS, qattn_wg_tma_mode(QF)>(p, &maps);
     }
     k<<<grid, dim3(QATTN_WGMMA_THREADSN(NC)), smem, (cudaStream_t)stream>>>(p, maps, tma);

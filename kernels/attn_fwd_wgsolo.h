@@ -32,11 +32,9 @@
  * of keys (else 8-bit V^T); the shared memory (Q, the stages, 1 KB to align) */
 #define QATTN_WGSOLO_STAGES 2
 #define QATTN_WGSOLO_BLOCKS 3
-static constexpr QATTN_HD int qattn_wgsolo_es(int qf) { return QATTN_WGMMA_8BIT(qf) ? 1 : 2; }
-static constexpr QATTN_HD int qattn_wgsolo_v16(int qf, int pf) { return !QATTN_WGMMA_8BIT(qf) || pf == QATTN_FMT_FP16; }
 static constexpr QATTN_HD int qattn_wgsolo_smem(int d, int kb, int qf, int pf)
 {
-    return 64 * d * qattn_wgsolo_es(qf) + QATTN_WGSOLO_STAGES * kb * d * (qattn_wgsolo_es(qf) + (qattn_wgsolo_v16(qf, pf) ? 2 : 1)) +
+    return 64 * d * QATTN_WGMMA_ES(qf, pf) + QATTN_WGSOLO_STAGES * kb * d * (QATTN_WGMMA_ES(qf, pf) + (QATTN_WGMMA_V16(qf, pf) ? 2 : 1)) +
            1024;
 }
 
@@ -56,7 +54,7 @@ __global__ void __launch_bounds__(128, NB)
     /* Q8: 8-bit Q / K codes (else the 16-bit baseline, BF: bf16); P16: fp16 P.V into the f16 O
      * (sage1-b); V16: V in 16-bit rows of keys (P16: in the sigma order) */
     constexpr int Q8 = QATTN_WGMMA_8BIT(QF), BF = QF == QATTN_FMT_BF16, P16 = Q8 && PF == QATTN_FMT_FP16;
-    constexpr int V16 = qattn_wgsolo_v16(QF, PF), ES = qattn_wgsolo_es(QF);
+    constexpr int V16 = QATTN_WGMMA_V16(QF, PF), ES = QATTN_WGMMA_ES(QF, PF); /* V as P.V reads it: PF (no widening) */
     /* TWO: each block's P.V from 0, added into O (int8 Q.K: acc=fp22+fp32:KB, or int8 P.V exact per block) */
     constexpr int TWO = QF == QATTN_FMT_INT8 && !P16;
     /* HALF (two levels, d = 128): P.V in two halves of 64 channels (qattn_wgmma_pv_halves): S's
@@ -236,7 +234,6 @@ __global__ void __launch_bounds__(128, NB)
                                                                        qsA * ks1 * c2, qsB * ks0 * c2, qsB * ks1 * c2, lpmul,
                                                                        mA, mB, lA, lB, alA, alB, pf, [] {});
             /* P.V: two levels from 0 (into S's registers, or in halves), else into O rescaled */
-            const qattn_wg_fview<s_t, NT * 4> sv{acc}; /* PIN: P's codes */
             if constexpr (P16) { /* O (f16) rescaled, then P.V into it by the f16 MMA, V rows in the sigma order */
                 qattn_wgmma_pvh_issue<D, KB, KB>(oh, alA, alB, pf, aV);
                 qattn_wgmma_commit();
@@ -249,21 +246,7 @@ __global__ void __launch_bounds__(128, NB)
                 qattn_wgmma_pv_halves<D, KB>(o, pvb, pf, dv0 + (so >> 4), alA, alB);
             } else {
                 pv_t *pv = TWO ? reinterpret_cast<pv_t *>(&acc[0]) : reinterpret_cast<pv_t *>(&o[0][0]);
-                if (!TWO)
-                    qattn_wgmma_o_rescale<NO>(o, alA, alB);
-#pragma unroll
-                for (int x = 0; x < NO * 4; x++)
-                    qattn_wgmma_fence_reg(pv[x]);
-                qattn_wgmma_fence();
-#pragma unroll
-                for (int q = 0; q < KB / 32; q++) {
-                    if constexpr (PIN) {
-                        const uint32_t a[4] = {sv.bits(4 * q), sv.bits(4 * q + 1), sv.bits(4 * q + 2), sv.bits(4 * q + 3)};
-                        qattn_wgmma_pv<D>(pv, a, dv0 + ((so >> 4) + 2u * q), 1);
-                    } else {
-                        qattn_wgmma_pv<D>(pv, pf[q], dv0 + ((so >> 4) + 2u * q), q > 0);
-                    }
-                }
+                qattn_wgmma_pv_issue<D, KB, TWO, PIN>(pv, o, alA, alB, acc, pf, dv0, so);
                 qattn_wgmma_commit();
                 qattn_wgmma_wait<0>();
 #pragma unroll
@@ -286,13 +269,8 @@ __global__ void __launch_bounds__(128, NB)
     lA = lA / pmul, lB = lB / pmul; /* l summed P * pmul (qattn_wgmma_softmax) */
     qattn_wgmma_wait<0>();           /* said for ptxas (C7517) */
     qattn_cp_async_wait<0>();
-    if constexpr (P16) {
-#pragma unroll
-        for (int n = 0; n < NO; n++) {
-            qattn_f16x2_unpack(oh[2 * n], o[n][0], o[n][1]);
-            qattn_f16x2_unpack(oh[2 * n + 1], o[n][2], o[n][3]);
-        }
-    }
+    if constexpr (P16)
+        qattn_wgmma_oh_unpack<NO>(oh, o);
     qattn_mma_epilogue<D, D == 128>(p, o, lA, lB, mA, mB, rA, rB, loA, hiA, loB, hiB, sq, tq0, b, h, hk);
 #elif defined(__CUDA_ARCH__)
     (void)p;
@@ -312,8 +290,7 @@ static int qattn_attn_fwd_wgsolo_launch(const qattn_kernels_attn_params &p, void
     void (*k)(qattn_kernels_attn_params, const qattn_wg_maps) =
         &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, NB, false>;
     if constexpr (qattn_wg_solo_tma(QF, PF)) {
-        static const char *const env = getenv("QATTN_WG_TMA"); /* 0: the cp.async form (for comparison) */
-        if (!(env && env[0] == '0') && qattn_wg_maps_fill<D, KB, 0>(p, &maps))
+        if (qattn_wg_tma_wanted() && qattn_wg_maps_fill<D, KB, 0>(p, &maps))
             k = &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, NB, true>;
     }
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),

@@ -193,7 +193,7 @@ char *qattn_kernels_describe(const qattn_kernels_sig *sig, char *buf, size_t len
 /* the wgmma path's blocks for the instances with both forms (kernels/wgmma_form.h) */
 enum {
     QATTN_WG_FORM_RULE = 0, /* by the rule there */
-    QATTN_WG_FORM_SOLO = 1, /* one warpgroup a block, two or three blocks a multiprocessor (attn_fwd_wgsolo.h) */
+    QATTN_WG_FORM_SOLO = 1, /* one warpgroup a block, three blocks a multiprocessor (attn_fwd_wgsolo.h) */
     QATTN_WG_FORM_NC2 = 2,  /* two consumer warpgroups and a producer a block (attn_fwd_wgmma.h) */
     QATTN_WG_FORM_NC3 = 3   /* three consumer warpgroups and a producer a block (attn_fwd_wgmma.h) */
 };

@@ -1,6 +1,6 @@
 /* The wgmma path's block form for a problem (attn_fwd_wgmma.h: two or
  * three consumer warpgroups and a producer a block; attn_fwd_wgsolo.h:
- * blocks of one warpgroup, two or three a multiprocessor), for the launch,
+ * blocks of one warpgroup, three a multiprocessor), for the launch,
  * the dispatcher's plan and the host tests. */
 #ifndef QATTN_KERNELS_WGMMA_FORM_H
 #define QATTN_KERNELS_WGMMA_FORM_H

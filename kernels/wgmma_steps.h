@@ -375,6 +375,43 @@ static __device__ __forceinline__ void qattn_wgmma_oh_rescale(uint32_t (&oh)[NO 
     }
 }
 
+/* the f16 O (qattn_wgmma_oh_rescale's pairs) as the fp32 layout, for the epilogue */
+template <int NO>
+static __device__ __forceinline__ void qattn_wgmma_oh_unpack(const uint32_t (&oh)[NO * 2], float (&o)[NO][4])
+{
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+        qattn_f16x2_unpack(oh[2 * n], o[n][0], o[n][1]);
+        qattn_f16x2_unpack(oh[2 * n + 1], o[n][2], o[n][3]);
+    }
+}
+
+/* the P.V k-steps of an 8-bit key block (e4m3 / int8 A fragments of 32 keys, V^T from descriptor
+ * dv0 + so / 16 + 2 q, so the stage's byte offset): one level (TWO = 0) into O rescaled first, two from 0 into pv (the block's
+ * own accumulator); PIN: P's codes read from S's registers (acc) instead of pf; the caller commits */
+template <int D, int KB, bool TWO, bool PIN, typename PA, typename SA, int N>
+static __device__ __forceinline__ void qattn_wgmma_pv_issue(PA *pv, float (&o)[D / 8][4], float alA, float alB,
+                                                            SA (&acc)[N], const uint32_t (&pf)[KB / 32][4], uint64_t dv0,
+                                                            uint32_t so)
+{
+    if (!TWO)
+        qattn_wgmma_o_rescale<D / 8>(o, alA, alB);
+#pragma unroll
+    for (int x = 0; x < D / 2; x++)
+        qattn_wgmma_fence_reg(pv[x]);
+    qattn_wgmma_fence();
+#pragma unroll
+    for (int q = 0; q < KB / 32; q++) {
+        if constexpr (PIN) {
+            const qattn_wg_fview<SA, N> sv{acc};
+            const uint32_t a[4] = {sv.bits(4 * q), sv.bits(4 * q + 1), sv.bits(4 * q + 2), sv.bits(4 * q + 3)};
+            qattn_wgmma_pv<D>(pv, a, dv0 + ((so >> 4) + 2u * q), !TWO || q > 0);
+        } else {
+            qattn_wgmma_pv<D>(pv, pf[q], dv0 + ((so >> 4) + 2u * q), !TWO || q > 0);
+        }
+    }
+}
+
 /* O = O alpha (skipped by warps whose rows kept their maxima) + P.V of KB
  * keys: 16-bit A fragments pf from registers, V's fp16 / bf16 rows of the
  * stage at shared address aV (k-steps q0.., KS keys a 128-byte slab), the

@@ -4,7 +4,8 @@
 #ifndef QATTN_KERNELS_WGMMA_TMA_H
 #define QATTN_KERNELS_WGMMA_TMA_H
 
-#include <cuda.h> /* CUtensorMap */
+#include <cuda.h>   /* CUtensorMap */
+#include <stdlib.h> /* getenv */
 
 #include "mma_nvidia.h" /* qattn_tma_load4 / 5 */
 
@@ -27,6 +28,13 @@ static constexpr QATTN_HD bool qattn_wg_tma_can(int qf, int pf, int acc)
            ((qf == QATTN_FMT_FP16 || qf == QATTN_FMT_BF16) && pf == qf);
 }
 static constexpr QATTN_HD int qattn_wg_tma_mode(int qf) { return qf == QATTN_FMT_FP16 || qf == QATTN_FMT_BF16; }
+
+/* 0 where QATTN_WG_TMA=0 in the environment asks for the cp.async loads (for comparison) */
+static int qattn_wg_tma_wanted(void)
+{
+    static const char *const env = getenv("QATTN_WG_TMA");
+    return !(env && env[0] == '0');
+}
 
 /* cuTensorMapEncodeTiled through the runtime (no link to the driver library); NULL where missing */
 typedef CUresult (*qattn_tmap_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
