@@ -103,7 +103,8 @@ def main():
             print(f"{r['cache']:<12} sk={r['sk']:>6} batch={r['batch']:>2} hkv={r['hkv']} splits={r['num_splits']:>3}: "
                   f"{float(r['us']):8.1f} us, {float(r['kv_gbs']) / float(r['copy_gbs']):.2f} of the copy, "
                   f"{float(r['us_torch']) / float(r['us']):.2f}x torch" +
-                  (f", combine {float(r['us_combine']) / float(r['us']) * 100:.0f}%" if r.get("us_combine") else ""))
+                  (f", combine {float(r['us_combine']) / float(r['us']) * 100:.0f}%" if r.get("us_combine") else "") +
+                  (f" alone, {(1 - float(r['us_split']) / float(r['us'])) * 100:.0f}% added" if r.get("us_split") else ""))
     return 0
 
 

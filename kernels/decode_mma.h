@@ -593,11 +593,102 @@ __global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel
     }
 }
 
-/* the combine: one block per output row, warp w sums splits w, w + 8, ...; the first
- * NW x U splits' partials are loaded before the weights are known, so that their
- * latency and the lse's overlap (one round trip up to 128 splits) */
+/* a lane's CPL channels of the partials of splits s0 + step u (u < U) into x (split 0's
+ * for those past ns: read, never weighed); orow: split 0's, pstride floats a split */
+template <int U, int CPL>
+static __device__ __forceinline__ void qattn_decode_combine_load(float (&x)[U][CPL], const float *orow, int s0, int step,
+                                                                 int ns, int64_t pstride)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int s = s0 + u * step;
+        const float *op = orow + (int64_t)(s < ns ? s : 0) * pstride;
+        if (CPL == 4) {
+            const float4 v = *(const float4 *)op;
+            x[u][0] = v.x, x[u][1] = v.y, x[u][2] = v.z, x[u][3] = v.w;
+        } else {
+#pragma unroll
+            for (int k = 0; k < CPL; k++)
+                x[u][k] = op[k];
+        }
+    }
+}
+
+/* The combine's two forms, by the splits (NVIDIA H200, 2026-11-28, kernels/LOG.md):
+ * up to QATTN_DECODE_COMBINE_WARP splits a warp per output row, 8 rows a block (batch
+ * 8 x 64 q heads, 2 splits: a decode step 1-4% faster than with a block a row); past
+ * that a block per row, whose 8 warps load 8 x 16 splits' partials at once (4 splits:
+ * the same at 256 rows, 1 us faster at 8; 16 and 128 splits: up to 2.3x faster) */
+#define QATTN_DECODE_COMBINE_WARP 2
+
+/* the combine, a warp per output row, 8 rows a block and no block barrier;
+ * each lane sums its D / 32 channels over the splits in split order, as the
+ * emulation does (qattn_kv_combine: a split without a key skipped, weights
+ * summed in order), with the partials of U splits loaded ahead: the first U
+ * before the weights are known, so that their latency and the lse's overlap */
 template <int D>
-__global__ void __launch_bounds__(256) qattn_decode_combine_fast_kernel(qattn_kernels_decode_params p)
+__global__ void __launch_bounds__(256) qattn_decode_combine_warp_kernel(qattn_kernels_decode_params p)
+{
+    const int NW = 8, CPL = D / 32; /* rows a block, channels a lane */
+    const int U = 16;               /* splits a lane has in flight */
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5, b = (int)blockIdx.z;
+    qattn_port_dependents_go(); /* the next step's split kernel may be set up beside this one */
+    qattn_port_wait_prior();    /* launched overlapping the split kernel: its partials first */
+    int64_t tq0, tu0;
+    int sq;
+    qattn_decode_rows(p, b, &tq0, &tu0, &sq);
+    const int64_t r = (int64_t)blockIdx.x * NW + warp; /* token r / hq, q head r % hq of the sequence */
+    if (r >= (int64_t)sq * p.hq)
+        return;
+    const int i = (int)(r / p.hq), h = (int)(r - (int64_t)i * p.hq);
+    const int64_t row = (int64_t)h * p.lse_sh + tq0 + i, plane = (int64_t)p.hq * p.lse_sh;
+    const int ns = p.num_splits;
+    const float *orow = p.o_part + row * D + lane * CPL; /* split s's part: orow + s * plane * D */
+    const float *lrow = p.lse_part + row;                /* split s's lse: lrow[s * plane] */
+    float x[U][CPL];
+    auto load = [&](int s0) { qattn_decode_combine_load<U, CPL>(x, orow, s0, 1, ns, plane * D); };
+    load(0);
+    float lm = -INFINITY;
+    for (int s = lane; s < ns; s += 32)
+        lm = fmaxf(lm, lrow[(int64_t)s * plane]);
+    for (int o = 16; o; o >>= 1)
+        lm = fmaxf(lm, __shfl_xor_sync(0xffffffffu, lm, o));
+    float acc[CPL], sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < CPL; k++)
+        acc[k] = 0.0f;
+    if (lm != -INFINITY)
+        for (int s0 = 0;;) {
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                /* the same weight in every lane (one address: a broadcast, an L1 hit) */
+                const float ls = s0 + u < ns ? lrow[(int64_t)(s0 + u) * plane] : -INFINITY;
+                if (ls != -INFINITY) { /* weight exactly 0 else; that partial is not read */
+                    const float w = expf(ls - lm);
+                    sum = sum + w;
+#pragma unroll
+                    for (int k = 0; k < CPL; k++)
+                        acc[k] = acc[k] + w * x[u][k];
+                }
+            }
+            s0 += U;
+            if (s0 >= ns)
+                break;
+            load(s0);
+        }
+#pragma unroll
+    for (int k = 0; k < CPL; k++)
+        qattn_decode_put(p, b, tu0 + i, h, lane * CPL + k, lm == -INFINITY ? 0.0f : acc[k] / sum);
+    if (lane == 0 && p.lse)
+        p.lse[row] = lm == -INFINITY ? -INFINITY : lm + logf(sum);
+}
+
+/* the combine for more than QATTN_DECODE_COMBINE_WARP splits: one block per output
+ * row, warp w sums splits w, w + 8, ...; the first NW x U splits' partials are loaded
+ * before the weights are known, so that their latency and the lse's overlap (one
+ * round trip up to 128 splits) */
+template <int D>
+__global__ void __launch_bounds__(256) qattn_decode_combine_block_kernel(qattn_kernels_decode_params p)
 {
     const int NW = 8, CPL = D / 32; /* channels per lane */
     const int U = 16;               /* splits a warp has in flight */
@@ -617,21 +708,7 @@ __global__ void __launch_bounds__(256) qattn_decode_combine_fast_kernel(qattn_ke
     const int ns = p.num_splits;
     const float *orow = p.o_part + row * D + lane * CPL; /* split s's part: orow + s * plane * D */
     float x[U][CPL];
-    auto load = [&](int s0) {
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int s = s0 + u * NW;
-            const float *op = orow + (int64_t)(s < ns ? s : 0) * plane * D;
-            if (CPL == 4) {
-                const float4 v = *(const float4 *)op;
-                x[u][0] = v.x, x[u][1] = v.y, x[u][2] = v.z, x[u][3] = v.w;
-            } else {
-#pragma unroll
-                for (int k = 0; k < CPL; k++)
-                    x[u][k] = op[k];
-            }
-        }
-    };
+    auto load = [&](int s0) { qattn_decode_combine_load<U, CPL>(x, orow, s0, NW, ns, plane * D); };
     load(warp);
     float lm = -INFINITY;
     for (int s = tid; s < ns; s += NW * 32) {
@@ -729,10 +806,14 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
     }
     if (p.num_splits == 1 || p.stages == 1)
         return QATTN_OK;
-    void (*kc)(qattn_kernels_decode_params) = &qattn_decode_combine_fast_kernel<D>;
     /* programmatic dependent launch on sm_90: its blocks start while the split kernel's last ones run */
-    qattn_port_launch_overlap(p.stages != 2, kc, dim3((unsigned)p.seqlen_q, (unsigned)p.hq, (unsigned)p.nseq),
-                              dim3(256), 0, stream, p);
+    if (p.num_splits <= QATTN_DECODE_COMBINE_WARP)
+        qattn_port_launch_overlap(p.stages != 2, &qattn_decode_combine_warp_kernel<D>,
+                                  dim3((unsigned)(((int64_t)p.seqlen_q * p.hq + 7) / 8), 1u, (unsigned)p.nseq), dim3(256), 0,
+                                  stream, p);
+    else
+        qattn_port_launch_overlap(p.stages != 2, &qattn_decode_combine_block_kernel<D>,
+                                  dim3((unsigned)p.seqlen_q, (unsigned)p.hq, (unsigned)p.nseq), dim3(256), 0, stream, p);
     QATTN_DECODE_CHECK(hipGetLastError(), "decode combine launch");
     return QATTN_OK;
 }

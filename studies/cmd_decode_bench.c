@@ -107,8 +107,9 @@ static void usage(FILE *f)
             "  --reps R        timed runs (default 30)\n"
             "  --copy-mib M    size of the timed device-to-device copy (default 1024)\n"
             "  --splits LIST   num_splits to time besides the plan's and 1 (tuning the split rule)\n"
-            "CSV: device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine\n"
-            "(us: split kernel + combine; us_combine: the combine alone, empty without splits)\n");
+            "CSV: device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine,us_split\n"
+            "(us: split kernel + combine; us_combine: the combine alone, us_split: the split kernel alone, both\n"
+            "empty without splits; 1 - us_split / us is what the combine adds to a decode step)\n");
 }
 
 int qattn_cmd_decode_bench(int argc, char **argv)
@@ -209,7 +210,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
         }
         f = o.f;
     }
-    fprintf(f, "device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine\n");
+    fprintf(f, "device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine,us_split\n");
     uint64_t seed = 7;
     for (int ci = 0; ci < nc && !rc; ci++)
         for (int si = 0; si < nsh && !rc; si++) {
@@ -324,9 +325,9 @@ int qattn_cmd_decode_bench(int argc, char **argv)
                         msp /= nrep;
                     }
                     if (!rc) {
-                        char comb[32] = "";
+                        char comb[64] = ",";
                         if (pl->num_splits > 1)
-                            snprintf(comb, sizeof comb, "%.2f", mc * 1e3);
+                            snprintf(comb, sizeof comb, "%.2f,%.2f", mc * 1e3, msp * 1e3);
                         fprintf(f, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%.2f,%.4g,%.1f,,%s\n", dev, date, pl->sig->name,
                                 cname[ci], s.sk, s.batch, hq, s.hkv, pl->num_splits, ms * 1e3,
                                 kv / (ms * 1e-3) * 1e-9, copy_gbs, comb);

@@ -87,8 +87,10 @@ check "decode-bench: header" test "$(head -n 1 "$csv" 2>/dev/null | cut -d, -f1-
     "device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch"
 check "decode-bench: per cache the plan's splits (> 1) and num_splits 1, positive times" \
     awk -F, 'NR > 1 && $5 == 300 && $6 == 1 && $7 == 8 && $8 == 1 && $10 > 0 && $11 > 0 {
-                 n++; if ($9 > 1 && $14 > 0) s++ }
-             END { exit !(n == 4 && s == 2 && NR == 5) }' "$csv"
+                 n++; if ($9 > 1 && $14 > 0 && $15 > 0) s++; if ($9 == 1 && $14 == "" && $15 == "" && NF == 15) u++ }
+             END { exit !(n == 4 && s == 2 && u == 2 && NR == 5) }' "$csv"
+check "decode-bench: us_combine and us_split after us_torch" test "$(head -n 1 "$csv" 2>/dev/null | cut -d, -f14-)" = \
+    "us_combine,us_split"
 
 # ---- bench: CSV contract on a tiny problem ----
 csv=$S/bench.csv
