@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define QATTN_DMMA_WARPS 8 /* two per scheduler: one warp alone stalls on its own latencies */
 #define QATTN_DMMA_ROWS 16  /* packed query rows per block */
 
 /* shared memory of one warp: ST x (K, V) chunks as loaded; rows padded 16
@@ -39,10 +38,15 @@
 template <int D, int CF>
 struct qattn_dmma_layout {
     static const int ELT = (CF == QATTN_FMT_FP16 || CF == QATTN_FMT_BF16) ? 2 : 1; /* stored bytes per value */
-    /* keys per chunk and chunks in flight per warp: 16 x 3 for 16-bit caches,
-     * 32 x 3 for 8-bit ones (8 warps' rings within 227 KiB at d = 128) */
+    /* warps a block (two per scheduler at least: one warp alone stalls on its own latencies);
+     * keys per chunk and chunks in flight per warp, the rings within 227 KiB at d = 128: 16-bit
+     * caches 8 warps, 16 x 3; 8-bit ones 12 warps, 32 x 2 (their widening's dependent chains
+     * want a third warp a scheduler more than a third chunk: 1.02-1.09x 8 warps of 32 x 3 at
+     * the plan's splits, 1.10-1.22x with one split, 0.95x at batch 1 with 128 splits; H200,
+     * 2026-11-28, kernels/LOG.md) */
+    static const int NW = ELT == 2 ? 8 : 12;
     static const int KC = ELT == 2 ? 16 : 32;
-    static const int ST = 3;
+    static const int ST = ELT == 2 ? 3 : 2;
     static const int RAW_ROW = D * ELT + 16;                                      /* bytes per loaded row */
     static const int RAW_CHUNK = KC * RAW_ROW;
     static const int SCALES = ELT == 2 ? 0 : 2 * KC * 4; /* the chunk's K and V scales */
@@ -51,8 +55,8 @@ struct qattn_dmma_layout {
     /* the merge, per warp: O, m, l of 16 rows in fp32, rows 16-byte aligned, padded so that
      * the float2 stores of O's fragments fall in distinct banks */
     static const int MERGE_ROW = D + 8;
-    static const int MERGE_ALL = QATTN_DMMA_WARPS * QATTN_DMMA_ROWS * MERGE_ROW * 4;
-    static const int RINGS = QATTN_DMMA_WARPS * WARP;
+    static const int MERGE_ALL = NW * QATTN_DMMA_ROWS * MERGE_ROW * 4;
+    static const int RINGS = NW * WARP;
     static const int QROW = D * 2 + 16; /* a staged 16-bit Q row, padded as the cache's rows */
     static const int BYTES = RINGS + QATTN_DMMA_ROWS * QROW > MERGE_ALL ? RINGS + QATTN_DMMA_ROWS * QROW : MERGE_ALL;
 };
@@ -237,10 +241,10 @@ static __device__ __forceinline__ void qattn_dmma_prefetch_split(const qattn_ker
 }
 
 template <int D, int CF, int QT>
-__global__ void __launch_bounds__(QATTN_DMMA_WARPS * 32) qattn_decode_mma_kernel(qattn_kernels_decode_params p)
+__global__ void __launch_bounds__(qattn_dmma_layout<D, CF>::NW * 32) qattn_decode_mma_kernel(qattn_kernels_decode_params p)
 {
     typedef qattn_dmma_layout<D, CF> L;
-    const int KC = L::KC, ST = L::ST, NW = QATTN_DMMA_WARPS;
+    const int KC = L::KC, ST = L::ST, NW = L::NW;
     const int NJ = KC / 8, NK = KC / 16; /* n-tiles of S, k-blocks of P */
     const int PPR = D * L::ELT / 16; /* 16-byte pieces per loaded row */
     const int NT = D / 8;            /* n-tiles of O */
@@ -801,7 +805,7 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
         const char *pf = getenv("QATTN_DECODE_PREFETCH");
         if (!(pf && !strcmp(pf, "0")))
             pk.l2_prefetch = (unsigned)(l2 / 2) / (grid.x * grid.y * grid.z);
-        qattn_port_launch_overlap(1, k, grid, dim3(QATTN_DMMA_WARPS * 32), (size_t)L::BYTES, stream, pk);
+        qattn_port_launch_overlap(1, k, grid, dim3(L::NW * 32), (size_t)L::BYTES, stream, pk);
         QATTN_DECODE_CHECK(hipGetLastError(), "decode mma kernel launch");
     }
     if (p.num_splits == 1 || p.stages == 1)
