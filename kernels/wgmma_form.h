@@ -69,9 +69,8 @@ QATTN_WG_FORM_FN long qattn_wg_row_keys(qattn_mask m, int seqlen_k)
  * P.V instances (sage1-b; the baselines at d = 64), whose blocks wait for each P.V of twice the
  * k-steps: up to 1024 keys at d = 128 (sage1-b 1.04x there, 0.92x at 2048), 2048 at d = 64
  * (1.02-1.09x there, 0.95-1.01x at 4096, 0.90-0.95x from 8192). */
-QATTN_WG_FORM_FN long qattn_wg_solo_keys(int d, int kb, int qf, int pf, int tma)
+QATTN_WG_FORM_FN long qattn_wg_solo_keys(int d, int qf, int pf, int tma)
 {
-    (void)kb; /* the rule has not needed the key block since the seventh session */
     if (tma && qattn_wg_solo_tma(qf, pf) && ((qf == QATTN_FMT_E4M3 && d == 128) || d == 64 || pf == QATTN_FMT_INT8))
         return -1;
     if (pf == QATTN_FMT_FP16 || pf == QATTN_FMT_BF16)
@@ -85,7 +84,7 @@ QATTN_WG_FORM_FN int qattn_wg_form(int d, int kb, int qf, int pf, int acc, qattn
 {
     if (!qattn_wg_solo_can(d, kb, qf, pf, acc))
         return qattn_wg_nc(qf);
-    const long most = qattn_wg_solo_keys(d, kb, qf, pf, tma);
+    const long most = qattn_wg_solo_keys(d, qf, pf, tma);
     return most < 0 || qattn_wg_row_keys(m, seqlen_k) <= most ? QATTN_WG_FORM_SOLO : qattn_wg_nc(qf);
 }
 
