@@ -25,6 +25,7 @@
 #ifndef QATTN_KERNELS_DECODE_MMA_H
 #define QATTN_KERNELS_DECODE_MMA_H
 
+#include "decode_combine.h"
 #include "decode_portable.h"
 #include "mma_nvidia.h"
 
@@ -58,7 +59,9 @@ struct qattn_dmma_layout {
     static const int MERGE_ALL = NW * QATTN_DMMA_ROWS * MERGE_ROW * 4;
     static const int RINGS = NW * WARP;
     static const int QROW = D * 2 + 16; /* a staged 16-bit Q row, padded as the cache's rows */
-    static const int BYTES = RINGS + QATTN_DMMA_ROWS * QROW > MERGE_ALL ? RINGS + QATTN_DMMA_ROWS * QROW : MERGE_ALL;
+    static const int RESULT = QATTN_DMMA_ROWS * (D + 1) * 4; /* a split's o and lse, for a cluster's combine */
+    static const int BYTES = RINGS + QATTN_DMMA_ROWS * QROW > MERGE_ALL + RESULT ? RINGS + QATTN_DMMA_ROWS * QROW
+                                                                              : MERGE_ALL + RESULT;
 };
 
 /* f16x2 / bf16x2 of two floats, low half first */
@@ -558,7 +561,9 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF>::NW * 32) qattn_decod
         for (int ri = 0; ri < 2; ri++)
             *(float2 *)&mo[(g + 8 * ri) * RS + D] = make_float2(m[ri], l[ri]);
     __syncthreads();
-    /* a thread per 4 channels of a row: the warps' weights, then O, from shared memory */
+    /* a thread per 4 channels of a row: the warps' weights, then O, from shared memory; with
+     * p.cluster the split's o and lse go to res for the cluster's combine */
+    float *res = (float *)(qattn_dmma_smem + L::MERGE_ALL); /* [RW][D] o, then [RW] lse */
     for (int idx = (int)threadIdx.x; idx < RW * D / 4; idx += NW * 32) {
         const int r = idx / (D / 4), c = 4 * (idx % (D / 4)), pr = r0 + r;
         if (pr >= nrows)
@@ -584,7 +589,12 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF>::NW * 32) qattn_decod
                                 : make_float4(acc.x / ll, acc.y / ll, acc.z / ll, acc.w / ll);
         const int i = tok_of(pr), h = hk * grp + pr - i * grp;
         const int64_t row = (int64_t)h * p.lse_sh + tq0 + i;
-        if (p.num_splits > 1)
+        const float lse = empty ? -INFINITY : (mm + log2f(ll)) * 0.69314718055994530942f;
+        if (p.cluster) {
+            *(float4 *)&res[r * D + c] = ov;
+            if (c == 0)
+                res[RW * D + r] = lse;
+        } else if (p.num_splits > 1)
             *(float4 *)&p.o_part[((int64_t)sp * p.hq * p.lse_sh + row) * D + c] = ov;
         else {
             qattn_decode_put(p, b, tu0 + i, h, c, ov.x);
@@ -592,187 +602,11 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF>::NW * 32) qattn_decod
             qattn_decode_put(p, b, tu0 + i, h, c + 2, ov.z);
             qattn_decode_put(p, b, tu0 + i, h, c + 3, ov.w);
         }
-        if (c == 0)
-            qattn_decode_put_split_lse(p, row, sp, empty ? -INFINITY : (mm + log2f(ll)) * 0.69314718055994530942f);
+        if (c == 0 && !p.cluster)
+            qattn_decode_put_split_lse(p, row, sp, lse);
     }
-}
-
-/* a lane's CPL channels of the partials of splits s0 + step u (u < U) into x (split 0's
- * for those past ns: read, never weighed); orow: split 0's, pstride floats a split */
-template <int U, int CPL>
-static __device__ __forceinline__ void qattn_decode_combine_load(float (&x)[U][CPL], const float *orow, int s0, int step,
-                                                                 int ns, int64_t pstride)
-{
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-        const int s = s0 + u * step;
-        const float *op = orow + (int64_t)(s < ns ? s : 0) * pstride;
-        if (CPL == 4) {
-            const float4 v = *(const float4 *)op;
-            x[u][0] = v.x, x[u][1] = v.y, x[u][2] = v.z, x[u][3] = v.w;
-        } else {
-#pragma unroll
-            for (int k = 0; k < CPL; k++)
-                x[u][k] = op[k];
-        }
-    }
-}
-
-/* The combine's two forms, by the splits (NVIDIA H200, 2026-11-28, kernels/LOG.md):
- * up to QATTN_DECODE_COMBINE_WARP splits a warp per output row, 8 rows a block (batch
- * 8 x 64 q heads, 2 splits: a decode step 1-4% faster than with a block a row); past
- * that a block per row, whose 8 warps load 8 x 16 splits' partials at once (4 splits:
- * the same at 256 rows, 1 us faster at 8; 16 and 128 splits: up to 2.3x faster) */
-#define QATTN_DECODE_COMBINE_WARP 2
-
-/* the combine, a warp per output row, 8 rows a block and no block barrier;
- * each lane sums its D / 32 channels over the splits in split order, as the
- * emulation does (qattn_kv_combine: a split without a key skipped, weights
- * summed in order), with the partials of U splits loaded ahead: the first U
- * before the weights are known, so that their latency and the lse's overlap */
-template <int D>
-__global__ void __launch_bounds__(256) qattn_decode_combine_warp_kernel(qattn_kernels_decode_params p)
-{
-    const int NW = 8, CPL = D / 32; /* rows a block, channels a lane */
-    const int U = 16;               /* splits a lane has in flight */
-    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5, b = (int)blockIdx.z;
-    qattn_port_dependents_go(); /* the next step's split kernel may be set up beside this one */
-    qattn_port_wait_prior();    /* launched overlapping the split kernel: its partials first */
-    int64_t tq0, tu0;
-    int sq;
-    qattn_decode_rows(p, b, &tq0, &tu0, &sq);
-    const int64_t r = (int64_t)blockIdx.x * NW + warp; /* token r / hq, q head r % hq of the sequence */
-    if (r >= (int64_t)sq * p.hq)
-        return;
-    const int i = (int)(r / p.hq), h = (int)(r - (int64_t)i * p.hq);
-    const int64_t row = (int64_t)h * p.lse_sh + tq0 + i, plane = (int64_t)p.hq * p.lse_sh;
-    const int ns = p.num_splits;
-    const float *orow = p.o_part + row * D + lane * CPL; /* split s's part: orow + s * plane * D */
-    const float *lrow = p.lse_part + row;                /* split s's lse: lrow[s * plane] */
-    float x[U][CPL];
-    auto load = [&](int s0) { qattn_decode_combine_load<U, CPL>(x, orow, s0, 1, ns, plane * D); };
-    load(0);
-    float lm = -INFINITY;
-    for (int s = lane; s < ns; s += 32)
-        lm = fmaxf(lm, lrow[(int64_t)s * plane]);
-    for (int o = 16; o; o >>= 1)
-        lm = fmaxf(lm, __shfl_xor_sync(0xffffffffu, lm, o));
-    float acc[CPL], sum = 0.0f;
-#pragma unroll
-    for (int k = 0; k < CPL; k++)
-        acc[k] = 0.0f;
-    if (lm != -INFINITY)
-        for (int s0 = 0;;) {
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                /* the same weight in every lane (one address: a broadcast, an L1 hit) */
-                const float ls = s0 + u < ns ? lrow[(int64_t)(s0 + u) * plane] : -INFINITY;
-                if (ls != -INFINITY) { /* weight exactly 0 else; that partial is not read */
-                    const float w = expf(ls - lm);
-                    sum = sum + w;
-#pragma unroll
-                    for (int k = 0; k < CPL; k++)
-                        acc[k] = acc[k] + w * x[u][k];
-                }
-            }
-            s0 += U;
-            if (s0 >= ns)
-                break;
-            load(s0);
-        }
-#pragma unroll
-    for (int k = 0; k < CPL; k++)
-        qattn_decode_put(p, b, tu0 + i, h, lane * CPL + k, lm == -INFINITY ? 0.0f : acc[k] / sum);
-    if (lane == 0 && p.lse)
-        p.lse[row] = lm == -INFINITY ? -INFINITY : lm + logf(sum);
-}
-
-/* the combine for more than QATTN_DECODE_COMBINE_WARP splits: one block per output
- * row, warp w sums splits w, w + 8, ...; the first NW x U splits' partials are loaded
- * before the weights are known, so that their latency and the lse's overlap (one
- * round trip up to 128 splits) */
-template <int D>
-__global__ void __launch_bounds__(256) qattn_decode_combine_block_kernel(qattn_kernels_decode_params p)
-{
-    const int NW = 8, CPL = D / 32; /* channels per lane */
-    const int U = 16;               /* splits a warp has in flight */
-    __shared__ float sW[QATTN_DECODE_COMBINE_SMAX];
-    __shared__ float sPart[NW][D];
-    __shared__ float sRed[NW];
-    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int i = (int)blockIdx.x, h = (int)blockIdx.y, b = (int)blockIdx.z;
-    qattn_port_dependents_go(); /* the next step's split kernel may be set up beside this one */
-    qattn_port_wait_prior();    /* launched overlapping the split kernel: its partials first */
-    int64_t tq0, tu0;
-    int sq;
-    qattn_decode_rows(p, b, &tq0, &tu0, &sq);
-    if (i >= sq)
-        return;
-    const int64_t row = (int64_t)h * p.lse_sh + tq0 + i, plane = (int64_t)p.hq * p.lse_sh;
-    const int ns = p.num_splits;
-    const float *orow = p.o_part + row * D + lane * CPL; /* split s's part: orow + s * plane * D */
-    float x[U][CPL];
-    auto load = [&](int s0) { qattn_decode_combine_load<U, CPL>(x, orow, s0, NW, ns, plane * D); };
-    load(warp);
-    float lm = -INFINITY;
-    for (int s = tid; s < ns; s += NW * 32) {
-        sW[s] = p.lse_part[s * plane + row];
-        lm = fmaxf(lm, sW[s]);
-    }
-    for (int o = 16; o; o >>= 1)
-        lm = fmaxf(lm, __shfl_xor_sync(0xffffffffu, lm, o));
-    if (lane == 0)
-        sRed[warp] = lm;
-    __syncthreads();
-    float lmax = sRed[0];
-    for (int w = 1; w < NW; w++)
-        lmax = fmaxf(lmax, sRed[w]);
-    __syncthreads();
-    float ws = 0.f;
-    for (int s = tid; s < ns; s += NW * 32) {
-        sW[s] = sW[s] == -INFINITY ? 0.f : expf(sW[s] - lmax);
-        ws += sW[s];
-    }
-    for (int o = 16; o; o >>= 1)
-        ws += __shfl_xor_sync(0xffffffffu, ws, o);
-    if (lane == 0)
-        sRed[warp] = ws;
-    __syncthreads();
-    float acc[CPL];
-    for (int k = 0; k < CPL; k++)
-        acc[k] = 0.f;
-    if (lmax != -INFINITY)
-        for (int s0 = warp;;) {
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int s = s0 + u * NW;
-                const float w = s < ns ? sW[s] : 0.f;
-#pragma unroll
-                for (int k = 0; k < CPL; k++)
-                    acc[k] += w * x[u][k];
-            }
-            s0 += NW * U;
-            if (s0 >= ns)
-                break;
-            load(s0);
-        }
-    for (int k = 0; k < CPL; k++)
-        sPart[warp][lane * CPL + k] = acc[k];
-    __syncthreads();
-    float sum = 0.f;
-    for (int w = 0; w < NW; w++)
-        sum += sRed[w];
-    for (int c = tid; c < D; c += NW * 32) {
-        float o = 0.f;
-        if (lmax != -INFINITY) {
-            for (int w = 0; w < NW; w++)
-                o += sPart[w][c];
-            o = o / sum;
-        }
-        qattn_decode_put(p, b, tu0 + i, h, c, o);
-    }
-    if (tid == 0 && p.lse)
-        p.lse[row] = lmax == -INFINITY ? -INFINITY : lmax + logf(sum);
+    if (p.cluster)
+        qattn_decode_cluster_combine<D, QATTN_DMMA_ROWS>(p, res, r0, nrows, b, hk, tq0, tu0);
 }
 
 template <int D, int CF, int QT>
@@ -799,16 +633,38 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
     const int rows = p.seqlen_q * (p.hq / p.hkv);
     const dim3 grid((unsigned)(p.hkv * ((rows + QATTN_DMMA_ROWS - 1) / QATTN_DMMA_ROWS)), (unsigned)p.nseq,
                     (unsigned)p.num_splits);
+    /* up to 8 splits the combine runs in the split kernel, a row tile's splits as one cluster, when
+     * all the grid's clusters are resident at once (else those left wait for a second round: 1.5x
+     * the time at 32 clusters of 4, H200) */
+    const char *cv = getenv("QATTN_DECODE_CLUSTER");
+    int cluster = p.stages == 0 && p.num_splits > 1 && p.num_splits <= QATTN_DECODE_CLUSTER_MAX &&
+                  !(cv && !strcmp(cv, "0")) && qattn_port_overlap_ok();
+    if (cluster) { /* the resident clusters, once per size and device (1 + the count; 0: not asked) */
+        static int resident[64][QATTN_DECODE_CLUSTER_MAX + 1];
+        int *slot = dev >= 0 && dev < 64 ? &resident[dev][p.num_splits] : NULL;
+        const int n = slot && *slot ? *slot - 1
+                                : qattn_port_max_clusters(k, (unsigned)p.num_splits, dim3(L::NW * 32), (size_t)L::BYTES);
+        if (slot && !*slot)
+            *slot = n + 1;
+        cluster = (int64_t)grid.x * grid.y <= n;
+    }
     if (p.stages != 2) { /* overlapping the previous kernel: it waits for it before touching memory */
         /* the L2 prefetch: half the L2 over the grid's blocks, so that prefetched rows stay */
         qattn_kernels_decode_params pk = p;
         const char *pf = getenv("QATTN_DECODE_PREFETCH");
         if (!(pf && !strcmp(pf, "0")))
             pk.l2_prefetch = (unsigned)(l2 / 2) / (grid.x * grid.y * grid.z);
-        qattn_port_launch_overlap(1, k, grid, dim3(L::NW * 32), (size_t)L::BYTES, stream, pk);
+        pk.cluster = cluster;
+        if (cluster && qattn_port_launch_ex(1, (unsigned)p.num_splits, k, grid, dim3(L::NW * 32),
+                                            (size_t)L::BYTES, stream, pk) != cudaSuccess) {
+            (void)hipGetLastError(); /* clusters refused (too few free multiprocessors a GPC): the combine kernel */
+            cluster = pk.cluster = 0;
+        }
+        if (!cluster)
+            qattn_port_launch_overlap(1, k, grid, dim3(L::NW * 32), (size_t)L::BYTES, stream, pk);
         QATTN_DECODE_CHECK(hipGetLastError(), "decode mma kernel launch");
     }
-    if (p.num_splits == 1 || p.stages == 1)
+    if (p.num_splits == 1 || p.stages == 1 || cluster)
         return QATTN_OK;
     /* programmatic dependent launch on sm_90: its blocks start while the split kernel's last ones run */
     if (p.num_splits <= QATTN_DECODE_COMBINE_WARP)

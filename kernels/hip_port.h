@@ -570,6 +570,35 @@ static inline int qattn_port_overlap_ok(void)
     }
     return memo[dev] == 2;
 }
+/* a launch with, when ov is nonzero, programmatic dependent launch and, when cz > 1, thread-block
+ * clusters of cz blocks along z (grid.z a multiple of cz); compute capability 9.0 on */
+template <typename... KA, typename... AA>
+static inline cudaError_t qattn_port_launch_ex(int ov, unsigned cz, void (*kernel)(KA...), dim3 grid, dim3 block,
+                                               size_t smem, cudaStream_t st, AA... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[2];
+    unsigned n = 0;
+    if (cz > 1) {
+        at[n].id = cudaLaunchAttributeClusterDimension;
+        at[n].val.clusterDim.x = 1;
+        at[n].val.clusterDim.y = 1;
+        at[n].val.clusterDim.z = cz;
+        n++;
+    }
+    if (ov) {
+        at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[n].val.programmaticStreamSerializationAllowed = 1;
+        n++;
+    }
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cfg.attrs = at;
+    cfg.numAttrs = n;
+    return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
 template <typename... KA, typename... AA>
 static inline cudaError_t qattn_port_overlap_launch(int ov, void (*kernel)(KA...), dim3 grid, dim3 block,
                                                     size_t smem, cudaStream_t st, AA... args)
@@ -578,21 +607,33 @@ static inline cudaError_t qattn_port_overlap_launch(int ov, void (*kernel)(KA...
         kernel<<<grid, block, smem, st>>>(args...);
         return cudaGetLastError();
     }
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, kernel, args...);
+    return qattn_port_launch_ex(1, 1, kernel, grid, block, smem, st, args...);
 }
 #define qattn_port_launch_overlap(ov, kernel, grid, block, smem, stream, ...) \
     (void)qattn_port_overlap_launch((ov), kernel, dim3(grid), dim3(block), (size_t)(smem), (stream), __VA_ARGS__)
 #define qattn_port_launch_resident_overlap qattn_port_launch_overlap
+/* clusters of cz blocks (along z) of kernel that can be resident at once (0: unknown) */
+template <typename... KA>
+static inline int qattn_port_max_clusters(void (*kernel)(KA...), unsigned cz, dim3 block, size_t smem)
+{
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 1;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = cz;
+    cfg.gridDim = dim3(1, 1, cz);
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, (const void *)kernel, &cfg) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
 #ifdef __CUDACC__
 static __device__ __forceinline__ void qattn_port_dependents_go(void)
 {

@@ -284,6 +284,81 @@ static __device__ __forceinline__ void qattn_cp_async_wait(void)
 #endif
 }
 
+/* ---- thread-block clusters (sm_90): a block's shared memory read by the other blocks of its
+ * cluster ---- */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define QATTN_CLUSTER 1
+#else
+#define QATTN_CLUSTER 0
+#endif
+/* every thread of every block of the cluster arrives, then waits for all: shared memory that any
+ * of them wrote before is visible to all after (release / acquire); every thread calls it */
+static __device__ __forceinline__ void qattn_cluster_sync(void)
+{
+#if QATTN_CLUSTER
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;\n" ::
+                     : "memory");
+#endif
+}
+/* the two halves of qattn_cluster_sync: arrive (what this thread did before, reads included,
+ * complete), then, later, wait for every thread of the cluster to have arrived */
+static __device__ __forceinline__ void qattn_cluster_arrive(void)
+{
+#if QATTN_CLUSTER
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void qattn_cluster_wait(void)
+{
+#if QATTN_CLUSTER
+    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+/* this block's rank in its cluster */
+static __device__ __forceinline__ unsigned qattn_cluster_rank(void)
+{
+    unsigned r = 0;
+#if QATTN_CLUSTER
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+#endif
+    return r;
+}
+/* the address in block rank's shared memory of what smem (this block's shared memory) is in this block's */
+static __device__ __forceinline__ uint32_t qattn_cluster_map(const void *smem, unsigned rank)
+{
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(smem), r = 0;
+#if QATTN_CLUSTER
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+#else
+    (void)a, (void)rank;
+#endif
+    return r;
+}
+static __device__ __forceinline__ float qattn_cluster_ld(uint32_t at)
+{
+    float x = 0.f;
+#if QATTN_CLUSTER
+    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(x) : "r"(at) : "memory");
+#else
+    (void)at;
+#endif
+    return x;
+}
+static __device__ __forceinline__ float4 qattn_cluster_ld4(uint32_t at)
+{
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+#if QATTN_CLUSTER
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(x.x), "=f"(x.y), "=f"(x.z), "=f"(x.w)
+                 : "r"(at)
+                 : "memory");
+#else
+    (void)at;
+#endif
+    return x;
+}
+
 /* 2^x, ex2.approx.ftz (what exp2f compiles to with fast math) */
 static __device__ __forceinline__ float qattn_ex2_approx(float x)
 {

@@ -102,6 +102,9 @@ struct qattn_kernels_decode_params {
     unsigned l2_prefetch;  /* mma path, set by its launcher (QATTN_DECODE_PREFETCH=0: 0): bytes of its split a
                             * block prefetches into L2 while the previous kernel finishes (half the L2 over
                             * the grid's blocks) */
+    int cluster;           /* mma path, set by its launcher: a row tile's num_splits (2 .. 8) blocks run as one
+                            * thread-block cluster that combines in shared memory (no partials, no combine
+                            * kernel; sm_90 on, stages 0, QATTN_DECODE_CLUSTER=0: never) */
 };
 
 /* Fill p for pb from the query and output tensors (strides in elements), lse

@@ -108,8 +108,9 @@ static void usage(FILE *f)
             "  --copy-mib M    size of the timed device-to-device copy (default 1024)\n"
             "  --splits LIST   num_splits to time besides the plan's and 1 (tuning the split rule)\n"
             "CSV: device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine,us_split\n"
-            "(us: split kernel + combine; us_combine: the combine alone, us_split: the split kernel alone, both\n"
-            "empty without splits; 1 - us_split / us is what the combine adds to a decode step)\n");
+            "(us: split kernel + combine; us_combine: the combine kernel alone, us_split: the split kernel alone\n"
+            "writing partials, both empty without splits; 1 - us_split / us is what the combine adds to a decode\n"
+            "step, also where 2-8 splits combine inside a thread-block cluster and no combine kernel runs)\n");
 }
 
 int qattn_cmd_decode_bench(int argc, char **argv)

@@ -1,0 +1,254 @@
+/* Decode family, NVIDIA path: the combine of split-KV's partials (fp32 o
+ * normalized, lse in natural log), as two kernels launched after the split
+ * kernel (a warp or a block per output row, by the splits), and as the
+ * in-cluster combine of the split kernel when a row tile's splits run as one
+ * thread-block cluster (sm_90). All weigh the splits as the emulation does
+ * (qattn_kv_combine: a split without a key has weight 0). */
+#ifndef QATTN_KERNELS_DECODE_COMBINE_H
+#define QATTN_KERNELS_DECODE_COMBINE_H
+
+#include "decode_portable.h"
+#include "mma_nvidia.h"
+/* a lane's CPL channels of the partials of splits s0 + step u (u < U) into x (split 0's
+ * for those past ns: read, never weighed); orow: split 0's, pstride floats a split */
+template <int U, int CPL>
+static __device__ __forceinline__ void qattn_decode_combine_load(float (&x)[U][CPL], const float *orow, int s0, int step,
+                                                                 int ns, int64_t pstride)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int s = s0 + u * step;
+        const float *op = orow + (int64_t)(s < ns ? s : 0) * pstride;
+        if (CPL == 4) {
+            const float4 v = *(const float4 *)op;
+            x[u][0] = v.x, x[u][1] = v.y, x[u][2] = v.z, x[u][3] = v.w;
+        } else {
+#pragma unroll
+            for (int k = 0; k < CPL; k++)
+                x[u][k] = op[k];
+        }
+    }
+}
+
+/* The combine's two forms, by the splits (NVIDIA H200, 2026-11-28, kernels/LOG.md):
+ * up to QATTN_DECODE_COMBINE_WARP splits a warp per output row, 8 rows a block (batch
+ * 8 x 64 q heads, 2 splits: a decode step 1-4% faster than with a block a row); past
+ * that a block per row, whose 8 warps load 8 x 16 splits' partials at once (4 splits:
+ * the same at 256 rows, 1 us faster at 8; 16 and 128 splits: up to 2.3x faster) */
+#define QATTN_DECODE_COMBINE_WARP 2
+
+/* the combine, a warp per output row, 8 rows a block and no block barrier;
+ * each lane sums its D / 32 channels over the splits in split order, as the
+ * emulation does (qattn_kv_combine: a split without a key skipped, weights
+ * summed in order), with the partials of U splits loaded ahead: the first U
+ * before the weights are known, so that their latency and the lse's overlap */
+template <int D>
+__global__ void __launch_bounds__(256) qattn_decode_combine_warp_kernel(qattn_kernels_decode_params p)
+{
+    const int NW = 8, CPL = D / 32; /* rows a block, channels a lane */
+    const int U = 16;               /* splits a lane has in flight */
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5, b = (int)blockIdx.z;
+    qattn_port_dependents_go(); /* the next step's split kernel may be set up beside this one */
+    qattn_port_wait_prior();    /* launched overlapping the split kernel: its partials first */
+    int64_t tq0, tu0;
+    int sq;
+    qattn_decode_rows(p, b, &tq0, &tu0, &sq);
+    const int64_t r = (int64_t)blockIdx.x * NW + warp; /* token r / hq, q head r % hq of the sequence */
+    if (r >= (int64_t)sq * p.hq)
+        return;
+    const int i = (int)(r / p.hq), h = (int)(r - (int64_t)i * p.hq);
+    const int64_t row = (int64_t)h * p.lse_sh + tq0 + i, plane = (int64_t)p.hq * p.lse_sh;
+    const int ns = p.num_splits;
+    const float *orow = p.o_part + row * D + lane * CPL; /* split s's part: orow + s * plane * D */
+    const float *lrow = p.lse_part + row;                /* split s's lse: lrow[s * plane] */
+    float x[U][CPL];
+    auto load = [&](int s0) { qattn_decode_combine_load<U, CPL>(x, orow, s0, 1, ns, plane * D); };
+    load(0);
+    float lm = -INFINITY;
+    for (int s = lane; s < ns; s += 32)
+        lm = fmaxf(lm, lrow[(int64_t)s * plane]);
+    for (int o = 16; o; o >>= 1)
+        lm = fmaxf(lm, __shfl_xor_sync(0xffffffffu, lm, o));
+    float acc[CPL], sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < CPL; k++)
+        acc[k] = 0.0f;
+    if (lm != -INFINITY)
+        for (int s0 = 0;;) {
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                /* the same weight in every lane (one address: a broadcast, an L1 hit) */
+                const float ls = s0 + u < ns ? lrow[(int64_t)(s0 + u) * plane] : -INFINITY;
+                if (ls != -INFINITY) { /* weight exactly 0 else; that partial is not read */
+                    const float w = expf(ls - lm);
+                    sum = sum + w;
+#pragma unroll
+                    for (int k = 0; k < CPL; k++)
+                        acc[k] = acc[k] + w * x[u][k];
+                }
+            }
+            s0 += U;
+            if (s0 >= ns)
+                break;
+            load(s0);
+        }
+#pragma unroll
+    for (int k = 0; k < CPL; k++)
+        qattn_decode_put(p, b, tu0 + i, h, lane * CPL + k, lm == -INFINITY ? 0.0f : acc[k] / sum);
+    if (lane == 0 && p.lse)
+        p.lse[row] = lm == -INFINITY ? -INFINITY : lm + logf(sum);
+}
+
+/* the combine for more than QATTN_DECODE_COMBINE_WARP splits: one block per output
+ * row, warp w sums splits w, w + 8, ...; the first NW x U splits' partials are loaded
+ * before the weights are known, so that their latency and the lse's overlap (one
+ * round trip up to 128 splits) */
+template <int D>
+__global__ void __launch_bounds__(256) qattn_decode_combine_block_kernel(qattn_kernels_decode_params p)
+{
+    const int NW = 8, CPL = D / 32; /* channels per lane */
+    const int U = 16;               /* splits a warp has in flight */
+    __shared__ float sW[QATTN_DECODE_COMBINE_SMAX];
+    __shared__ float sPart[NW][D];
+    __shared__ float sRed[NW];
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int i = (int)blockIdx.x, h = (int)blockIdx.y, b = (int)blockIdx.z;
+    qattn_port_dependents_go(); /* the next step's split kernel may be set up beside this one */
+    qattn_port_wait_prior();    /* launched overlapping the split kernel: its partials first */
+    int64_t tq0, tu0;
+    int sq;
+    qattn_decode_rows(p, b, &tq0, &tu0, &sq);
+    if (i >= sq)
+        return;
+    const int64_t row = (int64_t)h * p.lse_sh + tq0 + i, plane = (int64_t)p.hq * p.lse_sh;
+    const int ns = p.num_splits;
+    const float *orow = p.o_part + row * D + lane * CPL; /* split s's part: orow + s * plane * D */
+    float x[U][CPL];
+    auto load = [&](int s0) { qattn_decode_combine_load<U, CPL>(x, orow, s0, NW, ns, plane * D); };
+    load(warp);
+    float lm = -INFINITY;
+    for (int s = tid; s < ns; s += NW * 32) {
+        sW[s] = p.lse_part[s * plane + row];
+        lm = fmaxf(lm, sW[s]);
+    }
+    for (int o = 16; o; o >>= 1)
+        lm = fmaxf(lm, __shfl_xor_sync(0xffffffffu, lm, o));
+    if (lane == 0)
+        sRed[warp] = lm;
+    __syncthreads();
+    float lmax = sRed[0];
+    for (int w = 1; w < NW; w++)
+        lmax = fmaxf(lmax, sRed[w]);
+    __syncthreads();
+    float ws = 0.f;
+    for (int s = tid; s < ns; s += NW * 32) {
+        sW[s] = sW[s] == -INFINITY ? 0.f : expf(sW[s] - lmax);
+        ws += sW[s];
+    }
+    for (int o = 16; o; o >>= 1)
+        ws += __shfl_xor_sync(0xffffffffu, ws, o);
+    if (lane == 0)
+        sRed[warp] = ws;
+    __syncthreads();
+    float acc[CPL];
+    for (int k = 0; k < CPL; k++)
+        acc[k] = 0.f;
+    if (lmax != -INFINITY)
+        for (int s0 = warp;;) {
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int s = s0 + u * NW;
+                const float w = s < ns ? sW[s] : 0.f;
+#pragma unroll
+                for (int k = 0; k < CPL; k++)
+                    acc[k] += w * x[u][k];
+            }
+            s0 += NW * U;
+            if (s0 >= ns)
+                break;
+            load(s0);
+        }
+    for (int k = 0; k < CPL; k++)
+        sPart[warp][lane * CPL + k] = acc[k];
+    __syncthreads();
+    float sum = 0.f;
+    for (int w = 0; w < NW; w++)
+        sum += sRed[w];
+    for (int c = tid; c < D; c += NW * 32) {
+        float o = 0.f;
+        if (lmax != -INFINITY) {
+            for (int w = 0; w < NW; w++)
+                o += sPart[w][c];
+            o = o / sum;
+        }
+        qattn_decode_put(p, b, tu0 + i, h, c, o);
+    }
+    if (tid == 0 && p.lse)
+        p.lse[row] = lmax == -INFINITY ? -INFINITY : lmax + logf(sum);
+}
+
+
+/* splits a row tile may run as one cluster (the portable cluster size) */
+#define QATTN_DECODE_CLUSTER_MAX 8
+
+/* The combine inside a cluster of a row tile's ns split blocks (launched with
+ * p.cluster): block s holds split s's normalized o ([ROWS][D]) and lse ([ROWS],
+ * after o) of the tile's rows in res, its shared memory. After a cluster
+ * barrier block s combines rows s, s + ns, ... from its peers' shared memory,
+ * a thread per 4 channels of a row (at most ROWS / 2 x D / 4 = 256 of them),
+ * weights in split order (as the warp combine). Each thread arrives on a
+ * second barrier once it has read its peers' values and waits on it at the
+ * end, so that no block's results go before its peers have read them. Every
+ * thread of the block calls it. */
+template <int D, int ROWS>
+static __device__ __forceinline__ void qattn_decode_cluster_combine(const qattn_kernels_decode_params &p, const float *res,
+                                                                    int r0, int nrows, int b, int hk, int64_t tq0,
+                                                                    int64_t tu0)
+{
+    static_assert(ROWS / 2 * D / 4 <= 256, "one item a thread of a block of 256 or more");
+    const int NS = QATTN_DECODE_CLUSTER_MAX, grp = (int)p.div_grp.d;
+    qattn_cluster_sync();
+    const int ns = p.num_splits, me = (int)qattn_cluster_rank();
+    const int mine = (ROWS - me + ns - 1) / ns; /* rows me, me + ns, ... of the tile */
+    const int idx = (int)threadIdx.x;
+    const int r = me + idx / (D / 4) * ns, c = 4 * (idx % (D / 4)), pr = r0 + r;
+    const int live = idx < mine * (D / 4) && pr < nrows;
+    float ls[NS];
+    float4 x[NS];
+#pragma unroll
+    for (int s = 0; s < NS; s++) /* every split's first, then the weights */
+        if (live && s < ns) {
+            ls[s] = qattn_cluster_ld(qattn_cluster_map(res + ROWS * D + r, (unsigned)s));
+            x[s] = qattn_cluster_ld4(qattn_cluster_map(res + r * D + c, (unsigned)s));
+        }
+    qattn_cluster_arrive(); /* this thread's reads of its peers are done */
+    if (live) {
+        float lm = -INFINITY;
+#pragma unroll
+        for (int s = 0; s < NS; s++)
+            if (s < ns)
+                lm = fmaxf(lm, ls[s]);
+        float sum = 0.0f;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (lm != -INFINITY)
+#pragma unroll
+            for (int s = 0; s < NS; s++)
+                if (s < ns && ls[s] != -INFINITY) { /* weight exactly 0 else */
+                    const float w = expf(ls[s] - lm);
+                    sum = sum + w;
+                    acc.x = acc.x + w * x[s].x, acc.y = acc.y + w * x[s].y;
+                    acc.z = acc.z + w * x[s].z, acc.w = acc.w + w * x[s].w;
+                }
+        const int i = (int)qattn_decode_div(p.div_grp, (unsigned)pr), h = hk * grp + pr - i * grp;
+        const int none = lm == -INFINITY;
+        qattn_decode_put(p, b, tu0 + i, h, c, none ? 0.0f : acc.x / sum);
+        qattn_decode_put(p, b, tu0 + i, h, c + 1, none ? 0.0f : acc.y / sum);
+        qattn_decode_put(p, b, tu0 + i, h, c + 2, none ? 0.0f : acc.z / sum);
+        qattn_decode_put(p, b, tu0 + i, h, c + 3, none ? 0.0f : acc.w / sum);
+        if (c == 0 && p.lse)
+            p.lse[(int64_t)h * p.lse_sh + tq0 + i] = none ? -INFINITY : lm + logf(sum);
+    }
+    qattn_cluster_wait(); /* every peer has read this block's results */
+}
+
+#endif
