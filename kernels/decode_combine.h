@@ -37,6 +37,31 @@ static __device__ __forceinline__ void qattn_decode_combine_load(float (&x)[U][C
  * the same at 256 rows, 1 us faster at 8; 16 and 128 splits: up to 2.3x faster) */
 #define QATTN_DECODE_COMBINE_WARP 2
 
+/* one split's term of the combine, as qattn_kv_combine: weight exp(lse - lm),
+ * exactly 0 for a split without a key (its partial not used) */
+template <int C>
+static __device__ __forceinline__ void qattn_decode_combine_add(float ls, float lm, const float (&x)[C], float (&acc)[C],
+                                                                float &sum)
+{
+    if (ls != -INFINITY) {
+        const float w = expf(ls - lm);
+        sum = sum + w;
+#pragma unroll
+        for (int k = 0; k < C; k++)
+            acc[k] = acc[k] + w * x[k];
+    }
+}
+/* channels c0 .. c0 + C - 1 of the combined row (zeros where no split had a key) */
+template <int C>
+static __device__ __forceinline__ void qattn_decode_combine_put(const qattn_kernels_decode_params &p, int b, int64_t t,
+                                                                int h, int c0, const float (&acc)[C], float sum,
+                                                                float lm)
+{
+#pragma unroll
+    for (int k = 0; k < C; k++)
+        qattn_decode_put(p, b, t, h, c0 + k, lm == -INFINITY ? 0.0f : acc[k] / sum);
+}
+
 /* the combine, a warp per output row, 8 rows a block and no block barrier;
  * each lane sums its D / 32 channels over the splits in split order, as the
  * emulation does (qattn_kv_combine: a split without a key skipped, weights
@@ -79,22 +104,14 @@ __global__ void __launch_bounds__(256) qattn_decode_combine_warp_kernel(qattn_ke
             for (int u = 0; u < U; u++) {
                 /* the same weight in every lane (one address: a broadcast, an L1 hit) */
                 const float ls = s0 + u < ns ? lrow[(int64_t)(s0 + u) * plane] : -INFINITY;
-                if (ls != -INFINITY) { /* weight exactly 0 else; that partial is not read */
-                    const float w = expf(ls - lm);
-                    sum = sum + w;
-#pragma unroll
-                    for (int k = 0; k < CPL; k++)
-                        acc[k] = acc[k] + w * x[u][k];
-                }
+                qattn_decode_combine_add<CPL>(ls, lm, x[u], acc, sum);
             }
             s0 += U;
             if (s0 >= ns)
                 break;
             load(s0);
         }
-#pragma unroll
-    for (int k = 0; k < CPL; k++)
-        qattn_decode_put(p, b, tu0 + i, h, lane * CPL + k, lm == -INFINITY ? 0.0f : acc[k] / sum);
+    qattn_decode_combine_put<CPL>(p, b, tu0 + i, h, lane * CPL, acc, sum, lm);
     if (lane == 0 && p.lse)
         p.lse[row] = lm == -INFINITY ? -INFINITY : lm + logf(sum);
 }
@@ -188,9 +205,6 @@ __global__ void __launch_bounds__(256) qattn_decode_combine_block_kernel(qattn_k
 }
 
 
-/* splits a row tile may run as one cluster (the portable cluster size) */
-#define QATTN_DECODE_CLUSTER_MAX 8
-
 /* The combine inside a cluster of a row tile's ns split blocks (launched with
  * p.cluster): block s holds split s's normalized o ([ROWS][D]) and lse ([ROWS],
  * after o) of the tile's rows in res, its shared memory. After a cluster
@@ -213,13 +227,13 @@ static __device__ __forceinline__ void qattn_decode_cluster_combine(const qattn_
     const int idx = (int)threadIdx.x;
     const int r = me + idx / (D / 4) * ns, c = 4 * (idx % (D / 4)), pr = r0 + r;
     const int live = idx < mine * (D / 4) && pr < nrows;
-    float ls[NS];
-    float4 x[NS];
+    float ls[NS], x[NS][4];
 #pragma unroll
     for (int s = 0; s < NS; s++) /* every split's first, then the weights */
         if (live && s < ns) {
             ls[s] = qattn_cluster_ld(qattn_cluster_map(res + ROWS * D + r, (unsigned)s));
-            x[s] = qattn_cluster_ld4(qattn_cluster_map(res + r * D + c, (unsigned)s));
+            const float4 v = qattn_cluster_ld4(qattn_cluster_map(res + r * D + c, (unsigned)s));
+            x[s][0] = v.x, x[s][1] = v.y, x[s][2] = v.z, x[s][3] = v.w;
         }
     qattn_cluster_arrive(); /* this thread's reads of its peers are done */
     if (live) {
@@ -228,25 +242,16 @@ static __device__ __forceinline__ void qattn_decode_cluster_combine(const qattn_
         for (int s = 0; s < NS; s++)
             if (s < ns)
                 lm = fmaxf(lm, ls[s]);
-        float sum = 0.0f;
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        float sum = 0.0f, acc[4] = {0.f, 0.f, 0.f, 0.f};
         if (lm != -INFINITY)
 #pragma unroll
             for (int s = 0; s < NS; s++)
-                if (s < ns && ls[s] != -INFINITY) { /* weight exactly 0 else */
-                    const float w = expf(ls[s] - lm);
-                    sum = sum + w;
-                    acc.x = acc.x + w * x[s].x, acc.y = acc.y + w * x[s].y;
-                    acc.z = acc.z + w * x[s].z, acc.w = acc.w + w * x[s].w;
-                }
+                if (s < ns)
+                    qattn_decode_combine_add<4>(ls[s], lm, x[s], acc, sum);
         const int i = (int)qattn_decode_div(p.div_grp, (unsigned)pr), h = hk * grp + pr - i * grp;
-        const int none = lm == -INFINITY;
-        qattn_decode_put(p, b, tu0 + i, h, c, none ? 0.0f : acc.x / sum);
-        qattn_decode_put(p, b, tu0 + i, h, c + 1, none ? 0.0f : acc.y / sum);
-        qattn_decode_put(p, b, tu0 + i, h, c + 2, none ? 0.0f : acc.z / sum);
-        qattn_decode_put(p, b, tu0 + i, h, c + 3, none ? 0.0f : acc.w / sum);
+        qattn_decode_combine_put<4>(p, b, tu0 + i, h, c, acc, sum, lm);
         if (c == 0 && p.lse)
-            p.lse[(int64_t)h * p.lse_sh + tq0 + i] = none ? -INFINITY : lm + logf(sum);
+            p.lse[(int64_t)h * p.lse_sh + tq0 + i] = lm == -INFINITY ? -INFINITY : lm + logf(sum);
     }
     qattn_cluster_wait(); /* every peer has read this block's results */
 }

@@ -570,6 +570,14 @@ static inline int qattn_port_overlap_ok(void)
     }
     return memo[dev] == 2;
 }
+/* the launch attribute of thread-block clusters of cz blocks along z */
+static inline void qattn_port_cluster_attr(cudaLaunchAttribute *a, unsigned cz)
+{
+    a->id = cudaLaunchAttributeClusterDimension;
+    a->val.clusterDim.x = 1;
+    a->val.clusterDim.y = 1;
+    a->val.clusterDim.z = cz;
+}
 /* a launch with, when ov is nonzero, programmatic dependent launch and, when cz > 1, thread-block
  * clusters of cz blocks along z (grid.z a multiple of cz); compute capability 9.0 on */
 template <typename... KA, typename... AA>
@@ -580,11 +588,7 @@ static inline cudaError_t qattn_port_launch_ex(int ov, unsigned cz, void (*kerne
     cudaLaunchAttribute at[2];
     unsigned n = 0;
     if (cz > 1) {
-        at[n].id = cudaLaunchAttributeClusterDimension;
-        at[n].val.clusterDim.x = 1;
-        at[n].val.clusterDim.y = 1;
-        at[n].val.clusterDim.z = cz;
-        n++;
+        qattn_port_cluster_attr(&at[n++], cz);
     }
     if (ov) {
         at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -618,10 +622,7 @@ static inline int qattn_port_max_clusters(void (*kernel)(KA...), unsigned cz, di
 {
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 1;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = cz;
+    qattn_port_cluster_attr(&at[0], cz);
     cfg.gridDim = dim3(1, 1, cz);
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;

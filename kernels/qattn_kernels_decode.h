@@ -31,6 +31,7 @@ extern "C" {
 #endif
 
 #define QATTN_KERNELS_DECODE_SPLITS_MAX 256 /* most splits the plan takes */
+#define QATTN_DECODE_CLUSTER_MAX 8 /* most splits a row tile runs as one cluster (the portable size) */
 
 /* x / d for 0 <= x < 2^31 as a multiply-high and a shift (Granlund and
  * Montgomery: mul = ceil(2^(31 + l) / d), l = ceil(log2 d)), so that the

@@ -188,7 +188,8 @@ int main(int argc, char **argv)
         snprintf(label, sizeof label, "case %zu", i);
         const int ns = run_case(i, 0, label); /* the dispatcher's choice */
 #ifndef QATTN_TEST_SIM
-        if (ns >= 2 && ns <= 8) { /* the in-cluster combine may have run (sm_90): now the combine kernels */
+        /* the in-cluster combine may have run (sm_90): now the combine kernels */
+        if (ns >= 2 && ns <= QATTN_DECODE_CLUSTER_MAX) {
             snprintf(label, sizeof label, "case %zu no-cluster", i);
             setenv("QATTN_DECODE_CLUSTER", "0", 1);
             run_case(i, 0, label);
