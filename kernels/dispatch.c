@@ -458,6 +458,12 @@ static int check_problem(const qattn_scheme *s, const qattn_kernels_problem *pb,
     if (s->rope > 0)
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "rope=%d: no instance keeps a bf16 part of the head (the emulation does)", s->rope);
+    /* e4m3 with acc=fp22 and one scale a row's channels implies that sum already (the instances form it) */
+    if (s->qk_fp22 && (s->acc != QATTN_ACC_FP22 || s->q.group.ch > 0 || s->k.group.ch > 0))
+        return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
+                             "qk=fp22: no attention instance sums Q.K per channel group or beside acc=%s (the "
+                             "emulation does; e4m3 with acc=fp22 and no channel groups forms it anyway)",
+                             s->acc == QATTN_ACC_FP16 ? "fp16" : "fp32");
     return QATTN_OK;
 }
 

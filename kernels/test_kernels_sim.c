@@ -477,6 +477,15 @@ static void check_path_choice(void)
     rc = qattn_kernels_find(&sr, &pb, &a, NULL, &err);
     CHECK(rc == QATTN_KERNELS_ERR_UNSUPPORTED, "rope=32: rc %d", rc);
     CHECK_STR_CONTAINS(err.msg, "rope=32: no instance keeps a bf16 part of the head");
+    /* qk=fp22 per channel group: the emulation only; with fa3-fp8 (acc=fp22, one scale a row) it changes nothing */
+    CHECK(qattn_scheme_parse("q=e4m3@token,ch:64 k=e4m3@token,ch:64 p=e4m3 v=e4m3@tensor acc=fp22 qk=fp22", &sr, &err) == 0,
+          "%s", err.msg);
+    rc = qattn_kernels_find(&sr, &pb, &a, NULL, &err);
+    CHECK(rc == QATTN_KERNELS_ERR_UNSUPPORTED, "qk=fp22 with channel groups: rc %d", rc);
+    CHECK_STR_CONTAINS(err.msg, "qk=fp22: no attention instance sums Q.K per channel group");
+    CHECK(qattn_scheme_parse("fa3-fp8 qk=fp22", &sr, &err) == 0, "%s", err.msg);
+    rc = qattn_kernels_find(&sr, &pb, &a, NULL, &err);
+    CHECK(rc == QATTN_OK, "fa3-fp8 qk=fp22: rc %d, %s", rc, err.msg);
 }
 
 /* the dS plane's bytes (smooth=q on instances with ds_plane): heads x sequences x Q blocks x padded keys */

@@ -64,6 +64,17 @@ int main(void)
     CHECK(!strcmp(buf, "q=e4m3@token,ch:64,e8m0 k=e4m3@token,ch:64,e8m0 p=fp32 v=fp32 smooth=none acc=fp32 "
                        "kblock=64 rope=64 out=fp32"),
           "got %s", buf);
+    /* qk=fp22: the fp8 tensor core's Q.K per channel group; written only when set */
+    CHECK(qattn_scheme_parse("q=e4m3@token,ch:64,e8m0 k=e4m3@token,ch:64,e8m0 qk=fp22 rope=64", &s, &err) == 0 &&
+              s.qk_fp22 == 1,
+          "qk=fp22: %s", err.msg);
+    qattn_scheme_format(&s, buf, sizeof buf);
+    CHECK(!strcmp(buf, "q=e4m3@token,ch:64,e8m0 k=e4m3@token,ch:64,e8m0 p=fp32 v=fp32 smooth=none acc=fp32 "
+                       "kblock=64 qk=fp22 rope=64 out=fp32"),
+          "got %s", buf);
+    CHECK(qattn_scheme_parse("fa3-fp8 qk=exact", &s, &err) == 0 && s.qk_fp22 == 0, "qk=exact");
+    qattn_scheme_format(&s, buf, sizeof buf);
+    CHECK(strstr(buf, "qk=") == NULL, "qk=exact is not written: %s", buf);
     CHECK(qattn_scheme_parse("sage2-8b rope=0", &s, &err) == 0 && s.rope == 0, "rope=0");
     qattn_scheme_format(&s, buf, sizeof buf);
     CHECK(strstr(buf, "rope") == NULL, "rope=0 is not written: %s", buf);
@@ -124,6 +135,8 @@ int main(void)
     bad("qblock=65537", "1 to 65536");
     bad("rope=-1", "rope=-1: '-1' is not an integer from 0 to 65536");
     bad("rope=64 rope=32", "key 'rope' is given twice");
+    bad("qk=fp16", "qk=fp16: unknown Q.K sum 'fp16' (exact, fp22)");
+    bad("qk=fp22 qk=exact", "key 'qk' is given twice");
     bad("acc=fp22+fp32:65537", "1 to 65536");
     CHECK(qattn_scheme_parse("q=int8@thread:65536/65536/1 k=int8@block:65536,ch:65536 kblock=65536 qblock=65536 "
                              "acc=fp22+fp32:65536",

@@ -4,7 +4,8 @@
  * every bad input's message. The emulation: a dense list bit for bit
  * qattn_emu_mha's, e4m3 per-64 storage with sinks near float64, empty rows,
  * the schemes it refuses. A paged prefix + extend equal to the contiguous
- * layout, both ways, and its bad inputs. rope=R, the bf16 part of the head. */
+ * layout, both ways, and its bad inputs. rope=R, the bf16 part of the head; qk=fp22, the fp8
+ * tensor core's Q.K per channel group. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -349,6 +350,64 @@ static void test_rope(void)
     free(q), free(k), free(v), free(o), free(o2), free(od);
 }
 
+/* qk=fp22 (e4m3 Q.K as the fp8 tensor core sums it, per 64-channel group, then the rope part): where
+ * every sum is exact (codes of small integers, power-of-two group scales differing by group) the
+ * qk=exact result bit for bit; on Gaussian inputs within the tensor core's truncation of it; refused
+ * without e4m3 Q and K or with unequal channel groups */
+static void test_qk_fp22(void)
+{
+    enum { H = 2, N = 80, DD = 320, R = 64 }; /* 4 groups of 64 and the rope part */
+    uint64_t st = 47;
+    float *q = malloc(H * N * DD * sizeof *q), *k = malloc(H * N * DD * sizeof *k), *v = malloc(H * N * DD * sizeof *v);
+    float *o = malloc(H * N * DD * sizeof *o), *o2 = malloc(H * N * DD * sizeof *o2);
+    float lse[H * N], lse2[H * N];
+    fill(v, H * N * DD, &st);
+    for (int r = 0; r < H * N; r++)
+        for (int c = 0; c < DD; c++) {
+            /* integers -8..8 (one of them 8: each group's amax), times 2^(group % 3); rope channels small */
+            const float unit = c < DD - R ? (float)(1 << ((c / 64) % 3)) : 0.125f;
+            const int iq = c % 64 == 5 ? 8 : (int)floor(check_gauss(&st) * 3.0) % 8;
+            const int ik = c % 64 == 9 ? -8 : (int)floor(check_gauss(&st) * 3.0) % 8;
+            q[r * DD + c] = (float)iq * unit, k[r * DD + c] = (float)ik * unit * 0.25f;
+        }
+    qattn_mha m = {q, k, v, H, H, N, N, DD, NULL, 0};
+    qattn_mask causal = {QATTN_MASK_CAUSAL, 0, 0};
+    const char *fp8 = "q=e4m3@token,ch:64,e8m0 k=e4m3@token,ch:64,e8m0 p=bf16 v=e4m3@token,ch:64,e8m0 smooth=none "
+                      "acc=fp32 kblock=64 rope=64 out=bf16";
+    char spec[256];
+    snprintf(spec, sizeof spec, "%s qk=fp22", fp8);
+    qattn_scheme s1, s2;
+    qattn_err err;
+    CHECK(qattn_scheme_parse(fp8, &s1, &err) == 0 && qattn_scheme_parse(spec, &s2, &err) == 0, "%s", err.msg);
+    CHECK(qattn_emu_mha(&s1, &m, &causal, 0.0, o, lse, &err) == 0, "%s", err.msg);
+    CHECK(qattn_emu_mha(&s2, &m, &causal, 0.0, o2, lse2, &err) == 0, "%s", err.msg);
+    CHECK(memcmp(o, o2, H * N * DD * sizeof *o) == 0 && memcmp(lse, lse2, sizeof lse) == 0,
+          "qk=fp22 on exact sums: not the exact Q.K's result");
+
+    fill(q, H * N * DD, &st), fill(k, H * N * DD, &st);
+    for (int i = 0; i < H * N * DD; i++)
+        q[i] *= 2.0f;
+    CHECK(qattn_emu_mha(&s1, &m, &causal, 0.0, o, lse, &err) == 0, "%s", err.msg);
+    CHECK(qattn_emu_mha(&s2, &m, &causal, 0.0, o2, lse2, &err) == 0, "%s", err.msg);
+    double dl = 0.0, dox = 0.0, omax = 0.0;
+    for (int i = 0; i < H * N; i++)
+        dl = fmax(dl, fabs((double)lse[i] - lse2[i]));
+    for (int i = 0; i < H * N * DD; i++)
+        dox = fmax(dox, fabs((double)o[i] - o2[i])), omax = fmax(omax, fabs((double)o[i]));
+    CHECK(dl > 0.0 && dl < 2e-3, "Gaussian inputs: |dLSE| %.3g (the tensor core truncates, by at most ~1e-3)", dl);
+    CHECK(dox < 1e-2 * omax, "Gaussian inputs: max |dO| %.3g of max |O| %.3g", dox, omax);
+
+    snprintf(spec, sizeof spec, "%s qk=fp22", "q=int8@token k=int8@token p=bf16 v=bf16 smooth=none acc=fp32 kblock=64");
+    CHECK(qattn_scheme_parse(spec, &s2, &err) == 0, "%s", err.msg);
+    CHECK(qattn_emu_mha(&s2, &m, &causal, 0.0, o2, NULL, &err) == QATTN_ERR_ARG, "qk=fp22 with int8");
+    CHECK_STR_CONTAINS(err.msg, "qk=fp22 is the fp8 tensor core's Q.K: it needs e4m3 Q and K");
+    CHECK(qattn_scheme_parse("q=e4m3@token,ch:64 k=e4m3@token,ch:32 p=bf16 v=bf16 qk=fp22", &s2, &err) == 0, "%s",
+          err.msg);
+    CHECK(qattn_emu_mha(&s2, &m, &causal, 0.0, o2, NULL, &err) == QATTN_ERR_ARG, "unequal channel groups");
+    CHECK_STR_CONTAINS(err.msg, "qk=fp22: Q's and K's channel groups must be equal (ch:64, ch:32)");
+    free(q), free(k), free(v), free(o), free(o2);
+}
+
 int main(void)
 {
     test_hand();
@@ -358,5 +417,6 @@ int main(void)
     test_emulation();
     test_paged();
     test_rope();
+    test_qk_fp22();
     return check_done();
 }

@@ -280,6 +280,9 @@ typedef struct emu_seg {
     int factored;      /* S = dot(values) * sq * sk */
     int int_qk;        /* both Q and K integer: sgemm is exact */
     int qk_fp8tc;      /* e4m3 Q and K on the fp22 tensor core: S by its k-step sum (qattn_num_fp8_kstep) */
+    int qk_groups;     /* qk=fp22 with channel groups or rope: per group k-steps from 0, times sq sk, in order */
+    size_t qk_ch;      /* channels a group (qk_groups) */
+    float *qrope, *krope; /* [sq, rope], [sk, rope] the rope channels in bf16 (qk_groups) */
     double *qd, *kd;   /* [sq, d], [sk, d] double copies for the dgemm path */
     float *qsc;        /* [sq] per-row Q scale (factored path) */
     float *ksc;        /* [sk] per-key K scale (factored path) */
@@ -300,6 +303,8 @@ static void emu_seg_free(emu_seg *e)
     free(e->kd);
     free(e->qsc);
     free(e->ksc);
+    free(e->qrope);
+    free(e->krope);
     free(e->ds);
     free(e->vmean);
     free(e->vval);
@@ -403,7 +408,33 @@ static int emu_prepare(const qattn_scheme *s, const float *q, const float *k, co
     /* ---- S path (rope: dequantized values and the bf16 part, in double) ---- */
     e->factored = !rope && !group_splits_channels(&s->q, d) && !group_splits_channels(&s->k, d);
     e->int_qk = e->factored && qattn_fmt_is_int(s->q.fmt) && qattn_fmt_is_int(s->k.fmt);
-    e->qk_fp8tc = e->factored && s->acc == QATTN_ACC_FP22 && s->q.fmt == QATTN_FMT_E4M3 && s->k.fmt == QATTN_FMT_E4M3;
+    e->qk_fp8tc = e->factored && (s->acc == QATTN_ACC_FP22 || s->qk_fp22) && s->q.fmt == QATTN_FMT_E4M3 &&
+                  s->k.fmt == QATTN_FMT_E4M3;
+    if (s->qk_fp22 && (s->q.fmt != QATTN_FMT_E4M3 || s->k.fmt != QATTN_FMT_E4M3)) {
+        rc = qattn_err_set(err, QATTN_ERR_ARG, "qk=fp22 is the fp8 tensor core's Q.K: it needs e4m3 Q and K");
+        goto done;
+    }
+    if (s->qk_fp22 && !e->factored) {
+        if (s->q.group.ch != s->k.group.ch) {
+            rc = qattn_err_set(err, QATTN_ERR_ARG, "qk=fp22: Q's and K's channel groups must be equal (ch:%d, ch:%d)",
+                               s->q.group.ch, s->k.group.ch);
+            goto done;
+        }
+        e->qk_groups = 1;
+        e->qk_ch = s->q.group.ch > 0 ? (size_t)s->q.group.ch : dn;
+        if (rope) {
+            e->qrope = malloc(sq * rope * sizeof *e->qrope);
+            e->krope = malloc(sk * rope * sizeof *e->krope);
+            if (!e->qrope || !e->krope)
+                goto nomem;
+            for (size_t i = 0; i < sq; i++)
+                for (size_t c = 0; c < rope; c++)
+                    e->qrope[i * rope + c] = qattn_fmt_round(QATTN_FMT_BF16, qs[i * d + dn + c]);
+            for (size_t j = 0; j < sk; j++)
+                for (size_t c = 0; c < rope; c++)
+                    e->krope[j * rope + c] = qattn_fmt_round(QATTN_FMT_BF16, ks[j * d + dn + c]);
+        }
+    }
     if (e->factored) {
         e->qsc = malloc(sq * sizeof *e->qsc);
         e->ksc = malloc(sk * sizeof *e->ksc);
@@ -414,7 +445,7 @@ static int emu_prepare(const qattn_scheme *s, const float *q, const float *k, co
         for (size_t j = 0; j < sk; j++)
             e->ksc[j] = e->kt.scale ? e->kt.scale[qattn_group_tok_index(&e->kt.group, j)] : 1.0f;
     }
-    if (!e->int_qk && !e->qk_fp8tc) { /* the dgemm path's copies */
+    if (!e->int_qk && !e->qk_fp8tc && !e->qk_groups) { /* the dgemm path's copies */
         e->qd = malloc(sq * d * sizeof *e->qd);
         e->kd = malloc(sk * d * sizeof *e->kd);
         if (!e->qd || !e->kd)
@@ -475,6 +506,31 @@ static void emu_dots(const emu_seg *e, size_t i0, size_t rows, size_t j0, size_t
                 float acc = 0.0f;
                 for (size_t c0 = 0; c0 < d; c0 += 32)
                     acc = qattn_num_fp8_kstep(acc, qr + c0, kr + c0, (int)(d - c0 < 32 ? d - c0 : 32));
+                dot[i * nk + j] = acc;
+            }
+        return;
+    }
+    if (e->qk_groups) { /* per channel group: k-steps of 32 from 0, times sq sk, added in group order; rope last */
+        const size_t dn = e->qt.d, ch = e->qk_ch;
+        for (size_t i = 0; i < rows; i++)
+            for (size_t j = 0; j < nk; j++) {
+                const float *qr = e->qt.val + (i0 + i) * dn, *kr = e->kt.val + (j0 + j) * dn;
+                float acc = 0.0f;
+                for (size_t g0 = 0; g0 < dn; g0 += ch) {
+                    const size_t g1 = g0 + ch < dn ? g0 + ch : dn;
+                    float t = 0.0f;
+                    for (size_t c0 = g0; c0 < g1; c0 += 32)
+                        t = qattn_num_fp8_kstep(t, qr + c0, kr + c0, (int)(g1 - c0 < 32 ? g1 - c0 : 32));
+                    const float w = e->qt.scale[qattn_group_index(&e->qt.group, e->qt.n, dn, i0 + i, g0)] *
+                                    e->kt.scale[qattn_group_index(&e->kt.group, e->kt.n, dn, j0 + j, g0)];
+                    acc = fmaf(t, w, acc);
+                }
+                if (d > dn) {
+                    double r = 0.0;
+                    for (size_t c = dn; c < d; c++)
+                        r += (double)e->qrope[(i0 + i) * (d - dn) + c - dn] * (double)e->krope[(j0 + j) * (d - dn) + c - dn];
+                    acc += (float)r;
+                }
                 dot[i * nk + j] = acc;
             }
         return;

@@ -214,6 +214,12 @@ static int parse_word(const char *w, qattn_scheme *s, qattn_err *err)
         return parse_smooth(val, s, err);
     if (!strcmp(key, "acc"))
         return parse_acc(val, s, err);
+    if (!strcmp(key, "qk")) {
+        if (strcmp(val, "exact") && strcmp(val, "fp22"))
+            return qattn_err_set(err, QATTN_ERR_ARG, "qk=%s: unknown Q.K sum '%s' (exact, fp22)", val, val);
+        s->qk_fp22 = !strcmp(val, "fp22");
+        return QATTN_OK;
+    }
     if (!strcmp(key, "rope")) {
         int v;
         if (!strcmp(val, "0")) {
@@ -246,13 +252,13 @@ static int parse_word(const char *w, qattn_scheme *s, qattn_err *err)
         return QATTN_OK;
     }
     return qattn_err_set(err, QATTN_ERR_ARG,
-                         "unknown key '%s' in '%s' (keys: q k p v smooth acc kblock qblock rope out)", key, w);
+                         "unknown key '%s' in '%s' (keys: q k p v smooth acc kblock qblock qk rope out)", key, w);
 }
 
 /* index of the key of word w (text before '='), or -1 when unknown */
 static int key_index(const char *w)
 {
-    static const char *keys[] = {"q", "k", "v", "p", "smooth", "acc", "kblock", "qblock", "out", "rope"};
+    static const char *keys[] = {"q", "k", "v", "p", "smooth", "acc", "kblock", "qblock", "out", "rope", "qk"};
     size_t klen = strcspn(w, "=");
     for (int i = 0; i < (int)(sizeof keys / sizeof keys[0]); i++)
         if (strlen(keys[i]) == klen && !strncmp(keys[i], w, klen))
@@ -341,6 +347,8 @@ char *qattn_scheme_format(const qattn_scheme *s, char *buf, size_t len)
                      s->p_static ? "@static" : "", v, smooth, acc, s->kblock);
     if (s->qblock > 0 && n >= 0 && (size_t)n < len)
         n += snprintf(buf + n, len - (size_t)n, " qblock=%d", s->qblock);
+    if (s->qk_fp22 && n >= 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, " qk=fp22");
     if (s->rope > 0 && n >= 0 && (size_t)n < len)
         n += snprintf(buf + n, len - (size_t)n, " rope=%d", s->rope);
     if (n >= 0 && (size_t)n < len)

@@ -2,7 +2,7 @@
  *
  *   q=FMT[@GROUP] k=FMT[@GROUP] p=FMT[@static] v=FMT[@GROUP]
  *   smooth=none|q|k|v|q+k|q+k+v...  acc=fp32|fp16|fp22[+fp32:N]
- *   kblock=B  out=fp32|fp16|bf16
+ *   kblock=B  out=fp32|fp16|bf16  [qk=exact|fp22]  [rope=R]
  *
  * A string may start with a preset name, the keys after it override the
  * preset: "sage2-8b acc=fp22". Each key may be given once.
@@ -57,6 +57,10 @@ typedef struct qattn_scheme {
                        * keys and is added into an fp32 buffer (two-level) */
     int kblock;       /* keys per online-softmax step */
     int qblock;       /* Q smoothing block; 0 = the Q group's block, else 128 */
+    int qk_fp22;      /* qk=fp22: e4m3 Q.K as the fp8 tensor core sums it, per channel group (k-steps of
+                       * 32 from 0, qattn_num_fp8_kstep), times sq sk, added in fp32 in group order, the
+                       * rope channels' product last; qk=exact (0): exact dot products rounded once
+                       * (e4m3 with acc=fp22 and unsplit groups: the tensor core's sum either way) */
     int rope;         /* the last rope channels of Q, K and V kept in bf16, outside their
                        * formats and groups (DeepSeek-V4's 64 rope values); 0: none */
     qattn_fmt out;    /* fp32, fp16, bf16 */
