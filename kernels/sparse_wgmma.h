@@ -18,15 +18,15 @@
  *
  * F8 = 1 (the fused variant): the cache's fp8 rows as stored. Two producer
  * warpgroups; warp w owns rows 16 qq + 2w, 2w + 1 of every block (qq = 0..3,
- * the block's quarters): it copies its rows' codes and scale bytes by
- * cp.async into its part of a 3-quarter raw ring, then widens them into the
- * stage's bf16 tile (codes times scale are bf16 values: exact), with no
- * barrier between warps; the rope channels go by cp.async straight into the
- * tile. The consumers quantize the Q tile once as the scheme does (e4m3 with
- * an e8m0 scale per 64 channels, exact in bf16). Q.K and P.V then run as for
- * bf16 rows on those exact values: the e4m3 products and their fp32 sums are
- * the ones e4m3 Q.K with the scales applied per 64 channels would form, in
- * another order. One P buffer (smem holds the raw ring instead). */
+ * the block's quarters): its lanes load the rows' codes and scale bytes into
+ * registers a block ahead (while the block before is consumed), then, once
+ * the stage is free, widen them into the stage's bf16 tile (codes times scale
+ * are bf16 values: exact), with no barrier between warps; the rope channels
+ * go by cp.async straight into the tile. The consumers quantize the Q tile
+ * once as the scheme does (e4m3 with an e8m0 scale per 64 channels, exact in
+ * bf16). Q.K and P.V then run as for bf16 rows on those exact values: the
+ * e4m3 products and their fp32 sums are the ones e4m3 Q.K with the scales
+ * applied per 64 channels would form, in another order. */
 #ifndef QATTN_KERNELS_SPARSE_WGMMA_H
 #define QATTN_KERNELS_SPARSE_WGMMA_H
 
@@ -39,15 +39,11 @@
 #define QATTN_SPW_THREADS(F8) ((F8) ? 512 : 384) /* F8: a second producer warpgroup (warpgroup 3) */
 #define QATTN_SPW_TILE (QATTN_SPW_ROWS * QATTN_SPW_D * 2) /* bytes of the Q tile and of a stage: 64 KiB */
 #define QATTN_SPW_OFF_KV QATTN_SPW_TILE                      /* stage s at OFF_KV + s * TILE */
-#define QATTN_SPW_OFF_P (3 * QATTN_SPW_TILE) /* P of stage s at OFF_P + s * 8 KiB (F8: one P) */
-#define QATTN_SPW_NP(F8) ((F8) ? 1 : 2)
-#define QATTN_SPW_OFF_RED(F8) (QATTN_SPW_OFF_P + QATTN_SPW_NP(F8) * 8192) /* row maxima [2 stages][2][64], sums [2][64] */
-#define QATTN_SPW_OFF_RAW(F8) (QATTN_SPW_OFF_RED(F8) + 6 * 64 * 4) /* F8: the raw ring */
-#define QATTN_SPW_DN (QATTN_SPW_D - 64)                             /* F8: e4m3 channels a row */
-#define QATTN_SPW_RAW_KEYS 16                                       /* F8: rows a raw slot */
-#define QATTN_SPW_SCR QATTN_KERNELS_SPARSE_SC_ROW(QATTN_SPW_DN)       /* F8: scale bytes a row (8: one cp.async) */
-#define QATTN_SPW_RAW_SLOT (QATTN_SPW_RAW_KEYS * (QATTN_SPW_DN + QATTN_SPW_SCR)) /* codes [16][448], scale bytes [16][8] */
-#define QATTN_SPW_SMEM(F8) (QATTN_SPW_OFF_RAW(F8) + ((F8) ? 3 * QATTN_SPW_RAW_SLOT : 0) + 1024) /* + alignment */
+#define QATTN_SPW_OFF_P (3 * QATTN_SPW_TILE) /* P of stage s at OFF_P + s * 8 KiB */
+#define QATTN_SPW_OFF_RED (QATTN_SPW_OFF_P + 2 * 8192) /* row maxima [2 stages][2][64], sums [2][64] */
+#define QATTN_SPW_DN (QATTN_SPW_D - 64)                       /* F8: e4m3 channels a row */
+#define QATTN_SPW_SCR QATTN_KERNELS_SPARSE_SC_ROW(QATTN_SPW_DN) /* F8: scale bytes a row */
+#define QATTN_SPW_SMEM (QATTN_SPW_OFF_RED + 6 * 64 * 4 + 1024) /* + alignment */
 
 /* the bf16 row of position pos, kv head g */
 static __device__ __forceinline__ const uint16_t *qattn_spw_row(const qattn_kernels_sparse_kv &kv, int64_t pos, int g)
@@ -113,7 +109,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
     const int D = QATTN_SPW_D, KEYS = QATTN_SPW_KEYS, SLAB = QATTN_SPW_ROWS * 128; /* bytes of a 64-channel slab */
     QATTN_DYNAMIC_SHARED(uint8_t, smem_raw);
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
-    float *red = (float *)(smem + QATTN_SPW_OFF_RED(F8));
+    float *red = (float *)(smem + QATTN_SPW_OFF_RED);
     __shared__ __align__(8) uint64_t s_bar[5]; /* full[2], empty[2], Q */
     __shared__ const uint16_t *sRow[F8 ? 1 : 2][F8 ? 1 : QATTN_SPW_KEYS]; /* bf16: each stage's rows (NULL: a hole) */
     const uint32_t bar0 = qattn_wgmma_smem_addr(s_bar);
@@ -128,7 +124,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
     const int nblk = (len + KEYS - 1) / KEYS;
     if (tid == 0) {
         for (int s = 0; s < 2; s++) {
-            qattn_mbar_init(QATTN_SPW_FULL(s), F8 ? 256 : 128); /* the producers' threads */
+            qattn_mbar_init(QATTN_SPW_FULL(s), F8 ? 512 : 128); /* the producers' threads (F8: and their rope copies) */
             qattn_mbar_init(QATTN_SPW_EMPTY(s), 8); /* consumer warps */
         }
         qattn_mbar_init(QATTN_SPW_QBAR, 128);
@@ -154,15 +150,13 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
         }
         if constexpr (F8) {
             /* fp8 rows, two producer warpgroups (8 warps), each warp on its own rows with no barrier
-             * between warps: warp w owns rows 16 qq + 2w, 2w + 1 of every block (qq = 0..3, its
-             * quarters). Per quarter it copies its two rows (codes, scale bytes) by cp.async into
-             * its part of a ring of 3 raw slots, one commit group a quarter, 3 quarters ahead, then
-             * widens the quarter's rows from the ring into the stage's bf16 tile; at a block's
-             * start its 8 rows' rope channels go by cp.async straight into the tile's last slab.
-             * Lanes 0-7 find the warp's 8 keys of a block (list, page table) two blocks ahead,
-             * in registers: one warp's copies in flight are few, so every warp copies. */
+             * between warps: warp w owns rows 16 qq + 2w, 2w + 1 of every block (qq = 0..3). Its
+             * lanes load the block's codes and scale bytes into registers while the block before
+             * is consumed (8 pieces of 16 codes a lane), and once the stage is free they send the
+             * rows' rope channels by cp.async straight into the tile's last slab (arriving on the
+             * stage's full barrier as they land) and widen the codes into the tile. Lanes 0-7 find
+             * the warp's 8 keys of a block (list, page table) two blocks ahead, in registers. */
             const int pt = (wg ? 128 : 0) + wt, lane = wt & 31, w = pt >> 5;
-            const int NQ = 4 * nblk; /* quarters */
             const int krow = 16 * (lane >> 1) + 2 * w + (lane & 1); /* lanes 0-7: their row of a block */
             auto entry = [&](int jb) { /* lanes 0-7: the list entry of their row of block jb (-1: none) */
                 const int e = jb * KEYS + krow;
@@ -177,12 +171,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
             };
             const uint8_t *const val0 = (const uint8_t *)p.kv.pool.val, *const val1 = (const uint8_t *)p.kv.ext.val;
             const uint8_t *const sc0 = p.kv.pool.sc, *const sc1 = p.kv.ext.sc;
-            /* lanes 0-7: their rows of blocks j, j + 1, j + 2: keys (for the rope copies) and the
-             * addresses of the codes and of the scale bytes (0: a hole), so that a quarter's copies
-             * take a few shuffles */
-            int kb0, kb1, kb2;
-            uint64_t cb0, cb1, cb2, sb0, sb1, sb2;
-            auto addr_of = [&](int key, uint64_t &ca, uint64_t &sa) {
+            auto addr_of = [&](int key, uint64_t &ca, uint64_t &sa) { /* 0: a hole */
                 const uint64_t ri = (uint32_t)(key >> 1);
                 ca = key < 0 ? 0 : (uint64_t)(key & 1 ? val1 : val0) + ri * QATTN_SPW_DN;
                 sa = key < 0 ? 0 : (uint64_t)(key & 1 ? sc1 : sc0) + ri * QATTN_SPW_SCR;
@@ -191,96 +180,82 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                 const uint32_t lo = __shfl_sync(0xffffffffu, (uint32_t)v, src), hi = __shfl_sync(0xffffffffu, (uint32_t)(v >> 32), src);
                 return (uint64_t)hi << 32 | lo;
             };
+            /* lanes 0-7: their rows of blocks j + 1 and j + 2 (keys, code and scale addresses); kb0: block j's keys */
+            int kb0 = -1, kb1, kb2;
+            uint64_t cb1, cb2, sb1, sb2;
             {
                 const int e0 = entry(0), e1 = entry(1);
-                kb0 = key_of(e0, page_of(e0));
-                kb1 = key_of(e1, page_of(e1));
-                kb2 = -1;
-                addr_of(kb0, cb0, sb0);
+                kb1 = key_of(e0, page_of(e0));
+                kb2 = key_of(e1, page_of(e1));
                 addr_of(kb1, cb1, sb1);
-                cb2 = sb2 = 0;
+                addr_of(kb2, cb2, sb2);
             }
-            int pos_next = entry(2), page_next = 0;
-            /* quarter q's two rows into its slot (lanes 0-27: 16 codes each, 28-29: the scale bytes), one group */
-            auto issue = [&](int q, int j) {
-                if (q < NQ) {
-                    const int cur = (q >> 2) == j, qq = q & 3;
-                    uint8_t *raw = smem + QATTN_SPW_OFF_RAW(F8) + (q % 3) * QATTN_SPW_RAW_SLOT;
-                    const uint64_t a0 = shfl64(cur ? cb0 : cb1, 2 * qq), a1 = shfl64(cur ? cb0 : cb1, 2 * qq + 1);
-                    const uint64_t as = shfl64(cur ? sb0 : sb1, 2 * qq + (lane & 1)); /* lanes 28, 29: row lane - 28 */
-                    if (lane < 28) {
-                        qattn_cp_async16(raw + 2 * w * QATTN_SPW_DN + 16 * lane,
-                                         a0 ? (const void *)(a0 + 16 * lane) : (const void *)p.q, a0 ? 16 : 0);
-                        qattn_cp_async16(raw + (2 * w + 1) * QATTN_SPW_DN + 16 * lane,
-                                         a1 ? (const void *)(a1 + 16 * lane) : (const void *)p.q, a1 ? 16 : 0);
-                    }
-                    if (lane == 28 || lane == 29)
-                        qattn_cp_async8(raw + QATTN_SPW_RAW_KEYS * QATTN_SPW_DN + QATTN_SPW_SCR * (2 * w + lane - 28),
-                                        as ? (const void *)as : (const void *)p.q, as ? 8 : 0);
-                }
-                qattn_cp_async_commit();
-            };
-            /* this lane's pieces of the warp's two rows (56 pieces of 16 codes, lanes 0-23 take two,
-             * lanes 24-31 their first one twice, so that the warp runs one straight path):
-             * lanes 4i..4i+3 take chunks of row 2w, 4i+4.. the same chunks of row 2w + 1, whose
-             * swizzles differ in the low bit, so 8 lanes' 16-byte stores fill 8 distinct bank groups */
-            int src_off[2], sc_off[2], dst_off[2];
+            int pos_next = entry(2);
+            /* this lane's two pieces of each quarter's two rows (56 pieces of 16 codes, lanes 0-23 take
+             * two, lanes 24-31 their first one twice, so that the warp runs one straight path): lanes
+             * 4i..4i+3 take chunks of row 2w, 4i+4.. the same chunks of row 2w + 1, whose swizzles
+             * differ in the low bit, so 8 lanes' 16-byte stores fill 8 distinct bank groups */
+            int xr[2], ch[2], dst_off[2];
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const int pc = lane + (h && lane < 24 ? 32 : 0), r = 2 * w + ((pc >> 2) & 1), ch = 4 * (pc >> 3) + (pc & 3);
-                src_off[h] = r * QATTN_SPW_DN + 16 * ch;
-                sc_off[h] = QATTN_SPW_RAW_KEYS * QATTN_SPW_DN + QATTN_SPW_SCR * r + (ch >> 2);
-                dst_off[h] = qattn_wg_off<1024, 64>(r, 2 * ch); /* its pair (2 ch + 1) is 16 bytes over, xor */
+                const int pc = lane + (h && lane < 24 ? 32 : 0);
+                xr[h] = (pc >> 2) & 1, ch[h] = 4 * (pc >> 3) + (pc & 3);
+                dst_off[h] = qattn_wg_off<1024, 64>(2 * w + xr[h], 2 * ch[h]); /* its pair (2 ch + 1) is 16 bytes over, xor */
             }
-            issue(0, 0), issue(1, 0), issue(2, 0);
-            for (int q = 0; q < NQ; q++) {
-                const int j = q >> 2, qq = q & 3;
-                uint8_t *dst = smem + QATTN_SPW_OFF_KV + (j & 1) * QATTN_SPW_TILE;
-                if (qq == 0) { /* the stage is free: the rope channels of the warp's 8 rows (in quarter q + 3's group) */
-                    qattn_mbar_wait(QATTN_SPW_EMPTY(j & 1), ((j >> 1) & 1) ^ 1);
+            uint4 cw[8];     /* the codes of piece h of quarter qq at 2 qq + h */
+            uint32_t sw[2];  /* their scale codes, byte x & 3 of sw[x >> 2] */
+            uint32_t hole = 0; /* bit 2 qq + h: the piece's row is a hole */
+            auto load = [&]() { /* block j + 1's pieces, from cb1 / sb1 */
+                hole = 0, sw[0] = sw[1] = 0;
 #pragma unroll
-                    for (int i = 0; i < 2; i++) { /* 8 rows x 8 pieces */
-                        const int e = lane + 32 * i, kr = e >> 3, pc8 = e & 7;
-                        const int key = __shfl_sync(0xffffffffu, kb0, kr), r = 16 * (kr >> 1) + 2 * w + (kr & 1);
-                        const uint16_t *src = (key & 1 ? p.kv.ext.rope : p.kv.pool.rope) + (uint64_t)(uint32_t)(key >> 1) * 64 + pc8 * 8;
-                        qattn_cp_async16(dst + qattn_wg_off<1024, 64>(r, 56 + pc8), key >= 0 ? src : (const uint16_t *)p.q,
-                                         key >= 0 ? 16 : 0);
+                for (int qq = 0; qq < 4; qq++) {
+                    const uint64_t ca0 = shfl64(cb1, 2 * qq), ca1 = shfl64(cb1, 2 * qq + 1);
+                    const uint64_t sa0 = shfl64(sb1, 2 * qq), sa1 = shfl64(sb1, 2 * qq + 1);
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const uint64_t ca = xr[h] ? ca1 : ca0, sa = xr[h] ? sa1 : sa0;
+                        cw[2 * qq + h] = ca ? __ldg((const uint4 *)(ca + 16 * ch[h])) : make_uint4(0u, 0u, 0u, 0u);
+                        const uint32_t sc = sa ? __ldg((const uint8_t *)(sa + (ch[h] >> 2))) : 127u;
+                        sw[qq >> 1] |= sc << (8 * (2 * (qq & 1) + h));
+                        hole |= ca ? 0u : 1u << (2 * qq + h);
                     }
-                    page_next = page_of(pos_next); /* used at quarter 2: its latency passes under the widening */
                 }
-                qattn_cp_async_wait<2>(); /* this thread's copies of quarter q */
-                __syncwarp();             /* ... and the other lanes' */
-                const uint8_t *raw = smem + QATTN_SPW_OFF_RAW(F8) + (q % 3) * QATTN_SPW_RAW_SLOT;
-                uint8_t *dq = dst + qq * (QATTN_SPW_RAW_KEYS * 128);
-                {
-                    const uint4 c0 = *(const uint4 *)(raw + src_off[0]), c1 = *(const uint4 *)(raw + src_off[1]);
-                    const uint32_t s0 = raw[sc_off[0]], s1 = raw[sc_off[1]];
-                    int slow0, slow1;
-                    qattn_spw_pair v0 = qattn_spw_widen16(c0, s0, &slow0), v1 = qattn_spw_widen16(c1, s1, &slow1);
-                    if (__any_sync(0xffffffffu, slow0 | slow1)) { /* rare: the warp takes it together */
-                        if (slow0)
-                            v0 = qattn_spw_widen16_slow(c0, s0);
-                        if (slow1)
-                            v1 = qattn_spw_widen16_slow(c1, s1);
-                    }
-                    *(uint4 *)(dq + dst_off[0]) = v0.lo;
-                    *(uint4 *)(dq + (dst_off[0] ^ 16)) = v0.hi;
-                    *(uint4 *)(dq + dst_off[1]) = v1.lo; /* lanes 24-31: their first piece again */
-                    *(uint4 *)(dq + (dst_off[1] ^ 16)) = v1.hi;
+            };
+            load();
+            for (int j = 0; j < nblk; j++) {
+                uint8_t *dst = smem + QATTN_SPW_OFF_KV + (j & 1) * QATTN_SPW_TILE;
+                kb0 = kb1, kb1 = kb2, cb1 = cb2, sb1 = sb2;
+                qattn_mbar_wait(QATTN_SPW_EMPTY(j & 1), ((j >> 1) & 1) ^ 1); /* the stage is free */
+#pragma unroll
+                for (int i = 0; i < 2; i++) { /* the rope channels of the warp's 8 rows (8 rows x 8 pieces) */
+                    const int e = lane + 32 * i, kr = e >> 3, pc8 = e & 7;
+                    const int key = __shfl_sync(0xffffffffu, kb0, kr), r = 16 * (kr >> 1) + 2 * w + (kr & 1);
+                    const uint16_t *src = (key & 1 ? p.kv.ext.rope : p.kv.pool.rope) + (uint64_t)(uint32_t)(key >> 1) * 64 + pc8 * 8;
+                    qattn_cp_async16(dst + qattn_wg_off<1024, 64>(r, 56 + pc8), key >= 0 ? src : (const uint16_t *)p.q,
+                                     key >= 0 ? 16 : 0);
                 }
-                if (qq == 2) {
-                    kb2 = key_of(pos_next, page_next);
-                    addr_of(kb2, cb2, sb2);
-                    pos_next = entry(j + 3);
+                qattn_cp_async_mbar_arrive(QATTN_SPW_FULL(j & 1));
+                const int page_next = page_of(pos_next); /* block j + 3's lookups: their latency passes under the widening */
+#pragma unroll
+                for (int x = 0; x < 8; x++) {
+                    int slow;
+                    const uint32_t sc = sw[x >> 2] >> (8 * (x & 3)) & 255u;
+                    qattn_spw_pair v = qattn_spw_widen16(cw[x], sc, &slow);
+                    slow &= !(hole >> x & 1u);
+                    if (__any_sync(0xffffffffu, slow) && slow) /* rare: the warp takes it together */
+                        v = qattn_spw_widen16_slow(cw[x], sc);
+                    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+                    uint8_t *dq = dst + (x >> 1) * (16 * 128); /* quarter x / 2 */
+                    *(uint4 *)(dq + dst_off[x & 1]) = hole >> x & 1u ? zero : v.lo; /* lanes 24-31: h = 1 again */
+                    *(uint4 *)(dq + (dst_off[x & 1] ^ 16)) = hole >> x & 1u ? zero : v.hi;
                 }
-                __syncwarp(); /* the slot is read */
-                issue(q + 3, j);
-                if (qq == 3) { /* the rope copies came with this quarter's group */
-                    qattn_fence_proxy_async_smem(); /* the widened values and the copies, read by wgmma */
-                    qattn_mbar_arrive(QATTN_SPW_FULL(j & 1));
-                    kb0 = kb1, kb1 = kb2;
-                    cb0 = cb1, cb1 = cb2, sb0 = sb1, sb1 = sb2;
-                }
+                qattn_fence_proxy_async_smem(); /* the widened values, read by wgmma */
+                qattn_mbar_arrive(QATTN_SPW_FULL(j & 1));
+                kb2 = key_of(pos_next, page_next);
+                addr_of(kb2, cb2, sb2);
+                pos_next = entry(j + 3);
+                if (j + 1 < nblk)
+                    load();
             }
         } else {
             /* a stage: the first 64 threads find their key's row (list, page table) into sRow, then
@@ -362,10 +337,8 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
     for (int j = 0; j < nblk; j++) {
         const int s = j & 1;
         const uint32_t aKV = aQ + QATTN_SPW_OFF_KV + (uint32_t)s * QATTN_SPW_TILE;
-        /* F8: one P buffer. Block j + 1 writes P after both consumers' barrier 1 of that block,
-         * which each reaches only after its P.V of block j has completed */
-        const uint32_t aP = aQ + QATTN_SPW_OFF_P + (uint32_t)(F8 ? 0 : s) * 8192u;
-        uint8_t *sP = smem + QATTN_SPW_OFF_P + (F8 ? 0 : s) * 8192;
+        const uint32_t aP = aQ + QATTN_SPW_OFF_P + (uint32_t)s * 8192u;
+        uint8_t *sP = smem + QATTN_SPW_OFF_P + s * 8192;
         /* this thread's 8 columns of S (keys of the stage): 32c + 8i + 2 q4 + {0, 1} */
         int valid[4][2];
 #pragma unroll
@@ -526,7 +499,6 @@ static int qattn_sparse_wgmma_launch(const qattn_kernels_sparse_params *pp, void
         return qattn_err_set(err, QATTN_ERR_ARG, "sparse wgmma: bf16 queries and %s rows only", F8 ? "fp8 (rope 64)" : "bf16");
     if ((p.q_sh | p.q_st | p.o_sh | p.o_st) & 7)
         return qattn_err_set(err, QATTN_ERR_ARG, "sparse wgmma: query and output strides must be multiples of 8");
-    static_assert(QATTN_SPW_SCR == 8, "a row's scale bytes are one 8-byte copy");
     if (F8 && ((p.kv.pool.rows + p.kv.ext.rows) * p.kv.hkv >= ((int64_t)1 << 30) || p.kv.sk >= ((int64_t)1 << 30)))
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "sparse wgmma: fp8 rows are indexed in 32 bits (at most 2^30 rows x kv heads)");
@@ -542,10 +514,10 @@ static int qattn_sparse_wgmma_launch(const qattn_kernels_sparse_params *pp, void
     const int tiles = (p.hq / p.hkv + QATTN_SPW_ROWS - 1) / QATTN_SPW_ROWS;
     void (*k)(qattn_kernels_sparse_params) = &qattn_sparse_wgmma_kernel<F8>;
     QATTN_DECODE_CHECK(hipFuncSetAttribute((const void *)k, hipFuncAttributeMaxDynamicSharedMemorySize,
-                                           QATTN_SPW_SMEM(F8)),
+                                           QATTN_SPW_SMEM),
                        "sparse wgmma: raising the shared-memory limit");
     /* the tiles of a token side by side: they read the same rows (the second from L2) */
-    hipLaunchKernelGGL(k, dim3((unsigned)(p.hkv * tiles), (unsigned)p.sq), dim3(QATTN_SPW_THREADS(F8)), QATTN_SPW_SMEM(F8),
+    hipLaunchKernelGGL(k, dim3((unsigned)(p.hkv * tiles), (unsigned)p.sq), dim3(QATTN_SPW_THREADS(F8)), QATTN_SPW_SMEM,
                        (hipStream_t)stream, p);
     QATTN_DECODE_CHECK(hipGetLastError(), "sparse wgmma kernel launch");
     return QATTN_OK;
