@@ -305,7 +305,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
          * integer order), then codes = rn(x / s) by the conversion unit (s a power of two: x / s =
          * x * (1 / s) exactly; saturating, as qattn_num_round) and back as bf16 values */
         for (int it = tid - 128; it < QATTN_SPW_ROWS * 7; it += 256) {
-            const int r = it / 7, sl = it % 7;
+            const int r = it & 63, sl = it >> 6; /* 8 threads: 8 rows of a slab, 8 distinct bank groups */
             uint32_t u[32];
             uint32_t mag = 0;
 #pragma unroll
