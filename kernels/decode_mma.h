@@ -243,7 +243,9 @@ static __device__ __forceinline__ void qattn_dmma_prefetch_split(const qattn_ker
 #endif
 }
 
-template <int D, int CF, int QT>
+/* SPEC: the speculative prologue compiled in (p.spec; a second instance, so that the other one's code
+ * stays as it was: the spec path's mere presence cost 1-3% at full grids) */
+template <int D, int CF, int QT, int SPEC>
 __global__ void __launch_bounds__(qattn_dmma_layout<D, CF>::NW * 32) qattn_decode_mma_kernel(qattn_kernels_decode_params p)
 {
     typedef qattn_dmma_layout<D, CF> L;
@@ -265,14 +267,27 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF>::NW * 32) qattn_decod
      * split's cache pages are prefetched into L2 meanwhile (addresses from the lengths and
      * table as they are now: a stale value only prefetches another page) */
     qattn_dmma_prefetch_split<D, L::ELT>(p, b, sp);
-    qattn_port_wait_prior();
+    /* speculation (p.spec, fixed query rows): the length and the first chunks' table entries are
+     * read before the wait too, so that the first copies issue right after it; the values they came
+     * from are read again after it, beside the copies, and a warp whose values changed waits for its
+     * copies and issues them again (p.spec 2 / 3: the length / rows spoiled, to test that path) */
+    const int spec = SPEC && p.spec && !p.cu_q && rt * QATTN_DMMA_ROWS < p.seqlen_q * grp;
+    const int cap = p.cache.max_pages * p.cache.page_size;
+    int sk32 = 0;
+    if (SPEC && spec) {
+        const int len = p.cache.len[b] + (p.spec == 2);
+        sk32 = len < cap ? len : cap;
+    }
+    if (!SPEC || !spec)
+        qattn_port_wait_prior();
     int64_t tq0, tu0;
     int sq;
     qattn_decode_rows(p, b, &tq0, &tu0, &sq);
     const int nrows = sq * grp, r0 = rt * QATTN_DMMA_ROWS;
     if (r0 >= nrows)
         return;
-    const int sk32 = p.cache.len[b];
+    if (!SPEC || !spec)
+        sk32 = p.cache.len[b];
     auto q_at = [&](int r) -> int64_t {
         const int i = tok_of(r);
         return (int64_t)b * p.q_sb + (tu0 + i) * p.q_st + (int64_t)(hk * grp + r - i * grp) * p.q_sh;
@@ -285,58 +300,62 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF>::NW * 32) qattn_decod
                        !(((uintptr_t)p.q & 15) | ((p.q_sb | p.q_st | p.q_sh) & 7));
     unsigned char *qsm = qattn_dmma_smem + L::RINGS; /* [16][QROW] staged Q */
     uint32_t qx[D / 16][2][4];
-    if (qstage) {
-        const int PR = D * 2 / 16, r = (int)threadIdx.x / PR, part = (int)threadIdx.x % PR;
-        if (r < QATTN_DMMA_ROWS) {
-            const int ok = r0 + r < nrows;
-            const unsigned char *src = (const unsigned char *)p.q + (ok ? q_at(r0 + r) * 2 : 0) + part * 16;
-            qattn_cp_async16(qsm + r * L::QROW + part * 16, src, ok ? 16 : 0);
+    auto load_q = [&]() {
+        if (qstage) {
+            const int PR = D * 2 / 16, r = (int)threadIdx.x / PR, part = (int)threadIdx.x % PR;
+            if (r < QATTN_DMMA_ROWS) {
+                const int ok = r0 + r < nrows;
+                const unsigned char *src = (const unsigned char *)p.q + (ok ? q_at(r0 + r) * 2 : 0) + part * 16;
+                qattn_cp_async16(qsm + r * L::QROW + part * 16, src, ok ? 16 : 0);
+            }
+            qattn_cp_async_commit();
+        } else {
+            const int ra = r0 + g, rb = r0 + g + 8;
+            const int64_t qa_at = ra < nrows ? q_at(ra) : 0, qb_at = rb < nrows ? q_at(rb) : 0;
+            const int words = !(((uintptr_t)p.q & 3) | ((p.q_sb | p.q_st | p.q_sh) & 1));
+            if (p.in == QATTN_FMT_BF16)
+                qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_BF16>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
+            else if (p.in == QATTN_FMT_FP16)
+                qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_FP16>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
+            else
+                qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_FP32>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
         }
-        qattn_cp_async_commit();
-    } else {
-        const int ra = r0 + g, rb = r0 + g + 8;
-        const int64_t qa_at = ra < nrows ? q_at(ra) : 0, qb_at = rb < nrows ? q_at(rb) : 0;
-        const int words = !(((uintptr_t)p.q & 3) | ((p.q_sb | p.q_st | p.q_sh) & 1));
-        if (p.in == QATTN_FMT_BF16)
-            qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_BF16>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
-        else if (p.in == QATTN_FMT_FP16)
-            qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_FP16>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
-        else
-            qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_FP32>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
-    }
-    const int64_t sk = sk32;
-    int64_t a, e; /* the split's keys */
-    {
+    };
+    if (!SPEC || !spec)
+        load_q();
+    /* the split's geometry for a length: the block's keys [kbeg, kend), its chunks, this lane's rows'
+     * keys relative to kbeg (empty rows: an empty range) */
+    int64_t kbeg = 0, kend = 0;
+    int nchunk = 0, rlo32[2] = {0, 0}, rhi32[2] = {0, 0};
+    auto geometry = [&](int len) {
+        const int64_t sk = len;
         unsigned a32, e32;
-        qattn_decode_split_keys(p, (unsigned)sk32, (unsigned)sp, &a32, &e32);
-        a = a32, e = e32;
-    }
-    /* this lane's rows g and g + 8: their keys [lo, hi) within the split */
-    int64_t rlo[2], rhi[2];
-    for (int i = 0; i < 2; i++) {
-        const int r = r0 + g + 8 * i;
-        rlo[i] = 0, rhi[i] = 0;
-        if (r < nrows) {
-            qattn_num_mask_range(p.mask, tok_of(r), sq, sk, &rlo[i], &rhi[i]);
-            rlo[i] = rlo[i] > a ? rlo[i] : a;
-            rhi[i] = rhi[i] < e ? rhi[i] : e;
+        qattn_decode_split_keys(p, (unsigned)len, (unsigned)sp, &a32, &e32);
+        const int64_t a = a32, e = e32;
+        int64_t rlo[2], rhi[2]; /* this lane's rows g and g + 8: their keys [lo, hi) within the split */
+        for (int i = 0; i < 2; i++) {
+            const int r = r0 + g + 8 * i;
+            rlo[i] = 0, rhi[i] = 0;
+            if (r < nrows) {
+                qattn_num_mask_range(p.mask, tok_of(r), sq, sk, &rlo[i], &rhi[i]);
+                rlo[i] = rlo[i] > a ? rlo[i] : a;
+                rhi[i] = rhi[i] < e ? rhi[i] : e;
+            }
         }
-    }
-    /* the block's keys: the union over its tokens (masks are monotone in the token) */
-    int64_t kbeg, kend, lo1, hi1;
-    {
+        /* the block's keys: the union over its tokens (masks are monotone in the token) */
+        int64_t lo1, hi1;
         const int i0 = tok_of(r0), i1 = tok_of(r0 + QATTN_DMMA_ROWS - 1 < nrows ? r0 + QATTN_DMMA_ROWS - 1 : nrows - 1);
         qattn_num_mask_range(p.mask, i0, sq, sk, &kbeg, &hi1);
         qattn_num_mask_range(p.mask, i1, sq, sk, &lo1, &kend);
         kbeg = kbeg > a ? kbeg : a;
         kend = kend < e ? kend : e;
-    }
-    const int nchunk = kend > kbeg ? (int)((kend - kbeg + KC - 1) / KC) : 0;
-    int rlo32[2], rhi32[2]; /* the rows' keys relative to kbeg (empty rows: an empty range) */
-    for (int i = 0; i < 2; i++) {
-        rlo32[i] = rhi[i] > rlo[i] ? (int)(rlo[i] - kbeg) : 0;
-        rhi32[i] = rhi[i] > rlo[i] ? (int)(rhi[i] - kbeg) : 0;
-    }
+        nchunk = kend > kbeg ? (int)((kend - kbeg + KC - 1) / KC) : 0;
+        for (int i = 0; i < 2; i++) {
+            rlo32[i] = rhi[i] > rlo[i] ? (int)(rlo[i] - kbeg) : 0;
+            rhi32[i] = rhi[i] > rlo[i] ? (int)(rhi[i] - kbeg) : 0;
+        }
+    };
+    geometry(sk32);
 
     unsigned char *wsm = qattn_dmma_smem + warp * L::WARP;
     const unsigned rowb = (unsigned)(p.hkv * D * L::ELT); /* bytes per token in the pool */
@@ -347,7 +366,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF>::NW * 32) qattn_decod
     const float *vsc = p.cache.v_scale ? p.cache.v_scale + ((int64_t)b * p.hkv + hk) * p.cache.v_ntok : 0;
     const int32_t *table = p.cache.table + (int64_t)b * p.cache.max_pages;
     const unsigned ps = (unsigned)p.cache.page_size;
-    const unsigned kb32 = (unsigned)kbeg, ke32 = (unsigned)kend; /* positions < 2^31 */
+    unsigned kb32 = (unsigned)kbeg, ke32 = (unsigned)kend; /* positions < 2^31 */
 
     /* the pool row (token) of lane's key of chunk c through the block table, ~0 past the split
      * (pools of < 2^32 tokens, the launch checks); looked up a chunk ahead of its copies, so that
@@ -397,16 +416,50 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF>::NW * 32) qattn_decod
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-    const int mine = nchunk > warp ? (nchunk - warp + NW - 1) / NW : 0; /* chunks of this warp */
+    int mine = nchunk > warp ? (nchunk - warp + NW - 1) / NW : 0; /* chunks of this warp */
     unsigned pre[ST]; /* the first ST chunks' lookups, in flight together */
 #pragma unroll
     for (int s = 0; s < ST; s++)
         pre[s] = s < mine ? lookup(warp + s * NW) : ~0u;
+    if constexpr (SPEC) {
+        if (spec) {
+            if (p.spec == 3) /* test: rows spoiled (row 0 exists in every pool) */
 #pragma unroll
-    for (int s = 0; s < ST - 1; s++) {
-        if (s < mine)
-            issue(warp + s * NW, s, pre[s]);
-        qattn_cp_async_commit();
+                for (int s = 0; s < ST; s++)
+                    pre[s] = pre[s] == ~0u ? pre[s] : 0u;
+            qattn_port_wait_prior();
+            load_q();
+        }
+    }
+    auto first_copies = [&]() {
+#pragma unroll
+        for (int s = 0; s < ST - 1; s++) {
+            if (s < mine)
+                issue(warp + s * NW, s, pre[s]);
+            qattn_cp_async_commit();
+        }
+    };
+    first_copies();
+    if constexpr (SPEC) {
+        if (spec) { /* the values the copies came from, again: a warp that sees a change redoes them */
+            const int len = p.cache.len[b];
+            int same = len == sk32;
+#pragma unroll
+            for (int s = 0; s < ST; s++)
+                same &= (s < mine ? lookup(warp + s * NW) : ~0u) == pre[s];
+            if (!__all_sync(0xffffffffu, same)) {
+                qattn_cp_async_wait<0>(); /* the stale copies land before their stages are written again */
+                __syncwarp();
+                sk32 = len;
+                geometry(sk32);
+                kb32 = (unsigned)kbeg, ke32 = (unsigned)kend;
+                mine = nchunk > warp ? (nchunk - warp + NW - 1) / NW : 0;
+#pragma unroll
+                for (int s = 0; s < ST; s++)
+                    pre[s] = s < mine ? lookup(warp + s * NW) : ~0u;
+                first_copies();
+            }
+        }
     }
     unsigned next_row = pre[ST - 1]; /* chunk it + ST - 1's lookup at iteration it */
     uint32_t qa[D / 16][4];
@@ -613,22 +666,27 @@ template <int D, int CF, int QT>
 static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipStream_t stream, qattn_err *err)
 {
     typedef qattn_dmma_layout<D, CF> L;
-    void (*k)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT>;
+    void (*k)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT, 0>;
+    void (*const ks)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT, 1>; /* speculating */
     /* once per instance and device (the host calls cost microseconds a decode step): the
      * shared-memory limit raised, the L2's size (0: unknown, no prefetch) */
-    static int raised[64], l2_bytes[64];
-    int dev = 0, l2 = 0;
+    static int raised[64], l2_bytes[64], sms_of[64];
+    int dev = 0, l2 = 0, sms = 0;
     QATTN_DECODE_CHECK(hipGetDevice(&dev), "decode: the current device");
     if (dev < 0 || dev >= 64 || !raised[dev]) {
         QATTN_DECODE_CHECK(hipFuncSetAttribute((const void *)k, hipFuncAttributeMaxDynamicSharedMemorySize, L::BYTES),
                            "decode: raising the shared-memory limit");
+        QATTN_DECODE_CHECK(hipFuncSetAttribute((const void *)ks, hipFuncAttributeMaxDynamicSharedMemorySize, L::BYTES),
+                           "decode: raising the shared-memory limit");
         if (hipDeviceGetAttribute(&l2, hipDeviceAttributeL2CacheSize, dev) != hipSuccess)
             l2 = 0;
+        if (hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess)
+            sms = 0;
         (void)hipGetLastError();
         if (dev >= 0 && dev < 64)
-            raised[dev] = 1, l2_bytes[dev] = l2;
+            raised[dev] = 1, l2_bytes[dev] = l2, sms_of[dev] = sms;
     } else {
-        l2 = l2_bytes[dev];
+        l2 = l2_bytes[dev], sms = sms_of[dev];
     }
     const int rows = p.seqlen_q * (p.hq / p.hkv);
     const dim3 grid((unsigned)(p.hkv * ((rows + QATTN_DMMA_ROWS - 1) / QATTN_DMMA_ROWS)), (unsigned)p.nseq,
@@ -655,6 +713,17 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
         if (!(pf && !strcmp(pf, "0")))
             pk.l2_prefetch = (unsigned)(l2 / 2) / (grid.x * grid.y * grid.z);
         pk.cluster = cluster;
+        /* speculation where the grid leaves half the multiprocessors free: its blocks then start early,
+         * under the previous kernel (a full grid's start when the previous grid's blocks leave, and
+         * the reads before the wait only lengthen its path: +2-4% at batch 1, Sk 32k, 128 splits,
+         * H200); the spoiling test modes at any size */
+        const char *sv = getenv("QATTN_DECODE_SPEC");
+        pk.spec = sv && !strcmp(sv, "spoil-len")    ? 2
+                  : sv && !strcmp(sv, "spoil-rows") ? 3
+                  : sv && !strcmp(sv, "0")          ? 0
+                                                    : (int64_t)grid.x * grid.y * grid.z * 2 <= sms;
+        if (pk.spec)
+            k = ks;
         if (cluster && qattn_port_launch_ex(1, (unsigned)p.num_splits, k, grid, dim3(L::NW * 32),
                                             (size_t)L::BYTES, stream, pk) != cudaSuccess) {
             (void)hipGetLastError(); /* clusters refused (too few free multiprocessors a GPC): the combine kernel */

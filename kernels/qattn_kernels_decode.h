@@ -103,6 +103,10 @@ struct qattn_kernels_decode_params {
     unsigned l2_prefetch;  /* mma path, set by its launcher (QATTN_DECODE_PREFETCH=0: 0): bytes of its split a
                             * block prefetches into L2 while the previous kernel finishes (half the L2 over
                             * the grid's blocks) */
+    int spec;              /* mma path, set by its launcher: 1 read the length and the first table entries before
+                            * waiting for the previous kernel and check them after it (fixed query rows, grids
+                            * of at most half the multiprocessors; QATTN_DECODE_SPEC=0: 0); tests: 2 / 3 spoil
+                            * the length / the rows read first (QATTN_DECODE_SPEC=spoil-len / spoil-rows) */
     int cluster;           /* mma path, set by its launcher: a row tile's num_splits (2 .. 8) blocks run as one
                             * thread-block cluster that combines in shared memory (no partials, no combine
                             * kernel; sm_90 on, stages 0, QATTN_DECODE_CLUSTER=0: never) */

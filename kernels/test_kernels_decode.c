@@ -8,7 +8,9 @@
  * case on the dispatcher's instance and on the portable one, within the
  * tolerances of qattn_kernels_decode.h; a case whose splits (2 .. 8) the NVIDIA
  * path combines inside a cluster runs again with QATTN_DECODE_CLUSTER=0, so
- * that the combine kernels stay checked.
+ * that the combine kernels stay checked; and every case again with the values
+ * the NVIDIA path reads before its wait spoiled (QATTN_DECODE_SPEC=spoil-len,
+ * spoil-rows), so that the path that redoes its first copies is checked.
  * Also the split rule on a table of shapes and the dispatcher's messages. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdint.h>
@@ -194,6 +196,13 @@ int main(int argc, char **argv)
             setenv("QATTN_DECODE_CLUSTER", "0", 1);
             run_case(i, 0, label);
             unsetenv("QATTN_DECODE_CLUSTER");
+        }
+        static const char *const spoil[2] = {"spoil-len", "spoil-rows"};
+        for (int k = 0; k < 2; k++) {
+            snprintf(label, sizeof label, "case %zu %s", i, spoil[k]);
+            setenv("QATTN_DECODE_SPEC", spoil[k], 1);
+            run_case(i, 0, label);
+            unsetenv("QATTN_DECODE_SPEC");
         }
         snprintf(label, sizeof label, "case %zu portable", i);
         run_case(i, 1u << QATTN_KERNELS_PATH_PORTABLE, label);
