@@ -36,7 +36,7 @@
 
 /* shared memory of one warp: ST x (K, V) chunks as loaded; rows padded 16
  * bytes so that ldmatrix's eight rows fall in distinct banks */
-template <int D, int CF>
+template <int D, int CF, int W8 = 0>
 struct qattn_dmma_layout {
     static const int ELT = (CF == QATTN_FMT_FP16 || CF == QATTN_FMT_BF16) ? 2 : 1; /* stored bytes per value */
     /* warps a block (two per scheduler at least: one warp alone stalls on its own latencies);
@@ -44,10 +44,11 @@ struct qattn_dmma_layout {
      * caches 8 warps, 16 x 3; 8-bit ones 12 warps, 32 x 2 (their widening's dependent chains
      * want a third warp a scheduler more than a third chunk: 1.02-1.09x 8 warps of 32 x 3 at
      * the plan's splits, 1.10-1.22x with one split, 0.95x at batch 1 with 128 splits; H200,
-     * 2026-11-28, kernels/LOG.md) */
-    static const int NW = ELT == 2 ? 8 : 12;
+     * 2026-11-28, kernels/LOG.md); W8: 8-bit caches in 8 warps of 32 x 3, for splits whose keys
+     * would leave 12 warps at most a chunk each */
+    static const int NW = ELT == 2 || W8 ? 8 : 12;
     static const int KC = ELT == 2 ? 16 : 32;
-    static const int ST = ELT == 2 ? 3 : 2;
+    static const int ST = ELT == 2 || W8 ? 3 : 2;
     static const int RAW_ROW = D * ELT + 16;                                      /* bytes per loaded row */
     static const int RAW_CHUNK = KC * RAW_ROW;
     static const int SCALES = ELT == 2 ? 0 : 2 * KC * 4; /* the chunk's K and V scales */
@@ -245,10 +246,10 @@ static __device__ __forceinline__ void qattn_dmma_prefetch_split(const qattn_ker
 
 /* SPEC: the speculative prologue compiled in (p.spec; a second instance, so that the other one's code
  * stays as it was: the spec path's mere presence cost 1-3% at full grids) */
-template <int D, int CF, int QT, int SPEC>
-__global__ void __launch_bounds__(qattn_dmma_layout<D, CF>::NW * 32) qattn_decode_mma_kernel(qattn_kernels_decode_params p)
+template <int D, int CF, int QT, int SPEC, int W8>
+__global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_decode_mma_kernel(qattn_kernels_decode_params p)
 {
-    typedef qattn_dmma_layout<D, CF> L;
+    typedef qattn_dmma_layout<D, CF, W8> L;
     const int KC = L::KC, ST = L::ST, NW = L::NW;
     const int NJ = KC / 8, NK = KC / 16; /* n-tiles of S, k-blocks of P */
     const int PPR = D * L::ELT / 16; /* 16-byte pieces per loaded row */
@@ -662,12 +663,12 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF>::NW * 32) qattn_decod
         qattn_decode_cluster_combine<D, QATTN_DMMA_ROWS>(p, res, r0, nrows, b, hk, tq0, tu0);
 }
 
-template <int D, int CF, int QT>
+template <int D, int CF, int QT, int W8>
 static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipStream_t stream, qattn_err *err)
 {
-    typedef qattn_dmma_layout<D, CF> L;
-    void (*k)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT, 0>;
-    void (*const ks)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT, 1>; /* speculating */
+    typedef qattn_dmma_layout<D, CF, W8> L;
+    void (*k)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT, 0, W8>;
+    void (*const ks)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT, 1, W8>; /* speculating */
     /* once per instance and device (the host calls cost microseconds a decode step): the
      * shared-memory limit raised, the L2's size (0: unknown, no prefetch) */
     static int raised[64], l2_bytes[64], sms_of[64];
@@ -764,9 +765,23 @@ static int qattn_decode_mma_launch(const qattn_kernels_decode_params *pp, void *
                              (long long)p.cache.num_pages, p.cache.page_size);
     if (p.seqlen_q <= 0)
         return QATTN_OK;
-    if (CF == QATTN_FMT_BF16)
-        return qattn_decode_mma_launch_t<D, CF, QATTN_FMT_BF16>(p, (hipStream_t)stream, err);
-    return qattn_decode_mma_launch_t<D, CF, QATTN_FMT_FP16>(p, (hipStream_t)stream, err);
+    if constexpr (CF == QATTN_FMT_BF16)
+        return qattn_decode_mma_launch_t<D, CF, QATTN_FMT_BF16, 0>(p, (hipStream_t)stream, err);
+    else if constexpr (CF == QATTN_FMT_FP16)
+        return qattn_decode_mma_launch_t<D, CF, QATTN_FMT_FP16, 0>(p, (hipStream_t)stream, err);
+    else {
+        /* 8-bit caches: 8 warps where each split's keys (by the cache's capacity) would give 12 warps
+         * at most one chunk each (batch 1 with 128 splits: 0.95x in 12 warps, H200 2026-11-28);
+         * QATTN_DECODE_WARPS=8 / 12 forces a form */
+        typedef qattn_dmma_layout<D, CF, 0> L12;
+        const int64_t cap = (int64_t)p.cache.max_pages * p.cache.page_size;
+        const char *wv = getenv("QATTN_DECODE_WARPS");
+        const int w8 = wv && !strcmp(wv, "8")    ? 1
+                       : wv && !strcmp(wv, "12") ? 0
+                                                 : (cap + p.num_splits - 1) / p.num_splits <= L12::NW * L12::KC;
+        return w8 ? qattn_decode_mma_launch_t<D, CF, QATTN_FMT_FP16, 1>(p, (hipStream_t)stream, err)
+                  : qattn_decode_mma_launch_t<D, CF, QATTN_FMT_FP16, 0>(p, (hipStream_t)stream, err);
+    }
 }
 
 #define QATTN_DECODE_MMA_INSTANCE(D, CF, NAME)                                              \

@@ -10,7 +10,8 @@
  * path combines inside a cluster runs again with QATTN_DECODE_CLUSTER=0, so
  * that the combine kernels stay checked; and every case again with the values
  * the NVIDIA path reads before its wait spoiled (QATTN_DECODE_SPEC=spoil-len,
- * spoil-rows), so that the path that redoes its first copies is checked.
+ * spoil-rows), so that the path that redoes its first copies is checked, and
+ * in both block forms of the 8-bit caches (QATTN_DECODE_WARPS=8, 12).
  * Also the split rule on a table of shapes and the dispatcher's messages. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdint.h>
@@ -203,6 +204,13 @@ int main(int argc, char **argv)
             setenv("QATTN_DECODE_SPEC", spoil[k], 1);
             run_case(i, 0, label);
             unsetenv("QATTN_DECODE_SPEC");
+        }
+        static const char *const warps[2] = {"8", "12"};
+        for (int k = 0; k < 2; k++) {
+            snprintf(label, sizeof label, "case %zu %s warps", i, warps[k]);
+            setenv("QATTN_DECODE_WARPS", warps[k], 1);
+            run_case(i, 0, label);
+            unsetenv("QATTN_DECODE_WARPS");
         }
         snprintf(label, sizeof label, "case %zu portable", i);
         run_case(i, 1u << QATTN_KERNELS_PATH_PORTABLE, label);
