@@ -311,6 +311,17 @@ static void emu_seg_free(emu_seg *e)
     free(e->vsc);
 }
 
+/* the last d - dn channels of n rows of d, rounded to bf16: [n, d - dn], or NULL */
+static float *rope_bf16(const float *x, size_t n, size_t d, size_t dn)
+{
+    float *r = malloc(n * (d - dn) * sizeof *r);
+    if (r)
+        for (size_t i = 0; i < n; i++)
+            for (size_t c = dn; c < d; c++)
+                r[i * (d - dn) + c - dn] = qattn_fmt_round(QATTN_FMT_BF16, x[i * d + c]);
+    return r;
+}
+
 static int emu_prepare(const qattn_scheme *s, const float *q, const float *k, const float *v, size_t sq, size_t sk,
                        size_t d, emu_seg *e, qattn_err *err)
 {
@@ -422,18 +433,8 @@ static int emu_prepare(const qattn_scheme *s, const float *q, const float *k, co
         }
         e->qk_groups = 1;
         e->qk_ch = s->q.group.ch > 0 ? (size_t)s->q.group.ch : dn;
-        if (rope) {
-            e->qrope = malloc(sq * rope * sizeof *e->qrope);
-            e->krope = malloc(sk * rope * sizeof *e->krope);
-            if (!e->qrope || !e->krope)
-                goto nomem;
-            for (size_t i = 0; i < sq; i++)
-                for (size_t c = 0; c < rope; c++)
-                    e->qrope[i * rope + c] = qattn_fmt_round(QATTN_FMT_BF16, qs[i * d + dn + c]);
-            for (size_t j = 0; j < sk; j++)
-                for (size_t c = 0; c < rope; c++)
-                    e->krope[j * rope + c] = qattn_fmt_round(QATTN_FMT_BF16, ks[j * d + dn + c]);
-        }
+        if (rope && (!(e->qrope = rope_bf16(qs, sq, d, dn)) || !(e->krope = rope_bf16(ks, sk, d, dn))))
+            goto nomem;
     }
     if (e->factored) {
         e->qsc = malloc(sq * sizeof *e->qsc);
