@@ -275,11 +275,11 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     const int spec = SPEC && p.spec && !p.cu_q && rt * QATTN_DMMA_ROWS < p.seqlen_q * grp;
     const int cap = p.cache.max_pages * p.cache.page_size;
     int sk32 = 0;
-    if (SPEC && spec) {
+    if (spec) {
         const int len = p.cache.len[b] + (p.spec == 2);
         sk32 = len < cap ? len : cap;
     }
-    if (!SPEC || !spec)
+    if (!spec)
         qattn_port_wait_prior();
     int64_t tq0, tu0;
     int sq;
@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     const int nrows = sq * grp, r0 = rt * QATTN_DMMA_ROWS;
     if (r0 >= nrows)
         return;
-    if (!SPEC || !spec)
+    if (!spec)
         sk32 = p.cache.len[b];
     auto q_at = [&](int r) -> int64_t {
         const int i = tok_of(r);
@@ -322,12 +322,13 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
                 qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_FP32>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
         }
     };
-    if (!SPEC || !spec)
+    if (!spec)
         load_q();
     /* the split's geometry for a length: the block's keys [kbeg, kend), its chunks, this lane's rows'
      * keys relative to kbeg (empty rows: an empty range) */
     int64_t kbeg = 0, kend = 0;
-    int nchunk = 0, rlo32[2] = {0, 0}, rhi32[2] = {0, 0};
+    int nchunk = 0, rlo32[2] = {0, 0}, rhi32[2] = {0, 0}, mine = 0; /* mine: chunks of this warp */
+    unsigned kb32 = 0, ke32 = 0;                                     /* kbeg, kend: positions < 2^31 */
     auto geometry = [&](int len) {
         const int64_t sk = len;
         unsigned a32, e32;
@@ -351,6 +352,8 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         kbeg = kbeg > a ? kbeg : a;
         kend = kend < e ? kend : e;
         nchunk = kend > kbeg ? (int)((kend - kbeg + KC - 1) / KC) : 0;
+        mine = nchunk > warp ? (nchunk - warp + NW - 1) / NW : 0;
+        kb32 = (unsigned)kbeg, ke32 = (unsigned)kend;
         for (int i = 0; i < 2; i++) {
             rlo32[i] = rhi[i] > rlo[i] ? (int)(rlo[i] - kbeg) : 0;
             rhi32[i] = rhi[i] > rlo[i] ? (int)(rhi[i] - kbeg) : 0;
@@ -367,7 +370,6 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     const float *vsc = p.cache.v_scale ? p.cache.v_scale + ((int64_t)b * p.hkv + hk) * p.cache.v_ntok : 0;
     const int32_t *table = p.cache.table + (int64_t)b * p.cache.max_pages;
     const unsigned ps = (unsigned)p.cache.page_size;
-    unsigned kb32 = (unsigned)kbeg, ke32 = (unsigned)kend; /* positions < 2^31 */
 
     /* the pool row (token) of lane's key of chunk c through the block table, ~0 past the split
      * (pools of < 2^32 tokens, the launch checks); looked up a chunk ahead of its copies, so that
@@ -417,7 +419,6 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-    int mine = nchunk > warp ? (nchunk - warp + NW - 1) / NW : 0; /* chunks of this warp */
     unsigned pre[ST]; /* the first ST chunks' lookups, in flight together */
 #pragma unroll
     for (int s = 0; s < ST; s++)
@@ -453,8 +454,6 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
                 __syncwarp();
                 sk32 = len;
                 geometry(sk32);
-                kb32 = (unsigned)kbeg, ke32 = (unsigned)kend;
-                mine = nchunk > warp ? (nchunk - warp + NW - 1) / NW : 0;
 #pragma unroll
                 for (int s = 0; s < ST; s++)
                     pre[s] = s < mine ? lookup(warp + s * NW) : ~0u;
