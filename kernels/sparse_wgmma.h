@@ -72,33 +72,30 @@ static __device__ __forceinline__ qattn_spw_pair qattn_spw_widen16_slow(uint4 w,
 }
 
 /* F8: the bf16 values of 16 e4m3 codes (w) times 2^k (scale code sc, k =
- * sc - 127) as 32 bytes (lo: codes 0-7, hi: 8-15). A normal code s eeee mmm
- * is 2^(e - 7 + k) (1 + m / 8): bf16 s, exponent e + 120 + k, mantissa m << 4:
- * per pair of codes, the magnitudes spread to 16-bit lanes (prmt), shifted
- * and biased in one multiply-add, the signs placed by a sign-replicating prmt
- * and merged (the conversion units would take 4 instructions a pair at a
- * quarter of the rate). A piece with a zero or subnormal code (exponent field
- * 0), or a scale below 2^-119, needs the float path: *slow is set. */
+ * sc - 127) as 32 bytes (lo: codes 0-7, hi: 8-15). A code s eeee mmm placed
+ * as the bf16 s 0000eeee mmm0000 is its value times 2^-120, zero and
+ * subnormal codes included (bf16 subnormals); one bf16x2 multiply by
+ * 2^(120 + k) makes it the exact product. Per pair of codes: a
+ * sign-filling prmt spreads them to 16-bit lanes, a shift and a mask place
+ * them, the multiply scales (kernels/probes/e4m3_bf16_widen.cu: every code
+ * exact for every scale code up to 134 on the H200; the exponent-add form it
+ * replaced needed a zero test a word). Larger scales overflow 2^(120 + k):
+ * the float path (*slow). */
 static __device__ __forceinline__ qattn_spw_pair qattn_spw_widen16(uint4 w, uint32_t sc, int *slow)
 {
     const uint32_t in[4] = {w.x, w.y, w.z, w.w};
-    const uint32_t bias = (sc - 7u) << 7; /* (120 + k) << 7 */
-    const uint32_t bias2 = bias | bias << 16;
-    uint32_t o[8], zero = 0;
+    const uint32_t m16 = (sc + 120u) << 7, mul = m16 | m16 << 16; /* 2^(120 + k), bf16x2 */
+    uint32_t o[8];
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-        /* exponent fields are at most 0x78: a zero one borrows into its byte's top bit */
-        zero |= (in[k] & 0x78787878u) - 0x01010101u;
-        const uint32_t mag = in[k] & 0x7f7f7f7fu;
+    for (int k = 0; k < 4; k++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            uint32_t t, sg;
-            asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(t) : "r"(mag), "r"(h ? 0x4342u : 0x4140u));
-            asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(sg) : "r"(in[k]), "r"(h ? 0xb4a4u : 0x9484u)); /* sign bytes */
-            o[2 * k + h] = (t * 16u + bias2) | (sg & 0x80008000u);
+            uint32_t t;
+            asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(t) : "r"(in[k]), "r"(h ? 0xb3a2u : 0x9180u)); /* [sign fill][code] */
+            t = (t << 4) & 0x87f087f0u;
+            asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(o[2 * k + h]) : "r"(t), "r"(mul));
         }
-    }
-    *slow = (zero & 0x80808080u) || sc < 8u;
+    *slow = sc > 134u;
     return {make_uint4(o[0], o[1], o[2], o[3]), make_uint4(o[4], o[5], o[6], o[7])};
 }
 
