@@ -80,8 +80,9 @@ static __device__ __forceinline__ qattn_spw_pair qattn_spw_widen16_slow(uint4 w,
  * them, the multiply scales (kernels/probes/e4m3_bf16_widen.cu: every code
  * exact for every scale code up to 134 on the H200; the exponent-add form it
  * replaced needed a zero test a word). Larger scales overflow 2^(120 + k):
- * the float path (*slow). */
-static __device__ __forceinline__ qattn_spw_pair qattn_spw_widen16(uint4 w, uint32_t sc, int *slow)
+ * the float path (QATTN_SPW_SC_FAST). Zero codes (a hole's) give +0. */
+#define QATTN_SPW_SC_FAST 134u /* the largest scale code qattn_spw_widen16 takes */
+static __device__ __forceinline__ qattn_spw_pair qattn_spw_widen16(uint4 w, uint32_t sc)
 {
     const uint32_t in[4] = {w.x, w.y, w.z, w.w};
     const uint32_t m16 = (sc + 120u) << 7, mul = m16 | m16 << 16; /* 2^(120 + k), bf16x2 */
@@ -95,8 +96,57 @@ static __device__ __forceinline__ qattn_spw_pair qattn_spw_widen16(uint4 w, uint
             t = (t << 4) & 0x87f087f0u;
             asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(o[2 * k + h]) : "r"(t), "r"(mul));
         }
-    *slow = sc > 134u;
     return {make_uint4(o[0], o[1], o[2], o[3]), make_uint4(o[4], o[5], o[6], o[7])};
+}
+
+/* F8: N pieces of 16 codes (cw[x], scale code byte x & 3 of sw[x >> 2]) widened and handed to
+ * put(x, v); where a lane of the warp has a scale above the fast path's, the warp takes the form
+ * with the float path for those pieces together (rare) */
+template <int SLOW, int N, class Put>
+static __device__ __forceinline__ void qattn_spw_widen_each(const uint4 *cw, const uint32_t *sw, Put put)
+{
+#pragma unroll
+    for (int x = 0; x < N; x++) {
+        const uint32_t sc = sw[x >> 2] >> (8 * (x & 3)) & 255u;
+        qattn_spw_pair v = qattn_spw_widen16(cw[x], sc);
+        if (SLOW && sc > QATTN_SPW_SC_FAST)
+            v = qattn_spw_widen16_slow(cw[x], sc);
+        put(x, v);
+    }
+}
+template <int N, class Put>
+static __device__ __forceinline__ void qattn_spw_widen_pieces(const uint4 *cw, const uint32_t *sw, Put put)
+{
+    int big = 0;
+#pragma unroll
+    for (int x = 0; x < N; x++)
+        big |= (sw[x >> 2] >> (8 * (x & 3)) & 255u) > QATTN_SPW_SC_FAST;
+    if (__any_sync(0xffffffffu, big))
+        qattn_spw_widen_each<1, N>(cw, sw, put);
+    else
+        qattn_spw_widen_each<0, N>(cw, sw, put);
+}
+
+/* test (params widen_table): every e4m3 code (piece lane & 15, codes 16 (lane & 15) ..) times every
+ * scale code (block sc) by the producer's widening, [256 scale codes][256 codes] bf16 */
+static __global__ void qattn_sparse_widen_table_kernel(uint16_t *out)
+{
+#if QATTN_WGMMA
+    const unsigned lane = threadIdx.x & 31u, sc = blockIdx.x, c0 = 16u * (lane & 15u);
+    uint32_t wd[4];
+    for (int k = 0; k < 4; k++)
+        wd[k] = (c0 + 4 * k) | (c0 + 4 * k + 1) << 8 | (c0 + 4 * k + 2) << 16 | (c0 + 4 * k + 3) << 24;
+    const uint4 cw[1] = {make_uint4(wd[0], wd[1], wd[2], wd[3])};
+    const uint32_t sw[1] = {sc};
+    qattn_spw_widen_pieces<1>(cw, sw, [&](int, const qattn_spw_pair &v) {
+        if (lane < 16) {
+            *(uint4 *)(out + sc * 256 + c0) = v.lo;
+            *(uint4 *)(out + sc * 256 + c0 + 8) = v.hi;
+        }
+    });
+#else
+    (void)out;
+#endif
 }
 
 template <int F8>
@@ -201,9 +251,8 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
             }
             uint4 cw[8];     /* the codes of piece h of quarter qq at 2 qq + h */
             uint32_t sw[2];  /* their scale codes, byte x & 3 of sw[x >> 2] */
-            uint32_t hole = 0; /* bit 2 qq + h: the piece's row is a hole */
-            auto load = [&]() { /* block j + 1's pieces, from cb1 / sb1 */
-                hole = 0, sw[0] = sw[1] = 0;
+            auto load = [&]() { /* block j + 1's pieces, from cb1 / sb1 (a hole's: zero codes, scale 1) */
+                sw[0] = sw[1] = 0;
 #pragma unroll
                 for (int qq = 0; qq < 4; qq++) {
                     const uint64_t ca0 = shfl64(cb1, 2 * qq), ca1 = shfl64(cb1, 2 * qq + 1);
@@ -214,7 +263,6 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                         cw[2 * qq + h] = ca ? __ldg((const uint4 *)(ca + 16 * ch[h])) : make_uint4(0u, 0u, 0u, 0u);
                         const uint32_t sc = sa ? __ldg((const uint8_t *)(sa + (ch[h] >> 2))) : 127u;
                         sw[qq >> 1] |= sc << (8 * (2 * (qq & 1) + h));
-                        hole |= ca ? 0u : 1u << (2 * qq + h);
                     }
                 }
             };
@@ -233,19 +281,11 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                 }
                 qattn_cp_async_mbar_arrive(QATTN_SPW_FULL(j & 1));
                 const int page_next = page_of(pos_next); /* block j + 3's lookups: their latency passes under the widening */
-#pragma unroll
-                for (int x = 0; x < 8; x++) {
-                    int slow;
-                    const uint32_t sc = sw[x >> 2] >> (8 * (x & 3)) & 255u;
-                    qattn_spw_pair v = qattn_spw_widen16(cw[x], sc, &slow);
-                    slow &= !(hole >> x & 1u);
-                    if (__any_sync(0xffffffffu, slow) && slow) /* rare: the warp takes it together */
-                        v = qattn_spw_widen16_slow(cw[x], sc);
-                    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+                qattn_spw_widen_pieces<8>(cw, sw, [&](int x, const qattn_spw_pair &v) {
                     uint8_t *dq = dst + (x >> 1) * (16 * 128); /* quarter x / 2 */
-                    *(uint4 *)(dq + dst_off[x & 1]) = hole >> x & 1u ? zero : v.lo; /* lanes 24-31: h = 1 again */
-                    *(uint4 *)(dq + (dst_off[x & 1] ^ 16)) = hole >> x & 1u ? zero : v.hi;
-                }
+                    *(uint4 *)(dq + dst_off[x & 1]) = v.lo; /* lanes 24-31: h = 1 again */
+                    *(uint4 *)(dq + (dst_off[x & 1] ^ 16)) = v.hi;
+                });
                 qattn_fence_proxy_async_smem(); /* the widened values, read by wgmma */
                 qattn_mbar_arrive(QATTN_SPW_FULL(j & 1));
                 kb2 = key_of(pos_next, page_next);
@@ -489,6 +529,13 @@ template <int F8>
 static int qattn_sparse_wgmma_launch(const qattn_kernels_sparse_params *pp, void *stream, qattn_err *err)
 {
     const qattn_kernels_sparse_params p = *pp;
+    if (F8 && p.widen_table) { /* test: the producer's widening of every code and scale */
+        if (qattn_kernels_dev_cc() != 90)
+            return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED, "sparse wgmma: needs an sm_90 GPU");
+        hipLaunchKernelGGL(qattn_sparse_widen_table_kernel, dim3(256), dim3(32), 0, (hipStream_t)stream, p.widen_table);
+        QATTN_DECODE_CHECK(hipGetLastError(), "sparse widen table launch");
+        return QATTN_OK;
+    }
     int rc = qattn_sparse_check_params(p, QATTN_SPW_D, err);
     if (rc)
         return rc;

@@ -5,13 +5,16 @@
  * case on the portable instance, which must give the emulation's
  * bits (o, lse). Built against a GPU backend (test_kernels_sparse_gpu, label
  * gpu): every case on the dispatcher's instance and on the portable one,
- * within the tolerances of qattn_kernels_sparse.h.
+ * within the tolerances of qattn_kernels_sparse.h; and the fused instance's
+ * widening of every e4m3 code times every e8m0 scale against the emulation's
+ * value rounded to bf16 (its fast and float paths).
  * Also the dispatcher's and the upload's messages. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../tests/check.h"
+#include "qattn/numerics.h"
 #include "qattn_kernels_sparse.h"
 
 #ifdef QATTN_TEST_SIM /* built against the host simulation */
@@ -44,6 +47,53 @@ static void run_case(size_t i, unsigned paths, const char *label)
         CHECK(r.pass, "%s: max |O - O_emu| / max|V| %.3g (tolerance %.1g), max |LSE - LSE_emu| %.3g (%.1g)", label,
               r.err, r.tol, r.max_dlse, r.lse_tol);
 }
+
+#ifndef QATTN_TEST_SIM
+/* the fused wgmma instance's widening (params widen_table): code c times scale code sc must be
+ * bf16(e4m3(c) x e8m0(sc)) bit for bit, NaN codes and the NaN scale 255 aside; scales above 2^7
+ * take the float path */
+static void widen_table(void)
+{
+    qattn_kernels_sparse_problem pb;
+    memset(&pb, 0, sizeof pb);
+    pb.sq = 1, pb.hq = 64, pb.hkv = 1, pb.d = 512, pb.rope = 64, pb.topk = 64;
+    pb.variant = QATTN_KERNELS_SPARSE_FUSED, pb.in = pb.out = QATTN_FMT_BF16;
+    pb.paths = 1u << QATTN_KERNELS_PATH_WGMMA;
+    qattn_err err = {{0}};
+    const qattn_kernels_sig *sig = NULL;
+    if (qattn_kernels_sparse_find(&pb, &sig, &err)) {
+        printf("widen table: skipped (%s)\n", err.msg);
+        return;
+    }
+    enum { N = 256 * 256 };
+    uint16_t *got = malloc(N * sizeof *got);
+    void *dev = NULL;
+    qattn_kernels_sparse_params p;
+    memset(&p, 0, sizeof p);
+    int rc = !got || qattn_kernels_dev_alloc(&dev, N * sizeof *got, &err) ||
+             qattn_kernels_dev_fill(dev, 0x5a, N * sizeof *got, &err);
+    if (!rc) {
+        p.widen_table = dev;
+        rc = sig->launch_sparse(&p, NULL, &err) || qattn_kernels_dev_sync(&err) ||
+             qattn_kernels_dev_from(got, dev, N * sizeof *got, &err);
+    }
+    CHECK(rc == 0, "widen table: %s", err.msg);
+    long bad = 0, slow = 0;
+    for (int sc = 0; sc < 255 && !rc; sc++)
+        for (int c = 0; c < 256; c++) {
+            if ((c & 0x7f) == 0x7f)
+                continue;
+            const uint16_t want = qattn_num_bf16_encode(qattn_num_e4m3_decode((uint8_t)c) * qattn_num_e8m0_decode((uint8_t)sc));
+            if (got[sc * 256 + c] != want && bad++ < 4)
+                printf("widen table: code 0x%02x, scale code %d: 0x%04x, want 0x%04x\n", c, sc, got[sc * 256 + c], want);
+            slow += sc > 134;
+        }
+    printf("widen table (%s): %ld of 254 x 254 differ (%ld on the float path)\n", sig->name, bad, slow);
+    CHECK(!rc && bad == 0, "widen table: %ld codes differ from bf16(e4m3 x e8m0)", bad);
+    qattn_kernels_dev_free(dev);
+    free(got);
+}
+#endif
 
 /* what no instance takes, and the upload's refusals */
 static void messages(void)
@@ -108,6 +158,9 @@ int main(int argc, char **argv)
         return 1;
     }
     messages();
+#ifndef QATTN_TEST_SIM
+    widen_table();
+#endif
     size_t ncase;
     const qattn_kernels_sparse_case *cases = qattn_kernels_sparse_cases(&ncase);
     for (size_t i = 0; i < ncase; i++) {
