@@ -82,20 +82,31 @@ static __device__ __forceinline__ qattn_spw_pair qattn_spw_widen16_slow(uint4 w,
  * replaced needed a zero test a word). Larger scales overflow 2^(120 + k):
  * the float path (QATTN_SPW_SC_FAST). Zero codes (a hole's) give +0. */
 #define QATTN_SPW_SC_FAST 134u /* the largest scale code qattn_spw_widen16 takes */
+/* 2^(120 + k) for scale code sc (at most QATTN_SPW_SC_FAST) as a bf16x2 multiplier */
+static __device__ __forceinline__ uint32_t qattn_spw_mul(uint32_t sc)
+{
+    const uint32_t m16 = (sc + 120u) << 7;
+    return m16 | m16 << 16;
+}
+/* the codes in bytes b, b + 1 of w (sel 0x9180: bytes 0, 1; 0xb3a2: 2, 3) times the scale of mul, bf16x2 */
+static __device__ __forceinline__ uint32_t qattn_spw_pair_bf16(uint32_t w, uint32_t sel, uint32_t mul)
+{
+    uint32_t t;
+    asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(t) : "r"(w), "r"(sel)); /* [sign fill][code] lanes */
+    t = (t << 4) & 0x87f087f0u;
+    asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(t) : "r"(t), "r"(mul));
+    return t;
+}
 static __device__ __forceinline__ qattn_spw_pair qattn_spw_widen16(uint4 w, uint32_t sc)
 {
     const uint32_t in[4] = {w.x, w.y, w.z, w.w};
-    const uint32_t m16 = (sc + 120u) << 7, mul = m16 | m16 << 16; /* 2^(120 + k), bf16x2 */
+    const uint32_t mul = qattn_spw_mul(sc);
     uint32_t o[8];
 #pragma unroll
     for (int k = 0; k < 4; k++)
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            uint32_t t;
-            asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(t) : "r"(in[k]), "r"(h ? 0xb3a2u : 0x9180u)); /* [sign fill][code] */
-            t = (t << 4) & 0x87f087f0u;
-            asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(o[2 * k + h]) : "r"(t), "r"(mul));
-        }
+        for (int h = 0; h < 2; h++)
+            o[2 * k + h] = qattn_spw_pair_bf16(in[k], h ? 0xb3a2u : 0x9180u, mul);
     return {make_uint4(o[0], o[1], o[2], o[3]), make_uint4(o[4], o[5], o[6], o[7])};
 }
 
@@ -340,7 +351,8 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
     if constexpr (F8) { /* the scheme's Q: e4m3 codes with an e8m0 scale per 64 nope channels, in place */
         /* per (row, 64-channel slab): the slab in registers, its amax on the bf16 magnitudes (their
          * integer order), then codes = rn(x / s) by the conversion unit (s a power of two: x / s =
-         * x * (1 / s) exactly; saturating, as qattn_num_round) and back as bf16 values */
+         * x * (1 / s) exactly; saturating, as qattn_num_round) and back as bf16 values (the producers'
+         * widening in place of the two conversions back measured no faster, H200 2026-11-29) */
         for (int it = tid - 128; it < QATTN_SPW_ROWS * 7; it += 256) {
             const int r = it & 63, sl = it >> 6; /* 8 threads: 8 rows of a slab, 8 distinct bank groups */
             uint32_t u[32];
