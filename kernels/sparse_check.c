@@ -43,6 +43,7 @@ static const qattn_kernels_sparse_case cases[] = {
     {128, 64, 8, 2, 10, 100, 400, 150, 7, SP, 1, FU, 1},
     {128, 0, 8, 2, 10, 100, 400, 150, 16, SP, 1, BF, 0},
     {256, 64, 96, 1, 4, 300, 900, 899, 32, SP, 1, PP, 0},
+    {512, 64, 256, 2, 3, 128, 700, 400, 32, SP, 1, FU, 1}, /* two tiles a kv head (wgmma: clusters of two) */
 };
 
 const qattn_kernels_sparse_case *qattn_kernels_sparse_cases(size_t *n)
