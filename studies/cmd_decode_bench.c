@@ -94,8 +94,8 @@ typedef struct shape {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: qattn decode-bench [--out FILE.csv] [--caches LIST] [--shapes LIST] [--page P] [--reps R]\n"
-            "                          [--copy-mib M]\n\n"
+            "usage: qattn decode-bench [--out FILE.csv] [--caches LIST] [--shapes LIST] [--page P]\n"
+            "                          [--page-order ORDER] [--reps R] [--copy-mib M]\n\n"
             "Times split-KV decode over a paged KV cache on the GPU (one query row per sequence,\n"
             "hq = 8 hkv, d = 128, causal-br): the plan's num_splits, and num_splits = 1 beside it\n"
             "where the plan splits; a 1 GiB device-to-device copy in the same run. The torch\n"
@@ -104,10 +104,14 @@ static void usage(FILE *f)
             "  --shapes LIST   SK:BATCH:HKV triples, comma-separated (default 1024:1:1,32768:1:1,\n"
             "                  131072:1:1,32768:1:8,8192:8:8,32768:8:8,131072:4:8,1024:64:8,8192:64:8)\n"
             "  --page P        page size in tokens (default 16)\n"
+            "  --page-order O  where the pages lie in the pool: shuffled (default: any page anywhere),\n"
+            "                  local (shuffled within runs of pages that span 2 MiB of a pool), sorted\n"
+            "                  (each sequence's pages in order: its K and V contiguous, as torch reads them)\n"
             "  --reps R        timed runs (default 30)\n"
             "  --copy-mib M    size of the timed device-to-device copy (default 1024)\n"
             "  --splits LIST   num_splits to time besides the plan's and 1 (tuning the split rule)\n"
-            "CSV: device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine,us_split\n"
+            "CSV: device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine,us_split,\n"
+            "page_order\n"
             "(us: split kernel + combine; us_combine: the combine kernel alone, us_split: the split kernel alone\n"
             "writing partials, both empty without splits; 1 - us_split / us is what the combine adds to a decode\n"
             "step, also where 2-8 splits combine inside a thread-block cluster and no combine kernel runs)\n");
@@ -118,7 +122,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
     const char *out = NULL, *caches = "bf16,int8@token,e4m3@token",
                *shapes = "1024:1:1,32768:1:1,131072:1:1,32768:1:8,8192:8:8,32768:8:8,131072:4:8,1024:64:8,8192:64:8";
     long long page_v = 16, reps_v = 30, copy_v = 1024;
-    const char *split_list = NULL;
+    const char *split_list = NULL, *order = "shuffled";
     const qattn_opt opts[] = {
         {"out", QATTN_OPT_STR, &out, NULL, 0, 0},
         {"caches", QATTN_OPT_STR, &caches, NULL, 0, 0},
@@ -127,12 +131,17 @@ int qattn_cmd_decode_bench(int argc, char **argv)
         {"reps", QATTN_OPT_INT, &reps_v, NULL, 1, 1000},
         {"copy-mib", QATTN_OPT_INT, &copy_v, NULL, 1, 16384},
         {"splits", QATTN_OPT_STR, &split_list, NULL, 0, 0},
+        {"page-order", QATTN_OPT_STR, &order, NULL, 0, 0},
         {NULL, 0, NULL, NULL, 0, 0}};
     int prc = qattn_cli_parse(argc, argv, opts, NULL);
     if (prc)
         return prc == QATTN_CLI_HELP ? (usage(stdout), QATTN_EXIT_OK) : prc;
     if (out && (prc = qattn_cli_check_out_file("decode-bench", "--out", out)))
         return prc;
+    if (strcmp(order, "shuffled") && strcmp(order, "local") && strcmp(order, "sorted")) {
+        fprintf(stderr, "qattn decode-bench: --page-order: unknown order '%s' (shuffled, local, sorted)\n", order);
+        return QATTN_EXIT_INPUT;
+    }
     qattn_err err;
     char clist[1024], slist[1024];
     snprintf(clist, sizeof clist, "%s", caches);
@@ -211,7 +220,8 @@ int qattn_cmd_decode_bench(int argc, char **argv)
         }
         f = o.f;
     }
-    fprintf(f, "device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine,us_split\n");
+    fprintf(f, "device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine,us_split,"
+               "page_order\n");
     uint64_t seed = 7;
     for (int ci = 0; ci < nc && !rc; ci++)
         for (int si = 0; si < nsh && !rc; si++) {
@@ -243,10 +253,18 @@ int qattn_cmd_decode_bench(int argc, char **argv)
             if (!rc) {
                 for (int64_t i = 0; i < npages; i++)
                     tab[i] = (int32_t)i;
-                for (int64_t i = npages - 1; i > 0; i--) { /* pages in a shuffled order */
-                    int64_t j = (int64_t)(mix(seed++) % (uint64_t)(i + 1));
-                    int32_t t = tab[i];
-                    tab[i] = tab[j], tab[j] = t;
+                /* pages shuffled over the pool, or within runs spanning 2 MiB of a pool (local), or not */
+                const int64_t pbytes = (int64_t)page * s.hkv * d * elt;
+                const int64_t run = !strcmp(order, "local") ? ((int64_t)2 << 20) / pbytes > 1 ? ((int64_t)2 << 20) / pbytes : 1
+                                    : !strcmp(order, "sorted") ? 1
+                                                               : npages;
+                for (int64_t r0 = 0; r0 < npages; r0 += run) {
+                    const int64_t n = npages - r0 < run ? npages - r0 : run;
+                    for (int64_t i = n - 1; i > 0; i--) {
+                        int64_t j = (int64_t)(mix(seed++) % (uint64_t)(i + 1));
+                        int32_t t = tab[r0 + i];
+                        tab[r0 + i] = tab[r0 + j], tab[r0 + j] = t;
+                    }
                 }
                 for (int b = 0; b < nb; b++)
                     lens[b] = s.sk;
@@ -329,9 +347,9 @@ int qattn_cmd_decode_bench(int argc, char **argv)
                         char comb[64] = ",";
                         if (pl->num_splits > 1)
                             snprintf(comb, sizeof comb, "%.2f,%.2f", mc * 1e3, msp * 1e3);
-                        fprintf(f, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%.2f,%.4g,%.1f,,%s\n", dev, date, pl->sig->name,
+                        fprintf(f, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%.2f,%.4g,%.1f,,%s,%s\n", dev, date, pl->sig->name,
                                 cname[ci], s.sk, s.batch, hq, s.hkv, pl->num_splits, ms * 1e3,
-                                kv / (ms * 1e-3) * 1e-9, copy_gbs, comb);
+                                kv / (ms * 1e-3) * 1e-9, copy_gbs, comb, order);
                         fprintf(stderr,
                                 "decode-bench: %-12s sk %-6d batch %-2d hkv %d: %-26s splits %-3d %9.2f us  %7.1f GB/s "
                                 "(%.2f of the copy; %d replicas; split kernel alone %.2f us)\n",

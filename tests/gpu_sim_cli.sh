@@ -87,10 +87,16 @@ check "decode-bench: header" test "$(head -n 1 "$csv" 2>/dev/null | cut -d, -f1-
     "device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch"
 check "decode-bench: per cache the plan's splits (> 1) and num_splits 1, positive times" \
     awk -F, 'NR > 1 && $5 == 300 && $6 == 1 && $7 == 8 && $8 == 1 && $10 > 0 && $11 > 0 {
-                 n++; if ($9 > 1 && $14 > 0 && $15 > 0) s++; if ($9 == 1 && $14 == "" && $15 == "" && NF == 15) u++ }
+                 n++; if ($9 > 1 && $14 > 0 && $15 > 0) s++; if ($9 == 1 && $14 == "" && $15 == "" && NF == 16) u++ }
              END { exit !(n == 4 && s == 2 && u == 2 && NR == 5) }' "$csv"
-check "decode-bench: us_combine and us_split after us_torch" test "$(head -n 1 "$csv" 2>/dev/null | cut -d, -f14-)" = \
-    "us_combine,us_split"
+check "decode-bench: us_combine, us_split and page_order after us_torch" \
+    test "$(head -n 1 "$csv" 2>/dev/null | cut -d, -f14-)" = "us_combine,us_split,page_order"
+check "decode-bench: pages shuffled by default" awk -F, 'NR > 1 && $16 != "shuffled" { exit 1 }' "$csv"
+csv=$S/decode_sorted.csv
+if "$Q" decode-bench --caches bf16 --shapes 300:2:1 --reps 1 --copy-mib 1 --page-order sorted --out "$csv" \
+    >"$OUT" 2>"$ERR"; then ok "decode-bench --page-order sorted: exit 0"; else bad "decode-bench sorted: $(tail -c 400 "$ERR")"; fi
+check "decode-bench --page-order sorted: the column says so" \
+    awk -F, 'NR > 1 { n++; if ($16 != "sorted" || $10 <= 0) exit 1 } END { exit !(n == 2) }' "$csv"
 
 # ---- bench: CSV contract on a tiny problem ----
 csv=$S/bench.csv
@@ -122,6 +128,9 @@ check "decode-bench: bad --shapes: no file" test ! -e "$S/x6.csv"
 expect_err "decode-bench: unknown cache format" "unknown format" "" "$Q" decode-bench --caches int9 --out "$S/x7.csv"
 expect_err "decode-bench: --page 0" "--page" "" "$Q" decode-bench --page 0
 expect_err "decode-bench: bad --splits" "--splits: bad value '0'" "" "$Q" decode-bench --splits 4,0
+expect_err "decode-bench: unknown --page-order" "--page-order: unknown order 'random'" "" "$Q" decode-bench \
+    --page-order random --out "$S/x10.csv"
+check "decode-bench: unknown --page-order: no file" test ! -e "$S/x10.csv"
 expect_err "sparse-bench: unknown variant" "unknown variant 'int9'" "" "$Q" sparse-bench --variants bf16,int9 \
     --out "$S/x8.csv"
 check "sparse-bench: unknown variant: no file" test ! -e "$S/x8.csv"
