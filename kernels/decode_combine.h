@@ -248,7 +248,7 @@ static __device__ __forceinline__ void qattn_decode_cluster_combine(const qattn_
             for (int s = 0; s < NS; s++)
                 if (s < ns)
                     qattn_decode_combine_add<4>(ls[s], lm, x[s], acc, sum);
-        const int i = (int)qattn_decode_div(p.div_grp, (unsigned)pr), h = hk * grp + pr - i * grp;
+        const int i = (int)qattn_fastdiv(p.div_grp, (unsigned)pr), h = hk * grp + pr - i * grp;
         qattn_decode_combine_put<4>(p, b, tu0 + i, h, c, acc, sum, lm);
         if (c == 0 && p.lse)
             p.lse[(int64_t)h * p.lse_sh + tq0 + i] = lm == -INFINITY ? -INFINITY : lm + logf(sum);

@@ -222,7 +222,7 @@ static __device__ __forceinline__ void qattn_dmma_prefetch_split(const qattn_ker
     qattn_decode_split_keys(p, (unsigned)sk, (unsigned)sp, &a, &e);
     if (e <= a)
         return;
-    const unsigned pg0 = qattn_decode_div(p.div_page, a), pg1 = qattn_decode_div(p.div_page, e - 1);
+    const unsigned pg0 = qattn_fastdiv(p.div_page, a), pg1 = qattn_fastdiv(p.div_page, e - 1);
     const unsigned ps = (unsigned)p.cache.page_size, rowb = (unsigned)(D * ELT);
     const int32_t *table = p.cache.table + (int64_t)b * p.cache.max_pages;
     /* one bulk prefetch a page (its rows are contiguous with one kv head: with several, rows of
@@ -259,9 +259,9 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int g = lane >> 2, t4 = lane & 3;
     const int grp = (int)p.div_grp.d;
-    const int rt = (int)qattn_decode_div(p.div_hkv, blockIdx.x), hk = (int)blockIdx.x - rt * p.hkv;
+    const int rt = (int)qattn_fastdiv(p.div_hkv, blockIdx.x), hk = (int)blockIdx.x - rt * p.hkv;
     /* packed row r: token r / grp, q head hk grp + r % grp */
-    auto tok_of = [&](int r) -> int { return (int)qattn_decode_div(p.div_grp, (unsigned)r); };
+    auto tok_of = [&](int r) -> int { return (int)qattn_fastdiv(p.div_grp, (unsigned)r); };
     const int b = (int)blockIdx.y, sp = (int)blockIdx.z;
     /* launched overlapping the previous kernel of the stream (a decode step's combine): its
      * blocks are resident and set up; nothing global is used before it is done, but the
@@ -378,7 +378,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         const unsigned x = kb32 + (unsigned)c * KC + lane;
         if (x >= ke32)
             return ~0u;
-        const unsigned pg = qattn_decode_div(p.div_page, x);
+        const unsigned pg = qattn_fastdiv(p.div_page, x);
         return (unsigned)table[pg] * ps + (x - pg * ps);
     };
     /* issue the loads of chunk c (this warp's) into stage st; row from lookup(c). Lane copies

@@ -100,7 +100,7 @@ static __device__ __forceinline__ float qattn_decode_val(const qattn_kernels_kvc
 
 /* the row's first token in [hq, Tq] (lse, partials) and in the user tensors */
 /* x / f.d for 0 <= x < 2^31 (qattn_kernels_fastdiv) */
-static __device__ __forceinline__ uint32_t qattn_decode_div(const qattn_kernels_fastdiv &f, uint32_t x)
+static __device__ __forceinline__ uint32_t qattn_fastdiv(const qattn_kernels_fastdiv &f, uint32_t x)
 {
     return f.mul ? (uint32_t)(((uint64_t)x * f.mul) >> 32) >> f.shift : x;
 }
@@ -110,9 +110,9 @@ static __device__ __forceinline__ uint32_t qattn_decode_div(const qattn_kernels_
 static __device__ __forceinline__ void qattn_decode_split_keys(const qattn_kernels_decode_params &p, unsigned sk,
                                                                unsigned sp, unsigned *a, unsigned *e)
 {
-    const unsigned qd = qattn_decode_div(p.div_splits, sk), rd = sk - qd * (unsigned)p.num_splits;
-    *a = sp * qd + qattn_decode_div(p.div_splits, sp * rd);
-    *e = (sp + 1) * qd + qattn_decode_div(p.div_splits, (sp + 1) * rd);
+    const unsigned qd = qattn_fastdiv(p.div_splits, sk), rd = sk - qd * (unsigned)p.num_splits;
+    *a = sp * qd + qattn_fastdiv(p.div_splits, sp * rd);
+    *e = (sp + 1) * qd + qattn_fastdiv(p.div_splits, (sp + 1) * rd);
 }
 
 static __device__ __forceinline__ void qattn_decode_rows(const qattn_kernels_decode_params &p, int b, int64_t *tq0,

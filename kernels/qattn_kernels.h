@@ -48,6 +48,15 @@
 extern "C" {
 #endif
 
+/* x / d for 0 <= x < 2^31 as a multiply-high and a shift (Granlund and
+ * Montgomery: mul = ceil(2^(31 + l) / d), l = ceil(log2 d)), so that the
+ * kernels divide by heads, splits and page sizes in two instructions
+ * (device side: qattn_fastdiv); mul 0 means d = 1 */
+typedef struct qattn_kernels_fastdiv {
+    uint32_t d, mul, shift;
+} qattn_kernels_fastdiv;
+void qattn_kernels_fastdiv_init(qattn_kernels_fastdiv *f, uint32_t d); /* d >= 1 */
+
 enum qattn_kernels_status {
     QATTN_KERNELS_ERR_DEVICE = -16,     /* a HIP/CUDA call or a launch failed */
     QATTN_KERNELS_ERR_UNSUPPORTED = -17 /* no instance for the scheme/problem */

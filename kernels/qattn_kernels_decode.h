@@ -33,15 +33,6 @@ extern "C" {
 #define QATTN_KERNELS_DECODE_SPLITS_MAX 256 /* most splits the plan takes */
 #define QATTN_DECODE_CLUSTER_MAX 8 /* most splits a row tile runs as one cluster (the portable size) */
 
-/* x / d for 0 <= x < 2^31 as a multiply-high and a shift (Granlund and
- * Montgomery: mul = ceil(2^(31 + l) / d), l = ceil(log2 d)), so that the
- * kernels' prologues divide by the heads, splits and page size in two
- * instructions; mul 0 means d = 1 */
-typedef struct qattn_kernels_fastdiv {
-    uint32_t d, mul, shift;
-} qattn_kernels_fastdiv;
-void qattn_kernels_fastdiv_init(qattn_kernels_fastdiv *f, uint32_t d); /* d >= 1 */
-
 typedef struct qattn_kernels_kvcache_dev {
     void *k, *v;                 /* [num_pages, page_size, hkv, row] device */
     float *k_scale, *v_scale;    /* [nseq, hkv, ntok, nch] device, or NULL (unscaled) */

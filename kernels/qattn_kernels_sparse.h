@@ -102,6 +102,7 @@ struct qattn_kernels_sparse_params {
     int q_fp8;              /* 1: Q.K on Q quantized per 64 channels (the fused variant) */
     float c2;               /* softmax scale * log2(e) */
     int kblock;             /* portable: listed keys a softmax block */
+    qattn_kernels_fastdiv div_page; /* by kv.page (1 without a pool): the wgmma producers' page lookups */
     uint16_t *widen_table;  /* test, fp8 wgmma instance: [256 scale codes][256 e4m3 codes] device bf16, the
                              * producer's widening of each (written instead of attention; NULL: attention) */
 };

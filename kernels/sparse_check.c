@@ -43,7 +43,10 @@ static const qattn_kernels_sparse_case cases[] = {
     {128, 64, 8, 2, 10, 100, 400, 150, 7, SP, 1, FU, 1},
     {128, 0, 8, 2, 10, 100, 400, 150, 16, SP, 1, BF, 0},
     {256, 64, 96, 1, 4, 300, 900, 899, 32, SP, 1, PP, 0},
-    {512, 64, 256, 2, 3, 128, 700, 400, 32, SP, 1, FU, 1}, /* two tiles a kv head (wgmma: clusters of two) */
+    {512, 64, 256, 2, 3, 128, 700, 400, 32, SP, 1, FU, 1}, /* two tiles a kv head */
+    {512, 64, 64, 1, 5, 512, 1000, 500, 7, SP, 0, FU, 0},  /* pages of 7 and of 1 on the fused producers */
+    {512, 64, 128, 1, 3, 2048, 2100, 1024, 1, DN, 1, FU, 0},
+    {512, 64, 64, 1, 4, 512, 1200, 1100, 3, SP, 1, BF, 0}, /* and on the bf16 one */
 };
 
 const qattn_kernels_sparse_case *qattn_kernels_sparse_cases(size_t *n)

@@ -283,6 +283,7 @@ int qattn_kernels_sparse_plan_init(qattn_kernels_sparse_plan *pl, const qattn_ke
     p->q_fp8 = pb->variant == QATTN_KERNELS_SPARSE_FUSED;
     p->c2 = qattn_kernels_softmax_c2(pb->scale, pb->d);
     p->kblock = pb->kblock > 0 ? pb->kblock : 64;
+    qattn_kernels_fastdiv_init(&p->div_page, (uint32_t)(p->kv.page > 0 ? p->kv.page : 1));
     return QATTN_OK;
 }
 

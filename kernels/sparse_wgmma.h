@@ -45,12 +45,27 @@
 #define QATTN_SPW_SCR QATTN_KERNELS_SPARSE_SC_ROW(QATTN_SPW_DN) /* F8: scale bytes a row */
 #define QATTN_SPW_SMEM (QATTN_SPW_OFF_RED + 6 * 64 * 4 + 1024) /* + alignment */
 
-/* the bf16 row of position pos, kv head g */
-static __device__ __forceinline__ const uint16_t *qattn_spw_row(const qattn_kernels_sparse_kv &kv, int64_t pos, int g)
+/* the row index (in [rows, hkv]) of position pos >= 0, kv head g, as qattn_sparse_page_row, with tab the
+ * pool page table's entry of pos (read by the caller; unused in the extend part); *ext as there */
+static __device__ __forceinline__ int64_t qattn_spw_page_row(const qattn_kernels_sparse_params &p, uint32_t pos, int32_t tab,
+                                                             int g, int *ext)
+{
+    *ext = (int64_t)pos >= p.kv.prefix;
+    if (!*ext)
+        return ((int64_t)tab * p.div_page.d + (pos - qattn_fastdiv(p.div_page, pos) * p.div_page.d)) * p.kv.hkv + g;
+    return ((int64_t)pos - p.kv.prefix) * p.kv.hkv + g;
+}
+/* the pool page table's entry of position pos >= 0 (0 outside the pool) */
+static __device__ __forceinline__ int32_t qattn_spw_page_of(const qattn_kernels_sparse_params &p, int32_t pos)
+{
+    return (int64_t)pos < p.kv.prefix ? p.kv.table[qattn_fastdiv(p.div_page, (uint32_t)pos)] : 0;
+}
+/* the bf16 row of position pos >= 0, kv head g */
+static __device__ __forceinline__ const uint16_t *qattn_spw_row(const qattn_kernels_sparse_params &p, int32_t pos, int g)
 {
     int ext;
-    const int64_t row = qattn_sparse_at(kv, pos, g, &ext);
-    return (const uint16_t *)(ext ? kv.ext.val : kv.pool.val) + row * QATTN_SPW_D;
+    const int64_t row = qattn_spw_page_row(p, (uint32_t)pos, qattn_spw_page_of(p, pos), g, &ext);
+    return (const uint16_t *)(ext ? p.kv.ext.val : p.kv.pool.val) + row * QATTN_SPW_D;
 }
 
 /* F8: the exact float path of qattn_spw_widen16, for the pieces it leaves */
@@ -110,6 +125,11 @@ static __device__ __forceinline__ qattn_spw_pair qattn_spw_widen16(uint4 w, uint
     return {make_uint4(o[0], o[1], o[2], o[3]), make_uint4(o[4], o[5], o[6], o[7])};
 }
 
+/* F8: scale code x of the bytes packed in sw (byte x & 3 of sw[x >> 2]) */
+static __device__ __forceinline__ uint32_t qattn_spw_scale_code(const uint32_t *sw, int x)
+{
+    return sw[x >> 2] >> (8 * (x & 3)) & 255u;
+}
 /* F8: N pieces of 16 codes (cw[x], scale code byte x & 3 of sw[x >> 2]) widened and handed to
  * put(x, v); where a lane of the warp has a scale above the fast path's, the warp takes the form
  * with the float path for those pieces together (rare) */
@@ -118,7 +138,7 @@ static __device__ __forceinline__ void qattn_spw_widen_each(const uint4 *cw, con
 {
 #pragma unroll
     for (int x = 0; x < N; x++) {
-        const uint32_t sc = sw[x >> 2] >> (8 * (x & 3)) & 255u;
+        const uint32_t sc = qattn_spw_scale_code(sw, x);
         qattn_spw_pair v = qattn_spw_widen16(cw[x], sc);
         if (SLOW && sc > QATTN_SPW_SC_FAST)
             v = qattn_spw_widen16_slow(cw[x], sc);
@@ -131,7 +151,7 @@ static __device__ __forceinline__ void qattn_spw_widen_pieces(const uint4 *cw, c
     int big = 0;
 #pragma unroll
     for (int x = 0; x < N; x++)
-        big |= (sw[x >> 2] >> (8 * (x & 3)) & 255u) > QATTN_SPW_SC_FAST;
+        big |= qattn_spw_scale_code(sw, x) > QATTN_SPW_SC_FAST;
     if (__any_sync(0xffffffffu, big))
         qattn_spw_widen_each<1, N>(cw, sw, put);
     else
@@ -208,24 +228,28 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
         }
         if constexpr (F8) {
             /* fp8 rows, two producer warpgroups (8 warps), each warp on its own rows with no barrier
-             * between warps: warp w owns rows 16 qq + 2w, 2w + 1 of every block (qq = 0..3). Its
-             * lanes load the block's codes and scale bytes into registers while the block before
-             * is consumed (8 pieces of 16 codes a lane), and once the stage is free they send the
-             * rows' rope channels by cp.async straight into the tile's last slab (arriving on the
-             * stage's full barrier as they land) and widen the codes into the tile. Lanes 0-7 find
-             * the warp's 8 keys of a block (list, page table) two blocks ahead, in registers. */
-            const int pt = (wg ? 128 : 0) + wt, lane = wt & 31, w = pt >> 5;
-            const int krow = 16 * (lane >> 1) + 2 * w + (lane & 1); /* lanes 0-7: their row of a block */
-            auto entry = [&](int jb) { /* lanes 0-7: the list entry of their row of block jb (-1: none) */
+             * between warps: warp w owns rows 16 qq + 2w, 2w + 1 of every block (qq = 0..3), four
+             * lanes a row. Lane l takes row l / 4 of the warp's eight and of that row the pieces of
+             * 16 codes 4k + l % 4 (k = 0..6: one in each 64-channel group, whose scale is byte k of
+             * the row's 8), so a block's 224 pieces are 7 a lane with no lane idle. Each lane finds
+             * its row's key (list, page table) two blocks ahead, in registers; loads the block's
+             * codes and scale bytes while the block before is consumed; once the stage is free,
+             * sends two of its row's rope pieces by cp.async straight into the tile's last slab
+             * (arriving on the stage's full barrier as they land) and widens its codes into the
+             * tile. A quarter warp's rows 2m, 2m + 1 swizzle by different low bits, so its 16-byte
+             * stores fill 8 distinct bank groups. */
+            const int pt = (wg ? 128 : 0) + wt, lane = wt & 31, w = pt >> 5, kr = lane >> 2, pq = lane & 3;
+            const int krow = 16 * (kr >> 1) + 2 * w + (kr & 1); /* this lane's row of a block */
+            auto entry = [&](int jb) { /* the list entry of this lane's row of block jb (-1: none) */
                 const int e = jb * KEYS + krow;
-                return lane < 8 && jb < nblk && e < len ? list[e] : -1;
+                return jb < nblk && e < len ? list[e] : -1;
             };
             auto page_of = [&](int pos) { /* the pool page of position pos (0 outside the pool) */
-                return pos >= 0 && (int64_t)pos < p.kv.prefix ? p.kv.table[pos / p.kv.page] : 0;
+                return pos >= 0 ? qattn_spw_page_of(p, pos) : 0;
             };
             auto key_of = [&](int pos, int page) { /* row index << 1 | ext (32 bits: checked at launch), -1: none */
                 int ext = 0;
-                return pos < 0 ? -1 : (int)(qattn_sparse_page_row(p.kv, pos, page, g, &ext) << 1) | ext;
+                return pos < 0 ? -1 : (int)(qattn_spw_page_row(p, (uint32_t)pos, page, g, &ext) << 1) | ext;
             };
             const uint8_t *const val0 = (const uint8_t *)p.kv.pool.val, *const val1 = (const uint8_t *)p.kv.ext.val;
             const uint8_t *const sc0 = p.kv.pool.sc, *const sc1 = p.kv.ext.sc;
@@ -234,11 +258,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                 ca = key < 0 ? 0 : (uint64_t)(key & 1 ? val1 : val0) + ri * QATTN_SPW_DN;
                 sa = key < 0 ? 0 : (uint64_t)(key & 1 ? sc1 : sc0) + ri * QATTN_SPW_SCR;
             };
-            auto shfl64 = [&](uint64_t v, int src) {
-                const uint32_t lo = __shfl_sync(0xffffffffu, (uint32_t)v, src), hi = __shfl_sync(0xffffffffu, (uint32_t)(v >> 32), src);
-                return (uint64_t)hi << 32 | lo;
-            };
-            /* lanes 0-7: their rows of blocks j + 1 and j + 2 (keys, code and scale addresses); kb0: block j's keys */
+            /* this lane's row of blocks j + 1 and j + 2 (keys, code and scale addresses); kb0: block j's */
             int kb0 = -1, kb1, kb2;
             uint64_t cb1, cb2, sb1, sb2;
             {
@@ -249,33 +269,15 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                 addr_of(kb2, cb2, sb2);
             }
             int pos_next = entry(2);
-            /* this lane's two pieces of each quarter's two rows (56 pieces of 16 codes, lanes 0-23 take
-             * two, lanes 24-31 their first one twice, so that the warp runs one straight path): lanes
-             * 4i..4i+3 take chunks of row 2w, 4i+4.. the same chunks of row 2w + 1, whose swizzles
-             * differ in the low bit, so 8 lanes' 16-byte stores fill 8 distinct bank groups */
-            int xr[2], ch[2], dst_off[2];
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int pc = lane + (h && lane < 24 ? 32 : 0);
-                xr[h] = (pc >> 2) & 1, ch[h] = 4 * (pc >> 3) + (pc & 3);
-                dst_off[h] = qattn_wg_off<1024, 64>(2 * w + xr[h], 2 * ch[h]); /* its pair (2 ch + 1) is 16 bytes over, xor */
-            }
-            uint4 cw[8];     /* the codes of piece h of quarter qq at 2 qq + h */
-            uint32_t sw[2];  /* their scale codes, byte x & 3 of sw[x >> 2] */
+            const int dst_off = qattn_wg_off<1024, 64>(krow, 2 * pq); /* piece k: + k slabs; its second half ^ 16 */
+            uint4 cw[7];    /* the codes of piece 4k + pq at k */
+            uint32_t sw[2]; /* the row's scale codes: k's is byte k & 3 of sw[k >> 2] */
             auto load = [&]() { /* block j + 1's pieces, from cb1 / sb1 (a hole's: zero codes, scale 1) */
-                sw[0] = sw[1] = 0;
+                const uint2 s8 = sb1 ? __ldg((const uint2 *)sb1) : make_uint2(0x7f7f7f7fu, 0x7f7f7f7fu);
+                sw[0] = s8.x, sw[1] = s8.y;
 #pragma unroll
-                for (int qq = 0; qq < 4; qq++) {
-                    const uint64_t ca0 = shfl64(cb1, 2 * qq), ca1 = shfl64(cb1, 2 * qq + 1);
-                    const uint64_t sa0 = shfl64(sb1, 2 * qq), sa1 = shfl64(sb1, 2 * qq + 1);
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const uint64_t ca = xr[h] ? ca1 : ca0, sa = xr[h] ? sa1 : sa0;
-                        cw[2 * qq + h] = ca ? __ldg((const uint4 *)(ca + 16 * ch[h])) : make_uint4(0u, 0u, 0u, 0u);
-                        const uint32_t sc = sa ? __ldg((const uint8_t *)(sa + (ch[h] >> 2))) : 127u;
-                        sw[qq >> 1] |= sc << (8 * (2 * (qq & 1) + h));
-                    }
-                }
+                for (int k = 0; k < 7; k++)
+                    cw[k] = cb1 ? __ldg((const uint4 *)(cb1 + 16 * (4 * k + pq))) : make_uint4(0u, 0u, 0u, 0u);
             };
             load();
             for (int j = 0; j < nblk; j++) {
@@ -283,19 +285,17 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                 kb0 = kb1, kb1 = kb2, cb1 = cb2, sb1 = sb2;
                 qattn_mbar_wait(QATTN_SPW_EMPTY(j & 1), ((j >> 1) & 1) ^ 1); /* the stage is free */
 #pragma unroll
-                for (int i = 0; i < 2; i++) { /* the rope channels of the warp's 8 rows (8 rows x 8 pieces) */
-                    const int e = lane + 32 * i, kr = e >> 3, pc8 = e & 7;
-                    const int key = __shfl_sync(0xffffffffu, kb0, kr), r = 16 * (kr >> 1) + 2 * w + (kr & 1);
-                    const uint16_t *src = (key & 1 ? p.kv.ext.rope : p.kv.pool.rope) + (uint64_t)(uint32_t)(key >> 1) * 64 + pc8 * 8;
-                    qattn_cp_async16(dst + qattn_wg_off<1024, 64>(r, 56 + pc8), key >= 0 ? src : (const uint16_t *)p.q,
-                                     key >= 0 ? 16 : 0);
+                for (int i = 0; i < 2; i++) { /* rope pieces pq, pq + 4 of this lane's row */
+                    const int pc8 = pq + 4 * i;
+                    const uint16_t *src = (kb0 & 1 ? p.kv.ext.rope : p.kv.pool.rope) + (uint64_t)(uint32_t)(kb0 >> 1) * 64 + pc8 * 8;
+                    qattn_cp_async16(dst + qattn_wg_off<1024, 64>(krow, 56 + pc8), kb0 >= 0 ? src : (const uint16_t *)p.q,
+                                     kb0 >= 0 ? 16 : 0);
                 }
                 qattn_cp_async_mbar_arrive(QATTN_SPW_FULL(j & 1));
                 const int page_next = page_of(pos_next); /* block j + 3's lookups: their latency passes under the widening */
-                qattn_spw_widen_pieces<8>(cw, sw, [&](int x, const qattn_spw_pair &v) {
-                    uint8_t *dq = dst + (x >> 1) * (16 * 128); /* quarter x / 2 */
-                    *(uint4 *)(dq + dst_off[x & 1]) = v.lo; /* lanes 24-31: h = 1 again */
-                    *(uint4 *)(dq + (dst_off[x & 1] ^ 16)) = v.hi;
+                qattn_spw_widen_pieces<7>(cw, sw, [&](int k, const qattn_spw_pair &v) {
+                    *(uint4 *)(dst + k * SLAB + dst_off) = v.lo;
+                    *(uint4 *)(dst + k * SLAB + (dst_off ^ 16)) = v.hi;
                 });
                 qattn_fence_proxy_async_smem(); /* the widened values, read by wgmma */
                 qattn_mbar_arrive(QATTN_SPW_FULL(j & 1));
@@ -315,7 +315,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                     const int pos = e < len ? list[e] : -1;
                     const uint16_t *src = NULL;
                     if (pos >= 0)
-                        src = qattn_spw_row(p.kv, pos, g);
+                        src = qattn_spw_row(p, pos, g);
                     sRow[s][wt] = src;
                 }
                 qattn_bar_sync<3, 128>(); /* also: every thread is done with sRow[s] of block j - 2 */
@@ -555,6 +555,12 @@ static int qattn_sparse_wgmma_launch(const qattn_kernels_sparse_params *pp, void
         return qattn_err_set(err, QATTN_ERR_ARG, "sparse wgmma: bf16 queries and %s rows only", F8 ? "fp8 (rope 64)" : "bf16");
     if ((p.q_sh | p.q_st | p.o_sh | p.o_st) & 7)
         return qattn_err_set(err, QATTN_ERR_ARG, "sparse wgmma: query and output strides must be multiples of 8");
+    if (F8 && (((uintptr_t)p.kv.pool.val | (uintptr_t)p.kv.ext.val | (uintptr_t)p.kv.pool.rope | (uintptr_t)p.kv.ext.rope) & 15 ||
+               ((uintptr_t)p.kv.pool.sc | (uintptr_t)p.kv.ext.sc) & 7))
+        return qattn_err_set(err, QATTN_ERR_ARG, "sparse wgmma: fp8 cache arrays must be 16-byte aligned (scales 8)");
+    if (p.kv.prefix > 0 && p.div_page.d != (uint32_t)p.kv.page)
+        return qattn_err_set(err, QATTN_ERR_ARG, "sparse wgmma: div_page (%u) is not the cache's page size (%d)",
+                             p.div_page.d, p.kv.page);
     if (F8 && ((p.kv.pool.rows + p.kv.ext.rows) * p.kv.hkv >= ((int64_t)1 << 30) || p.kv.sk >= ((int64_t)1 << 30)))
         return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
                              "sparse wgmma: fp8 rows are indexed in 32 bits (at most 2^30 rows x kv heads)");

@@ -49,10 +49,8 @@ static void run_case(size_t i, unsigned paths, const char *label)
 }
 
 #ifndef QATTN_TEST_SIM
-/* the fused wgmma instance's widening (params widen_table): code c times scale code sc must be
- * bf16(e4m3(c) x e8m0(sc)) bit for bit, NaN codes and the NaN scale 255 aside; scales above 2^7
- * take the float path */
-static void widen_table(void)
+/* the fused wgmma instance, or NULL (this build or GPU has none: the test says it is skipped) */
+static const qattn_kernels_sig *fused_wgmma(const char *test)
 {
     qattn_kernels_sparse_problem pb;
     memset(&pb, 0, sizeof pb);
@@ -62,9 +60,21 @@ static void widen_table(void)
     qattn_err err = {{0}};
     const qattn_kernels_sig *sig = NULL;
     if (qattn_kernels_sparse_find(&pb, &sig, &err)) {
-        printf("widen table: skipped (%s)\n", err.msg);
-        return;
+        printf("%s: skipped (%s)\n", test, err.msg);
+        return NULL;
     }
+    return sig;
+}
+
+/* the fused wgmma instance's widening (params widen_table): code c times scale code sc must be
+ * bf16(e4m3(c) x e8m0(sc)) bit for bit, NaN codes and the NaN scale 255 aside; scales above 2^7
+ * take the float path */
+static void widen_table(void)
+{
+    const qattn_kernels_sig *sig = fused_wgmma("widen table");
+    if (!sig)
+        return;
+    qattn_err err = {{0}};
     enum { N = 256 * 256 };
     uint16_t *got = malloc(N * sizeof *got);
     void *dev = NULL;
@@ -92,6 +102,30 @@ static void widen_table(void)
     CHECK(!rc && bad == 0, "widen table: %ld codes differ from bf16(e4m3 x e8m0)", bad);
     qattn_kernels_dev_free(dev);
     free(got);
+}
+
+/* the fused wgmma instance refuses fp8 cache arrays its vector loads cannot read (before any launch) */
+static void misaligned(void)
+{
+    const qattn_kernels_sig *sig = fused_wgmma("misaligned");
+    if (!sig)
+        return;
+    qattn_err err = {{0}};
+    static _Alignas(16) uint64_t words[64];
+    qattn_kernels_sparse_params p;
+    memset(&p, 0, sizeof p);
+    p.sq = 1, p.hq = 64, p.hkv = 1, p.d = 512, p.rope = 64, p.topk = 64, p.q_fp8 = 1, p.in = p.out = QATTN_FMT_BF16;
+    p.kv.fp8 = 1, p.kv.d = 512, p.kv.rope = 64, p.kv.hkv = 1;
+    p.kv.pool.val = p.kv.ext.val = words, p.kv.pool.rope = p.kv.ext.rope = (uint16_t *)words;
+    p.kv.pool.sc = p.kv.ext.sc = (uint8_t *)words;
+    p.kv.ext.sc = (uint8_t *)words + 4;
+    int rc = sig->launch_sparse(&p, NULL, &err);
+    CHECK(rc == QATTN_ERR_ARG, "scales 4 bytes off: rc %d", rc);
+    CHECK_STR_CONTAINS(err.msg, "fp8 cache arrays must be 16-byte aligned (scales 8)");
+    p.kv.ext.sc = (uint8_t *)words, p.kv.pool.val = (uint8_t *)words + 8;
+    rc = sig->launch_sparse(&p, NULL, &err);
+    CHECK(rc == QATTN_ERR_ARG, "codes 8 bytes off: rc %d", rc);
+    CHECK_STR_CONTAINS(err.msg, "fp8 cache arrays must be 16-byte aligned");
 }
 #endif
 
@@ -160,6 +194,7 @@ int main(int argc, char **argv)
     messages();
 #ifndef QATTN_TEST_SIM
     widen_table();
+    misaligned();
 #endif
     size_t ncase;
     const qattn_kernels_sparse_case *cases = qattn_kernels_sparse_cases(&ncase);
