@@ -386,7 +386,6 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
     for (int j = 0; j < nblk; j++) {
         const int s = j & 1;
         const uint32_t aKV = aQ + QATTN_SPW_OFF_KV + (uint32_t)s * QATTN_SPW_TILE;
-        const uint32_t aP = aQ + QATTN_SPW_OFF_P + (uint32_t)s * 8192u;
         uint8_t *sP = smem + QATTN_SPW_OFF_P + s * 8192;
         /* this thread's 8 columns of S (keys of the stage): 32c + 8i + 2 q4 + {0, 1} */
         int valid[4][2];
@@ -404,11 +403,15 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
         for (int e = 0; e < 16; e++)
             sc[e] = 0.0f;
         qattn_wgmma_fence();
+        /* each product's descriptors made once, just before it: a k-step's adds its offset / 16 to
+         * the low word (the start address field; shared addresses < 2^18: no carry out of it). As
+         * 64-bit sums ptxas kept them in vector registers and the fp8 consumers spilled 232 bytes */
+        const uint64_t dq0 = qattn_wgmma_desc_sw128(aQ), dk0 = qattn_wgmma_desc_sw128(aKV + (uint32_t)c * 32u * 128u);
+        const uint32_t hq = (uint32_t)(dq0 >> 32), lq = (uint32_t)dq0, hk = (uint32_t)(dk0 >> 32), lk = (uint32_t)dk0;
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) {
-            const uint32_t k0 = (uint32_t)(kk >> 2) * SLAB + (uint32_t)(kk & 3) * 32u;
-            qattn_wgmma_m64n32k16_bf16_ss(sc, qattn_wgmma_desc_sw128(aQ + k0),
-                                          qattn_wgmma_desc_sw128(aKV + k0 + (uint32_t)c * 32u * 128u), kk > 0);
+            const uint32_t k0 = ((uint32_t)(kk >> 2) * SLAB + (uint32_t)(kk & 3) * 32u) >> 4;
+            qattn_wgmma_m64n32k16_bf16_ss(sc, (uint64_t)hq << 32 | (lq + k0), (uint64_t)hk << 32 | (lk + k0), kk > 0);
         }
         qattn_wgmma_commit();
         qattn_wgmma_wait<0>();
@@ -466,13 +469,15 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
             for (int e = 0; e < 64; e++)
                 qattn_wgmma_fence_reg(o[n][e]);
         qattn_wgmma_fence();
+        const uint64_t dp0 = qattn_wgmma_desc_sw128(aQ + QATTN_SPW_OFF_P + (uint32_t)s * 8192u);
+        const uint64_t dv0 = qattn_wgmma_desc_sw128_mn(aKV + (uint32_t)(4 * c) * SLAB, SLAB);
+        const uint32_t hp = (uint32_t)(dp0 >> 32), lp = (uint32_t)dp0, hv = (uint32_t)(dv0 >> 32), lv = (uint32_t)dv0;
 #pragma unroll
         for (int kk = 0; kk < KEYS / 16; kk++)
 #pragma unroll
             for (int n = 0; n < 2; n++)
-                qattn_wgmma_m64n128k16_bf16_ss_tb(
-                    o[n], qattn_wgmma_desc_sw128(aP + (uint32_t)kk * 32u),
-                    qattn_wgmma_desc_sw128_mn(aKV + (uint32_t)(4 * c + 2 * n) * SLAB + (uint32_t)kk * 2048u, SLAB));
+                qattn_wgmma_m64n128k16_bf16_ss_tb(o[n], (uint64_t)hp << 32 | (lp + 2u * kk),
+                                                  (uint64_t)hv << 32 | (lv + (((uint32_t)(2 * n) * SLAB + (uint32_t)kk * 2048u) >> 4)));
         qattn_wgmma_commit();
         qattn_wgmma_wait<0>();
 #pragma unroll
