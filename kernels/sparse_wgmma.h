@@ -190,6 +190,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
     float *red = (float *)(smem + QATTN_SPW_OFF_RED);
     __shared__ __align__(8) uint64_t s_bar[5]; /* full[2], empty[2], Q */
     __shared__ const uint16_t *sRow[F8 ? 1 : 2][F8 ? 1 : QATTN_SPW_KEYS]; /* bf16: each stage's rows (NULL: a hole) */
+    __shared__ uint32_t sHole[2][8]; /* each stage's holes: F8 producer warp w's row kr at bit 4 kr of [w]; bf16 key k at bit k % 32 of [k / 32] */
     const uint32_t bar0 = qattn_wgmma_smem_addr(s_bar);
 #define QATTN_SPW_FULL(s) (bar0 + 8u * (uint32_t)(s))
 #define QATTN_SPW_EMPTY(s) (bar0 + 16u + 8u * (uint32_t)(s))
@@ -202,7 +203,8 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
     const int nblk = (len + KEYS - 1) / KEYS;
     if (tid == 0) {
         for (int s = 0; s < 2; s++) {
-            qattn_mbar_init(QATTN_SPW_FULL(s), F8 ? 512 : 128); /* the producers' threads (F8: and their rope copies) */
+            /* the producers' threads (F8: and their rope copies; bf16: and the two hole-mask writers) */
+            qattn_mbar_init(QATTN_SPW_FULL(s), F8 ? 512 : 130);
             qattn_mbar_init(QATTN_SPW_EMPTY(s), 8); /* consumer warps */
         }
         qattn_mbar_init(QATTN_SPW_QBAR, 128);
@@ -298,6 +300,9 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                     *(uint4 *)(dst + k * SLAB + (dst_off ^ 16)) = v.hi;
                 });
                 qattn_fence_proxy_async_smem(); /* the widened values, read by wgmma */
+                const uint32_t holes = __ballot_sync(0xffffffffu, pq == 0 && kb0 < 0);
+                if (lane == 0)
+                    sHole[j & 1][w] = holes; /* read by the consumers after the full barrier (it releases) */
                 qattn_mbar_arrive(QATTN_SPW_FULL(j & 1));
                 kb2 = key_of(pos_next, page_next);
                 addr_of(kb2, cb2, sb2);
@@ -310,6 +315,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
              * the copies as for Q */
             for (int j = 0; j < nblk; j++) {
                 const int s = j & 1;
+                uint32_t holes = 0; /* warps 0, 1: their keys' holes */
                 if (wt < KEYS) {
                     const int e = j * KEYS + wt;
                     const int pos = e < len ? list[e] : -1;
@@ -317,9 +323,14 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                     if (pos >= 0)
                         src = qattn_spw_row(p, pos, g);
                     sRow[s][wt] = src;
+                    holes = __ballot_sync(0xffffffffu, src == NULL);
                 }
                 qattn_bar_sync<3, 128>(); /* also: every thread is done with sRow[s] of block j - 2 */
                 qattn_mbar_wait(QATTN_SPW_EMPTY(s), ((j >> 1) & 1) ^ 1);
+                if (wt == 0 || wt == 32) { /* the consumers of block j - 2 are done with sHole[s] */
+                    sHole[s][wt >> 5] = holes;
+                    qattn_mbar_arrive(QATTN_SPW_FULL(s)); /* releases the store */
+                }
                 uint8_t *dst = smem + QATTN_SPW_OFF_KV + s * QATTN_SPW_TILE;
 #pragma unroll 8
                 for (int i = 0; i < KEYS / 2; i++) {
@@ -388,15 +399,17 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
         const uint32_t aKV = aQ + QATTN_SPW_OFF_KV + (uint32_t)s * QATTN_SPW_TILE;
         uint8_t *sP = smem + QATTN_SPW_OFF_P + s * 8192;
         /* this thread's 8 columns of S (keys of the stage): 32c + 8i + 2 q4 + {0, 1} */
+        qattn_mbar_wait(QATTN_SPW_FULL(s), (uint32_t)(j >> 1) & 1u);
+        /* the producers' hole bits, in shared memory (the consumers' own list reads, on their path,
+         * cost the fused kernel 6%): F8 key k is row 2 (k / 16) + k % 2 of warp k % 16 / 2 */
         int valid[4][2];
+        const uint32_t hw[2] = {sHole[s][F8 ? q4 : c], F8 ? sHole[s][4 + q4] : 0u};
 #pragma unroll
         for (int i = 0; i < 4; i++)
 #pragma unroll
-            for (int x = 0; x < 2; x++) {
-                const int e = j * KEYS + 32 * c + 8 * i + 2 * q4 + x;
-                valid[i][x] = e < len && list[e] >= 0;
-            }
-        qattn_mbar_wait(QATTN_SPW_FULL(s), (uint32_t)(j >> 1) & 1u);
+            for (int x = 0; x < 2; x++)
+                valid[i][x] = F8 ? !(hw[i & 1] >> (16 * c + 8 * (i >> 1) + 4 * x) & 1u)
+                                 : !(hw[0] >> (8 * i + 2 * q4 + x) & 1u);
         qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
         float sc[16];
 #pragma unroll
