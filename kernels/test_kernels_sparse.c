@@ -117,8 +117,7 @@ static void misaligned(void)
     p.sq = 1, p.hq = 64, p.hkv = 1, p.d = 512, p.rope = 64, p.topk = 64, p.q_fp8 = 1, p.in = p.out = QATTN_FMT_BF16;
     p.kv.fp8 = 1, p.kv.d = 512, p.kv.rope = 64, p.kv.hkv = 1;
     p.kv.pool.val = p.kv.ext.val = words, p.kv.pool.rope = p.kv.ext.rope = (uint16_t *)words;
-    p.kv.pool.sc = p.kv.ext.sc = (uint8_t *)words;
-    p.kv.ext.sc = (uint8_t *)words + 4;
+    p.kv.pool.sc = (uint8_t *)words, p.kv.ext.sc = (uint8_t *)words + 4;
     int rc = sig->launch_sparse(&p, NULL, &err);
     CHECK(rc == QATTN_ERR_ARG, "scales 4 bytes off: rc %d", rc);
     CHECK_STR_CONTAINS(err.msg, "fp8 cache arrays must be 16-byte aligned (scales 8)");
