@@ -105,6 +105,9 @@ struct qattn_kernels_sparse_params {
     qattn_kernels_fastdiv div_page; /* by kv.page (1 without a pool): the wgmma producers' page lookups */
     uint16_t *widen_table;  /* test, fp8 wgmma instance: [256 scale codes][256 e4m3 codes] device bf16, the
                              * producer's widening of each (written instead of attention; NULL: attention) */
+    uint16_t *qquant_table; /* test, fp8 wgmma instance: [qquant_n][64] device bf16 slabs, quantized in place as
+                             * the kernel quantizes Q (instead of attention; NULL: attention) */
+    int qquant_n;
 };
 
 /* The instance for pb (the most preferred path that fits), or a message

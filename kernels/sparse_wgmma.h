@@ -180,6 +180,52 @@ static __global__ void qattn_sparse_widen_table_kernel(uint16_t *out)
 #endif
 }
 
+/* F8: the scheme's Q on one row's 64-channel slab u (bf16 pairs: value 2k in the low half of u[k]) in
+ * place: e4m3 codes with an e8m0 scale s from the slab's amax (on the bf16 magnitudes: their integer
+ * order), by the conversion unit (x * (1 / s) is x / s exactly; saturating, as qattn_num_round), as bf16
+ * values code times s. Integer rounding of the bf16 mantissas where no code is subnormal ran 2% slower
+ * (its ALU operations compete with the producers' widening; H200 2026-11-29) */
+static __device__ __forceinline__ void qattn_spw_quant_slab(uint32_t (&u)[32])
+{
+    uint32_t mag = 0;
+#pragma unroll
+    for (int k = 0; k < 32; k++)
+        mag = __vmaxu2(mag, u[k] & 0x7fff7fffu);
+    const uint32_t m16 = (mag & 0xffffu) > (mag >> 16) ? mag & 0xffffu : mag >> 16;
+    const float sc = qattn_num_scale_for(QATTN_FMT_E4M3, qattn_num_bf16_decode((uint16_t)m16), 1);
+    const float inv = sc > 0.0f ? 1.0f / sc : 0.0f;
+#pragma unroll
+    for (int k = 0; k < 32; k++) {
+        const float lo = __uint_as_float(u[k] << 16), hi = __uint_as_float(u[k] & 0xffff0000u);
+        float a, b;
+        qattn_f16x2_unpack(qattn_cvt_f16x2_e4m3x2(qattn_cvt_e4m3x2_f32(lo * inv, hi * inv)), a, b);
+        u[k] = qattn_cvt_bf16x2_f32(a * sc, b * sc);
+    }
+}
+
+/* test (params qquant_table): n slabs [n][64] bf16 quantized in place by qattn_spw_quant_slab, a thread a slab */
+static __global__ void qattn_sparse_qquant_table_kernel(uint16_t *slabs, int n)
+{
+#if QATTN_WGMMA
+    const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= n)
+        return;
+    uint4 *x = (uint4 *)(slabs + (int64_t)i * 64);
+    uint32_t u[32];
+#pragma unroll
+    for (int ch = 0; ch < 8; ch++) {
+        const uint4 w = x[ch];
+        u[4 * ch] = w.x, u[4 * ch + 1] = w.y, u[4 * ch + 2] = w.z, u[4 * ch + 3] = w.w;
+    }
+    qattn_spw_quant_slab(u);
+#pragma unroll
+    for (int ch = 0; ch < 8; ch++)
+        x[ch] = make_uint4(u[4 * ch], u[4 * ch + 1], u[4 * ch + 2], u[4 * ch + 3]);
+#else
+    (void)slabs, (void)n;
+#endif
+}
+
 template <int F8>
 static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_wgmma_kernel(qattn_kernels_sparse_params p)
 {
@@ -360,32 +406,16 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
     const uint32_t aQ = qattn_wgmma_smem_addr(smem);
     qattn_mbar_wait(QATTN_SPW_QBAR, 0);
     if constexpr (F8) { /* the scheme's Q: e4m3 codes with an e8m0 scale per 64 nope channels, in place */
-        /* per (row, 64-channel slab): the slab in registers, its amax on the bf16 magnitudes (their
-         * integer order), then codes = rn(x / s) by the conversion unit (s a power of two: x / s =
-         * x * (1 / s) exactly; saturating, as qattn_num_round) and back as bf16 values (the producers'
-         * widening in place of the two conversions back measured no faster, H200 2026-11-29) */
+        /* per (row, 64-channel slab): the slab in registers, quantized, back */
         for (int it = tid - 128; it < QATTN_SPW_ROWS * 7; it += 256) {
             const int r = it & 63, sl = it >> 6; /* 8 threads: 8 rows of a slab, 8 distinct bank groups */
             uint32_t u[32];
-            uint32_t mag = 0;
 #pragma unroll
             for (int ch = 0; ch < 8; ch++) {
                 const uint4 w = *(const uint4 *)(smem + qattn_wg_off<1024, 64>(r, 8 * sl + ch));
                 u[4 * ch] = w.x, u[4 * ch + 1] = w.y, u[4 * ch + 2] = w.z, u[4 * ch + 3] = w.w;
-#pragma unroll
-                for (int k = 0; k < 4; k++)
-                    mag = __vmaxu2(mag, u[4 * ch + k] & 0x7fff7fffu);
             }
-            const uint32_t m16 = (mag & 0xffffu) > (mag >> 16) ? mag & 0xffffu : mag >> 16;
-            const float sc = qattn_num_scale_for(QATTN_FMT_E4M3, qattn_num_bf16_decode((uint16_t)m16), 1);
-            const float inv = sc > 0.0f ? 1.0f / sc : 0.0f;
-#pragma unroll
-            for (int k = 0; k < 32; k++) {
-                const float lo = __uint_as_float(u[k] << 16), hi = __uint_as_float(u[k] & 0xffff0000u);
-                float a, b;
-                qattn_f16x2_unpack(qattn_cvt_f16x2_e4m3x2(qattn_cvt_e4m3x2_f32(lo * inv, hi * inv)), a, b);
-                u[k] = qattn_cvt_bf16x2_f32(a * sc, b * sc);
-            }
+            qattn_spw_quant_slab(u);
 #pragma unroll
             for (int ch = 0; ch < 8; ch++)
                 *(uint4 *)(smem + qattn_wg_off<1024, 64>(r, 8 * sl + ch)) =
@@ -559,6 +589,15 @@ template <int F8>
 static int qattn_sparse_wgmma_launch(const qattn_kernels_sparse_params *pp, void *stream, qattn_err *err)
 {
     const qattn_kernels_sparse_params p = *pp;
+    if (F8 && p.qquant_table) { /* test: the in-kernel Q quantization of given slabs */
+        if (qattn_kernels_dev_cc() != 90)
+            return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED, "sparse wgmma: needs an sm_90 GPU");
+        if (p.qquant_n > 0)
+            hipLaunchKernelGGL(qattn_sparse_qquant_table_kernel, dim3((unsigned)((p.qquant_n + 127) / 128)), dim3(128), 0,
+                               (hipStream_t)stream, p.qquant_table, p.qquant_n);
+        QATTN_DECODE_CHECK(hipGetLastError(), "sparse Q quantization table launch");
+        return QATTN_OK;
+    }
     if (F8 && p.widen_table) { /* test: the producer's widening of every code and scale */
         if (qattn_kernels_dev_cc() != 90)
             return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED, "sparse wgmma: needs an sm_90 GPU");

@@ -7,8 +7,10 @@
  * gpu): every case on the dispatcher's instance and on the portable one,
  * within the tolerances of qattn_kernels_sparse.h; and the fused instance's
  * widening of every e4m3 code times every e8m0 scale against the emulation's
- * value rounded to bf16 (its fast and float paths).
+ * value rounded to bf16 (its fast and float paths), and its Q quantization
+ * of 64-value slabs against the emulation's.
  * Also the dispatcher's and the upload's messages. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +106,72 @@ static void widen_table(void)
     free(got);
 }
 
+/* the fused wgmma instance's Q quantization (params qquant_table) on 64-value slabs against the
+ * emulation's: e4m3 with the slab's e8m0 scale s, as bf16 values code times s; slabs with and
+ * without e4m3 subnormals, zeros, scales from 2^-127 up */
+static void qquant_table(void)
+{
+    const qattn_kernels_sig *sig = fused_wgmma("Q quantization table");
+    if (!sig)
+        return;
+    qattn_err err = {{0}};
+    enum { N = 4096 };
+    uint16_t *x = malloc(N * 64 * sizeof *x), *got = malloc(N * 64 * sizeof *got);
+    uint64_t rs = 77;
+    int paths[2] = {0, 0};
+    for (int i = 0; i < N && x; i++) {
+        const int kind = i % 8;
+        const float row = ldexpf(1.0f, (int)(i * 7919 % 200) - 130); /* scales 2^-127 (clamped) .. 2^70 */
+        for (int c = 0; c < 64; c++) {
+            rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+            const float g = ((float)(rs >> 40) / 16777216.0f - 0.5f) * 4.0f;
+            float v = row * g;
+            if (kind == 4 && c % 9 == 0) /* e4m3 subnormals beside normals */
+                v *= 0x1p-12f;
+            if (kind == 5)
+                v = 0.0f;
+            if (kind == 6 && c)
+                v = row * g * 0x1p-20f;
+            x[i * 64 + c] = qattn_num_bf16_encode(v);
+        }
+    }
+    void *dev = NULL;
+    qattn_kernels_sparse_params p;
+    memset(&p, 0, sizeof p);
+    int rc = !x || !got || qattn_kernels_dev_alloc(&dev, N * 64 * sizeof *x, &err) ||
+             qattn_kernels_dev_to(dev, x, N * 64 * sizeof *x, &err);
+    if (!rc) {
+        p.qquant_table = dev, p.qquant_n = N;
+        rc = sig->launch_sparse(&p, NULL, &err) || qattn_kernels_dev_sync(&err) ||
+             qattn_kernels_dev_from(got, dev, N * 64 * sizeof *got, &err);
+    }
+    CHECK(rc == 0, "Q quantization table: %s", err.msg);
+    long bad = 0;
+    for (int i = 0; i < N && !rc; i++) {
+        float amax = 0.0f;
+        for (int c = 0; c < 64; c++)
+            amax = fmaxf(amax, fabsf(qattn_num_bf16_decode(x[i * 64 + c])));
+        const float s = qattn_num_scale_for(QATTN_FMT_E4M3, amax, 1);
+        int sub = !(s == 0.0f || (s >= 0x1p-120f && s <= 0x1p127f));
+        for (int c = 0; c < 64; c++) {
+            const float v = qattn_num_bf16_decode(x[i * 64 + c]);
+            sub |= v != 0.0f && fabsf(v) < 0x1p-6f * s;
+            const float want = s > 0.0f ? qattn_num_round(QATTN_FMT_E4M3, v / s) * s : 0.0f;
+            const uint16_t w = qattn_num_bf16_encode(want), g = got[i * 64 + c];
+            if (g != w && ((g | w) & 0x7fffu) != 0 && bad++ < 4)
+                printf("Q quantization table: slab %d value %d (0x%04x): 0x%04x, want 0x%04x\n", i, c,
+                       x[i * 64 + c], g, w);
+        }
+        paths[sub]++;
+    }
+    printf("Q quantization table (%s): %ld of %d values differ; %d slabs without e4m3 subnormals, %d "
+           "with\n", sig->name, bad, N * 64, paths[0], paths[1]);
+    CHECK(!rc && bad == 0 && paths[0] > 0 && paths[1] > 0, "Q quantization table: %ld values differ", bad);
+    qattn_kernels_dev_free(dev);
+    free(x);
+    free(got);
+}
+
 /* the fused wgmma instance refuses fp8 cache arrays its vector loads cannot read (before any launch) */
 static void misaligned(void)
 {
@@ -193,6 +261,7 @@ int main(int argc, char **argv)
     messages();
 #ifndef QATTN_TEST_SIM
     widen_table();
+    qquant_table();
     misaligned();
 #endif
     size_t ncase;
