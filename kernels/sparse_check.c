@@ -47,6 +47,9 @@ static const qattn_kernels_sparse_case cases[] = {
     {512, 64, 64, 1, 5, 512, 1000, 500, 7, SP, 0, FU, 0},  /* pages of 7 and of 1 on the fused producers */
     {512, 64, 128, 1, 3, 2048, 2100, 1024, 1, DN, 1, FU, 0},
     {512, 64, 64, 1, 4, 512, 1200, 1100, 3, SP, 1, BF, 0}, /* and on the bf16 one */
+    {512, 64, 16, 2, 200, 64, 400, 200, 16, SP, 1, FU, 1}, /* 400 items: a wgmma CTA takes several in turn */
+    {512, 64, 16, 2, 200, 64, 400, 200, 16, SP, 0, BF, 1},
+    {512, 64, 16, 2, 200, 64, 300, 100, 16, EM, 1, FU, 0},
 };
 
 const qattn_kernels_sparse_case *qattn_kernels_sparse_cases(size_t *n)
