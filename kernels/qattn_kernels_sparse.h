@@ -103,8 +103,8 @@ struct qattn_kernels_sparse_params {
     float c2;               /* softmax scale * log2(e) */
     int kblock;             /* portable: listed keys a softmax block */
     qattn_kernels_fastdiv div_page; /* by kv.page (1 without a pool): the wgmma producers' page lookups */
-    uint32_t *work;         /* wgmma: [2] device, zero: the next item's counter, the CTAs finished (the last
-                             * zeroes both); NULL: each CTA takes every gridDim.x-th item */
+    uint32_t *work;         /* fp8 wgmma: [2] device, zero between launches: the next item's counter, the CTAs
+                             * finished (the last zeroes both); NULL: each CTA takes every gridDim.x-th item */
     uint16_t *widen_table;  /* test, fp8 wgmma instance: [256 scale codes][256 e4m3 codes] device bf16, the
                              * producer's widening of each (written instead of attention; NULL: attention) */
     uint16_t *qquant_table; /* test, fp8 wgmma instance: [qquant_n][64] device bf16 slabs, quantized in place as
@@ -128,7 +128,8 @@ typedef struct qattn_kernels_sparse_plan {
  * stride_head), lse [hq, sq] device or NULL, idx / len / sink device arrays
  * (len, sink may be NULL), kv the device cache (bf16 rows for the bf16
  * variant, fp8 rows for the others). The prepass variant allocates its
- * scratch here. */
+ * scratch here, every plan the persistent kernel's item counter (params
+ * work): run a plan on one stream at a time. */
 int qattn_kernels_sparse_plan_init(qattn_kernels_sparse_plan *pl, const qattn_kernels_sparse_problem *pb,
                                    const qattn_kernels_tensor *q, const qattn_kernels_tensor *o, float *lse,
                                    const int32_t *idx, const int32_t *len, const float *sink,
