@@ -665,6 +665,23 @@ static __device__ __forceinline__ uint64_t qattn_wgmma_desc_sw128_mn(uint32_t sm
     return d;
 }
 
+/* a descriptor as its two words, so that a k-step's offset is one 32-bit add
+ * to the start address field of the low word (shared addresses < 2^18: no
+ * carry out of it); as 64-bit sums ptxas kept descriptors in vector
+ * registers (the sparse fp8 consumers spilled 232 bytes) */
+struct qattn_wgmma_desc_words {
+    uint32_t hi, lo;
+};
+static __device__ __forceinline__ qattn_wgmma_desc_words qattn_wgmma_desc_split(uint64_t d)
+{
+    return {(uint32_t)(d >> 32), (uint32_t)d};
+}
+/* the descriptor off16 (bytes / 16) further on */
+static __device__ __forceinline__ uint64_t qattn_wgmma_desc_at(qattn_wgmma_desc_words d, uint32_t off16)
+{
+    return (uint64_t)d.hi << 32 | (d.lo + off16);
+}
+
 /* d[N / 2] (s32) (+)= A (s8, 64 x 32, registers a[4]: the m16n8k32 A layout
  * per warp) * B (s8, 32 x N, descriptor, K-major), N = 64 or 128: int8 P.V
  * (exact in int32) */

@@ -515,15 +515,14 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
             for (int e = 0; e < 16; e++)
                 sc[e] = 0.0f;
             qattn_wgmma_fence();
-            /* each product's descriptors made once, just before it: a k-step's adds its offset / 16 to
-             * the low word (the start address field; shared addresses < 2^18: no carry out of it). As
-             * 64-bit sums ptxas kept them in vector registers and the fp8 consumers spilled 232 bytes */
-            const uint64_t dq0 = qattn_wgmma_desc_sw128(aQ), dk0 = qattn_wgmma_desc_sw128(aKV + (uint32_t)c * 32u * 128u);
-            const uint32_t hq = (uint32_t)(dq0 >> 32), lq = (uint32_t)dq0, hk = (uint32_t)(dk0 >> 32), lk = (uint32_t)dk0;
+            /* each product's descriptors made once, just before it (in the loop they were a quarter of
+             * the bf16 kernel's instructions); a k-step adds its offset to the low word */
+            const qattn_wgmma_desc_words dq = qattn_wgmma_desc_split(qattn_wgmma_desc_sw128(aQ));
+            const qattn_wgmma_desc_words dk = qattn_wgmma_desc_split(qattn_wgmma_desc_sw128(aKV + (uint32_t)c * 32u * 128u));
 #pragma unroll
             for (int kk = 0; kk < D / 16; kk++) {
                 const uint32_t k0 = ((uint32_t)(kk >> 2) * SLAB + (uint32_t)(kk & 3) * 32u) >> 4;
-                qattn_wgmma_m64n32k16_bf16_ss(sc, (uint64_t)hq << 32 | (lq + k0), (uint64_t)hk << 32 | (lk + k0), kk > 0);
+                qattn_wgmma_m64n32k16_bf16_ss(sc, qattn_wgmma_desc_at(dq, k0), qattn_wgmma_desc_at(dk, k0), kk > 0);
             }
             qattn_wgmma_commit();
             qattn_wgmma_wait<0>();
@@ -583,15 +582,14 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                 for (int e = 0; e < 64; e++)
                     qattn_wgmma_fence_reg(o[n][e]);
             qattn_wgmma_fence();
-            const uint64_t dp0 = qattn_wgmma_desc_sw128(aQ + QATTN_SPW_OFF_P + (uint32_t)s * 8192u);
-            const uint64_t dv0 = qattn_wgmma_desc_sw128_mn(aKV + (uint32_t)(4 * c) * SLAB, SLAB);
-            const uint32_t hp = (uint32_t)(dp0 >> 32), lp = (uint32_t)dp0, hv = (uint32_t)(dv0 >> 32), lv = (uint32_t)dv0;
+            const qattn_wgmma_desc_words dp = qattn_wgmma_desc_split(qattn_wgmma_desc_sw128(aQ + QATTN_SPW_OFF_P + (uint32_t)s * 8192u));
+            const qattn_wgmma_desc_words dv = qattn_wgmma_desc_split(qattn_wgmma_desc_sw128_mn(aKV + (uint32_t)(4 * c) * SLAB, SLAB));
 #pragma unroll
             for (int kk = 0; kk < KEYS / 16; kk++)
 #pragma unroll
                 for (int n = 0; n < 2; n++)
-                    qattn_wgmma_m64n128k16_bf16_ss_tb(o[n], (uint64_t)hp << 32 | (lp + 2u * kk),
-                                                      (uint64_t)hv << 32 | (lv + (((uint32_t)(2 * n) * SLAB + (uint32_t)kk * 2048u) >> 4)));
+                    qattn_wgmma_m64n128k16_bf16_ss_tb(o[n], qattn_wgmma_desc_at(dp, 2u * kk),
+                                                      qattn_wgmma_desc_at(dv, ((uint32_t)(2 * n) * SLAB + (uint32_t)kk * 2048u) >> 4));
             qattn_wgmma_commit();
             qattn_wgmma_wait<0>();
 #pragma unroll
