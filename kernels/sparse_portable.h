@@ -20,21 +20,23 @@
 #define QATTN_SPARSE_KBMAX 128 /* largest kblock of the portable kernel */
 
 /* the row index (in [rows, hkv]) of position pos, kv head g, in the pool
- * (*ext = 0; page = kv.table[pos / kv.page], read by the caller, so that it
- * can read it ahead) or the extend part (*ext = 1; page unused) */
+ * (*ext = 0; page = kv.table[pos / kv.page] and off = pos % kv.page, from
+ * the caller: read ahead, divided as it likes) or the extend part (*ext = 1;
+ * page and off unused) */
 static __device__ __forceinline__ int64_t qattn_sparse_page_row(const qattn_kernels_sparse_kv &kv, int64_t pos,
-                                                                int64_t page, int g, int *ext)
+                                                                int64_t page, int64_t off, int g, int *ext)
 {
     *ext = pos >= kv.prefix;
     if (!*ext)
-        return (page * kv.page + pos % kv.page) * kv.hkv + g;
+        return (page * kv.page + off) * kv.hkv + g;
     return (pos - kv.prefix) * kv.hkv + g;
 }
-/* ... with the page read here */
+/* ... with the page read and the division here (kv.page is 0 without a pool) */
 static __device__ __forceinline__ int64_t qattn_sparse_at(const qattn_kernels_sparse_kv &kv, int64_t pos, int g,
                                                           int *ext)
 {
-    return qattn_sparse_page_row(kv, pos, pos < kv.prefix ? kv.table[pos / kv.page] : 0, g, ext);
+    const int pool = pos < kv.prefix;
+    return qattn_sparse_page_row(kv, pos, pool ? kv.table[pos / kv.page] : 0, pool ? pos % kv.page : 0, g, ext);
 }
 
 /* channel c of stored row r (an index into [rows, hkv]) as its value */

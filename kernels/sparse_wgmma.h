@@ -49,15 +49,12 @@
 #define QATTN_SPW_SCR QATTN_KERNELS_SPARSE_SC_ROW(QATTN_SPW_DN) /* F8: scale bytes a row */
 #define QATTN_SPW_SMEM (QATTN_SPW_OFF_RED + 6 * 64 * 4 + 1024) /* + alignment */
 
-/* the row index (in [rows, hkv]) of position pos >= 0, kv head g, as qattn_sparse_page_row, with tab the
- * pool page table's entry of pos (read by the caller; unused in the extend part); *ext as there */
+/* qattn_sparse_page_row of position pos >= 0, kv head g, with tab the pool page table's entry of pos
+ * (read by the caller; unused in the extend part), the offset in the page by qattn_fastdiv */
 static __device__ __forceinline__ int64_t qattn_spw_page_row(const qattn_kernels_sparse_params &p, uint32_t pos, int32_t tab,
                                                              int g, int *ext)
 {
-    *ext = (int64_t)pos >= p.kv.prefix;
-    if (!*ext)
-        return ((int64_t)tab * p.div_page.d + (pos - qattn_fastdiv(p.div_page, pos) * p.div_page.d)) * p.kv.hkv + g;
-    return ((int64_t)pos - p.kv.prefix) * p.kv.hkv + g;
+    return qattn_sparse_page_row(p.kv, pos, tab, pos - qattn_fastdiv(p.div_page, pos) * p.div_page.d, g, ext);
 }
 /* the pool page table's entry of position pos >= 0 (0 outside the pool) */
 static __device__ __forceinline__ int32_t qattn_spw_page_of(const qattn_kernels_sparse_params &p, int32_t pos)
