@@ -258,9 +258,8 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
         for (int s = 0; s < 2; s++) {
             /* the producers' threads (F8: and their rope copies; bf16: and the two hole-mask writers) */
             qattn_mbar_init(QATTN_SPW_FULL(s), F8 ? 512 : 130);
-            /* F8: consumer threads (each read the hole bits; compute-sanitizer's racecheck does not
-             * follow one lane's arrival after __syncwarp); bf16: consumer warps (its one item a CTA
-             * with 256 arrivals ran 3% slower) */
+            /* F8: consumer threads (each reads the hole bits; compute-sanitizer's racecheck does not
+             * follow one lane's arrival after __syncwarp across items); bf16: consumer warps */
             qattn_mbar_init(QATTN_SPW_EMPTY(s), F8 ? 256 : 8);
         }
         qattn_mbar_init(QATTN_SPW_QFULL, F8 ? 256 : 128); /* F8: the producers, having quantized it; bf16: its copies */
@@ -284,28 +283,28 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
         for (int ii = 0;; ii++) {
             int item = F8 ? (int)blockIdx.x : (int)(blockIdx.y * gridDim.x + blockIdx.x);
             if constexpr (F8) {
-            /* the consumers are done with the Q tile of item ii - 1 and with sItem[ii % 2] */
-            qattn_mbar_wait(QATTN_SPW_QEMPTY, (uint32_t)(ii & 1) ^ 1u);
-            if (ii > 0) {
-                if (tid == 0) {
-                    sItem[ii & 1] = nxt;
-                    if (nxt < nitems)
-                        nxt = p.work ? (int)(gridDim.x + atomicAdd(p.work, 1u)) : nxt + (int)gridDim.x;
+                /* the consumers are done with the Q tile of item ii - 1 and with sItem[ii % 2] */
+                qattn_mbar_wait(QATTN_SPW_QEMPTY, (uint32_t)(ii & 1) ^ 1u);
+                if (ii > 0) {
+                    if (tid == 0) {
+                        sItem[ii & 1] = nxt;
+                        if (nxt < nitems)
+                            nxt = p.work ? (int)(gridDim.x + atomicAdd(p.work, 1u)) : nxt + (int)gridDim.x;
+                    }
+                    qattn_bar_sync<3, 256>();
+                    item = sItem[ii & 1];
+                } else if (tid == 0) {
+                    sItem[0] = item;
                 }
-                qattn_bar_sync<3, 256>();
-                item = sItem[ii & 1];
-            } else if (tid == 0) {
-                sItem[0] = item;
-            }
-            if (item >= nitems) { /* none left: the consumers learn it from sItem */
-                qattn_mbar_arrive(QATTN_SPW_QFULL);
-                if (tid == 0 && p.work) { /* the last CTA out zeroes the counter for the next launch */
-                    __threadfence();
-                    if (atomicAdd(p.work + 1, 1u) == gridDim.x - 1)
-                        p.work[0] = 0u, p.work[1] = 0u;
+                if (item >= nitems) { /* none left: the consumers learn it from sItem */
+                    qattn_mbar_arrive(QATTN_SPW_QFULL);
+                    if (tid == 0 && p.work) { /* the last CTA out zeroes the counter for the next launch */
+                        __threadfence();
+                        if (atomicAdd(p.work + 1, 1u) == gridDim.x - 1)
+                            p.work[0] = 0u, p.work[1] = 0u;
+                    }
+                    break;
                 }
-                break;
-            }
             }
             const int t = item / per_tok, g = item % per_tok / tiles, r0 = item % tiles * QATTN_SPW_ROWS;
             const int32_t *list = p.idx + (int64_t)t * p.topk;
