@@ -61,8 +61,8 @@ if "$Q" gpu-check --quick --instance sparse_portable --out "$csv" >"$OUT" 2>"$ER
 else
     bad "gpu-check sparse_portable: $(tail -c 400 "$ERR")"
 fi
-check "gpu-check sparse_portable: 6 cases of every variant pass, bit-exact" \
-    awk -F, 'NR == 2 && $3 == "sparse_portable" && $4 == 6 && $5 == 0 && $6 == 1 && $9 ~ /bf16/ && $9 ~ /prepass/ &&
+check "gpu-check sparse_portable: 8 quick cases of every variant pass, bit-exact" \
+    awk -F, 'NR == 2 && $3 == "sparse_portable" && $4 == 8 && $5 == 0 && $6 == 1 && $9 ~ /bf16/ && $9 ~ /prepass/ &&
              $9 ~ /fused/ { n++ } END { exit !(n == 1) }' "$csv"
 
 # ---- sparse-bench: CSV contract on a tiny problem ----
