@@ -128,8 +128,8 @@ typedef struct qattn_kernels_sparse_plan {
  * stride_head), lse [hq, sq] device or NULL, idx / len / sink device arrays
  * (len, sink may be NULL), kv the device cache (bf16 rows for the bf16
  * variant, fp8 rows for the others). The prepass variant allocates its
- * scratch here, every plan the persistent kernel's item counter (params
- * work): run a plan on one stream at a time. */
+ * scratch here, the fused variant the persistent kernel's item counter
+ * (params work): run a plan on one stream at a time. */
 int qattn_kernels_sparse_plan_init(qattn_kernels_sparse_plan *pl, const qattn_kernels_sparse_problem *pb,
                                    const qattn_kernels_tensor *q, const qattn_kernels_tensor *o, float *lse,
                                    const int32_t *idx, const int32_t *len, const float *sink,

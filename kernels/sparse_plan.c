@@ -284,9 +284,9 @@ int qattn_kernels_sparse_plan_init(qattn_kernels_sparse_plan *pl, const qattn_ke
     p->c2 = qattn_kernels_softmax_c2(pb->scale, pb->d);
     p->kblock = pb->kblock > 0 ? pb->kblock : 64;
     qattn_kernels_fastdiv_init(&p->div_page, (uint32_t)(p->kv.page > 0 ? p->kv.page : 1));
-    /* the persistent wgmma CTAs' item counter (zero between launches) */
-    if ((rc = qattn_kernels_dev_alloc((void **)&p->work, 2 * sizeof *p->work, err)) ||
-        (rc = qattn_kernels_dev_fill(p->work, 0, 2 * sizeof *p->work, err)))
+    /* the persistent fused wgmma CTAs' item counter (zero between launches) */
+    if (p->q_fp8 && ((rc = qattn_kernels_dev_alloc((void **)&p->work, 2 * sizeof *p->work, err)) ||
+                     (rc = qattn_kernels_dev_fill(p->work, 0, 2 * sizeof *p->work, err))))
         return rc;
     return QATTN_OK;
 }
