@@ -83,17 +83,18 @@ static __device__ __forceinline__ void qattn_dmma_mma(float *d, const uint32_t *
 
 /* bytes (A0, A1) and (B0, B1) of the word w, 8-bit codes, as two fp16 pairs
  * (low half first), exactly */
+/* int8 codes x are widened to x + QATTN_DMMA_I8_BIAS in fp16 (exact): the MMAs' sums carry
+ * the bias times the other operand's sum, taken off per row (S: the accumulators start at
+ * -bias x the row's Q sum; O: bias x the row's P sum, from an MMA by a column of ones) */
+#define QATTN_DMMA_I8_BIAS 1152.0f
 template <int CF, int A0, int A1, int B0, int B1>
 static __device__ __forceinline__ void qattn_dmma_widen_sel(uint32_t w, uint32_t *a, uint32_t *b)
 {
     if (CF == QATTN_FMT_INT8) {
-        /* 0x64XX is 1024 + XX in fp16: (x + 128) as a byte under 0x64, minus 1152 */
-        const uint32_t u = w ^ 0x80808080u, bias = 0x64806480u; /* 1152, 1152 */
-        uint32_t x, y;
-        asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(x) : "r"(u), "r"(0x64646464u), "n"(0x4040 | A0 | A1 << 8));
-        asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(y) : "r"(u), "r"(0x64646464u), "n"(0x4040 | B0 | B1 << 8));
-        asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(*a) : "r"(x), "r"(bias));
-        asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(*b) : "r"(y), "r"(bias));
+        /* 0x64XX is 1024 + XX in fp16: (x + 128) as a byte under 0x64 */
+        const uint32_t u = w ^ 0x80808080u;
+        asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(*a) : "r"(u), "r"(0x64646464u), "n"(0x4040 | A0 | A1 << 8));
+        asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(*b) : "r"(u), "r"(0x64646464u), "n"(0x4040 | B0 | B1 << 8));
     } else {
         uint32_t x, y;
         asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(x) : "r"(w), "n"(0x4400 | A0 | A1 << 4));
@@ -102,7 +103,7 @@ static __device__ __forceinline__ void qattn_dmma_widen_sel(uint32_t w, uint32_t
         *b = qattn_cvt_f16x2_e4m3x2(y);
     }
 }
-/* four 8-bit codes to four fp16 (two f16x2 words, codes 0-1 and 2-3) */
+/* four 8-bit codes to four fp16 (two f16x2 words, codes 0-1 and 2-3; int8: biased) */
 template <int CF>
 static __device__ __forceinline__ void qattn_dmma_widen4(uint32_t w, uint32_t *lo, uint32_t *hi)
 {
@@ -476,6 +477,25 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         qattn_dmma_pack_q<D, QT, QATTN_FMT_FP16>(qa, qx);
     else
         qattn_dmma_pack_q<D, QT, QATTN_FMT_FP32>(qa, qx);
+    /* int8: bias x the Q sums of rows g and g + 8 (fp16 Q as the MMA reads it; a sum is the same
+     * under the channel permutation) */
+    float qb[2] = {0.f, 0.f};
+    float pb[4] = {0.f, 0.f, 0.f, 0.f}; /* int8: rows g, g + 8's P sums (all columns alike), as O's */
+    if constexpr (CF == QATTN_FMT_INT8) {
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float lo, hi;
+                qattn_f16x2_unpack(qa[ks][i], lo, hi);
+                qb[i & 1] += lo + hi;
+            }
+        for (int ri = 0; ri < 2; ri++) {
+            qb[ri] += __shfl_xor_sync(0xffffffffu, qb[ri], 1);
+            qb[ri] += __shfl_xor_sync(0xffffffffu, qb[ri], 2);
+            qb[ri] *= -QATTN_DMMA_I8_BIAS;
+        }
+    }
     for (int it = 0; it < mine; it++) {
         const int c = warp + it * NW;
         if (it + ST - 1 < mine)
@@ -489,7 +509,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         /* S = Q K^T over the chunk's KC keys: n-tiles of 8 keys */
         float s[NJ][4];
         for (int j = 0; j < NJ; j++)
-            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+            s[j][0] = s[j][1] = qb[0], s[j][2] = s[j][3] = qb[1];
         if (L::ELT == 2) {
 #pragma unroll
             for (int ks = 0; ks < D / 16; ks++)
@@ -550,10 +570,14 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
             pa[j >> 1][(j & 1) * 2 + 1] = qattn_dmma_pack<QT>(pv[2], pv[3]);
         }
         if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) /* a row's max moved */
+        {
             for (int n = 0; n < NT; n++) {
                 o[n][0] *= alpha[0], o[n][1] *= alpha[0];
                 o[n][2] *= alpha[1], o[n][3] *= alpha[1];
             }
+            if constexpr (CF == QATTN_FMT_INT8)
+                pb[0] *= alpha[0], pb[1] *= alpha[0], pb[2] *= alpha[1], pb[3] *= alpha[1];
+        }
         /* O += P V: k-blocks of 16 keys, n-tiles of 8 channels in pairs */
         if (L::ELT == 2) {
 #pragma unroll
@@ -572,7 +596,11 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
              * fragments of two n-tiles: tile 2 s + x holds the channels 16 s + 2 c + x (c = 0..7) of
              * segment s (O's columns permuted so; the merge below puts them back) */
 #pragma unroll
-            for (int kk = 0; kk < NK; kk++)
+            for (int kk = 0; kk < NK; kk++) {
+                if constexpr (CF == QATTN_FMT_INT8) {
+                    const uint32_t ones[2] = {0x3c003c00u, 0x3c003c00u};
+                    qattn_dmma_mma<QT>(pb, pa[kk], ones);
+                }
 #pragma unroll
                 for (int s2 = 0; s2 < D / 32; s2++) {
                     uint32_t r[4];
@@ -588,6 +616,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
                         qattn_dmma_mma<QT>(o[4 * s2 + 2 * h + 1], pa[kk], odd);
                     }
                 }
+            }
         }
         __syncwarp();
     }
@@ -596,6 +625,11 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 1);
         l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 2);
     }
+    if constexpr (CF == QATTN_FMT_INT8) /* the biased V codes' share of O */
+        for (int n = 0; n < NT; n++) {
+            o[n][0] -= QATTN_DMMA_I8_BIAS * pb[0], o[n][1] -= QATTN_DMMA_I8_BIAS * pb[1];
+            o[n][2] -= QATTN_DMMA_I8_BIAS * pb[2], o[n][3] -= QATTN_DMMA_I8_BIAS * pb[3];
+        }
     __syncthreads(); /* the rings are free: merge the warps' states */
     const int RW = QATTN_DMMA_ROWS, RS = L::MERGE_ROW; /* floats a row: O's D channels, m, l, padding */
     float *ms = (float *)qattn_dmma_smem;              /* [NW][RW][RS] */
