@@ -104,7 +104,7 @@ struct qattn_kernels_sparse_params {
     int kblock;             /* portable: listed keys a softmax block */
     qattn_kernels_fastdiv div_page; /* by kv.page (1 without a pool): the wgmma producers' page lookups */
     uint32_t *work;         /* fp8 wgmma: [2] device, zero between launches: the next item's counter, the CTAs
-                             * finished (the last zeroes both); NULL: each CTA takes every gridDim.x-th item */
+                             * finished (the last zeroes both); the plan's (the launcher refuses NULL) */
     uint16_t *widen_table;  /* test, fp8 wgmma instance: [256 scale codes][256 e4m3 codes] device bf16, the
                              * producer's widening of each (written instead of attention; NULL: attention) */
     uint16_t *qquant_table; /* test, fp8 wgmma instance: [qquant_n][64] device bf16 slabs, quantized in place as

@@ -249,7 +249,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
     const int grp = p.hq / p.hkv, tiles = (grp + QATTN_SPW_ROWS - 1) / QATTN_SPW_ROWS;
     /* items (token, kv head, tile) in that order (a token's tiles side by side: they read the same
      * rows). F8 persistent: CTA b takes item b, then the next from the counter p.work (a static
-     * stride gridDim.x without one: multiprocessors that run slower then hold the kernel up), the
+     * stride measured about 2% slower: multiprocessors that run slower then hold the kernel up), the
      * next item's Q tile quantized and its first blocks made under the last blocks and epilogue of
      * the one before; stage use counts on over items. bf16: a CTA an item (grid x: kv head and tile,
      * y: token; persistent it ran 3-5% slower at top-k 2048, H200 2026-11-29) */
@@ -278,7 +278,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
         uint32_t jg = 0; /* blocks of the CTA's items before this one: block j uses stage (jg + j) % 2 */
         /* thread 0 takes the item after the next from the counter while the CTA works on this one */
         int nxt = (int)(blockIdx.x + gridDim.x);
-        if (F8 && tid == 0 && p.work)
+        if (F8 && tid == 0)
             nxt = (int)gridDim.x < nitems ? (int)(gridDim.x + atomicAdd(p.work, 1u)) : nitems;
         for (int ii = 0;; ii++) {
             int item = F8 ? (int)blockIdx.x : (int)(blockIdx.y * gridDim.x + blockIdx.x);
@@ -289,7 +289,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                     if (tid == 0) {
                         sItem[ii & 1] = nxt;
                         if (nxt < nitems)
-                            nxt = p.work ? (int)(gridDim.x + atomicAdd(p.work, 1u)) : nxt + (int)gridDim.x;
+                            nxt = (int)(gridDim.x + atomicAdd(p.work, 1u));
                     }
                     qattn_bar_sync<3, 256>();
                     item = sItem[ii & 1];
@@ -298,7 +298,7 @@ static __global__ void __launch_bounds__(QATTN_SPW_THREADS(F8), 1) qattn_sparse_
                 }
                 if (item >= nitems) { /* none left: the consumers learn it from sItem */
                     qattn_mbar_arrive(QATTN_SPW_QFULL);
-                    if (tid == 0 && p.work) { /* the last CTA out zeroes the counter for the next launch */
+                    if (tid == 0) { /* the last CTA out zeroes the counter for the next launch */
                         __threadfence();
                         if (atomicAdd(p.work + 1, 1u) == gridDim.x - 1)
                             p.work[0] = 0u, p.work[1] = 0u;
@@ -689,6 +689,8 @@ static int qattn_sparse_wgmma_launch(const qattn_kernels_sparse_params *pp, void
     if (F8 && (((uintptr_t)p.kv.pool.val | (uintptr_t)p.kv.ext.val | (uintptr_t)p.kv.pool.rope | (uintptr_t)p.kv.ext.rope) & 15 ||
                ((uintptr_t)p.kv.pool.sc | (uintptr_t)p.kv.ext.sc) & 7))
         return qattn_err_set(err, QATTN_ERR_ARG, "sparse wgmma: fp8 cache arrays must be 16-byte aligned (scales 8)");
+    if (F8 && !p.work)
+        return qattn_err_set(err, QATTN_ERR_ARG, "sparse wgmma: the fp8 kernel needs its item counter (params work)");
     if (p.kv.prefix > 0 && p.div_page.d != (uint32_t)p.kv.page)
         return qattn_err_set(err, QATTN_ERR_ARG, "sparse wgmma: div_page (%u) is not the cache's page size (%d)",
                              p.div_page.d, p.kv.page);

@@ -172,7 +172,8 @@ static void qquant_table(void)
     free(got);
 }
 
-/* the fused wgmma instance refuses fp8 cache arrays its vector loads cannot read (before any launch) */
+/* the fused wgmma instance refuses fp8 cache arrays its vector loads cannot read, and params without
+ * the item counter its persistent CTAs take items from (before any launch) */
 static void misaligned(void)
 {
     const qattn_kernels_sig *sig = fused_wgmma("misaligned");
@@ -193,6 +194,10 @@ static void misaligned(void)
     rc = sig->launch_sparse(&p, NULL, &err);
     CHECK(rc == QATTN_ERR_ARG, "codes 8 bytes off: rc %d", rc);
     CHECK_STR_CONTAINS(err.msg, "fp8 cache arrays must be 16-byte aligned");
+    p.kv.pool.val = words; /* aligned, but no item counter (a plan always allocates one) */
+    rc = sig->launch_sparse(&p, NULL, &err);
+    CHECK(rc == QATTN_ERR_ARG, "no item counter: rc %d", rc);
+    CHECK_STR_CONTAINS(err.msg, "needs its item counter");
 }
 #endif
 
