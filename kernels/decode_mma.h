@@ -247,7 +247,7 @@ static __device__ __forceinline__ void qattn_dmma_prefetch_split(const qattn_ker
 
 /* SPEC: the speculative prologue compiled in (p.spec; a second instance, so that the other one's code
  * stays as it was: the spec path's mere presence cost 1-3% at full grids) */
-template <int D, int CF, int QT, int SPEC, int W8>
+template <int D, int CF, int QT, int SPEC, int W8, int SHARE>
 __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_decode_mma_kernel(qattn_kernels_decode_params p)
 {
     typedef qattn_dmma_layout<D, CF, W8> L;
@@ -274,6 +274,11 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
      * from are read again after it, beside the copies, and a warp whose values changed waits for its
      * copies and issues them again (p.spec 2 / 3: the length / rows spoiled, to test that path) */
     const int spec = SPEC && p.spec && !p.cu_q && rt * QATTN_DMMA_ROWS < p.seqlen_q * grp;
+    /* SHARE (p.share: a row tile's splits as one cluster, no speculation): the blocks take the
+     * tile's chunks, each warp its first ST + 1 by a fixed rule and the rest from a counter in
+     * rank 0's shared memory, so that a block that streams faster takes more (the cluster's
+     * combine weighs whatever keys each block saw) */
+    __shared__ uint32_t shared_next; /* SHARE, rank 0's: the tile's chunks taken from the counter */
     const int cap = p.cache.max_pages * p.cache.page_size;
     int sk32 = 0;
     if (spec) {
@@ -288,6 +293,11 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     const int nrows = sq * grp, r0 = rt * QATTN_DMMA_ROWS;
     if (r0 >= nrows)
         return;
+    if constexpr (SHARE) { /* the counter at 0 before any block of the cluster takes from it */
+        if (threadIdx.x == 0 && qattn_cluster_rank() == 0)
+            shared_next = 0u;
+        qattn_cluster_arrive();
+    }
     if (!spec)
         sk32 = p.cache.len[b];
     auto q_at = [&](int r) -> int64_t {
@@ -334,6 +344,8 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         const int64_t sk = len;
         unsigned a32, e32;
         qattn_decode_split_keys(p, (unsigned)len, (unsigned)sp, &a32, &e32);
+        if constexpr (SHARE) /* the tile's keys, its splits' chunks shared */
+            a32 = 0, e32 = (unsigned)len;
         const int64_t a = a32, e = e32;
         int64_t rlo[2], rhi[2]; /* this lane's rows g and g + 8: their keys [lo, hi) within the split */
         for (int i = 0; i < 2; i++) {
@@ -420,10 +432,16 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
+    /* SHARE: the chunks of iterations it .. it + ST, (i ns + sp) NW + warp for i <= ST, then from
+     * the counter (taken an iteration before its lookup); a chunk past nchunk ends the warp's */
+    int cq[ST + 1];
+#pragma unroll
+    for (int s = 0; s <= ST; s++)
+        cq[s] = (s * p.num_splits + sp) * NW + warp;
     unsigned pre[ST]; /* the first ST chunks' lookups, in flight together */
 #pragma unroll
     for (int s = 0; s < ST; s++)
-        pre[s] = s < mine ? lookup(warp + s * NW) : ~0u;
+        pre[s] = (SHARE ? cq[s] < nchunk : s < mine) ? lookup(SHARE ? cq[s] : warp + s * NW) : ~0u;
     if constexpr (SPEC) {
         if (spec) {
             if (p.spec == 3) /* test: rows spoiled (row 0 exists in every pool) */
@@ -437,8 +455,8 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     auto first_copies = [&]() {
 #pragma unroll
         for (int s = 0; s < ST - 1; s++) {
-            if (s < mine)
-                issue(warp + s * NW, s, pre[s]);
+            if (SHARE ? cq[s] < nchunk : s < mine)
+                issue(SHARE ? cq[s] : warp + s * NW, s, pre[s]);
             qattn_cp_async_commit();
         }
     };
@@ -496,12 +514,28 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
             qb[ri] *= -QATTN_DMMA_I8_BIAS;
         }
     }
-    for (int it = 0; it < mine; it++) {
-        const int c = warp + it * NW;
-        if (it + ST - 1 < mine)
-            issue(warp + (it + ST - 1) * NW, (it + ST - 1) % ST, next_row);
+    uint32_t next_at = 0u, taken = 0u; /* SHARE: rank 0's counter; lane 0: its value for iteration it + ST + 1 */
+    if constexpr (SHARE) {
+        next_at = qattn_cluster_map(&shared_next, 0u);
+        qattn_cluster_wait();
+        if (lane == 0)
+            taken = qattn_cluster_atom_add(next_at, 1u);
+    }
+    for (int it = 0; SHARE ? cq[0] < nchunk : it < mine; it++) {
+        const int c = SHARE ? cq[0] : warp + it * NW;
+        if (SHARE ? cq[ST - 1] < nchunk : it + ST - 1 < mine)
+            issue(SHARE ? cq[ST - 1] : warp + (it + ST - 1) * NW, (it + ST - 1) % ST, next_row);
         qattn_cp_async_commit();
-        next_row = it + ST < mine ? lookup(warp + (it + ST) * NW) : ~0u;
+        next_row = (SHARE ? cq[ST] < nchunk : it + ST < mine) ? lookup(SHARE ? cq[ST] : warp + (it + ST) * NW) : ~0u;
+        if constexpr (SHARE) { /* the chunk of iteration it + ST + 1, after those the rule gave */
+            const int after = (ST + 1) * p.num_splits * NW + (int)__shfl_sync(0xffffffffu, taken, 0);
+            if (lane == 0 && after < nchunk)
+                taken = qattn_cluster_atom_add(next_at, 1u);
+#pragma unroll
+            for (int s = 0; s < ST; s++)
+                cq[s] = cq[s + 1];
+            cq[ST] = after;
+        }
         qattn_cp_async_wait<ST - 1>();
         __syncwarp();
         const unsigned char *kt = wsm + (it % ST) * L::STAGE, *vt = kt + L::RAW_CHUNK;
@@ -700,8 +734,9 @@ template <int D, int CF, int QT, int W8>
 static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipStream_t stream, qattn_err *err)
 {
     typedef qattn_dmma_layout<D, CF, W8> L;
-    void (*k)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT, 0, W8>;
-    void (*const ks)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT, 1, W8>; /* speculating */
+    void (*k)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT, 0, W8, 0>;
+    void (*const ks)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT, 1, W8, 0>; /* speculating */
+    void (*const kh)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT, 0, W8, 1>; /* sharing */
     /* once per instance and device (the host calls cost microseconds a decode step): the
      * shared-memory limit raised, the L2's size (0: unknown, no prefetch) */
     static int raised[64], l2_bytes[64], sms_of[64];
@@ -711,6 +746,8 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
         QATTN_DECODE_CHECK(hipFuncSetAttribute((const void *)k, hipFuncAttributeMaxDynamicSharedMemorySize, L::BYTES),
                            "decode: raising the shared-memory limit");
         QATTN_DECODE_CHECK(hipFuncSetAttribute((const void *)ks, hipFuncAttributeMaxDynamicSharedMemorySize, L::BYTES),
+                           "decode: raising the shared-memory limit");
+        QATTN_DECODE_CHECK(hipFuncSetAttribute((const void *)kh, hipFuncAttributeMaxDynamicSharedMemorySize, L::BYTES),
                            "decode: raising the shared-memory limit");
         if (hipDeviceGetAttribute(&l2, hipDeviceAttributeL2CacheSize, dev) != hipSuccess)
             l2 = 0;
@@ -756,12 +793,19 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
                   : sv && !strcmp(sv, "spoil-rows") ? 3
                   : sv && !strcmp(sv, "0")          ? 0
                                                     : (int64_t)grid.x * grid.y * grid.z * 2 <= sms;
+        /* a cluster's blocks share the tile's chunks (the blocks of a tile stream equal work at rates
+         * that differ by up to 40%: 0.95-0.97x at 8192:8:8 .. 32768:8:8, H200 2026-11-29) */
+        const char *shv = getenv("QATTN_DECODE_SHARE");
+        pk.share = cluster && !pk.spec && !(shv && !strcmp(shv, "0"));
         if (pk.spec)
             k = ks;
+        else if (pk.share)
+            k = kh;
         if (cluster && qattn_port_launch_ex(1, (unsigned)p.num_splits, k, grid, dim3(L::NW * 32),
                                             (size_t)L::BYTES, stream, pk) != cudaSuccess) {
             (void)hipGetLastError(); /* clusters refused (too few free multiprocessors a GPC): the combine kernel */
-            cluster = pk.cluster = 0;
+            cluster = pk.cluster = pk.share = 0;
+            k = pk.spec ? ks : &qattn_decode_mma_kernel<D, CF, QT, 0, W8, 0>;
         }
         if (!cluster)
             qattn_port_launch_overlap(1, k, grid, dim3(L::NW * 32), (size_t)L::BYTES, stream, pk);

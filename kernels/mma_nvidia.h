@@ -315,6 +315,17 @@ static __device__ __forceinline__ void qattn_cluster_wait(void)
     asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 #endif
 }
+/* atomically add v to the word at a shared::cluster address (qattn_cluster_map); the old value */
+static __device__ __forceinline__ uint32_t qattn_cluster_atom_add(uint32_t at, uint32_t v)
+{
+    uint32_t old = 0u;
+#if QATTN_CLUSTER
+    asm volatile("atom.relaxed.cluster.shared::cluster.add.u32 %0, [%1], %2;\n" : "=r"(old) : "r"(at), "r"(v));
+#else
+    (void)at, (void)v;
+#endif
+    return old;
+}
 /* this block's rank in its cluster */
 static __device__ __forceinline__ unsigned qattn_cluster_rank(void)
 {
