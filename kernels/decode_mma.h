@@ -274,10 +274,11 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
      * from are read again after it, beside the copies, and a warp whose values changed waits for its
      * copies and issues them again (p.spec 2 / 3: the length / rows spoiled, to test that path) */
     const int spec = SPEC && p.spec && !p.cu_q && rt * QATTN_DMMA_ROWS < p.seqlen_q * grp;
-    /* SHARE (p.share: a row tile's splits as one cluster, no speculation): the blocks take the
-     * tile's chunks, each warp its first ST + 1 by a fixed rule and the rest from a counter in
-     * rank 0's shared memory, so that a block that streams faster takes more (the cluster's
-     * combine weighs whatever keys each block saw) */
+    /* SHARE (no speculation; p.share = sn, the splits of a cluster: all the tile's with the cluster's
+     * combine, else 2): a cluster's blocks take their splits' chunks, each warp its first ST + 1 by
+     * a fixed rule and the rest from a counter in rank 0's shared memory, so that a block that
+     * streams faster takes more (a combine weighs whatever keys each block saw) */
+    const int sn = SHARE ? p.share : 1, srank = SHARE ? sp % sn : 0;
     __shared__ uint32_t shared_next; /* SHARE, rank 0's: the tile's chunks taken from the counter */
     const int cap = p.cache.max_pages * p.cache.page_size;
     int sk32 = 0;
@@ -344,8 +345,11 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         const int64_t sk = len;
         unsigned a32, e32;
         qattn_decode_split_keys(p, (unsigned)len, (unsigned)sp, &a32, &e32);
-        if constexpr (SHARE) /* the tile's keys, its splits' chunks shared */
-            a32 = 0, e32 = (unsigned)len;
+        if constexpr (SHARE) { /* the keys of the cluster's splits, shared */
+            unsigned a2, e2;
+            qattn_decode_split_keys(p, (unsigned)len, (unsigned)(sp - srank), &a32, &e2);
+            qattn_decode_split_keys(p, (unsigned)len, (unsigned)(sp - srank + sn - 1), &a2, &e32);
+        }
         const int64_t a = a32, e = e32;
         int64_t rlo[2], rhi[2]; /* this lane's rows g and g + 8: their keys [lo, hi) within the split */
         for (int i = 0; i < 2; i++) {
@@ -432,12 +436,12 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-    /* SHARE: the chunks of iterations it .. it + ST, (i ns + sp) NW + warp for i <= ST, then from
+    /* SHARE: the chunks of iterations it .. it + ST, (i sn + rank) NW + warp for i <= ST, then from
      * the counter (taken an iteration before its lookup); a chunk past nchunk ends the warp's */
     int cq[ST + 1];
 #pragma unroll
     for (int s = 0; s <= ST; s++)
-        cq[s] = (s * p.num_splits + sp) * NW + warp;
+        cq[s] = (s * sn + srank) * NW + warp;
     unsigned pre[ST]; /* the first ST chunks' lookups, in flight together */
 #pragma unroll
     for (int s = 0; s < ST; s++)
@@ -528,7 +532,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         qattn_cp_async_commit();
         next_row = (SHARE ? cq[ST] < nchunk : it + ST < mine) ? lookup(SHARE ? cq[ST] : warp + (it + ST) * NW) : ~0u;
         if constexpr (SHARE) { /* the chunk of iteration it + ST + 1, after those the rule gave */
-            const int after = (ST + 1) * p.num_splits * NW + (int)__shfl_sync(0xffffffffu, taken, 0);
+            const int after = (ST + 1) * sn * NW + (int)__shfl_sync(0xffffffffu, taken, 0);
             if (lane == 0 && after < nchunk)
                 taken = qattn_cluster_atom_add(next_at, 1u);
 #pragma unroll
@@ -655,6 +659,9 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         __syncwarp();
     }
     qattn_cp_async_wait<0>();
+    if constexpr (SHARE)
+        if (!p.cluster) /* this block is done with rank 0's counter (waited for at the end) */
+            qattn_cluster_arrive();
     for (int ri = 0; ri < 2; ri++) {
         l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 1);
         l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 2);
@@ -728,6 +735,8 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     }
     if (p.cluster)
         qattn_decode_cluster_combine<D, QATTN_DMMA_ROWS>(p, res, r0, nrows, b, hk, tq0, tu0);
+    else if constexpr (SHARE)
+        qattn_cluster_wait(); /* no block leaves while its peer may take from its counter */
 }
 
 template <int D, int CF, int QT, int W8>
@@ -768,15 +777,24 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
     const char *cv = getenv("QATTN_DECODE_CLUSTER");
     int cluster = p.stages == 0 && p.num_splits > 1 && p.num_splits <= QATTN_DECODE_CLUSTER_MAX &&
                   !(cv && !strcmp(cv, "0")) && qattn_port_overlap_ok();
-    if (cluster) { /* the resident clusters, once per size and device (1 + the count; 0: not asked) */
+    /* the resident clusters of cz blocks, once per size and device (1 + the count; 0: not asked) */
+    auto resident_clusters = [&](int cz) -> int {
         static int resident[64][QATTN_DECODE_CLUSTER_MAX + 1];
-        int *slot = dev >= 0 && dev < 64 ? &resident[dev][p.num_splits] : NULL;
-        const int n = slot && *slot ? *slot - 1
-                                : qattn_port_max_clusters(k, (unsigned)p.num_splits, dim3(L::NW * 32), (size_t)L::BYTES);
+        int *slot = dev >= 0 && dev < 64 ? &resident[dev][cz] : NULL;
+        const int n = slot && *slot ? *slot - 1 : qattn_port_max_clusters(k, (unsigned)cz, dim3(L::NW * 32), (size_t)L::BYTES);
         if (slot && !*slot)
             *slot = n + 1;
-        cluster = (int64_t)grid.x * grid.y <= n;
-    }
+        return n;
+    };
+    if (cluster)
+        cluster = (int64_t)grid.x * grid.y <= resident_clusters(p.num_splits);
+    /* else, with 2-8 splits (an even count), pairs of splits as clusters of 2 that share their chunks
+     * (each block's partial covers the keys it took), when all of them are resident at once
+     * (131072:4:8 0.99x; with 16 and 128 short splits 1.02-1.11x: the pair's end barrier and the
+     * counter cost more than the evening gains; H200 2026-11-29) */
+    const int pairs = !cluster && p.stages != 2 && p.num_splits >= 2 && p.num_splits <= QATTN_DECODE_CLUSTER_MAX &&
+                      p.num_splits % 2 == 0 && qattn_port_overlap_ok() &&
+                      (int64_t)grid.x * grid.y * grid.z / 2 <= resident_clusters(2);
     if (p.stages != 2) { /* overlapping the previous kernel: it waits for it before touching memory */
         /* the L2 prefetch: half the L2 over the grid's blocks, so that prefetched rows stay */
         qattn_kernels_decode_params pk = p;
@@ -793,21 +811,22 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
                   : sv && !strcmp(sv, "spoil-rows") ? 3
                   : sv && !strcmp(sv, "0")          ? 0
                                                     : (int64_t)grid.x * grid.y * grid.z * 2 <= sms;
-        /* a cluster's blocks share the tile's chunks (the blocks of a tile stream equal work at rates
-         * that differ by up to 40%: 0.95-0.97x at 8192:8:8 .. 32768:8:8, H200 2026-11-29) */
+        /* a cluster's blocks share their splits' chunks (the blocks of a tile stream equal work at
+         * rates that differ by up to 40%: 0.95-0.97x at 8192:8:8 .. 32768:8:8, H200 2026-11-29) */
         const char *shv = getenv("QATTN_DECODE_SHARE");
-        pk.share = cluster && !pk.spec && !(shv && !strcmp(shv, "0"));
+        const int share_ok = !pk.spec && !(shv && !strcmp(shv, "0"));
+        pk.share = share_ok && cluster ? p.num_splits : share_ok && pairs ? 2 : 0;
         if (pk.spec)
             k = ks;
         else if (pk.share)
             k = kh;
-        if (cluster && qattn_port_launch_ex(1, (unsigned)p.num_splits, k, grid, dim3(L::NW * 32),
-                                            (size_t)L::BYTES, stream, pk) != cudaSuccess) {
+        const unsigned cz = cluster ? (unsigned)p.num_splits : pk.share ? 2u : 1u;
+        if (cz > 1 && qattn_port_launch_ex(1, cz, k, grid, dim3(L::NW * 32), (size_t)L::BYTES, stream, pk) != cudaSuccess) {
             (void)hipGetLastError(); /* clusters refused (too few free multiprocessors a GPC): the combine kernel */
             cluster = pk.cluster = pk.share = 0;
             k = pk.spec ? ks : &qattn_decode_mma_kernel<D, CF, QT, 0, W8, 0>;
-        }
-        if (!cluster)
+            qattn_port_launch_overlap(1, k, grid, dim3(L::NW * 32), (size_t)L::BYTES, stream, pk);
+        } else if (cz == 1)
             qattn_port_launch_overlap(1, k, grid, dim3(L::NW * 32), (size_t)L::BYTES, stream, pk);
         QATTN_DECODE_CHECK(hipGetLastError(), "decode mma kernel launch");
     }

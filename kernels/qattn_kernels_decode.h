@@ -101,8 +101,9 @@ struct qattn_kernels_decode_params {
     int cluster;           /* mma path, set by its launcher: a row tile's num_splits (2 .. 8) blocks run as one
                             * thread-block cluster that combines in shared memory (no partials, no combine
                             * kernel; sm_90 on, stages 0, QATTN_DECODE_CLUSTER=0: never) */
-    int share;             /* mma path, set by its launcher: with cluster and no speculation, the tile's blocks
-                            * share its chunks through a counter in the cluster (QATTN_DECODE_SHARE=0: never) */
+    int share;             /* mma path, set by its launcher, without speculation: the splits of a thread-block
+                            * cluster whose blocks share their chunks through a counter in it (num_splits with
+                            * cluster, else 2 for an even count; 0: none; QATTN_DECODE_SHARE=0: never) */
 };
 
 /* Fill p for pb from the query and output tensors (strides in elements), lse
