@@ -81,12 +81,12 @@ static __device__ __forceinline__ void qattn_dmma_mma(float *d, const uint32_t *
         qattn_mma_m16n8k16_f16_f32(d, a, b, d);
 }
 
-/* bytes (A0, A1) and (B0, B1) of the word w, 8-bit codes, as two fp16 pairs
- * (low half first), exactly */
 /* int8 codes x are widened to x + QATTN_DMMA_I8_BIAS in fp16 (exact): the MMAs' sums carry
  * the bias times the other operand's sum, taken off per row (S: the accumulators start at
  * -bias x the row's Q sum; O: bias x the row's P sum, from an MMA by a column of ones) */
 #define QATTN_DMMA_I8_BIAS 1152.0f
+/* bytes (A0, A1) and (B0, B1) of the word w, 8-bit codes, as two fp16 pairs
+ * (low half first), exactly (int8: biased) */
 template <int CF, int A0, int A1, int B0, int B1>
 static __device__ __forceinline__ void qattn_dmma_widen_sel(uint32_t w, uint32_t *a, uint32_t *b)
 {
@@ -344,11 +344,12 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     auto geometry = [&](int len) {
         const int64_t sk = len;
         unsigned a32, e32;
-        qattn_decode_split_keys(p, (unsigned)len, (unsigned)sp, &a32, &e32);
         if constexpr (SHARE) { /* the keys of the cluster's splits, shared */
             unsigned a2, e2;
             qattn_decode_split_keys(p, (unsigned)len, (unsigned)(sp - srank), &a32, &e2);
             qattn_decode_split_keys(p, (unsigned)len, (unsigned)(sp - srank + sn - 1), &a2, &e32);
+        } else {
+            qattn_decode_split_keys(p, (unsigned)len, (unsigned)sp, &a32, &e32);
         }
         const int64_t a = a32, e = e32;
         int64_t rlo[2], rhi[2]; /* this lane's rows g and g + 8: their keys [lo, hi) within the split */
@@ -607,8 +608,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
             pa[j >> 1][(j & 1) * 2] = qattn_dmma_pack<QT>(pv[0], pv[1]);
             pa[j >> 1][(j & 1) * 2 + 1] = qattn_dmma_pack<QT>(pv[2], pv[3]);
         }
-        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) /* a row's max moved */
-        {
+        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) { /* a row's max moved */
             for (int n = 0; n < NT; n++) {
                 o[n][0] *= alpha[0], o[n][1] *= alpha[0];
                 o[n][2] *= alpha[1], o[n][3] *= alpha[1];
