@@ -9,8 +9,8 @@
  * tolerances of qattn_kernels_decode.h; a case whose splits (2 .. 8) the NVIDIA
  * path combines inside a cluster (its blocks sharing the tile's chunks) runs
  * again with QATTN_DECODE_CLUSTER=0 (pairs of splits sharing theirs where the
- * count is even, and the combine kernels); every case with splits again with
- * QATTN_DECODE_SHARE=0, so that the fixed chunks stay checked; and every case again with the values
+ * count is even, and the combine kernels) and with QATTN_DECODE_SHARE=0, so
+ * that the fixed chunks stay checked; and every case again with the values
  * the NVIDIA path reads before its wait spoiled (QATTN_DECODE_SPEC=spoil-len,
  * spoil-rows), so that the path that redoes its first copies is checked, and
  * in both block forms of the 8-bit caches (QATTN_DECODE_WARPS=8, 12).
@@ -195,13 +195,11 @@ int main(int argc, char **argv)
 #ifndef QATTN_TEST_SIM
         /* the in-cluster combine may have run (sm_90), its blocks sharing the tile's chunks: now
          * without the sharing, then the combine kernels */
-        if (ns >= 2) {
+        if (ns >= 2 && ns <= QATTN_DECODE_CLUSTER_MAX) { /* past 8 splits no block shares */
             snprintf(label, sizeof label, "case %zu no-share", i);
             setenv("QATTN_DECODE_SHARE", "0", 1);
             run_case(i, 0, label);
             unsetenv("QATTN_DECODE_SHARE");
-        }
-        if (ns >= 2 && ns <= QATTN_DECODE_CLUSTER_MAX) {
             snprintf(label, sizeof label, "case %zu no-cluster", i);
             setenv("QATTN_DECODE_CLUSTER", "0", 1);
             run_case(i, 0, label);
