@@ -726,7 +726,7 @@ int qattn_kernels_wg_tma_lengths(const qattn_kernels_problem *pb) { return qattn
 
 long qattn_kernels_wg_solo_keys(const qattn_kernels_sig *g, int tma)
 {
-    return wg_both(g) ? qattn_wg_solo_keys(g->head_dim, g->q, g->p, tma) : 0;
+    return wg_both(g) ? qattn_wg_solo_keys(g->head_dim, g->kblock_max, g->q, g->p, tma) : 0;
 }
 
 const char *qattn_kernels_hw_limit(const qattn_scheme *s, int cc, int i)

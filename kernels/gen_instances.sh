@@ -35,6 +35,18 @@ e4m3:e4m3:fp32 e4m3:e4m3:fp22 e4m3:fp16:fp16 e4m3:fp16:fp32
 fp16:fp16:fp32 bf16:bf16:fp32
 "
 
+# instance files whose ptxas runs at -O3 instead of the build's -O1 (QATTN_GPU_MMA_PTXAS_OPT), by
+# measurement: NVIDIA H200, 2026-11-29, the same binary built both ways, kernels/LOG.md (sage2-8b-sm90
+# d = 128 with its one-warpgroup form at every length, wgmma_form.h; the others 1-7% faster at -O3;
+# the instances not listed ran slower or within 1% at -O3)
+ptxas_o3="
+attn_fwd_wgmma_d128_qk_int8_pv_e4m3_acc_fp22 attn_fwd_wgmma_d64_qk_int8_pv_e4m3_acc_fp22
+attn_fwd_wgmma_d128_kb64_qk_int8_pv_e4m3_acc_fp22 attn_fwd_wgmma_d128_kb64_qk_int8_pv_int8_acc_fp32
+attn_fwd_wgmma_d128_kb64_qk_int8_pv_fp16_acc_fp16 attn_fwd_wgmma_d64_kb64_qk_int8_pv_fp16_acc_fp16
+attn_fwd_wgmma_d128_kb64_qk_int4_pv_e4m3_acc_fp32 attn_fwd_wgmma_d64_kb64_qk_int4_pv_e4m3_acc_fp32
+decode_mma_d128_cache_int8 decode_mma_d128_cache_e4m3 sparse_wgmma_d512_fp8
+"
+
 fmt_enum() { echo "QATTN_FMT_$(echo "$1" | tr a-z A-Z)"; }
 acc_enum() { echo "QATTN_ACC_$(echo "$1" | tr a-z A-Z)"; }
 banner() {
@@ -610,6 +622,8 @@ EOF
     echo "# AMD and the host simulation (MFMA)"
     echo "set(QATTN_KERNELS_MFMA_INSTANCES_D64${cmake_mfma_64})"
     echo "set(QATTN_KERNELS_MFMA_INSTANCES_D128${cmake_mfma_128})"
+    echo "# NVIDIA: ptxas -O3 for these (the others at QATTN_GPU_MMA_PTXAS_OPT)"
+    echo "set(QATTN_KERNELS_PTXAS_O3$(for f in $ptxas_o3; do printf ' %s.hip' "$f"; done))"
 } >"$out/instances.cmake"
 
 if [ "$check" = 1 ]; then

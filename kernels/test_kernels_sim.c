@@ -550,12 +550,14 @@ static void check_wg_form(void)
     CHECK(qattn_wg_form(128, 128, E4, E4, FP22, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
               qattn_wg_form(64, 64, I8, E4, FP22, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
               qattn_wg_form(64, 64, I8, E4, FP22, none, 1 << 20, 0) == QATTN_WG_FORM_NC3 &&
-              qattn_wg_form(128, 128, I8, E4, FP22, none, 8192, 1) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(128, 128, I8, E4, FP22, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 64, I8, E4, FP22, none, 4096, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 64, I8, E4, FP22, none, 4112, 1) == QATTN_WG_FORM_NC3 &&
               qattn_wg_form(128, 64, I8, E4, FP22, causal, 16384, 1) == QATTN_WG_FORM_NC3 &&
               qattn_wg_form(64, 128, E4, E4, FP22, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
               qattn_wg_form(64, 128, I8, E4, FP22, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
               qattn_wg_form(64, 128, E4, E4, FP22, none, 8192, 0) == QATTN_WG_FORM_NC3,
-          "with TMA: e4m3 d = 128 and d = 64 always, int8 d = 128 as without");
+          "with TMA: e4m3 d = 128, int8 d = 128 with 128-key blocks and d = 64 always; 64-key int8 d = 128 as without");
     CHECK(qattn_wg_form(128, 64, I8, I8, QATTN_ACC_FP32, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
               qattn_wg_form(128, 64, I8, I8, QATTN_ACC_FP32, none, 8192, 0) == QATTN_WG_FORM_NC3,
           "int8 P.V: always with TMA, up to 4096 keys without");

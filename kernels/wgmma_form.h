@@ -65,13 +65,17 @@ QATTN_WG_FORM_FN long qattn_wg_row_keys(qattn_mask m, int seqlen_k)
  * TMA (tma: no varlen, lengths of whole 16-row groups) in both forms (seventh session) e4m3 at
  * d = 128 (1.11-1.17x at N = 8192-16384), every d = 64 one (1.00-1.06x, causal 1.04-1.11x) and int8
  * P.V (sage1-vb, 1.06-1.16x) win at every length: -1, any; int8 Q.K with e4m3 P.V at d = 128 ran
- * 0.94-1.03x at N = 8192, 0.94-0.99x at 16384. The f16
+ * 0.94-1.03x at N = 8192, 0.94-0.99x at 16384, and with 128-key blocks (sage2-8b-sm90), both forms
+ * at ptxas -O3 (fifteenth session), 1.02-1.07x at N = 8192-16384 (causal 1.06x), so it takes the
+ * one-warpgroup form at every length with TMA too (64-key blocks, sage2-8b: 0.98-0.99x at 8192-16384,
+ * up to 4096 as before). The f16
  * P.V instances (sage1-b; the baselines at d = 64), whose blocks wait for each P.V of twice the
  * k-steps: up to 1024 keys at d = 128 (sage1-b 1.04x there, 0.92x at 2048), 2048 at d = 64
  * (1.02-1.09x there, 0.95-1.01x at 4096, 0.90-0.95x from 8192). */
-QATTN_WG_FORM_FN long qattn_wg_solo_keys(int d, int qf, int pf, int tma)
+QATTN_WG_FORM_FN long qattn_wg_solo_keys(int d, int kb, int qf, int pf, int tma)
 {
-    if (tma && qattn_wg_solo_tma(qf, pf) && ((qf == QATTN_FMT_E4M3 && d == 128) || d == 64 || pf == QATTN_FMT_INT8))
+    if (tma && qattn_wg_solo_tma(qf, pf) &&
+        ((qf == QATTN_FMT_E4M3 && d == 128) || d == 64 || pf == QATTN_FMT_INT8 || (d == 128 && kb == 128)))
         return -1;
     if (pf == QATTN_FMT_FP16 || pf == QATTN_FMT_BF16)
         return d == 128 ? 1024 : 2048;
@@ -84,7 +88,7 @@ QATTN_WG_FORM_FN int qattn_wg_form(int d, int kb, int qf, int pf, int acc, qattn
 {
     if (!qattn_wg_solo_can(d, kb, qf, pf, acc))
         return qattn_wg_nc(qf);
-    const long most = qattn_wg_solo_keys(d, qf, pf, tma);
+    const long most = qattn_wg_solo_keys(d, kb, qf, pf, tma);
     return most < 0 || qattn_wg_row_keys(m, seqlen_k) <= most ? QATTN_WG_FORM_SOLO : qattn_wg_nc(qf);
 }
 
