@@ -743,7 +743,7 @@ template <int D, int CF, int QT, int W8>
 static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipStream_t stream, qattn_err *err)
 {
     typedef qattn_dmma_layout<D, CF, W8> L;
-    void (*k)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT, 0, W8, 0>;
+    void (*const k0)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT, 0, W8, 0>; /* plain */
     void (*const ks)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT, 1, W8, 0>; /* speculating */
     void (*const kh)(qattn_kernels_decode_params) = &qattn_decode_mma_kernel<D, CF, QT, 0, W8, 1>; /* sharing */
     /* once per instance and device (the host calls cost microseconds a decode step): the
@@ -752,7 +752,7 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
     int dev = 0, l2 = 0, sms = 0;
     QATTN_DECODE_CHECK(hipGetDevice(&dev), "decode: the current device");
     if (dev < 0 || dev >= 64 || !raised[dev]) {
-        QATTN_DECODE_CHECK(hipFuncSetAttribute((const void *)k, hipFuncAttributeMaxDynamicSharedMemorySize, L::BYTES),
+        QATTN_DECODE_CHECK(hipFuncSetAttribute((const void *)k0, hipFuncAttributeMaxDynamicSharedMemorySize, L::BYTES),
                            "decode: raising the shared-memory limit");
         QATTN_DECODE_CHECK(hipFuncSetAttribute((const void *)ks, hipFuncAttributeMaxDynamicSharedMemorySize, L::BYTES),
                            "decode: raising the shared-memory limit");
@@ -777,11 +777,27 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
     const char *cv = getenv("QATTN_DECODE_CLUSTER");
     int cluster = p.stages == 0 && p.num_splits > 1 && p.num_splits <= QATTN_DECODE_CLUSTER_MAX &&
                   !(cv && !strcmp(cv, "0")) && qattn_port_overlap_ok();
-    /* the resident clusters of cz blocks, once per size and device (1 + the count; 0: not asked) */
+    /* speculation where the grid leaves half the multiprocessors free: its blocks then start early,
+     * under the previous kernel (a full grid's start when the previous grid's blocks leave, and
+     * the reads before the wait only lengthen its path: +2-4% at batch 1, Sk 32k, 128 splits,
+     * H200); the spoiling test modes at any size */
+    const char *sv = getenv("QATTN_DECODE_SPEC");
+    const int spec = sv && !strcmp(sv, "spoil-len")    ? 2
+                     : sv && !strcmp(sv, "spoil-rows") ? 3
+                     : sv && !strcmp(sv, "0")          ? 0
+                                                       : (int64_t)grid.x * grid.y * grid.z * 2 <= sms;
+    /* a cluster's blocks share their splits' chunks (the blocks of a tile stream equal work at
+     * rates that differ by up to 40%: 0.95-0.97x at 8192:8:8 .. 32768:8:8, H200 2026-11-29) */
+    const char *shv = getenv("QATTN_DECODE_SHARE");
+    const int share_ok = !spec && !(shv && !strcmp(shv, "0"));
+    /* the kernel a cluster launch runs, and the resident clusters of cz blocks of it, once per
+     * kernel, size and device (1 + the count; 0: not asked) */
+    const int kv = spec ? 1 : share_ok ? 2 : 0;
+    void (*const kc)(qattn_kernels_decode_params) = kv == 1 ? ks : kv == 2 ? kh : k0;
     auto resident_clusters = [&](int cz) -> int {
-        static int resident[64][QATTN_DECODE_CLUSTER_MAX + 1];
-        int *slot = dev >= 0 && dev < 64 ? &resident[dev][cz] : NULL;
-        const int n = slot && *slot ? *slot - 1 : qattn_port_max_clusters(k, (unsigned)cz, dim3(L::NW * 32), (size_t)L::BYTES);
+        static int resident[64][3][QATTN_DECODE_CLUSTER_MAX + 1];
+        int *slot = dev >= 0 && dev < 64 ? &resident[dev][kv][cz] : NULL;
+        const int n = slot && *slot ? *slot - 1 : qattn_port_max_clusters(kc, (unsigned)cz, dim3(L::NW * 32), (size_t)L::BYTES);
         if (slot && !*slot)
             *slot = n + 1;
         return n;
@@ -802,29 +818,14 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
         if (!(pf && !strcmp(pf, "0")))
             pk.l2_prefetch = (unsigned)(l2 / 2) / (grid.x * grid.y * grid.z);
         pk.cluster = cluster;
-        /* speculation where the grid leaves half the multiprocessors free: its blocks then start early,
-         * under the previous kernel (a full grid's start when the previous grid's blocks leave, and
-         * the reads before the wait only lengthen its path: +2-4% at batch 1, Sk 32k, 128 splits,
-         * H200); the spoiling test modes at any size */
-        const char *sv = getenv("QATTN_DECODE_SPEC");
-        pk.spec = sv && !strcmp(sv, "spoil-len")    ? 2
-                  : sv && !strcmp(sv, "spoil-rows") ? 3
-                  : sv && !strcmp(sv, "0")          ? 0
-                                                    : (int64_t)grid.x * grid.y * grid.z * 2 <= sms;
-        /* a cluster's blocks share their splits' chunks (the blocks of a tile stream equal work at
-         * rates that differ by up to 40%: 0.95-0.97x at 8192:8:8 .. 32768:8:8, H200 2026-11-29) */
-        const char *shv = getenv("QATTN_DECODE_SHARE");
-        const int share_ok = !pk.spec && !(shv && !strcmp(shv, "0"));
+        pk.spec = spec;
         pk.share = share_ok && cluster ? p.num_splits : share_ok && pairs ? 2 : 0;
-        if (pk.spec)
-            k = ks;
-        else if (pk.share)
-            k = kh;
+        void (*k)(qattn_kernels_decode_params) = pk.spec ? ks : pk.share ? kh : k0;
         const unsigned cz = cluster ? (unsigned)p.num_splits : pk.share ? 2u : 1u;
         if (cz > 1 && qattn_port_launch_ex(1, cz, k, grid, dim3(L::NW * 32), (size_t)L::BYTES, stream, pk) != cudaSuccess) {
             (void)hipGetLastError(); /* clusters refused (too few free multiprocessors a GPC): the combine kernel */
             cluster = pk.cluster = pk.share = 0;
-            k = pk.spec ? ks : &qattn_decode_mma_kernel<D, CF, QT, 0, W8, 0>;
+            k = pk.spec ? ks : k0;
             qattn_port_launch_overlap(1, k, grid, dim3(L::NW * 32), (size_t)L::BYTES, stream, pk);
         } else if (cz == 1)
             qattn_port_launch_overlap(1, k, grid, dim3(L::NW * 32), (size_t)L::BYTES, stream, pk);
