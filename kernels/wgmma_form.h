@@ -65,10 +65,10 @@ QATTN_WG_FORM_FN long qattn_wg_row_keys(qattn_mask m, int seqlen_k)
  * TMA (tma: no varlen, lengths of whole 16-row groups) in both forms (seventh session) e4m3 at
  * d = 128 (1.11-1.17x at N = 8192-16384), every d = 64 one (1.00-1.06x, causal 1.04-1.11x) and int8
  * P.V (sage1-vb, 1.06-1.16x) win at every length: -1, any; int8 Q.K with e4m3 P.V at d = 128 ran
- * 0.94-1.03x at N = 8192, 0.94-0.99x at 16384, and with 128-key blocks (sage2-8b-sm90), both forms
- * at ptxas -O3 (fifteenth session), 1.02-1.07x at N = 8192-16384 (causal 1.06x), so it takes the
- * one-warpgroup form at every length with TMA too (64-key blocks, sage2-8b: 0.98-0.99x at 8192-16384,
- * up to 4096 as before). The f16
+ * 0.94-1.03x at N = 8192, 0.94-0.99x at 16384; with 128-key blocks (sage2-8b-sm90), both forms at
+ * ptxas -O3 (fifteenth session), 1.05x / 1.02x at N = 8192 / 16384 (causal 1.14x / 1.06x), so it
+ * takes the one-warpgroup form at every length with TMA too (64-key blocks, sage2-8b: 0.98-0.99x at
+ * 8192-16384, up to 4096 as before). The f16
  * P.V instances (sage1-b; the baselines at d = 64), whose blocks wait for each P.V of twice the
  * k-steps: up to 1024 keys at d = 128 (sage1-b 1.04x there, 0.92x at 2048), 2048 at d = 64
  * (1.02-1.09x there, 0.95-1.01x at 4096, 0.90-0.95x from 8192). */
