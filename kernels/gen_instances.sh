@@ -36,9 +36,9 @@ fp16:fp16:fp32 bf16:bf16:fp32
 "
 
 # instance files whose ptxas runs at -O3 instead of the build's -O1 (QATTN_GPU_MMA_PTXAS_OPT), by
-# measurement: NVIDIA H200, 2026-11-29, the same binary built both ways, kernels/LOG.md (sage2-8b-sm90
-# d = 128 with its one-warpgroup form at every length, wgmma_form.h; the others 1-7% faster at -O3;
-# the instances not listed ran slower or within 1% at -O3)
+# measurement: NVIDIA H200, 2026-11-29, the same code built both ways, kernels/LOG.md (sage2-8b-sm90
+# d = 128 with its one-warpgroup form at every length, wgmma_form.h; the others 1-9% faster at -O3;
+# the instances not listed ran slower or within 1-2% at -O3)
 ptxas_o3="
 attn_fwd_wgmma_d128_qk_int8_pv_e4m3_acc_fp22 attn_fwd_wgmma_d64_qk_int8_pv_e4m3_acc_fp22
 attn_fwd_wgmma_d128_kb64_qk_int8_pv_e4m3_acc_fp22 attn_fwd_wgmma_d128_kb64_qk_int8_pv_int8_acc_fp32
