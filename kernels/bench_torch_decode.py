@@ -5,15 +5,15 @@ same decode shapes, timed in the same device call.
 For every distinct (sk, batch, hq, hkv) of the input CSV: bf16 q [batch, hq, 1,
 128], k and v [batch, hkv, sk, 128] (torch.randn, contiguous: torch reads no
 pages), scaled_dot_product_attention(..., enable_gqa=True) under each of the
-flash, cuDNN, efficient and math backends; CUDA events around R calls back
-to back on R replicas of k and v (R = 192 MB / their bytes + 1, at most 64:
-qattn decode-bench's rule), median of --reps runs after 2 warm-up runs, per
-call; the fastest backend that accepts
+flash, cuDNN, efficient and math backends; CUDA events around S calls back
+to back on R replicas of k and v in turn (R = 192 MB / their bytes + 1, at
+most 64; S = the larger of R and --steps: qattn decode-bench's rule), median
+of --reps runs after 2 warm-up runs, per call; the fastest backend that accepts
 the shape goes in us_torch (the per-backend times on stderr). The same torch
 time fills every qattn row of the shape (its cache format included: torch has
 no quantized cache).
 
-  python3 kernels/bench_torch_decode.py --in RAW.csv --out FILE.csv [--reps 30]
+  python3 kernels/bench_torch_decode.py --in RAW.csv --out FILE.csv [--reps 30] [--steps 8]
 
 The output is written to a temporary file and renamed.
 """
@@ -29,6 +29,7 @@ def main():
     ap.add_argument("--in", dest="inp", required=True, help="CSV written by qattn decode-bench")
     ap.add_argument("--out", required=True, help="the CSV with us_torch filled")
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=8, help="calls a timed run, at least (as qattn decode-bench)")
     a = ap.parse_args()
 
     import torch
@@ -53,6 +54,7 @@ def main():
         d = 128
         kvb = 2.0 * b * hkv * sk * d * 2
         nrep = min(64, int(192e6 / kvb) + 1)
+        steps = max(nrep, a.steps)
         q = torch.randn(b, hq, 1, d, device="cuda", dtype=torch.bfloat16)
         ks = [torch.randn(b, hkv, sk, d, device="cuda", dtype=torch.bfloat16) for _ in range(nrep)]
         vs = [torch.randn(b, hkv, sk, d, device="cuda", dtype=torch.bfloat16) for _ in range(nrep)]
@@ -71,11 +73,11 @@ def main():
                         e0 = torch.cuda.Event(enable_timing=True)
                         e1 = torch.cuda.Event(enable_timing=True)
                         e0.record()
-                        for k, v in zip(ks, vs):
-                            F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+                        for i in range(steps):
+                            F.scaled_dot_product_attention(q, ks[i % nrep], vs[i % nrep], enable_gqa=True)
                         e1.record()
                         e1.synchronize()
-                        ts.append(e0.elapsed_time(e1) * 1e3 / nrep)
+                        ts.append(e0.elapsed_time(e1) * 1e3 / steps)
                 times[name] = statistics.median(ts)
             except RuntimeError as ex:
                 msg = str(ex).splitlines()[0][:100] if str(ex) else type(ex).__name__

@@ -4,10 +4,11 @@
  * shuffled order) of random values (int8 / e4m3: random codes, a random scale
  * per token), timed with device events (median of --reps runs) with the
  * plan's num_splits, and with num_splits = 1 beside it where the plan splits.
- * A timed run is R decode calls back to back on R replicas of the batch (R
- * = 192 MB / the batch's KV bytes + 1, at most 64), so that a call's cache is
- * not in L2 from the call before and the time is the GPU's, not the host's
- * launch latency; us is the run's time / R.
+ * A timed run is S decode calls back to back on R replicas of the batch in
+ * turn (R = 192 MB / the batch's KV bytes + 1, at most 64, so that a call's
+ * cache is not in L2 from the call before; S = the larger of R and --steps,
+ * so that the time is the GPU's, not the host's launch latency, one launch
+ * at most being exposed); us is the run's time / S.
  * kv_gbs = bytes of K and V (codes and scales) over the time; copy_gbs = a
  * device-to-device copy (1 GiB, --copy-mib) in the same run, counted read +
  * write. The
@@ -26,8 +27,9 @@
 #include "qattn/scheme.h"
 
 typedef struct dtctx {
-    qattn_kernels_decode_plan *pl; /* [npl] plans, run back to back */
+    qattn_kernels_decode_plan *pl; /* [npl] plans (replicas), run in turn */
     int npl;
+    int steps; /* calls a timed run */
     void *dst;
     const void *src;
     size_t bytes;
@@ -39,8 +41,8 @@ static int timed(void *c, qattn_err *err)
     if (t->bytes)
         return qattn_kernels_dev_copy(t->dst, t->src, t->bytes, err);
     int rc = 0;
-    for (int i = 0; i < t->npl && !rc; i++)
-        rc = qattn_kernels_decode_plan_run(&t->pl[i], NULL, err);
+    for (int i = 0; i < t->steps && !rc; i++)
+        rc = qattn_kernels_decode_plan_run(&t->pl[i % t->npl], NULL, err);
     return rc;
 }
 
@@ -95,7 +97,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: qattn decode-bench [--out FILE.csv] [--caches LIST] [--shapes LIST] [--page P]\n"
-            "                          [--page-order ORDER] [--reps R] [--copy-mib M]\n\n"
+            "                          [--page-order ORDER] [--reps R] [--steps S] [--copy-mib M]\n\n"
             "Times split-KV decode over a paged KV cache on the GPU (one query row per sequence,\n"
             "hq = 8 hkv, d = 128, causal-br): the plan's num_splits, and num_splits = 1 beside it\n"
             "where the plan splits; a 1 GiB device-to-device copy in the same run. The torch\n"
@@ -108,6 +110,8 @@ static void usage(FILE *f)
             "                  local (shuffled within runs of pages that span 2 MiB of a pool), sorted\n"
             "                  (each sequence's pages in order: its K and V contiguous, as torch reads them)\n"
             "  --reps R        timed runs (default 30)\n"
+            "  --steps S       decode calls a timed run, at least (default 8; back to back, so that the\n"
+            "                  host's launch latency is under the GPU's work; 1: each call alone)\n"
             "  --copy-mib M    size of the timed device-to-device copy (default 1024)\n"
             "  --splits LIST   num_splits to time besides the plan's and 1 (tuning the split rule)\n"
             "CSV: device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine,us_split,\n"
@@ -121,7 +125,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
 {
     const char *out = NULL, *caches = "bf16,int8@token,e4m3@token",
                *shapes = "1024:1:1,32768:1:1,131072:1:1,32768:1:8,8192:8:8,32768:8:8,131072:4:8,1024:64:8,8192:64:8";
-    long long page_v = 16, reps_v = 30, copy_v = 1024;
+    long long page_v = 16, reps_v = 30, copy_v = 1024, steps_v = 8;
     const char *split_list = NULL, *order = "shuffled";
     const qattn_opt opts[] = {
         {"out", QATTN_OPT_STR, &out, NULL, 0, 0},
@@ -129,6 +133,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
         {"shapes", QATTN_OPT_STR, &shapes, NULL, 0, 0},
         {"page", QATTN_OPT_INT, &page_v, NULL, 1, QATTN_KV_PAGE_MAX},
         {"reps", QATTN_OPT_INT, &reps_v, NULL, 1, 1000},
+        {"steps", QATTN_OPT_INT, &steps_v, NULL, 1, 1000},
         {"copy-mib", QATTN_OPT_INT, &copy_v, NULL, 1, 16384},
         {"splits", QATTN_OPT_STR, &split_list, NULL, 0, 0},
         {"page-order", QATTN_OPT_STR, &order, NULL, 0, 0},
@@ -201,7 +206,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
     int rc = qattn_kernels_dev_alloc(&ca, cbytes, &err) || qattn_kernels_dev_alloc(&cb, cbytes, &err) ||
              fill_device(QATTN_FMT_BF16, ca, cbytes, 99, &err);
     if (!rc) {
-        dtctx tc = {NULL, 0, cb, ca, cbytes};
+        dtctx tc = {NULL, 0, 0, cb, ca, cbytes};
         rc = qattn_kernels_dev_time(timed, &tc, 3, reps, &ms, &mn, &err);
         copy_gbs = 2.0 * (double)cbytes / (ms * 1e-3) * 1e-9;
     }
@@ -329,19 +334,20 @@ int qattn_cmd_decode_bench(int argc, char **argv)
                     const qattn_kernels_decode_plan *pl = &pls[0];
                     if (pass == 0)
                         planned = pl->num_splits;
-                    dtctx tc = {pls, nrep, NULL, NULL, 0};
+                    const int steps = nrep > (int)steps_v ? nrep : (int)steps_v;
+                    dtctx tc = {pls, nrep, steps, NULL, NULL, 0};
                     rc = qattn_kernels_dev_time(timed, &tc, 2, reps, &ms, &mn, &err);
-                    ms /= nrep;
+                    ms /= steps;
                     double mc = 0.0, msp = 0.0; /* the combine alone, the split kernel alone */
                     if (!rc && pl->num_splits > 1) {
                         for (int r = 0; r < nrep; r++)
                             pls[r].p.stages = 2;
                         rc = qattn_kernels_dev_time(timed, &tc, 2, reps, &mc, &mn, &err);
-                        mc /= nrep;
+                        mc /= steps;
                         for (int r = 0; r < nrep; r++)
                             pls[r].p.stages = 1;
                         rc = rc || qattn_kernels_dev_time(timed, &tc, 2, reps, &msp, &mn, &err);
-                        msp /= nrep;
+                        msp /= steps;
                     }
                     if (!rc) {
                         char comb[64] = ",";
@@ -352,9 +358,9 @@ int qattn_cmd_decode_bench(int argc, char **argv)
                                 kv / (ms * 1e-3) * 1e-9, copy_gbs, comb, order);
                         fprintf(stderr,
                                 "decode-bench: %-12s sk %-6d batch %-2d hkv %d: %-26s splits %-3d %9.2f us  %7.1f GB/s "
-                                "(%.2f of the copy; %d replicas; split kernel alone %.2f us)\n",
+                                "(%.2f of the copy; %d calls on %d replicas; split kernel alone %.2f us)\n",
                                 cname[ci], s.sk, s.batch, s.hkv, pl->sig->name, pl->num_splits, ms * 1e3,
-                                kv / (ms * 1e-3) * 1e-9, kv / (ms * 1e-3) * 1e-9 / copy_gbs, nrep, msp * 1e3);
+                                kv / (ms * 1e-3) * 1e-9, kv / (ms * 1e-3) * 1e-9 / copy_gbs, steps, nrep, msp * 1e3);
                     }
                 }
                 for (int r = 0; r < made; r++)

@@ -127,6 +127,7 @@ expect_err "decode-bench: bad --shapes" "bad triple" "" "$Q" decode-bench --shap
 check "decode-bench: bad --shapes: no file" test ! -e "$S/x6.csv"
 expect_err "decode-bench: unknown cache format" "unknown format" "" "$Q" decode-bench --caches int9 --out "$S/x7.csv"
 expect_err "decode-bench: --page 0" "--page" "" "$Q" decode-bench --page 0
+expect_err "decode-bench: --steps 0" "--steps" "" "$Q" decode-bench --steps 0
 expect_err "decode-bench: bad --splits" "--splits: bad value '0'" "" "$Q" decode-bench --splits 4,0
 expect_err "decode-bench: unknown --page-order" "--page-order: unknown order 'random'" "" "$Q" decode-bench \
     --page-order random --out "$S/x10.csv"
