@@ -205,16 +205,18 @@ static __device__ __forceinline__ void qattn_dmma_load_q(uint32_t (*qa)[4], cons
     }
 }
 
-/* L2 prefetch (sm_90 bulk prefetches) of the K and V rows of split sp's pages of sequence b
- * (one kv head), before the previous kernel is done: page ids clamped into the pool, so that a
- * stale length or table entry only prefetches another page (griddepcontrol.wait makes the
- * previous grid's writes visible to the loads after it). Reading them with ld.cg, or also
- * prefetching the first chunks' rows with several kv heads, measured slower (H100) */
+/* L2 prefetch (sm_90 bulk prefetches) of the K and V pages of split sp of sequence b, before the
+ * previous kernel is done: page ids clamped into the pool, so that a stale length or table entry
+ * only prefetches another page (griddepcontrol.wait makes the previous grid's writes visible to
+ * the loads after it). A page's rows of every kv head are contiguous: the blocks of kv heads
+ * hk = 0 .. hkv - 1 (row tile 0) prefetch whole pages hk, hk + hkv, ... of their split, so that
+ * their union is the split's first pages once. Reading them with ld.cg measured slower (H100) */
 template <int D, int ELT>
-static __device__ __forceinline__ void qattn_dmma_prefetch_split(const qattn_kernels_decode_params &p, int b, int sp)
+static __device__ __forceinline__ void qattn_dmma_prefetch_split(const qattn_kernels_decode_params &p, int b, int sp,
+                                                                 int hk, int rt)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (!p.l2_prefetch || p.hkv != 1 || p.cache.num_pages <= 0)
+    if (!p.l2_prefetch || rt != 0 || p.cache.num_pages <= 0)
         return;
     const int cap = p.cache.max_pages * p.cache.page_size, len = p.cache.len[b], sk = len < cap ? len : cap;
     if (sk <= 0)
@@ -224,24 +226,23 @@ static __device__ __forceinline__ void qattn_dmma_prefetch_split(const qattn_ker
     if (e <= a)
         return;
     const unsigned pg0 = qattn_fastdiv(p.div_page, a), pg1 = qattn_fastdiv(p.div_page, e - 1);
-    const unsigned ps = (unsigned)p.cache.page_size, rowb = (unsigned)(D * ELT);
+    const unsigned ps = (unsigned)p.cache.page_size, rowb = (unsigned)(D * ELT), hkv = (unsigned)p.hkv;
     const int32_t *table = p.cache.table + (int64_t)b * p.cache.max_pages;
-    /* one bulk prefetch a page (its rows are contiguous with one kv head: with several, rows of
-     * 128-256 bytes apart measured 2-4% slower on the H100), the first l2_prefetch bytes (K and
-     * V) of the split */
+    /* one bulk prefetch a page and operand: the first l2_prefetch x hkv bytes (K and V) of the
+     * split over the hkv blocks (l2_prefetch: a block's share of half the L2) */
     const unsigned n = min(pg1 - pg0 + 1, p.l2_prefetch / (2 * rowb * ps));
-    for (unsigned j = threadIdx.x; j < n; j += blockDim.x) {
+    const unsigned bytes = ps * rowb * hkv;
+    for (unsigned j = (unsigned)hk + threadIdx.x * hkv; j < n; j += blockDim.x * hkv) {
         int64_t id = table[pg0 + j];
         id = id < 0 ? 0 : id >= p.cache.num_pages ? p.cache.num_pages - 1 : id;
-        const int64_t off = id * ps * (int64_t)rowb;
-        const unsigned bytes = ps * rowb;
+        const int64_t off = id * (int64_t)bytes;
         asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"((const char *)p.cache.k + off), "r"(bytes)
                      : "memory");
         asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"((const char *)p.cache.v + off), "r"(bytes)
                      : "memory");
     }
 #else
-    (void)p, (void)b, (void)sp;
+    (void)p, (void)b, (void)sp, (void)hk, (void)rt;
 #endif
 }
 
@@ -268,7 +269,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
      * blocks are resident and set up; nothing global is used before it is done, but the
      * split's cache pages are prefetched into L2 meanwhile (addresses from the lengths and
      * table as they are now: a stale value only prefetches another page) */
-    qattn_dmma_prefetch_split<D, L::ELT>(p, b, sp);
+    qattn_dmma_prefetch_split<D, L::ELT>(p, b, sp, hk, rt);
     /* speculation (p.spec, fixed query rows): the length and the first chunks' table entries are
      * read before the wait too, so that the first copies issue right after it; the values they came
      * from are read again after it, beside the copies, and a warp whose values changed waits for its
@@ -815,7 +816,7 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
         /* the L2 prefetch: half the L2 over the grid's blocks, so that prefetched rows stay */
         qattn_kernels_decode_params pk = p;
         const char *pf = getenv("QATTN_DECODE_PREFETCH");
-        if (!(pf && !strcmp(pf, "0")))
+        if (!(pf && (!strcmp(pf, "0") || (!strcmp(pf, "one") && p.hkv != 1))))
             pk.l2_prefetch = (unsigned)(l2 / 2) / (grid.x * grid.y * grid.z);
         pk.cluster = cluster;
         pk.spec = spec;

@@ -91,9 +91,10 @@ struct qattn_kernels_decode_params {
     int stages;            /* 0: split kernel, then the combine; timing: 1 the split kernel alone, 2 the
                             * combine alone (on the partials a previous run left) */
     qattn_kernels_fastdiv div_grp, div_hkv, div_splits, div_page; /* hq / hkv, hkv, num_splits, page size */
-    unsigned l2_prefetch;  /* mma path, set by its launcher (QATTN_DECODE_PREFETCH=0: 0): bytes of its split a
-                            * block prefetches into L2 while the previous kernel finishes (half the L2 over
-                            * the grid's blocks) */
+    unsigned l2_prefetch;  /* mma path, set by its launcher (QATTN_DECODE_PREFETCH=0: 0; =one: 0 with several kv
+                            * heads): a block's share of the bytes of its split prefetched into L2 while the
+                            * previous kernel finishes (half the L2 over the grid's blocks; whole pages, a
+                            * split's pages over its kv heads' blocks) */
     int spec;              /* mma path, set by its launcher: 1 read the length and the first table entries before
                             * waiting for the previous kernel and check them after it (fixed query rows, grids
                             * of at most half the multiprocessors; QATTN_DECODE_SPEC=0: 0); tests: 2 / 3 spoil
