@@ -34,8 +34,11 @@
 
 #define QATTN_DMMA_ROWS 16  /* packed query rows per block */
 
-/* shared memory of one warp: ST x (K, V) chunks as loaded; rows padded 16
- * bytes so that ldmatrix's eight rows fall in distinct banks */
+/* shared memory of one warp: ST x (K, V) chunks as loaded, rows of D x ELT bytes whose 16-byte
+ * pieces are swizzled (qattn_dmma_swz) so that ldmatrix's eight rows fall in distinct banks. Rows
+ * padded by 16 bytes instead (before 2026-11-29) left the copies' shared-memory lines across
+ * 128-byte boundaries: the L2 then saw 2.6x the requests and 1.5x the sectors of the loads
+ * (the extra ones hits; ncu, H200, bf16 131072:4:8) */
 template <int D, int CF, int W8 = 0>
 struct qattn_dmma_layout {
     static const int ELT = (CF == QATTN_FMT_FP16 || CF == QATTN_FMT_BF16) ? 2 : 1; /* stored bytes per value */
@@ -49,7 +52,7 @@ struct qattn_dmma_layout {
     static const int NW = ELT == 2 || W8 ? 8 : 12;
     static const int KC = ELT == 2 ? 16 : 32;
     static const int ST = ELT == 2 || W8 ? 3 : 2;
-    static const int RAW_ROW = D * ELT + 16;                                      /* bytes per loaded row */
+    static const int RAW_ROW = D * ELT; /* bytes per loaded row (a multiple of 128) */
     static const int RAW_CHUNK = KC * RAW_ROW;
     static const int SCALES = ELT == 2 ? 0 : 2 * KC * 4; /* the chunk's K and V scales */
     static const int STAGE = 2 * RAW_CHUNK + SCALES;
@@ -61,9 +64,22 @@ struct qattn_dmma_layout {
     static const int RINGS = NW * WARP;
     static const int QROW = D * 2 + 16; /* a staged 16-bit Q row, padded as the cache's rows */
     static const int RESULT = QATTN_DMMA_ROWS * (D + 1) * 4; /* a split's o and lse, for a cluster's combine */
-    static const int BYTES = RINGS + QATTN_DMMA_ROWS * QROW > MERGE_ALL + RESULT ? RINGS + QATTN_DMMA_ROWS * QROW
-                                                                              : MERGE_ALL + RESULT;
+    /* the rings and staged Q start at the first 128-byte boundary of the dynamic shared memory */
+    static const int BYTES = (RINGS + QATTN_DMMA_ROWS * QROW > MERGE_ALL + RESULT ? RINGS + QATTN_DMMA_ROWS * QROW
+                                                                               : MERGE_ALL + RESULT) +
+                             128;
 };
+
+/* byte offset x of key `key`'s loaded row (ROWB bytes) within the row as stored: rows of 128
+ * bytes or more, 16-byte piece p at p ^ (key & 7) (within the piece's 128 bytes); rows of 64 (two
+ * a 128-byte line), p ^ ((key >> 1) & 3). Eight consecutive keys' piece p: eight distinct 16-byte
+ * slots of the banks */
+template <int ROWB>
+static __device__ __forceinline__ int qattn_dmma_swz(int key, int x)
+{
+    static_assert(ROWB % 128 == 0 || ROWB == 64, "rows of 64 bytes or a multiple of 128");
+    return ROWB == 64 ? x ^ (((key >> 1) & 3) << 4) : x ^ ((key & 7) << 4);
+}
 
 /* f16x2 / bf16x2 of two floats, low half first */
 template <int QT>
@@ -312,7 +328,8 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
      * else each lane loads its fragments' raw elements */
     const int qstage = p.in != QATTN_FMT_FP32 && (L::ELT == 1 || p.in == QT) &&
                        !(((uintptr_t)p.q & 15) | ((p.q_sb | p.q_st | p.q_sh) & 7));
-    unsigned char *qsm = qattn_dmma_smem + L::RINGS; /* [16][QROW] staged Q */
+    unsigned char *const rings = qattn_dmma_smem + ((128 - (unsigned)(uintptr_t)qattn_dmma_smem) & 127);
+    unsigned char *qsm = rings + L::RINGS; /* [16][QROW] staged Q */
     uint32_t qx[D / 16][2][4];
     auto load_q = [&]() {
         if (qstage) {
@@ -380,7 +397,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     };
     geometry(sk32);
 
-    unsigned char *wsm = qattn_dmma_smem + warp * L::WARP;
+    unsigned char *wsm = rings + warp * L::WARP;
     const unsigned rowb = (unsigned)(p.hkv * D * L::ELT); /* bytes per token in the pool */
     const int part = lane % PPR;                           /* the 16-byte piece lane copies of each row */
     const unsigned char *kbase = (const unsigned char *)p.cache.k + (int64_t)hk * D * L::ELT + part * 16;
@@ -417,8 +434,9 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
             for (int i = 0; i < KC * PPR / 32; i++) {
                 const int key = (i * 32 + lane) / PPR;
                 const unsigned rr = __shfl_sync(0xffffffffu, row, key);
-                qattn_cp_async16(ks + key * L::RAW_ROW + part * 16, kbase + (uint64_t)rr * rowb, 16);
-                qattn_cp_async16(vs + key * L::RAW_ROW + part * 16, vbase + (uint64_t)rr * rowb, 16);
+                const int at = key * L::RAW_ROW + qattn_dmma_swz<L::RAW_ROW>(key, part * 16);
+                qattn_cp_async16(ks + at, kbase + (uint64_t)rr * rowb, 16);
+                qattn_cp_async16(vs + at, vbase + (uint64_t)rr * rowb, 16);
             }
         } else {
 #pragma unroll
@@ -427,8 +445,9 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
                 unsigned rr = __shfl_sync(0xffffffffu, row, key);
                 const int v = rr != ~0u;
                 rr = v ? rr : 0u;
-                qattn_cp_async16(ks + key * L::RAW_ROW + part * 16, kbase + (uint64_t)rr * rowb, v ? 16 : 0);
-                qattn_cp_async16(vs + key * L::RAW_ROW + part * 16, vbase + (uint64_t)rr * rowb, v ? 16 : 0);
+                const int at = key * L::RAW_ROW + qattn_dmma_swz<L::RAW_ROW>(key, part * 16);
+                qattn_cp_async16(ks + at, kbase + (uint64_t)rr * rowb, v ? 16 : 0);
+                qattn_cp_async16(vs + at, vbase + (uint64_t)rr * rowb, v ? 16 : 0);
             }
         }
     };
@@ -557,19 +576,29 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
                 for (int j = 0; j < NJ; j += 2) {
                     uint32_t bf[4];
                     const int key = 8 * (j + (lane >> 4)) + (lane & 7), ch = 16 * ks + 8 * ((lane >> 3) & 1);
-                    qattn_ldmatrix_x4(bf, kt + key * L::RAW_ROW + ch * 2);
+                    qattn_ldmatrix_x4(bf, kt + key * L::RAW_ROW + qattn_dmma_swz<L::RAW_ROW>(key, ch * 2));
                     qattn_dmma_mma<QT>(s[j], qa[ks], bf);
                     qattn_dmma_mma<QT>(s[j + 1], qa[ks], bf + 2);
                 }
-        } else { /* one word of 4 codes per k-step: key 8 j + g, channels 16 ks + 4 t4 .. + 3 */
+        } else { /* one word of 4 codes per k-step: key 8 j + g, channels 16 ks + 4 t4 .. + 3, by
+                  * ldmatrix .x4 of four k-steps' pieces (lanes 8m .. 8m + 7: k-step ks0 + m's piece of
+                  * keys 8 j .. 8 j + 7; register m of lane 4 g + t4 = that word) */
+            constexpr int KQ = D / 16 < 4 ? D / 16 : 4; /* k-steps an ldmatrix */
+            static_assert(KQ == 4, "d = 64 or 128: four k-steps an ldmatrix");
 #pragma unroll
-            for (int ks = 0; ks < D / 16; ks++)
+            for (int ks0 = 0; ks0 < D / 16; ks0 += KQ)
 #pragma unroll
                 for (int j = 0; j < NJ; j++) {
-                    uint32_t bf[2];
-                    const uint32_t w = *(const uint32_t *)(kt + (8 * j + g) * L::RAW_ROW + 16 * ks + 4 * t4);
-                    qattn_dmma_widen4<CF>(w, &bf[0], &bf[1]);
-                    qattn_dmma_mma<QT>(s[j], qa[ks], bf);
+                    uint32_t w[4];
+                    const int key = 8 * j + (lane & 7);
+                    qattn_ldmatrix_x4(w, kt + key * L::RAW_ROW +
+                                             qattn_dmma_swz<L::RAW_ROW>(key, 16 * (ks0 + (lane >> 3))));
+#pragma unroll
+                    for (int m = 0; m < KQ; m++) {
+                        uint32_t bf[2];
+                        qattn_dmma_widen4<CF>(w[m], &bf[0], &bf[1]);
+                        qattn_dmma_mma<QT>(s[j], qa[ks0 + m], bf);
+                    }
                 }
         }
         /* scale, mask, online softmax (rows g: s[j][0..1], g + 8: s[j][2..3]); keys as offsets from kbeg */
@@ -625,7 +654,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
                 for (int n = 0; n < NT; n += 2) {
                     uint32_t bf[4];
                     const int key = 16 * kk + 8 * ((lane >> 3) & 1) + (lane & 7), ch = 8 * (n + (lane >> 4));
-                    qattn_ldmatrix_x4_trans(bf, vt + key * L::RAW_ROW + ch * 2);
+                    qattn_ldmatrix_x4_trans(bf, vt + key * L::RAW_ROW + qattn_dmma_swz<L::RAW_ROW>(key, ch * 2));
                     qattn_dmma_mma<QT>(o[n], pa[kk], bf);
                     qattn_dmma_mma<QT>(o[n + 1], pa[kk], bf + 2);
                 }
@@ -644,7 +673,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
                 for (int s2 = 0; s2 < D / 32; s2++) {
                     uint32_t r[4];
                     const int key = 16 * kk + 8 * ((lane >> 3) & 1) + (lane & 7), seg = 2 * s2 + (lane >> 4);
-                    qattn_ldmatrix_x4_trans(r, vt + key * L::RAW_ROW + seg * 16);
+                    qattn_ldmatrix_x4_trans(r, vt + key * L::RAW_ROW + qattn_dmma_swz<L::RAW_ROW>(key, seg * 16));
 #pragma unroll
                     for (int h = 0; h < 2; h++) { /* segment 2 s2 + h: r[2h] keys 0-7, r[2h + 1] keys 8-15 */
                         uint32_t even[2], odd[2];
