@@ -581,20 +581,19 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
                     qattn_dmma_mma<QT>(s[j + 1], qa[ks], bf + 2);
                 }
         } else { /* one word of 4 codes per k-step: key 8 j + g, channels 16 ks + 4 t4 .. + 3, by
-                  * ldmatrix .x4 of four k-steps' pieces (lanes 8m .. 8m + 7: k-step ks0 + m's piece of
-                  * keys 8 j .. 8 j + 7; register m of lane 4 g + t4 = that word) */
-            constexpr int KQ = D / 16 < 4 ? D / 16 : 4; /* k-steps an ldmatrix */
-            static_assert(KQ == 4, "d = 64 or 128: four k-steps an ldmatrix");
+                  * ldmatrix .x2 of two k-steps' pieces (lanes 8m .. 8m + 7, m < 2: k-step ks0 + m's
+                  * piece of keys 8 j .. 8 j + 7; register m of lane 4 g + t4 = that word; .x4 of four
+                  * k-steps spilled at d = 128 in 12 warps) */
 #pragma unroll
-            for (int ks0 = 0; ks0 < D / 16; ks0 += KQ)
+            for (int ks0 = 0; ks0 < D / 16; ks0 += 2)
 #pragma unroll
                 for (int j = 0; j < NJ; j++) {
-                    uint32_t w[4];
+                    uint32_t w[2];
                     const int key = 8 * j + (lane & 7);
-                    qattn_ldmatrix_x4(w, kt + key * L::RAW_ROW +
-                                             qattn_dmma_swz<L::RAW_ROW>(key, 16 * (ks0 + (lane >> 3))));
+                    qattn_ldmatrix_x2(w, kt + key * L::RAW_ROW +
+                                             qattn_dmma_swz<L::RAW_ROW>(key, 16 * (ks0 + ((lane >> 3) & 1))));
 #pragma unroll
-                    for (int m = 0; m < KQ; m++) {
+                    for (int m = 0; m < 2; m++) {
                         uint32_t bf[2];
                         qattn_dmma_widen4<CF>(w[m], &bf[0], &bf[1]);
                         qattn_dmma_mma<QT>(s[j], qa[ks0 + m], bf);

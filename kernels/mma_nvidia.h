@@ -218,6 +218,19 @@ static __device__ __forceinline__ void qattn_ldmatrix_x4(uint32_t *r, const void
 #endif
 }
 
+/* ldmatrix .x2 of 8-bit data: as qattn_ldmatrix_x4 for matrices 0 and 1 (lanes 0..15 give
+ * the row addresses, the others' are not read) */
+static __device__ __forceinline__ void qattn_ldmatrix_x2(uint32_t *r, const void *smem_row)
+{
+#if QATTN_MMA_SM80
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(smem_row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+#else
+    (void)smem_row;
+    r[0] = r[1] = 0u;
+#endif
+}
+
 /* ldmatrix .x4 .trans of 16-bit data: lanes 8m..8m+7 give the addresses of
  * rows 0..7 (8 elements each) of matrix m; register m of lane 4g + i holds
  * elements (rows 2i, 2i+1; column g) of matrix m (a B fragment of m16n8k16
