@@ -52,7 +52,7 @@ struct qattn_dmma_layout {
     static const int NW = ELT == 2 || W8 ? 8 : 12;
     static const int KC = ELT == 2 ? 16 : 32;
     static const int ST = ELT == 2 || W8 ? 3 : 2;
-    static const int RAW_ROW = D * ELT; /* bytes per loaded row (a multiple of 128) */
+    static const int RAW_ROW = D * ELT; /* bytes per loaded row (64, or a multiple of 128) */
     static const int RAW_CHUNK = KC * RAW_ROW;
     static const int SCALES = ELT == 2 ? 0 : 2 * KC * 4; /* the chunk's K and V scales */
     static const int STAGE = 2 * RAW_CHUNK + SCALES;
@@ -62,7 +62,7 @@ struct qattn_dmma_layout {
     static const int MERGE_ROW = D + 8;
     static const int MERGE_ALL = NW * QATTN_DMMA_ROWS * MERGE_ROW * 4;
     static const int RINGS = NW * WARP;
-    static const int QROW = D * 2 + 16; /* a staged 16-bit Q row, padded as the cache's rows */
+    static const int QROW = D * 2 + 16; /* a staged 16-bit Q row, padded by 16 bytes (read once) */
     static const int RESULT = QATTN_DMMA_ROWS * (D + 1) * 4; /* a split's o and lse, for a cluster's combine */
     /* the rings and staged Q start at the first 128-byte boundary of the dynamic shared memory */
     static const int BYTES = (RINGS + QATTN_DMMA_ROWS * QROW > MERGE_ALL + RESULT ? RINGS + QATTN_DMMA_ROWS * QROW
