@@ -75,7 +75,8 @@ QATTN_WG_FORM_FN long qattn_wg_row_keys(qattn_mask m, int seqlen_k)
 QATTN_WG_FORM_FN long qattn_wg_solo_keys(int d, int kb, int qf, int pf, int tma)
 {
     if (tma && qattn_wg_solo_tma(qf, pf) &&
-        ((qf == QATTN_FMT_E4M3 && d == 128) || d == 64 || pf == QATTN_FMT_INT8 || (d == 128 && kb == 128)))
+        ((qf == QATTN_FMT_E4M3 && d == 128) || d == 64 || pf == QATTN_FMT_INT8 ||
+         (d == 128 && kb == 128 && qf == QATTN_FMT_INT8 && pf == QATTN_FMT_E4M3)))
         return -1;
     if (pf == QATTN_FMT_FP16 || pf == QATTN_FMT_BF16)
         return d == 128 ? 1024 : 2048;
