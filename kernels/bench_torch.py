@@ -5,8 +5,10 @@ backends) on the same shapes, timed in the same device call.
 For every distinct (head_dim, causal, n, batch, heads) of the input CSV:
 fp16 Q, K, V [batch, heads, n, head_dim] (torch.randn, never zeros),
 torch.nn.functional.scaled_dot_product_attention under sdpa_kernel(FLASH_ATTENTION)
-and sdpa_kernel(CUDNN_ATTENTION); CUDA events around each call, median of
---reps runs after 3 warm-up calls; TOPS = 4 B H N^2 d / t (half with causal),
+and sdpa_kernel(CUDNN_ATTENTION); CUDA events around each call, each behind a
+spin kernel of about 1 ms (torch.cuda._sleep, as qattn's timing: the call's
+launch is enqueued before the start event fires), median of --reps runs after
+3 warm-up calls; TOPS = 4 B H N^2 d / t (half with causal),
 the count `qattn bench` uses. A backend that refuses a shape leaves its column
 empty and says so on stderr.
 
@@ -20,6 +22,9 @@ import csv
 import os
 import statistics
 import sys
+
+# clocks of the spin kernel before each timed run (about 1 ms; qattn's QATTN_TIMING_STALL_CYCLES)
+STALL_CYCLES = 2000000
 
 
 def main():
@@ -57,6 +62,7 @@ def main():
                 for _ in range(a.reps):
                     e0 = torch.cuda.Event(enable_timing=True)
                     e1 = torch.cuda.Event(enable_timing=True)
+                    torch.cuda._sleep(STALL_CYCLES)
                     e0.record()
                     F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                     e1.record()

@@ -7,7 +7,9 @@ For every distinct (sk, batch, hq, hkv) of the input CSV: bf16 q [batch, hq, 1,
 pages), scaled_dot_product_attention(..., enable_gqa=True) under each of the
 flash, cuDNN, efficient and math backends; CUDA events around S calls back
 to back on R replicas of k and v in turn (R = 192 MB / their bytes + 1, at
-most 64; S = the larger of R and --steps: qattn decode-bench's rule), median
+most 64; S = the larger of R and --steps: qattn decode-bench's rule), each
+run behind a spin kernel of about 1 ms (torch.cuda._sleep, as qattn's timing:
+the first calls are enqueued before the start event fires), median
 of --reps runs after 2 warm-up runs, per call; the fastest backend that accepts
 the shape goes in us_torch (the per-backend times on stderr). The same torch
 time fills every qattn row of the shape (its cache format included: torch has
@@ -22,6 +24,9 @@ import csv
 import os
 import statistics
 import sys
+
+# clocks of the spin kernel before each timed run (about 1 ms; qattn's QATTN_TIMING_STALL_CYCLES)
+STALL_CYCLES = 2000000
 
 
 def main():
@@ -72,6 +77,7 @@ def main():
                     for _ in range(a.reps):
                         e0 = torch.cuda.Event(enable_timing=True)
                         e1 = torch.cuda.Event(enable_timing=True)
+                        torch.cuda._sleep(STALL_CYCLES)
                         e0.record()
                         for i in range(steps):
                             F.scaled_dot_product_attention(q, ks[i % nrep], vs[i % nrep], enable_gqa=True)

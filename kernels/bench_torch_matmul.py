@@ -5,7 +5,8 @@ issue's yardstick for the sparse prefill: a share of what the tensor cores
 give a plain GEMM).
 
 torch.matmul of two random bf16 [8192, 8192] matrices, 2 x 8192^3 FLOPs a
-call; CUDA events around 10 calls back to back, median of --reps runs after
+call; CUDA events around 10 calls back to back behind a spin kernel of about
+1 ms (torch.cuda._sleep, as qattn's timing), median of --reps runs after
 3 warm-up runs; the same rate fills every row.
 
   python3 kernels/bench_torch_matmul.py --in RAW.csv --out FILE.csv [--reps 20]
@@ -17,6 +18,9 @@ import csv
 import os
 import statistics
 import sys
+
+# clocks of the spin kernel before each timed run (about 1 ms; qattn's QATTN_TIMING_STALL_CYCLES)
+STALL_CYCLES = 2000000
 
 
 def main():
@@ -46,6 +50,7 @@ def main():
     times = []
     for i in range(a.reps + 3):
         t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(STALL_CYCLES)
         t0.record()
         for _ in range(calls):
             torch.matmul(x, y)

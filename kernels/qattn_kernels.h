@@ -505,7 +505,9 @@ int qattn_kernels_dev_fill(void *p, int byte, size_t bytes, qattn_err *err);    
 int qattn_kernels_dev_sync(qattn_err *err);
 int qattn_kernels_dev_copy(void *dst, const void *src, size_t bytes, qattn_err *err); /* device -> device, async */
 /* Time fn(ctx) (which launches work on the default stream): warmup untimed
- * runs, then reps runs, each between two device events; the median and the
+ * runs, then reps runs, each between two device events and each behind a
+ * kernel that keeps the GPU busy for about 1 ms while the host enqueues it
+ * (so that no launch latency falls between the events); the median and the
  * minimum in milliseconds (host clock in the host simulation). */
 typedef int (*qattn_kernels_timed_fn)(void *ctx, qattn_err *err);
 int qattn_kernels_dev_time(qattn_kernels_timed_fn fn, void *ctx, int warmup, int reps, double *median_ms,

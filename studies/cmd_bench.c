@@ -3,7 +3,8 @@
  * For each scheme x head dim x causal x N: fp16 Q, K, V [B, H, N, d]
  * (B = max(1, tokens / N), H heads, random values with K channel offsets,
  * never zeros), one plan (qattn_kernels_plan_init), and three timings with
- * device events (median of --reps runs after warm-up):
+ * device events (median of --reps runs after warm-up, each run enqueued
+ * behind a stall kernel so that no launch latency falls between its events):
  *   kernel  the attention instance alone on quantized operands,
  *   e2e     quantization + smoothing (the quant kernels) + attention,
  *   quant   the quantization kernels alone,
@@ -102,7 +103,8 @@ static void usage(FILE *f)
             "                   [--tokens T] [--heads H] [--reps R] [--portable-max-n N]\n\n"
             "Times the attention kernels on the GPU: kernel-only (quantized operands ready),\n"
             "end-to-end (quantization + smoothing + attention from fp16) and the quantization\n"
-            "alone, with device events (median of R runs), for every scheme x head dim x causal\n"
+            "alone, with device events (median of R runs, each behind a 1 ms stall kernel: no launch\n"
+            "latency in the time), for every scheme x head dim x causal\n"
             "x N; fp16 Q, K, V [B, H, N, d], B = max(1, T / N). A device-to-device copy is timed\n"
             "in the same run. The torch columns are filled by kernels/bench_torch.py. Where the\n"
             "attention kernel can quantize Q itself, ms_e2e_fused is that plan's end to end.\n\n"

@@ -7,8 +7,9 @@
  * A timed run is S decode calls back to back on R replicas of the batch in
  * turn (R = 192 MB / the batch's KV bytes + 1, at most 64, so that a call's
  * cache is not in L2 from the call before; S = the larger of R and --steps,
- * so that the time is the GPU's, not the host's launch latency, one launch
- * at most being exposed); us is the run's time / S.
+ * so that the calls follow each other as in a decoding loop); each run is
+ * enqueued behind a stall kernel (qattn_kernels_dev_time), so that no launch
+ * latency falls between its events; us is the run's time / S.
  * kv_gbs = bytes of K and V (codes and scales) over the time; copy_gbs = a
  * device-to-device copy (1 GiB, --copy-mib) in the same run, counted read +
  * write. The
@@ -110,8 +111,8 @@ static void usage(FILE *f)
             "                  local (shuffled within runs of pages that span 2 MiB of a pool), sorted\n"
             "                  (each sequence's pages in order: its K and V contiguous, as torch reads them)\n"
             "  --reps R        timed runs (default 30)\n"
-            "  --steps S       decode calls a timed run, at least (default 8; back to back, so that the\n"
-            "                  host's launch latency is under the GPU's work; 1: each call alone)\n"
+            "  --steps S       decode calls a timed run, at least (default 8; back to back, as in a\n"
+            "                  decoding loop; 1: each call alone)\n"
             "  --copy-mib M    size of the timed device-to-device copy (default 1024)\n"
             "  --splits LIST   num_splits to time besides the plan's and 1 (tuning the split rule)\n"
             "CSV: device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine,us_split,\n"
