@@ -55,7 +55,8 @@
  * QF = fp16 / bf16: the baseline schemes on the same skeleton: Q, K, V
  * rows of 2d bytes from the user's tensors, stages of 128 keys, Q.K by
  * m64n128k16 with Q's fragments in registers, the softmax and P.V
- * (m64nDk16, V N-major) one key block of 64 at a time into the fp32 O. */
+ * (m64nDk16, V N-major) one key block at a time into the fp32 O (the
+ * presets' 128-key blocks: one a stage). */
 #ifndef QATTN_KERNELS_ATTN_FWD_WGMMA_H
 #define QATTN_KERNELS_ATTN_FWD_WGMMA_H
 
@@ -102,7 +103,6 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
     static_assert(D == 128 || D == 64, "the wgmma kernel is written for head dims 64 and 128 (swizzled rows)");
     static_assert(KB == 128 || KB == 64, "key blocks of 64 or 128 keys (swizzled rows)");
     static_assert(QATTN_WGMMA_8BIT(QF) || QF == QATTN_FMT_FP16 || QF == QATTN_FMT_BF16, "int8, e4m3, fp16 or bf16 Q/K");
-    static_assert(QATTN_WGMMA_8BIT(QF) || KB == 64, "16-bit: key blocks of 64 (two to a 128-key stage with two consumer warpgroups)");
     static_assert(QATTN_WGMMA_8BIT(QF) ? (PF == QATTN_FMT_E4M3 && (ACC == QATTN_ACC_FP22 || ACC == QATTN_ACC_FP32)) ||
                                              (PF == QATTN_FMT_INT8 && QF == QATTN_FMT_INT8 && ACC == QATTN_ACC_FP32) ||
                                              (PF == QATTN_FMT_FP16 && QF == QATTN_FMT_INT8 && ACC == QATTN_ACC_FP16)
@@ -141,8 +141,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
     constexpr int PREG = NC == 3 ? (W16 ? 48 : 24) : I4 && W16 ? 72 : U ? 64 : 24;
     constexpr int CREG = NC == 3 ? (W16 ? 152 : 160) : U ? 216 : 240;
     constexpr int ES = QATTN_WGMMA_ES(QF, VF); /* bytes a Q / K element in shared memory */
-    /* keys a stage holds: the key block (int8), two key blocks of 64 (16-bit: Q.K by
-     * m64n128k16, the softmax and P.V a block at a time) */
+    /* keys a stage holds: the key block (int8), 128 (16-bit with two consumer warpgroups: Q.K by
+     * m64n128k16, the softmax and P.V a key block of 64 or 128 at a time) */
     constexpr int BM = QATTN_WGMMA_BMN(NC), KS = QATTN_WGMMA_KS(QF, KB, BM), S = QATTN_WGMMA_NSTAGES(D, QF, VF, KB, BM);
     constexpr int NT = KB / 8;      /* n-tiles of S (int8) */
     constexpr int NO = D / 8;       /* n-tiles of O */
@@ -324,15 +324,15 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
     if constexpr (!Q8) {
         /* 16-bit: Q.K of a stage's KS keys (m64nKSk16; two consumer warpgroups: 128 keys, Q's
          * fragments in registers, shared memory carrying only K and V); the softmax and P.V (into O,
-         * fp32) one key block of 64 at a time (the second block's softmax waits for the first
-         * block's P.V: run under it, ptxas serialized the wgmmas, C7515) */
+         * fp32) one key block at a time (with 64-key blocks the second block's softmax waits for
+         * the first block's P.V: run under it, ptxas serialized the wgmmas, C7515) */
         constexpr int NH = KS / KB; /* key blocks a stage */
         float acc[KS / 2];          /* S of the stage, written by the first k-step (accumulate = 0) */
         /* QSS (three consumer warpgroups, 160 registers): stages of one key block and Q.K with Q from
          * shared memory (S of 128 keys with P's fragments over it: ptxas serialized the wgmmas,
          * C7511) */
         constexpr bool QSS = NC == 3;
-        static_assert(QSS == (NH == 1), "one key block a stage exactly with three consumer warpgroups");
+        static_assert(!QSS || NH == 1, "one key block a stage exactly with three consumer warpgroups");
         uint32_t qf[QSS ? 1 : RB / 32][4]; /* A fragments of Q, channels 16kk..16kk+15 */
         const uint64_t dq0 = qattn_wg_desc_k<RB, BM>(aQ, 64 * cw, 0);
         /* K's descriptors made once (k-step kk at dk0 + its constant offset + the stage's, in 16-byte
@@ -716,11 +716,15 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
         if (form == QATTN_WG_FORM_RULE)
             form = SOLO ? qattn_wg_form(D, KB, QF, PF, ACC, p.mask, p.seqlen_k, qattn_wg_tma_lengths(p.cu_k != 0, p.seqlen_k))
                         : qattn_wg_nc(QF);
+        /* 16-bit with 128-key blocks: two consumer warpgroups only (with three, at 160 registers, S of
+         * 128 keys and P's fragments spill 160 bytes and serialize the wgmmas: C7512) */
+        constexpr bool THREE = (QF != QATTN_FMT_FP16 && QF != QATTN_FMT_BF16) || KB == 64;
         if constexpr (SOLO)
             if (form == QATTN_WG_FORM_SOLO)
                 return qattn_attn_fwd_wgsolo_launch<D, KB, QF, PF, ACC>(p, stream, err);
-        if (form == QATTN_WG_FORM_NC3 || (form == QATTN_WG_FORM_SOLO && qattn_wg_nc(QF) == QATTN_WG_FORM_NC3))
-            return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 3>(p, stream, err);
+        if constexpr (THREE)
+            if (form == QATTN_WG_FORM_NC3 || (form == QATTN_WG_FORM_SOLO && qattn_wg_nc(QF) == QATTN_WG_FORM_NC3))
+                return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 3>(p, stream, err);
     }
     return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 2>(p, stream, err);
 }

@@ -440,11 +440,11 @@ ccmin=0 ccmax=0
 # to fp16, f16 wgmma into the fp32 O, V's e4m3 rows widened by the producer) and after
 # e4m3 Q.K (ck-fp8bf16: Q's and K's codes widened to fp16 too, f16 Q.K; the e4m3
 # MMA's 22-bit sums fail gpu-check); the fp16 /
-# bf16 baselines (16-bit Q.K and P.V wgmma, fp32 accumulator, key blocks of 64
+# bf16 baselines (16-bit Q.K and P.V wgmma, fp32 accumulator, key blocks of 128
 # = the presets' kblock, V read in rows). Entries kb:qk:pv[:acc].
 for d in $head_dims; do
     for kb_qk_pv in 128:int8:e4m3 64:int8:e4m3 64:int4:e4m3 128:e4m3:e4m3 64:int8:int8 64:int8:fp16 64:int8:e4m3:fp32 \
-        64:int4:e4m3:fp32 64:e4m3:e4m3:fp32 64:fp16:fp16 64:bf16:bf16; do
+        64:int4:e4m3:fp32 64:e4m3:e4m3:fp32 128:fp16:fp16 128:bf16:bf16; do
         kb=${kb_qk_pv%%:*} qk_pv=${kb_qk_pv#*:}
         qk=${qk_pv%%:*} pvf=${qk_pv#*:} accw=""
         case $pvf in *:*) accw=${pvf#*:} pvf=${pvf%%:*} ;; esac

@@ -29,8 +29,8 @@
 #define QATTN_WGMMA_WQK(qf, vf) ((qf) == QATTN_FMT_E4M3 && (vf) == QATTN_FMT_FP16)
 /* bytes of a Q / K element in shared memory */
 #define QATTN_WGMMA_ES(qf, vf) (QATTN_WGMMA_8BIT(qf) && !QATTN_WGMMA_WQK(qf, vf) ? 1 : 2)
-/* 16-bit: two key blocks of 64 a stage with two consumer warpgroups (bm 128), one with three (their
- * S registers) */
+/* 16-bit: stages of 128 keys with two consumer warpgroups (bm 128: one key block of 128 or two of
+ * 64), of one key block with three (their S registers) */
 #define QATTN_WGMMA_KS(qf, kb, bm) (QATTN_WGMMA_8BIT(qf) || (bm) > 128 ? (kb) : 128)
 #define QATTN_WGMMA_STAGEB(d, qf, vf, kb, bm)                                                                        \
     (QATTN_WGMMA_KS(qf, kb, bm) * (d) * (QATTN_WGMMA_ES(qf, vf) + (QATTN_WGMMA_V16(qf, vf) ? 2 : 1)))

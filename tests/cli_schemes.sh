@@ -36,8 +36,8 @@ has() { # has PRESET WORD...: the preset's spec holds every WORD (space-separate
     shift
     for w in "$@"; do [[ $sp == *" $w "* ]] || return 1; done
 }
-check "fp16: no quantization" has fp16 q=fp16 k=fp16 p=fp16 v=fp16 smooth=none
-check "bf16: no quantization" has bf16 q=bf16 k=bf16 p=bf16 v=bf16 smooth=none
+check "fp16: no quantization, 128-key blocks" has fp16 q=fp16 k=fp16 p=fp16 v=fp16 smooth=none kblock=128
+check "bf16: no quantization, 128-key blocks" has bf16 q=bf16 k=bf16 p=bf16 v=bf16 smooth=none kblock=128
 check "sage1-b: int8 per-block Q128/K64, smooth k, fp16 P/V and accumulator" \
     has sage1-b q=int8@block:128 k=int8@block:64 smooth=k p=fp16 v=fp16 acc=fp16
 check "sage1-vb: P int8 static, V int8 per-channel" \

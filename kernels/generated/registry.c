@@ -140,10 +140,10 @@ int qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_int4_pv_e4m3_acc_fp32(const 
 int qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_e4m3_pv_e4m3_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
-int qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_fp16_pv_fp16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+int qattn_kernels_launch_attn_fwd_wgmma_d64_qk_fp16_pv_fp16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
-int qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_bf16_pv_bf16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+int qattn_kernels_launch_attn_fwd_wgmma_d64_qk_bf16_pv_bf16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
 int qattn_kernels_launch_attn_fwd_wgmma_d128_qk_int8_pv_e4m3_acc_fp22(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
@@ -173,10 +173,10 @@ int qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_int4_pv_e4m3_acc_fp32(const
 int qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_e4m3_pv_e4m3_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
-int qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_fp16_pv_fp16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+int qattn_kernels_launch_attn_fwd_wgmma_d128_qk_fp16_pv_fp16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
-int qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_bf16_pv_bf16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
+int qattn_kernels_launch_attn_fwd_wgmma_d128_qk_bf16_pv_bf16_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
 #endif
 #if QATTN_KERNELS_WITH_MFMA && QATTN_KERNELS_WITH_D64
 int qattn_kernels_launch_attn_fwd_mfma_d64_qk_int8_pv_e4m3_acc_fp32(const qattn_kernels_attn_params *p, void *stream, qattn_err *err);
@@ -1611,7 +1611,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_e4m3_pv_e4m3_acc_fp32},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
-    {.name = "attn_fwd_wgmma_d64_kb64_qk_fp16_pv_fp16_acc_fp32",
+    {.name = "attn_fwd_wgmma_d64_qk_fp16_pv_fp16_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
      .path = QATTN_KERNELS_PATH_WGMMA,
      .head_dim = 64,
@@ -1622,7 +1622,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .acc = QATTN_ACC_FP32,
      .two_level = 0,
      .p_static = 1,
-     .qk_groups = "none (unscaled fp16, rows 16-byte aligned); kblock=64 exactly",
+     .qk_groups = "none (unscaled fp16, rows 16-byte aligned); kblock=128 exactly",
      .v_groups = "none (unscaled)",
      .smooth = 0,
      .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
@@ -1630,15 +1630,15 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .varlen = 1,
      .gqa = 1,
      .lse = 1,
-     .kblock_max = 64,
+     .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = "sm_90a",
      .cc_min = 90,
      .cc_max = 90,
-     .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_fp16_pv_fp16_acc_fp32},
+     .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_qk_fp16_pv_fp16_acc_fp32},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D64
-    {.name = "attn_fwd_wgmma_d64_kb64_qk_bf16_pv_bf16_acc_fp32",
+    {.name = "attn_fwd_wgmma_d64_qk_bf16_pv_bf16_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
      .path = QATTN_KERNELS_PATH_WGMMA,
      .head_dim = 64,
@@ -1649,7 +1649,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .acc = QATTN_ACC_FP32,
      .two_level = 0,
      .p_static = 1,
-     .qk_groups = "none (unscaled bf16, rows 16-byte aligned); kblock=64 exactly",
+     .qk_groups = "none (unscaled bf16, rows 16-byte aligned); kblock=128 exactly",
      .v_groups = "none (unscaled)",
      .smooth = 0,
      .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
@@ -1657,12 +1657,12 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .varlen = 1,
      .gqa = 1,
      .lse = 1,
-     .kblock_max = 64,
+     .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = "sm_90a",
      .cc_min = 90,
      .cc_max = 90,
-     .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_kb64_qk_bf16_pv_bf16_acc_fp32},
+     .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d64_qk_bf16_pv_bf16_acc_fp32},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
     {.name = "attn_fwd_wgmma_d128_qk_int8_pv_e4m3_acc_fp22",
@@ -1920,7 +1920,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_e4m3_pv_e4m3_acc_fp32},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
-    {.name = "attn_fwd_wgmma_d128_kb64_qk_fp16_pv_fp16_acc_fp32",
+    {.name = "attn_fwd_wgmma_d128_qk_fp16_pv_fp16_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
      .path = QATTN_KERNELS_PATH_WGMMA,
      .head_dim = 128,
@@ -1931,7 +1931,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .acc = QATTN_ACC_FP32,
      .two_level = 0,
      .p_static = 1,
-     .qk_groups = "none (unscaled fp16, rows 16-byte aligned); kblock=64 exactly",
+     .qk_groups = "none (unscaled fp16, rows 16-byte aligned); kblock=128 exactly",
      .v_groups = "none (unscaled)",
      .smooth = 0,
      .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
@@ -1939,15 +1939,15 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .varlen = 1,
      .gqa = 1,
      .lse = 1,
-     .kblock_max = 64,
+     .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = "sm_90a",
      .cc_min = 90,
      .cc_max = 90,
-     .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_fp16_pv_fp16_acc_fp32},
+     .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_qk_fp16_pv_fp16_acc_fp32},
 #endif
 #if QATTN_KERNELS_WITH_WGMMA && QATTN_KERNELS_WITH_D128
-    {.name = "attn_fwd_wgmma_d128_kb64_qk_bf16_pv_bf16_acc_fp32",
+    {.name = "attn_fwd_wgmma_d128_qk_bf16_pv_bf16_acc_fp32",
      .family = QATTN_KERNELS_FAMILY_ATTN_FWD,
      .path = QATTN_KERNELS_PATH_WGMMA,
      .head_dim = 128,
@@ -1958,7 +1958,7 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .acc = QATTN_ACC_FP32,
      .two_level = 0,
      .p_static = 1,
-     .qk_groups = "none (unscaled bf16, rows 16-byte aligned); kblock=64 exactly",
+     .qk_groups = "none (unscaled bf16, rows 16-byte aligned); kblock=128 exactly",
      .v_groups = "none (unscaled)",
      .smooth = 0,
      .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) |
@@ -1966,12 +1966,12 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .varlen = 1,
      .gqa = 1,
      .lse = 1,
-     .kblock_max = 64,
+     .kblock_max = 128,
      .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
      .arch = "sm_90a",
      .cc_min = 90,
      .cc_max = 90,
-     .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_kb64_qk_bf16_pv_bf16_acc_fp32},
+     .launch_attn = qattn_kernels_launch_attn_fwd_wgmma_d128_qk_bf16_pv_bf16_acc_fp32},
 #endif
 #if QATTN_KERNELS_WITH_MFMA && QATTN_KERNELS_WITH_D64
     {.name = "attn_fwd_mfma_d64_qk_int8_pv_e4m3_acc_fp32",

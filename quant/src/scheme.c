@@ -16,8 +16,8 @@ typedef struct preset {
  * reading of an MFMA 16x16 tile computing S^T = K Q^T: a lane holds 4
  * consecutive K rows of each 16-row tile and one Q column). */
 static const preset presets[] = {
-    {"fp16", "q=fp16 k=fp16 p=fp16 v=fp16 smooth=none acc=fp32 kblock=64 out=fp16"},
-    {"bf16", "q=bf16 k=bf16 p=bf16 v=bf16 smooth=none acc=fp32 kblock=64 out=bf16"},
+    {"fp16", "q=fp16 k=fp16 p=fp16 v=fp16 smooth=none acc=fp32 kblock=128 out=fp16"},
+    {"bf16", "q=bf16 k=bf16 p=bf16 v=bf16 smooth=none acc=fp32 kblock=128 out=bf16"},
     {"sage1-b", "q=int8@block:128 k=int8@block:64 p=fp16 v=fp16 smooth=k acc=fp16 kblock=64 out=fp16"},
     {"sage1-vb", "q=int8@block:128 k=int8@block:64 p=int8@static v=int8@channel smooth=k acc=fp32 kblock=64 out=fp16"},
     {"sage2-8b", "q=int8@thread:32/8/1 k=int8@thread:64/8/2 p=e4m3@static v=e4m3@channel smooth=k "
