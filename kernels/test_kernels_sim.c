@@ -518,11 +518,10 @@ static void check_wg_form(void)
     CHECK(qattn_wg_solo_can(128, 64, I8, I8, QATTN_ACC_FP32) && !qattn_wg_solo_can(128, 64, E4, I8, QATTN_ACC_FP32),
           "sage1-vb (int8 P.V, exact per block) has both");
     CHECK(qattn_wg_solo_can(128, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16) &&
-              qattn_wg_solo_can(64, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16) &&
-              !qattn_wg_solo_can(64, 128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32) &&
-              !qattn_wg_solo_can(64, 128, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32) &&
+              qattn_wg_solo_can(64, 128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32) &&
+              qattn_wg_solo_can(64, 128, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32) &&
               !qattn_wg_solo_can(128, 128, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32),
-          "sage1-b (fp16 P.V, f16 O) has both, the 16-bit baselines one");
+          "sage1-b (fp16 P.V, f16 O) and the baselines at d = 64 have both");
     CHECK(!qattn_wg_solo_can(128, 64, E4, E4, FP22) && !qattn_wg_solo_can(128, 128, I8, E4, QATTN_ACC_FP32) &&
               !qattn_wg_solo_can(128, 128, QATTN_FMT_INT4, E4, FP22) &&
               !qattn_wg_solo_can(128, 64, QATTN_FMT_FP16, QATTN_FMT_BF16, QATTN_ACC_FP32),
@@ -567,9 +566,10 @@ static void check_wg_form(void)
               qattn_wg_form(128, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, none, 1040, 1) == QATTN_WG_FORM_NC3 &&
               qattn_wg_form(64, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, none, 2048, 1) == QATTN_WG_FORM_SOLO &&
               qattn_wg_form(64, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, none, 4096, 1) == QATTN_WG_FORM_NC3 &&
-              qattn_wg_form(64, 128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, causal, 1024, 1) == QATTN_WG_FORM_NC2 &&
+              qattn_wg_form(64, 128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, causal, 4096, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(64, 128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, none, 4096, 1) == QATTN_WG_FORM_NC2 &&
               qattn_wg_form(128, 128, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32, none, 64, 1) == QATTN_WG_FORM_NC2,
-          "f16 P.V: one warpgroup up to 1024 keys at d = 128, 2048 at d = 64, TMA or not; 16-bit baselines: two always");
+          "f16 P.V: one warpgroup up to 1024 keys at d = 128, 2048 at d = 64, TMA or not; 16-bit d = 128: two always");
     CHECK(qattn_wg_tma_lengths(0, 4096) && !qattn_wg_tma_lengths(1, 4096) && !qattn_wg_tma_lengths(0, 1000), "TMA lengths");
     CHECK(qattn_wg_form(128, 128, QATTN_FMT_INT4, E4, FP22, none, 64, 1) == QATTN_WG_FORM_NC3, "int4: three always");
     /* the registry: the instances built here */
@@ -582,7 +582,9 @@ static void check_wg_form(void)
         const int both = g->path == QATTN_KERNELS_PATH_WGMMA && g->family == QATTN_KERNELS_FAMILY_ATTN_FWD &&
                          ((strstr(g->name, "_pv_e4m3_acc_fp22") != NULL &&
                            (strstr(g->name, "_qk_int8_") || (strstr(g->name, "_qk_e4m3_") && !strstr(g->name, "d128_kb64")))) ||
-                          strstr(g->name, "_qk_int8_pv_int8_acc_fp32") != NULL || strstr(g->name, "_qk_int8_pv_fp16_acc_fp16") != NULL);
+                          strstr(g->name, "_qk_int8_pv_int8_acc_fp32") != NULL || strstr(g->name, "_qk_int8_pv_fp16_acc_fp16") != NULL ||
+                          strstr(g->name, "d64_qk_fp16_pv_fp16_acc_fp32") != NULL ||
+                          strstr(g->name, "d64_qk_bf16_pv_bf16_acc_fp32") != NULL);
         const int multi = strstr(g->name, "_qk_fp16_") || strstr(g->name, "_qk_bf16_") ? QATTN_WG_FORM_NC2 : QATTN_WG_FORM_NC3;
         pb.wg_form = 0;
         CHECK(!qattn_kernels_wg_solo_keys(g, 0) == !both && !qattn_kernels_wg_solo_keys(g, 1) == !both, "%s: both forms %d",

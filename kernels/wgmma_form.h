@@ -27,15 +27,15 @@ QATTN_WG_FORM_FN int qattn_wg_nc(int qf)
 
 /* the instances with both forms: int8 / e4m3 Q.K codes read as they are, e4m3 P.V on the fp8 MMA
  * (one level: e4m3 Q.K, d <= kb, P.V into O; two: int8 Q.K, d = 128 in halves of 64 channels),
- * int8 P.V exact per block (s8 MMA) or fp16 P.V into an f16 O (64-key blocks) after int8 Q.K. Not
- * the fp16 / bf16 baselines (128-key blocks since 2026-11-30; with 64-key blocks the one-
- * warpgroup form had won at d = 64 up to 2048 keys, and run 0.74-0.90x the two-consumer form at
- * d = 128 on the H200, 2026-11-28) */
+ * int8 P.V exact per block (s8 MMA) or fp16 P.V into an f16 O (64-key blocks) after int8 Q.K; the
+ * fp16 / bf16 baselines at d = 64 (at d = 128 their tiles allow two blocks a multiprocessor, 0.74-0.90x
+ * the two-consumer form on the H200 with 64-key blocks, 2026-11-28) */
 QATTN_WG_FORM_FN int qattn_wg_solo_can(int d, int kb, int qf, int pf, int acc)
 {
     return ((qf == QATTN_FMT_INT8 || (qf == QATTN_FMT_E4M3 && d <= kb)) && pf == QATTN_FMT_E4M3 && acc == QATTN_ACC_FP22) ||
            (qf == QATTN_FMT_INT8 && pf == QATTN_FMT_INT8 && acc == QATTN_ACC_FP32) ||
-           (qf == QATTN_FMT_INT8 && pf == QATTN_FMT_FP16 && acc == QATTN_ACC_FP16 && kb == 64);
+           (qf == QATTN_FMT_INT8 && pf == QATTN_FMT_FP16 && acc == QATTN_ACC_FP16 && kb == 64) ||
+           ((qf == QATTN_FMT_FP16 || qf == QATTN_FMT_BF16) && pf == qf && acc == QATTN_ACC_FP32 && d == 64);
 }
 
 /* the one-warpgroup form loads K and V^T by TMA where the lengths allow: 8-bit codes, V^T (not fp16
@@ -69,9 +69,10 @@ QATTN_WG_FORM_FN long qattn_wg_row_keys(qattn_mask m, int seqlen_k)
  * ptxas -O3 (fifteenth session), 1.05x / 1.02x at N = 8192 / 16384 (causal 1.14x / 1.06x), so it
  * takes the one-warpgroup form at every length with TMA too (64-key blocks, sage2-8b: 0.98-0.99x at
  * 8192-16384, up to 4096 as before). The f16
- * P.V instances (sage1-b), whose blocks wait for each P.V of twice the k-steps: up to 1024 keys at
- * d = 128 (1.04x there, 0.92x at 2048), 2048 at d = 64 (the 64-key baselines 1.02-1.09x there,
- * 0.95-1.01x at 4096, 0.90-0.95x from 8192). */
+ * P.V instances (sage1-b; the baselines at d = 64), whose blocks wait for each P.V of twice the
+ * k-steps: up to 1024 keys at d = 128 (sage1-b 1.04x there, 0.92x at 2048), 2048 at d = 64 (the
+ * 128-key baselines 1.11-1.14x at N = 1024, 1.03-1.08x at 2048, 0.99-1.02x at 4096, 0.94-0.98x at
+ * 8192 on the H200, 2026-11-30, kernels/logs/h200_baseline_d64_solo_ab.txt). */
 QATTN_WG_FORM_FN long qattn_wg_solo_keys(int d, int kb, int qf, int pf, int tma)
 {
     if (tma && qattn_wg_solo_tma(qf, pf) &&
