@@ -205,16 +205,37 @@ static __device__ __forceinline__ void qattn_mma_epilogue(const qattn_kernels_at
     const float *vsc = p.v_scale ? p.v_scale + ((int64_t)hk * p.nseq + b) * p.v_nch : (const float *)0;
     const int vch = p.v_ch;
     const float *vmean = p.v_mean ? p.v_mean + ((int64_t)hk * p.nseq + b) * D : (const float *)0;
-    /* the V scale and mean of the thread's columns, once for both rows */
+    /* the V scale and mean of the thread's columns, once for both rows; the cases branched once, not
+     * per column (per column, the group's division and the branches around each load had made this
+     * about 1200 instructions a warp, ncu H200 2026-11-30) */
     float vs[NO][2], vm[NO][2];
 #pragma unroll
     for (int n = 0; n < NO; n++)
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int c = 8 * n + 2 * qi + e;
-            vs[n][e] = vsc ? vsc[vch == 1 ? c : vch > 0 ? c / vch : 0] : 1.0f;
-            vm[n][e] = vmean ? vmean[c] : 0.0f;
+        for (int e = 0; e < 2; e++)
+            vs[n][e] = 1.0f, vm[n][e] = 0.0f;
+    if (vsc && vch == 1 && (uintptr_t)vsc % 8 == 0) { /* a scale a channel, pairs in 8 bytes */
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            const float2 x = *(const float2 *)(vsc + 8 * n + 2 * qi);
+            vs[n][0] = x.x, vs[n][1] = x.y;
         }
+    } else if (vsc) { /* a scale a group of vch channels (0: one for all) */
+#pragma unroll
+        for (int n = 0; n < NO; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+                vs[n][e] = vsc[vch > 0 ? (8 * n + 2 * qi + e) / vch : 0];
+    }
+    if (vmean) {
+        const bool v2 = (uintptr_t)vmean % 8 == 0;
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            const float *m = vmean + 8 * n + 2 * qi;
+            const float2 x = v2 ? *(const float2 *)m : make_float2(m[0], m[1]);
+            vm[n][0] = x.x, vm[n][1] = x.y;
+        }
+    }
     /* VEC, 16-bit output in rows of 16-byte aligned chunks: each lane stores 16 bytes (8 columns)
      * gathered from its quad, a quarter of the store instructions (the lanes' 4-byte pieces make 8
      * rows x 16 bytes an instruction). H200, 2026-11-28: +1.5-2.7% for the d = 128 instances of
