@@ -1,8 +1,9 @@
 /* Attention forward, Hopper (sm_90a): the wgmma instances of 8-bit Q.K and
  * e4m3, int8 or fp16 P.V (sage2-8b-sm90, fa3-fp8, sage2-8b, sage1-vb,
- * sage1-b) and the fp16 / bf16 baselines (wgmma_form.h's qattn_wg_solo_can
- * says which instances) in blocks of one warpgroup and no producer: 64 query rows a block, three blocks a
- * multiprocessor, so that one block's prologue and epilogue run
+ * sage1-b) and the fp16 / bf16 baselines at d = 64 (qattn_wg_solo_can in
+ * wgmma_form.h) in blocks of one warpgroup and no producer: 64 query
+ * rows a block, three blocks a multiprocessor, so that one block's
+ * prologue and epilogue run
  * beside the others' key blocks and the blocks never wait for each other
  * (the structure of SageAttention2's sm90 kernel). Key blocks are loaded
  * two stages ahead (block j + 2 into the stage block j leaves, once the
