@@ -102,7 +102,7 @@ char *qattn_kernels_describe(const qattn_kernels_sig *g, char *buf, size_t len)
         snprintf(buf, len, "quant %s: in %s -> %s; groups %s; smooth %s%s%s; varlen %s; routes %s; [%s]",
                  qattn_kernels_path_name(g->path), in, out, g->qk_groups, g->smooth & QATTN_SMOOTH_Q ? "q-blocks " : "",
                  g->smooth & QATTN_SMOOTH_K ? "k " : "", g->smooth & QATTN_SMOOTH_V ? "v" : "", g->varlen ? "yes" : "no",
-                 g->quant_routes ? "portable, tiled, lean, streamed per operand; K+V serial, one-grid, streams"
+                 g->quant_routes ? "portable, tiled, lean, streamed, cast per operand; K+V serial, one-grid, streams"
                                  : "portable",
                  g->arch);
         return buf;
@@ -610,7 +610,7 @@ int qattn_kernels_find(const qattn_scheme *s, const qattn_kernels_problem *pbin,
 
 const char *qattn_kernels_qroute_name(qattn_kernels_qroute r)
 {
-    static const char *const names[QATTN_KERNELS_QROUTE_COUNT] = {"auto", "portable", "tiled", "lean", "streamed"};
+    static const char *const names[QATTN_KERNELS_QROUTE_COUNT] = {"auto", "portable", "tiled", "lean", "streamed", "cast"};
     return (unsigned)r < QATTN_KERNELS_QROUTE_COUNT ? names[r] : "?";
 }
 
@@ -632,6 +632,8 @@ qattn_kernels_qroute qattn_kernels_quant_route(unsigned routes, const qattn_kern
 {
     const int stats = p->group.tok == QATTN_TOK_TENSOR || p->group.tok == QATTN_TOK_CHANNEL ||
                       p->smooth == QATTN_KERNELS_SMOOTH_TOKENS;
+    if (routes & QROUTE_BIT(CAST)) /* the unscaled casts: no other fast route takes them */
+        return QATTN_KERNELS_QROUTE_CAST;
     if (env_is("QATTN_QUANT_LEAN", "0"))
         routes &= ~(QROUTE_BIT(LEAN) | QROUTE_BIT(STREAMED));
     if (env_is("QATTN_QUANT_STREAM", "0"))

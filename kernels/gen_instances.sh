@@ -151,7 +151,7 @@ unsigned ${fn}_kv_modes(const qattn_kernels_quant_params *k, const qattn_kernels
      .path = QATTN_KERNELS_PATH_PORTABLE,
      .head_dim = 0,
      .qk_groups = \"fused for d % 16 == 0: tensor, token, block, warp, thread, channel, tensor,ch:C (,e8m0); \"
-                  \"else (and fp16/bf16/fp32 casts) the portable kernels\",
+                  \"unscaled fp16/bf16/fp32 casts: the cast kernel (d % 8 == 0, no smoothing); else the portable kernels\",
      .v_groups = \"any\",
      .smooth = QATTN_SMOOTH_Q | QATTN_SMOOTH_K | QATTN_SMOOTH_V,
      .masks = 0,

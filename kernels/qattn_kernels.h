@@ -104,6 +104,7 @@ typedef enum qattn_kernels_qroute {
     QATTN_KERNELS_QROUTE_TILED,    /* statistics + combine where needed, then the tiled encode kernel */
     QATTN_KERNELS_QROUTE_LEAN,     /* statistics + combine where needed, then the lean encode kernel */
     QATTN_KERNELS_QROUTE_STREAMED, /* one persistent streamed kernel (the input read from DRAM once) */
+    QATTN_KERNELS_QROUTE_CAST,     /* the unscaled casts: 16-byte pieces, one kernel */
     QATTN_KERNELS_QROUTE_COUNT
 } qattn_kernels_qroute;
 
@@ -291,7 +292,7 @@ struct qattn_kernels_quant_params {
 };
 
 /* ---- the quantization routes (dispatcher) ---- */
-const char *qattn_kernels_qroute_name(qattn_kernels_qroute r); /* "auto", "portable", "tiled", "lean", "streamed" */
+const char *qattn_kernels_qroute_name(qattn_kernels_qroute r); /* "auto", "portable", "tiled", "lean", "streamed", "cast" */
 const char *qattn_kernels_kvmode_name(qattn_kernels_kvmode m); /* "auto", "serial", "one-grid", "streams" */
 /* The route for p among routes (a bit set the instance can take): streamed
  * for operands with statistics (smoothing over the sequence, token-uniform

@@ -12,21 +12,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quant_cast.h"
 #include "quant_fast.h"
 #include "quant_stream.h"
 
 #define QATTN_QR_BIT(r) (1u << QATTN_KERNELS_QROUTE_##r)
 
 /* the routes the fast path can take for p (the dispatcher's choice among
- * them: qattn_kernels_quant_route): the portable kernels always; the fused
- * ones where qattn_qf_plan takes p, the lean encode kernel and the streamed
- * kernel where their plans do */
+ * them: qattn_kernels_quant_route): the portable kernels always; the cast
+ * kernel for the unscaled casts it takes; the fused ones where qattn_qf_plan
+ * takes p, the lean encode kernel and the streamed kernel where their plans do */
 template <int IN>
 static unsigned qattn_quant_fast_routes(const qattn_kernels_quant_params &p)
 {
     unsigned r = QATTN_QR_BIT(PORTABLE);
     int tt = 0, ni = 1, grid = 0;
     size_t smem = 0;
+    if (p.in == IN && qattn_qc_takes(p))
+        r |= QATTN_QR_BIT(CAST);
     if (p.in != IN || !qattn_qf_plan(p, &tt, &smem, &ni))
         return r;
     r |= QATTN_QR_BIT(TILED);
@@ -71,6 +74,8 @@ static int qattn_quant_fast_launch(const qattn_kernels_quant_params *pp, void *s
                              p.nseq, p.d, p.seqlen);
     if (p.seqlen == 0)
         return QATTN_OK;
+    if (p.route == QATTN_KERNELS_QROUTE_CAST)
+        return qattn_qc_launch<IN>(p, st, err);
     const int stats = qattn_qf_uniform(p.group) || p.smooth == QATTN_KERNELS_SMOOTH_TOKENS;
     if (p.route == QATTN_KERNELS_QROUTE_STREAMED) {
         qattn_qs_fn sf = (qattn_qs_fn)0;

@@ -15,7 +15,9 @@
  * QATTN_QUANT_STREAM=1 (the streamed kernel wherever it applies; also with
  * one tile per slice, QATTN_QUANT_STREAM_TPR=1), QATTN_QUANT_STREAM=0
  * (statistics, combine and the lean encode kernel), and the same with
- * QATTN_QUANT_LEAN=0 (the tiled encode).
+ * QATTN_QUANT_LEAN=0 (the tiled encode). Unscaled casts (fp16 / bf16 / fp32
+ * codes) must take the cast kernel where it applies, and flag an Inf in
+ * the input with codes and without (the check alone).
  *
  * Built twice from this source: test_kernels_quant (host simulation, CPU)
  * and test_kernels_quant_gpu (kernels/test_kernels_quant_gpu.c, NVIDIA:
@@ -42,6 +44,7 @@ static qattn_kernels_qroute route_of(const qattn_kernels_sig *sig, const qattn_k
 }
 
 static qattn_kernels_qroute forced; /* a route set in the params, or AUTO: the dispatcher's */
+static int n_cast; /* cases the cast kernel ran */
 static int n_forced[QATTN_KERNELS_QROUTE_COUNT]; /* cases run with each route set in the params */
 static int n_lean;     /* cases the lean encode kernel ran */
 static int n_stream;   /* cases the streamed kernel ran */
@@ -75,6 +78,14 @@ typedef struct qcase {
     int ties;                    /* values on rounding boundaries of the codes (tie_value) */
 } qcase;
 
+/* 1: an unscaled cast that the fast instance's cast kernel must take (no smoothing, 8-channel pieces;
+ * the test's buffers are aligned) */
+static int expect_cast(const qcase *qc)
+{
+    return (!strcmp(qc->fmt, "fp16") || !strcmp(qc->fmt, "bf16") || !strcmp(qc->fmt, "fp32")) &&
+           qc->smooth == QATTN_KERNELS_SMOOTH_NONE && qc->d % 8 == 0 && !qc->transposed;
+}
+
 static const qattn_kernels_sig *find_sig(const char *name)
 {
     for (size_t i = 0; i < qattn_kernels_count(); i++)
@@ -83,8 +94,24 @@ static const qattn_kernels_sig *find_sig(const char *name)
     return NULL;
 }
 
+/* bytes of a stored element (int4: a pair's byte) */
+static size_t code_bytes(qattn_fmt f)
+{
+    return f == QATTN_FMT_FP32 ? 4 : f == QATTN_FMT_FP16 || f == QATTN_FMT_BF16 ? 2 : 1;
+}
+
 static float code_value(qattn_fmt f, const uint8_t *row, size_t c)
 {
+    if (f == QATTN_FMT_FP32 || f == QATTN_FMT_FP16 || f == QATTN_FMT_BF16) { /* unscaled: the values */
+        float x;
+        uint16_t u;
+        if (f == QATTN_FMT_FP32) {
+            memcpy(&x, row + 4 * c, 4);
+            return x;
+        }
+        memcpy(&u, row + 2 * c, 2);
+        return f == QATTN_FMT_BF16 ? qattn_num_bf16_decode(u) : qattn_num_fp16_decode(u);
+    }
     if (f == QATTN_FMT_INT4) {
         unsigned byte = row[c / 2], nib = c & 1 ? byte >> 4 : byte & 0xfu;
         return (float)((int)(nib ^ 8u) - 8);
@@ -296,7 +323,7 @@ static void qrun_check(const qrun *r, const char *name, const char *tag)
                     if (qc->transposed)
                         val = code_value(r->op.fmt, codes + (hb * d + c) * (size_t)npad, tk);
                     else
-                        val = code_value(r->op.fmt, codes + (h * T + t0 + tk) * row, c);
+                        val = code_value(r->op.fmt, codes + (h * T + t0 + tk) * row * code_bytes(r->op.fmt), c);
                     bad += qattn_num_f2u(val) != qattn_num_f2u(t.val[tk * d + c]);
                 }
             if (qc->transposed)
@@ -364,6 +391,10 @@ static void run_case(const qcase *qc, const char *name)
         const int takes = (routes >> QATTN_KERNELS_QROUTE_TILED) & 1u;
         CHECK(takes == qc->fused, "%s %s@%s d=%d: fused kernels %s, expected %s", name, qc->fmt, qc->group, qc->d,
               takes ? "taken" : "not taken", qc->fused ? "taken" : "not taken");
+        const int casts = (routes >> QATTN_KERNELS_QROUTE_CAST) & 1u;
+        CHECK(casts == expect_cast(qc) && (!casts || route_of(sig, &p) == QATTN_KERNELS_QROUTE_CAST),
+              "%s %s@%s d=%d: the cast kernel %s, expected %s", name, qc->fmt, qc->group, qc->d,
+              casts ? "offered" : "not offered", expect_cast(qc) ? "chosen" : "not offered");
         const char *off = getenv("QATTN_QUANT_LEAN"), *soff = getenv("QATTN_QUANT_STREAM");
         const int stats = qc->smooth == QATTN_KERNELS_SMOOTH_TOKENS || !strncmp(qc->group, "tensor", 6) ||
                           !strncmp(qc->group, "channel", 7);
@@ -414,6 +445,32 @@ static void run_case(const qcase *qc, const char *name)
         if (!rc)
             qrun_check(&r, name, " overlapped launch");
     }
+    qrun_free(&r);
+}
+
+/* an unscaled cast with an Inf in the middle of its input through the fast instance `name` (the cast
+ * kernel): the NaN flag set, the other values cast; then with no codes (the check alone, as for a Q
+ * that the attention kernel quantizes): the flag set again */
+static void run_cast_inf(const qcase *qc, const char *name)
+{
+    qattn_err err;
+    const qattn_kernels_sig *sig = find_sig(name);
+    qrun r;
+    if (!sig || qrun_init(&r, qc))
+        return;
+    const size_t at = r.H * r.T * r.d / 2 + 3;
+    const uint16_t v = qc->in == QATTN_FMT_BF16 ? 0x7f80u : 0x7c00u;
+    int flag[2] = {-1, -1};
+    int rc = qattn_kernels_dev_to((uint16_t *)r.dx + at, &v, 2, &err) || sig->launch_quant(&r.p, NULL, &err) ||
+             qattn_kernels_dev_sync(&err) || qattn_kernels_dev_from(&flag[0], r.dflag, 4, &err);
+    qattn_kernels_quant_params p = r.p;
+    p.codes = NULL;
+    rc = rc || qattn_kernels_dev_fill(r.dflag, 0, 4, &err) || sig->launch_quant(&p, NULL, &err) ||
+         qattn_kernels_dev_sync(&err) || qattn_kernels_dev_from(&flag[1], r.dflag, 4, &err);
+    CHECK(rc == 0 && flag[0] == 1 && flag[1] == 1, "%s %s from %s, Inf in the input: rc %d, NaN flags %d, %d (codes "
+          "NULL)", name, qc->fmt, qattn_fmt_name(qc->in), rc, flag[0], flag[1]);
+    if (rc == 0 && flag[0] == 1 && flag[1] == 1)
+        printf("ok %-22s %s from %s: Inf flagged, with and without codes\n", name, qc->fmt, qattn_fmt_name(qc->in));
     qrun_free(&r);
 }
 
@@ -545,6 +602,15 @@ int main(int argc, char **argv)
         {"int8", "token", NO, 0, F16, 72, 2, 1, {40}, 0, 0, 0, 0, 0},
         {"int8", "thread:512/8/1", NO, 0, F16, 128, 1, 1, {40}, 0, 0, 0, 0, 0},
         {"int8", "tensor", BLK, 32, F16, 64, 2, 1, {70}, 0, 0, 0, 0, 0},
+        /* unscaled casts (the baselines' operands from another dtype): the cast kernel; varlen, [T, H, d],
+         * d = 72, the dtype itself; not taken: d % 8, smoothing */
+        {"bf16", "token", NO, 0, F16, 128, 2, 2, {300, 300}, 0, 0, 0, 0, 0},
+        {"fp16", "token", NO, 0, B16, 64, 3, 3, {37, 100, 1}, 1, 1, 0, 0, 0},
+        {"fp32", "token", NO, 0, F16, 72, 2, 1, {45}, 0, 0, 0, 0, 0},
+        {"bf16", "token", NO, 0, B16, 128, 1, 1, {10}, 0, 0, 0, 0, 0},
+        {"bf16", "token", NO, 0, F16, 68, 1, 1, {20}, 0, 0, 0, 0, 0},
+        {"fp16", "token", TOK, 0, B16, 64, 2, 1, {50}, 0, 0, 0, 0, 0},
+        {"bf16", "token", NO, 0, F16, 128, 4, 2, {4099, 4097}, 1, 0, 0, 0, 0},
         /* longer (GPU only): many tiles and chunks */
         {"int8", "thread:128/8/2", TOK, 0, F16, 128, 4, 2, {4099, 4099}, 0, 0, 0, 1, 0},
         {"e4m3", "channel", NO, 0, B16, 128, 4, 3, {3000, 1029, 2050}, 1, 0, 1, 1, 0},
@@ -596,7 +662,12 @@ int main(int argc, char **argv)
         }
         want_fast = 0;
         run_case(&cases[i], cases[i].in == QATTN_FMT_BF16 ? "quant_portable_in_bf16" : "quant_portable_in_fp16");
+        if (expect_cast(&cases[i])) {
+            n_cast++;
+            run_cast_inf(&cases[i], fast);
+        }
     }
+    CHECK(n_cast >= 4, "the cast kernel ran %d cases, expected at least 4", n_cast);
     /* K and V by launch_quant_kv (sage2 K with int8 / int4 codes, V^T e4m3 per channel): in one grid (the
      * default), side by side on two streams (QATTN_QUANT_KV=streams) and one after the other (=0); equal
      * and varlen sequences, [T, H, d] input, tails, one token, one tile per slice; an Inf in either
