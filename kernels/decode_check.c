@@ -24,26 +24,34 @@
  * every cache format and group, varlen, masks; quick: a case for every
  * instance (compute-sanitizer) */
 static const qattn_kernels_decode_case cases[] = {
-    /* d, hq, hkv, nseq, sq[], sk[], page, splits, K, V, mask, in, out, kblock, varlen, quick, q_offset */
-    {64, 4, 1, 1, {1}, {100}, 16, 1, "bf16", "bf16", "causal-br", B16, B16, 64, 0, 1, 0},
-    {64, 4, 1, 2, {1, 1}, {100, 37}, 16, 3, "bf16", "bf16", "causal-br", B16, F32, 16, 0, 0, 0},
-    {64, 8, 2, 2, {4, 4}, {131, 70}, 1, 7, "fp16", "fp16", "causal-br", F16, F16, 32, 0,1, 0},
-    {64, 4, 2, 2, {16, 3}, {150, 20}, 64, 5, "int8@token", "int8@token", "causal-br", B16, F32, 64, 1, 1, 0},
-    {64, 2, 1, 1, {1}, {40}, 256, 64, "e4m3@token", "e4m3@token", "causal-br", F16, F32, 64, 0,1, 0},
-    {128, 4, 1, 2, {2, 1}, {77, 300}, 16, 4, "int8@block:32,ch:1", "int8@token", "causal-br", B16, F32, 64, 1, 0, 0},
-    {64, 4, 4, 1, {3}, {90}, 7, 2, "int4@token,ch:16", "e5m2@block:16,e8m0", "window:20,0", F32, F32, 16, 0, 1, 0},
-    {128, 2, 1, 1, {1}, {260}, 16, 3, "e4m3@token", "int8@block:64", "none", B16, B16, 128, 0, 0, 0},
-    {128, 16, 2, 1, {1}, {513}, 64, 0, "bf16", "bf16", "causal-br", B16, B16, 64, 0, 1, 0},
-    {128, 8, 1, 2, {4, 1}, {200, 33}, 16, 0, "int8@token", "int8@token", "causal-br", F16, F16, 64, 1,1, 0},
-    {64, 8, 1, 1, {5}, {64}, 16, 2, "fp32", "fp32", "causal", F32, F32, 64, 0, 0, 0},
-    {128, 8, 1, 3, {16, 1, 4}, {1000, 1, 257}, 256, 64, "bf16", "bf16", "causal-br", B16, B16, 64, 1, 0, 0},
-    {128, 8, 1, 2, {1, 1}, {2049, 700}, 1, 9, "fp16", "fp16", "causal-br", F16, B16, 64, 0,1, 0},
-    {128, 16, 2, 2, {4, 16}, {777, 333}, 64, 16, "e4m3@token", "e4m3@token", "causal-br", B16, B16, 64, 1, 1, 0},
-    {128, 8, 8, 1, {1}, {4000}, 16, 0, "int8@token", "int8@token", "causal-br", B16, B16, 64, 0, 0, 0},
-    {64, 16, 2, 2, {1, 1}, {1500, 3}, 16, 32, "int8@token", "int8@token", "causal-br", F16, F16, 64, 0, 0, 0},
+    /* d, hq, hkv, nseq, sq[], sk[], page, splits, K, V, mask, in, out, kblock, varlen, quick, q_offset, layout */
+    {64, 4, 1, 1, {1}, {100}, 16, 1, "bf16", "bf16", "causal-br", B16, B16, 64, 0, 1, 0, 0},
+    {64, 4, 1, 2, {1, 1}, {100, 37}, 16, 3, "bf16", "bf16", "causal-br", B16, F32, 16, 0, 0, 0, 0},
+    {64, 8, 2, 2, {4, 4}, {131, 70}, 1, 7, "fp16", "fp16", "causal-br", F16, F16, 32, 0,1, 0, 0},
+    {64, 4, 2, 2, {16, 3}, {150, 20}, 64, 5, "int8@token", "int8@token", "causal-br", B16, F32, 64, 1, 1, 0, 0},
+    {64, 2, 1, 1, {1}, {40}, 256, 64, "e4m3@token", "e4m3@token", "causal-br", F16, F32, 64, 0,1, 0, 0},
+    {128, 4, 1, 2, {2, 1}, {77, 300}, 16, 4, "int8@block:32,ch:1", "int8@token", "causal-br", B16, F32, 64, 1, 0, 0, 0},
+    {64, 4, 4, 1, {3}, {90}, 7, 2, "int4@token,ch:16", "e5m2@block:16,e8m0", "window:20,0", F32, F32, 16, 0, 1, 0, 0},
+    {128, 2, 1, 1, {1}, {260}, 16, 3, "e4m3@token", "int8@block:64", "none", B16, B16, 128, 0, 0, 0, 0},
+    {128, 16, 2, 1, {1}, {513}, 64, 0, "bf16", "bf16", "causal-br", B16, B16, 64, 0, 1, 0, 0},
+    {128, 8, 1, 2, {4, 1}, {200, 33}, 16, 0, "int8@token", "int8@token", "causal-br", F16, F16, 64, 1,1, 0, 0},
+    {64, 8, 1, 1, {5}, {64}, 16, 2, "fp32", "fp32", "causal", F32, F32, 64, 0, 0, 0, 0},
+    {128, 8, 1, 3, {16, 1, 4}, {1000, 1, 257}, 256, 64, "bf16", "bf16", "causal-br", B16, B16, 64, 1, 0, 0, 0},
+    {128, 8, 1, 2, {1, 1}, {2049, 700}, 1, 9, "fp16", "fp16", "causal-br", F16, B16, 64, 0,1, 0, 0},
+    {128, 16, 2, 2, {4, 16}, {777, 333}, 64, 16, "e4m3@token", "e4m3@token", "causal-br", B16, B16, 64, 1, 1, 0, 0},
+    {128, 8, 8, 1, {1}, {4000}, 16, 0, "int8@token", "int8@token", "causal-br", B16, B16, 64, 0, 0, 0, 0},
+    {64, 16, 2, 2, {1, 1}, {1500, 3}, 16, 32, "int8@token", "int8@token", "causal-br", F16, F16, 64, 0, 0, 0, 0},
     /* Q not 16-byte aligned: the mma path's fragments loaded element by element (1) or as words (2) */
-    {128, 8, 1, 2, {1, 4}, {300, 90}, 16, 3, "bf16", "bf16", "causal-br", B16, B16, 64, 0, 0, 1},
-    {128, 8, 2, 1, {2}, {200}, 16, 2, "int8@token", "int8@token", "causal-br", F16, F32, 64, 0, 0, 2},
+    {128, 8, 1, 2, {1, 4}, {300, 90}, 16, 3, "bf16", "bf16", "causal-br", B16, B16, 64, 0, 0, 1, 0},
+    {128, 8, 2, 1, {2}, {200}, 16, 2, "int8@token", "int8@token", "causal-br", F16, F32, 64, 0, 0, 2, 0},
+    /* the pool in the HND layout (a head's rows of a page together): pages of 1, 7, 16, 64, 256 tokens,
+     * several kv heads, every mma cache format, the plan's splits and given ones */
+    {64, 8, 2, 2, {4, 4}, {131, 70}, 1, 7, "fp16", "fp16", "causal-br", F16, F16, 32, 0, 1, 0, 1},
+    {64, 4, 4, 1, {3}, {90}, 7, 2, "int4@token,ch:16", "e5m2@block:16,e8m0", "window:20,0", F32, F32, 16, 0, 1, 0, 1},
+    {128, 16, 2, 1, {1}, {513}, 64, 0, "bf16", "bf16", "causal-br", B16, B16, 64, 0, 1, 0, 1},
+    {128, 8, 8, 1, {1}, {4000}, 16, 0, "int8@token", "int8@token", "causal-br", B16, B16, 64, 0, 1, 0, 1},
+    {128, 16, 2, 2, {4, 16}, {777, 333}, 256, 16, "e4m3@token", "e4m3@token", "causal-br", B16, B16, 64, 1, 0, 0, 1},
+    {64, 16, 4, 2, {1, 1}, {1500, 3}, 16, 32, "int8@token", "int8@token", "causal-br", F16, F16, 64, 0, 0, 0, 1},
 };
 
 const qattn_kernels_decode_case *qattn_kernels_decode_cases(size_t *n)
@@ -215,7 +223,7 @@ int qattn_kernels_decode_run_case(const qattn_kernels_decode_case *tc, unsigned 
     qattn_kernels_decode_plan pl;
     memset(&pl, 0, sizeof pl);
     if (!rc)
-        rc = qattn_kernels_kvcache_upload(&dc, &cache, err);
+        rc = qattn_kernels_kvcache_upload_as(&dc, &cache, tc->layout, err);
     if (!rc)
         rc = qattn_kernels_dev_alloc(&qd, ((size_t)tq * hq * d + (size_t)tc->q_offset) * esz, err) ||
              qattn_kernels_dev_to((char *)qd + (size_t)tc->q_offset * esz, h.q_dev, (size_t)tq * hq * d * esz, err) ||

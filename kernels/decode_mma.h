@@ -398,24 +398,30 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     geometry(sk32);
 
     unsigned char *wsm = rings + warp * L::WARP;
-    const unsigned rowb = (unsigned)(p.hkv * D * L::ELT); /* bytes per token in the pool */
-    const int part = lane % PPR;                           /* the 16-byte piece lane copies of each row */
-    const unsigned char *kbase = (const unsigned char *)p.cache.k + (int64_t)hk * D * L::ELT + part * 16;
-    const unsigned char *vbase = (const unsigned char *)p.cache.v + (int64_t)hk * D * L::ELT + part * 16;
+    const unsigned rowb = (unsigned)(D * L::ELT); /* bytes per stored row (a token's head) */
+    const int part = lane % PPR;                   /* the 16-byte piece lane copies of each row */
+    const unsigned char *kbase = (const unsigned char *)p.cache.k + part * 16;
+    const unsigned char *vbase = (const unsigned char *)p.cache.v + part * 16;
+    /* the pool row of (page, in-page row, hk): qattn_kernels_kv_row is linear in them, so its
+     * strides, in 32 bits (pools of < 2^32 rows, the launch checks) */
+    const int layout = p.cache.layout;
+    const unsigned row_page = (unsigned)qattn_kernels_kv_row(layout, 1, p.cache.page_size, p.hkv, 0, 0),
+                   row_off = (unsigned)qattn_kernels_kv_row(layout, 0, p.cache.page_size, p.hkv, 1, 0),
+                   row_hk = (unsigned)qattn_kernels_kv_row(layout, 0, p.cache.page_size, p.hkv, 0, hk);
     const float *ksc = p.cache.k_scale ? p.cache.k_scale + ((int64_t)b * p.hkv + hk) * p.cache.k_ntok : 0;
     const float *vsc = p.cache.v_scale ? p.cache.v_scale + ((int64_t)b * p.hkv + hk) * p.cache.v_ntok : 0;
     const int32_t *table = p.cache.table + (int64_t)b * p.cache.max_pages;
     const unsigned ps = (unsigned)p.cache.page_size;
 
-    /* the pool row (token) of lane's key of chunk c through the block table, ~0 past the split
-     * (pools of < 2^32 tokens, the launch checks); looked up a chunk ahead of its copies, so that
+    /* the pool row of lane's key of chunk c (and this block's kv head) through the block table, ~0 past the split
+     * (pools of < 2^32 rows, the launch checks); looked up a chunk ahead of its copies, so that
      * the table's latency is not on the warp's path */
     auto lookup = [&](int c) -> unsigned {
         const unsigned x = kb32 + (unsigned)c * KC + lane;
         if (x >= ke32)
             return ~0u;
         const unsigned pg = qattn_fastdiv(p.div_page, x);
-        return (unsigned)table[pg] * ps + (x - pg * ps);
+        return (unsigned)table[pg] * row_page + (x - pg * ps) * row_off + row_hk;
     };
     /* issue the loads of chunk c (this warp's) into stage st; row from lookup(c). Lane copies
      * piece `part` of the rows of keys (32 i + lane) / PPR; only a split's last chunk has keys
@@ -886,9 +892,10 @@ static int qattn_decode_mma_launch(const qattn_kernels_decode_params *pp, void *
     if (p.cache.kop.fmt != CF || p.cache.vop.fmt != CF || p.cache.k_open || p.cache.v_open ||
         (p.cache.k_scale && p.cache.k_nch != 1) || (p.cache.v_scale && p.cache.v_nch != 1))
         return qattn_err_set(err, QATTN_ERR_ARG, "decode mma: a cache this instance does not read");
-    if ((uint64_t)p.cache.num_pages * (uint64_t)p.cache.page_size >= 0xffffffffull)
-        return qattn_err_set(err, QATTN_ERR_ARG, "decode mma: a pool of %lld pages of %d tokens (2^32 tokens or more)",
-                             (long long)p.cache.num_pages, p.cache.page_size);
+    if ((uint64_t)p.cache.num_pages * (uint64_t)p.cache.page_size * (uint64_t)p.hkv >= 0xffffffffull)
+        return qattn_err_set(err, QATTN_ERR_ARG,
+                             "decode mma: a pool of %lld pages of %d tokens x %d heads (2^32 rows or more)",
+                             (long long)p.cache.num_pages, p.cache.page_size, p.hkv);
     if (p.seqlen_q <= 0)
         return QATTN_OK;
     if constexpr (CF == QATTN_FMT_BF16)

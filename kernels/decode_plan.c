@@ -73,7 +73,15 @@ static int upload(void **dst, const void *src, size_t bytes, qattn_err *err)
 
 int qattn_kernels_kvcache_upload(qattn_kernels_kvcache_dev *dev, const qattn_kvcache *c, qattn_err *err)
 {
+    return qattn_kernels_kvcache_upload_as(dev, c, QATTN_KERNELS_KV_NHD, err);
+}
+
+int qattn_kernels_kvcache_upload_as(qattn_kernels_kvcache_dev *dev, const qattn_kvcache *c, int layout,
+                                    qattn_err *err)
+{
     memset(dev, 0, sizeof *dev);
+    if (layout != QATTN_KERNELS_KV_NHD && layout != QATTN_KERNELS_KV_HND)
+        return qattn_err_set(err, QATTN_ERR_ARG, "KV cache: unknown pool layout %d", layout);
     const qattn_kvcache_cfg *cf = &c->cfg;
     for (int t = 0; t < 2; t++) {
         const qattn_operand *op = t ? &cf->v : &cf->k;
@@ -89,6 +97,7 @@ int qattn_kernels_kvcache_upload(qattn_kernels_kvcache_dev *dev, const qattn_kvc
     dev->d = (int)cf->d;
     dev->kop = cf->k;
     dev->vop = cf->v;
+    dev->layout = layout;
     dev->owned = 1;
     size_t rows = cf->num_pages * cf->page_size * cf->hkv;
     int rc = QATTN_OK;
@@ -109,7 +118,15 @@ int qattn_kernels_kvcache_upload(qattn_kernels_kvcache_dev *dev, const qattn_kvc
             rc = qattn_err_set(err, QATTN_ERR_NOMEM, "out of memory for a %zu-byte cache pool", bytes);
             break;
         }
-        encode_pool(op->fmt, c->val[t], rows, dev->d, host);
+        if (layout == QATTN_KERNELS_KV_NHD) /* the emulation's order */
+            encode_pool(op->fmt, c->val[t], rows, dev->d, host);
+        else /* emulation row (page, off, h) to the pool row the layout gives it */
+            for (size_t r = 0; r < rows; r++) {
+                const size_t h = r % cf->hkv, off = r / cf->hkv % cf->page_size, pg = r / cf->hkv / cf->page_size;
+                const int64_t at = qattn_kernels_kv_row(layout, (int64_t)pg, dev->page_size, dev->hkv, (int)off, (int)h);
+                encode_pool(op->fmt, c->val[t] + r * cf->d, 1, dev->d,
+                            (unsigned char *)host + (size_t)at * row_bytes(op->fmt, dev->d));
+            }
         rc = upload(t ? &dev->v : &dev->k, host, bytes, err);
         free(host);
         if (rc || !c->scale[t])
@@ -186,6 +203,8 @@ int qattn_kernels_decode_fill(qattn_kernels_decode_params *p, const qattn_kernel
     if (cache->hkv != pb->hkv || cache->d != pb->d || cache->nseq < pb->nseq)
         return qattn_err_set(err, QATTN_ERR_ARG, "cache of %d kv heads, d %d, %d sequences for a batch of %d, %d, %d",
                              cache->hkv, cache->d, cache->nseq, pb->hkv, pb->d, pb->nseq);
+    if (cache->layout != QATTN_KERNELS_KV_NHD && cache->layout != QATTN_KERNELS_KV_HND)
+        return qattn_err_set(err, QATTN_ERR_ARG, "cache: unknown pool layout %d", cache->layout);
     p->q = q->data;
     p->in = pb->in;
     qattn_kernels_tensor_strides(q, &p->q_sb, &p->q_sh, &p->q_st);

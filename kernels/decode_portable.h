@@ -72,7 +72,7 @@ static __device__ __forceinline__ int64_t qattn_decode_row(const qattn_kernels_k
                                                            int hk)
 {
     const int32_t page = c.table[(int64_t)b * c.max_pages + pos / c.page_size];
-    return (((int64_t)page * c.page_size + pos % c.page_size) * c.hkv + hk);
+    return qattn_kernels_kv_row(c.layout, page, c.page_size, c.hkv, (int)(pos % c.page_size), hk);
 }
 
 /* the value of (b, hk, pos, ch) of K (t = 0) or V (t = 1), as

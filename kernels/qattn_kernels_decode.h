@@ -5,10 +5,13 @@
  *
  * The cache on the device (qattn_kernels_kvcache_dev) is the emulation's
  * qattn_kvcache in storage form:
- *   k, v       [num_pages, page_size, hkv, row] stored elements (row =
+ *   k, v       pages of page_size tokens x hkv heads of stored rows (row =
  *              QATTN_KERNELS_ROW(fmt, d); fp32 / fp16 / bf16 values, or
- *              int8 / int4 / e4m3 / e5m2 codes): the token at position pos of
- *              sequence s is row pos % page_size of page table[s][pos / page_size];
+ *              int8 / int4 / e4m3 / e5m2 codes), [num_pages, page_size, hkv,
+ *              row] (layout NHD, the emulation's) or [num_pages, hkv,
+ *              page_size, row] (HND: a head's rows of a page contiguous): the
+ *              token at position pos of sequence s is in-page row pos %
+ *              page_size of page table[s][pos / page_size] (qattn_kernels_kv_row);
  *   k_scale, v_scale  [nseq, hkv, ntok, nch] fp32 (scaled formats): the
  *              scale of position pos, channel c is at token group pos / G
  *              (G = 1 for group token) and channel group c / C;
@@ -24,6 +27,7 @@
 #include <stdint.h>
 
 #include "qattn/kvcache.h"
+#include "qattn/numerics.h" /* QATTN_HD */
 #include "qattn_kernels.h"
 
 #ifdef __cplusplus
@@ -33,8 +37,22 @@ extern "C" {
 #define QATTN_KERNELS_DECODE_SPLITS_MAX 256 /* most splits the plan takes */
 #define QATTN_DECODE_CLUSTER_MAX 8 /* most splits a row tile runs as one cluster (the portable size) */
 
+/* the order of a page's rows in the pool */
+typedef enum qattn_kernels_kv_layout {
+    QATTN_KERNELS_KV_NHD = 0, /* [num_pages, page_size, hkv, row]: a token's heads together */
+    QATTN_KERNELS_KV_HND      /* [num_pages, hkv, page_size, row]: a head's tokens of a page together */
+} qattn_kernels_kv_layout;
+
+/* the pool row (rows of QATTN_KERNELS_ROW(fmt, d) elements) of in-page row off of page `page`, kv
+ * head hk; a page is page_size * hkv rows in either layout */
+static inline QATTN_HD int64_t qattn_kernels_kv_row(int layout, int64_t page, int page_size, int hkv, int off, int hk)
+{
+    return page * page_size * hkv +
+           (layout == QATTN_KERNELS_KV_HND ? (int64_t)hk * page_size + off : (int64_t)off * hkv + hk);
+}
+
 typedef struct qattn_kernels_kvcache_dev {
-    void *k, *v;                 /* [num_pages, page_size, hkv, row] device */
+    void *k, *v;                 /* pool pages as `layout` orders them, device */
     float *k_scale, *v_scale;    /* [nseq, hkv, ntok, nch] device, or NULL (unscaled) */
     float *k_open, *v_open;      /* [nseq, hkv, G, d] device, or NULL (no open group) */
     int32_t *table;              /* [nseq, max_pages] device page ids (-1: none) */
@@ -42,6 +60,7 @@ typedef struct qattn_kernels_kvcache_dev {
     int64_t num_pages;
     int page_size, max_pages, nseq, hkv, d;
     qattn_operand kop, vop;      /* storage formats and scale groups */
+    int layout;                  /* qattn_kernels_kv_layout */
     int k_ntok, k_nch, v_ntok, v_nch;
     int owned;                   /* 1: qattn_kernels_kvcache_dev_free frees the buffers */
 } qattn_kernels_kvcache_dev;
@@ -50,6 +69,9 @@ typedef struct qattn_kernels_kvcache_dev {
  * open groups, table, lengths). Errors: a format the device cannot store
  * (e8m0 elements), device errors. */
 int qattn_kernels_kvcache_upload(qattn_kernels_kvcache_dev *dev, const qattn_kvcache *c, qattn_err *err);
+/* the same with the pool in `layout` (qattn_kernels_kv_layout; upload: NHD). Errors: an unknown layout */
+int qattn_kernels_kvcache_upload_as(qattn_kernels_kvcache_dev *dev, const qattn_kvcache *c, int layout,
+                                    qattn_err *err);
 void qattn_kernels_kvcache_dev_free(qattn_kernels_kvcache_dev *dev);
 
 /* one problem: nseq sequences, sq rows each (the longest with varlen), over
@@ -176,6 +198,7 @@ typedef struct qattn_kernels_decode_case {
     int varlen;            /* 1: rows through cu_q (else every sequence has the longest's rows) */
     int quick;             /* 1: in the quick set (compute-sanitizer) */
     int q_offset;          /* elements the query tensor starts past its allocation (0: aligned) */
+    int layout;            /* the pool's qattn_kernels_kv_layout */
 } qattn_kernels_decode_case;
 
 typedef struct qattn_kernels_decode_result {

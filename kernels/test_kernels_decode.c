@@ -46,10 +46,11 @@ static int run_case(size_t i, unsigned paths, const char *label)
     if (rc || !r.ran)
         return 0;
     const int fast = r.sig->path != QATTN_KERNELS_PATH_PORTABLE;
-    printf("%-18s %-26s d=%-3d h=%d/%d nseq=%d page=%-3d splits=%-2d(%s) K %-18s V %-18s %-11s: "
+    printf("%-18s %-26s d=%-3d h=%d/%d nseq=%d page=%-3d%s splits=%-2d(%s) K %-18s V %-18s %-11s: "
            "max|dO|/max|V| %.2e, max|dLSE| %.1e, differing %ld O / %ld LSE\n",
-           label, r.sig->name, tc->d, tc->hq, tc->hkv, tc->nseq, tc->page, r.num_splits,
-           tc->num_splits ? "given" : "rule", tc->k, tc->v, tc->mask, r.err, r.max_dlse, r.diff_o, r.diff_lse);
+           label, r.sig->name, tc->d, tc->hq, tc->hkv, tc->nseq, tc->page,
+           tc->layout == QATTN_KERNELS_KV_HND ? " HND" : "", r.num_splits, tc->num_splits ? "given" : "rule", tc->k,
+           tc->v, tc->mask, r.err, r.max_dlse, r.diff_o, r.diff_lse);
     if (EXACT && !fast)
         CHECK(r.diff_o == 0 && r.diff_lse == 0, "%s: %ld outputs and %ld LSEs differ from the emulation", label,
               r.diff_o, r.diff_lse);
@@ -166,6 +167,18 @@ static void messages(void)
     pb.hq = 8, pb.hkv = 1;
     rc = qattn_kernels_decode_find(&pb, &sig, &err);
     CHECK(rc == 0 && sig && sig->family == QATTN_KERNELS_FAMILY_DECODE, "bf16 cache, d 128: %s", rc ? err.msg : "");
+    /* a pool layout that is neither NHD nor HND: refused before anything is allocated */
+    qattn_kvcache cache;
+    memset(&cache, 0, sizeof cache);
+    qattn_kernels_kvcache_dev dev;
+    rc = qattn_kernels_kvcache_upload_as(&dev, &cache, 2, &err);
+    CHECK(rc == QATTN_ERR_ARG && dev.k == NULL, "pool layout 2: rc %d", rc);
+    CHECK_STR_CONTAINS(err.msg, "unknown pool layout 2");
+    /* the row rule of both layouts, by hand: page 3 of 16 tokens x 4 heads, in-page row 5, head 2 */
+    CHECK(qattn_kernels_kv_row(QATTN_KERNELS_KV_NHD, 3, 16, 4, 5, 2) == 3 * 64 + 5 * 4 + 2 &&
+              qattn_kernels_kv_row(QATTN_KERNELS_KV_HND, 3, 16, 4, 5, 2) == 3 * 64 + 2 * 16 + 5,
+          "pool rows: NHD %lld, HND %lld", (long long)qattn_kernels_kv_row(QATTN_KERNELS_KV_NHD, 3, 16, 4, 5, 2),
+          (long long)qattn_kernels_kv_row(QATTN_KERNELS_KV_HND, 3, 16, 4, 5, 2));
 }
 
 int main(int argc, char **argv)

@@ -98,7 +98,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: qattn decode-bench [--out FILE.csv] [--caches LIST] [--shapes LIST] [--page P]\n"
-            "                          [--page-order ORDER] [--reps R] [--steps S] [--copy-mib M]\n\n"
+            "                          [--page-order ORDER] [--kv-layout L] [--reps R] [--steps S]\n"
+            "                          [--copy-mib M]\n\n"
             "Times split-KV decode over a paged KV cache on the GPU (one query row per sequence,\n"
             "hq = 8 hkv, d = 128, causal-br): the plan's num_splits, and num_splits = 1 beside it\n"
             "where the plan splits; a 1 GiB device-to-device copy in the same run. The torch\n"
@@ -110,13 +111,15 @@ static void usage(FILE *f)
             "  --page-order O  where the pages lie in the pool: shuffled (default: any page anywhere),\n"
             "                  local (shuffled within runs of pages that span 2 MiB of a pool), sorted\n"
             "                  (each sequence's pages in order: its K and V contiguous, as torch reads them)\n"
+            "  --kv-layout L   the rows of a page: nhd (default: [page, token, kv head, d], a token's heads\n"
+            "                  together) or hnd ([page, kv head, token, d], a head's tokens together)\n"
             "  --reps R        timed runs (default 30)\n"
             "  --steps S       decode calls a timed run, at least (default 8; back to back, as in a\n"
             "                  decoding loop; 1: each call alone)\n"
             "  --copy-mib M    size of the timed device-to-device copy (default 1024)\n"
             "  --splits LIST   num_splits to time besides the plan's and 1 (tuning the split rule)\n"
             "CSV: device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine,us_split,\n"
-            "page_order\n"
+            "page_order,kv_layout\n"
             "(us: split kernel + combine; us_combine: the combine kernel alone, us_split: the split kernel alone\n"
             "writing partials, both empty without splits; 1 - us_split / us is what the combine adds to a decode\n"
             "step, also where 2-8 splits combine inside a thread-block cluster and no combine kernel runs)\n");
@@ -127,7 +130,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
     const char *out = NULL, *caches = "bf16,int8@token,e4m3@token",
                *shapes = "1024:1:1,32768:1:1,131072:1:1,32768:1:8,8192:8:8,32768:8:8,131072:4:8,1024:64:8,8192:64:8";
     long long page_v = 16, reps_v = 30, copy_v = 1024, steps_v = 8;
-    const char *split_list = NULL, *order = "shuffled";
+    const char *split_list = NULL, *order = "shuffled", *layout_s = "nhd";
     const qattn_opt opts[] = {
         {"out", QATTN_OPT_STR, &out, NULL, 0, 0},
         {"caches", QATTN_OPT_STR, &caches, NULL, 0, 0},
@@ -138,6 +141,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
         {"copy-mib", QATTN_OPT_INT, &copy_v, NULL, 1, 16384},
         {"splits", QATTN_OPT_STR, &split_list, NULL, 0, 0},
         {"page-order", QATTN_OPT_STR, &order, NULL, 0, 0},
+        {"kv-layout", QATTN_OPT_STR, &layout_s, NULL, 0, 0},
         {NULL, 0, NULL, NULL, 0, 0}};
     int prc = qattn_cli_parse(argc, argv, opts, NULL);
     if (prc)
@@ -148,6 +152,11 @@ int qattn_cmd_decode_bench(int argc, char **argv)
         fprintf(stderr, "qattn decode-bench: --page-order: unknown order '%s' (shuffled, local, sorted)\n", order);
         return QATTN_EXIT_INPUT;
     }
+    if (strcmp(layout_s, "nhd") && strcmp(layout_s, "hnd")) {
+        fprintf(stderr, "qattn decode-bench: --kv-layout: unknown layout '%s' (nhd, hnd)\n", layout_s);
+        return QATTN_EXIT_INPUT;
+    }
+    const int layout = !strcmp(layout_s, "hnd") ? QATTN_KERNELS_KV_HND : QATTN_KERNELS_KV_NHD;
     qattn_err err;
     char clist[1024], slist[1024];
     snprintf(clist, sizeof clist, "%s", caches);
@@ -227,7 +236,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
         f = o.f;
     }
     fprintf(f, "device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine,us_split,"
-               "page_order\n");
+               "page_order,kv_layout\n");
     uint64_t seed = 7;
     for (int ci = 0; ci < nc && !rc; ci++)
         for (int si = 0; si < nsh && !rc; si++) {
@@ -249,7 +258,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
             qattn_kernels_kvcache_dev dc;
             memset(&dc, 0, sizeof dc);
             dc.num_pages = npages, dc.page_size = page, dc.max_pages = pages_per, dc.nseq = nb;
-            dc.hkv = s.hkv, dc.d = d, dc.kop = op, dc.vop = op;
+            dc.hkv = s.hkv, dc.d = d, dc.kop = op, dc.vop = op, dc.layout = layout;
             const qattn_fmt qf = op.fmt == QATTN_FMT_FP16 ? QATTN_FMT_FP16 : QATTN_FMT_BF16;
             void *qd = NULL, *od = NULL;
             int32_t *tab = malloc((size_t)npages * sizeof *tab);
@@ -354,9 +363,9 @@ int qattn_cmd_decode_bench(int argc, char **argv)
                         char comb[64] = ",";
                         if (pl->num_splits > 1)
                             snprintf(comb, sizeof comb, "%.2f,%.2f", mc * 1e3, msp * 1e3);
-                        fprintf(f, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%.2f,%.4g,%.1f,,%s,%s\n", dev, date, pl->sig->name,
-                                cname[ci], s.sk, s.batch, hq, s.hkv, pl->num_splits, ms * 1e3,
-                                kv / (ms * 1e-3) * 1e-9, copy_gbs, comb, order);
+                        fprintf(f, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%.2f,%.4g,%.1f,,%s,%s,%s\n", dev, date,
+                                pl->sig->name, cname[ci], s.sk, s.batch, hq, s.hkv, pl->num_splits, ms * 1e3,
+                                kv / (ms * 1e-3) * 1e-9, copy_gbs, comb, order, layout_s);
                         fprintf(stderr,
                                 "decode-bench: %-12s sk %-6d batch %-2d hkv %d: %-26s splits %-3d %9.2f us  %7.1f GB/s "
                                 "(%.2f of the copy; %d calls on %d replicas; split kernel alone %.2f us)\n",

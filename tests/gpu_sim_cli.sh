@@ -51,8 +51,8 @@ if "$Q" gpu-check --quick --instance decode_portable_d64 --out "$csv" >"$OUT" 2>
 else
     bad "gpu-check decode_portable_d64: $(tail -c 400 "$ERR")"
 fi
-check "gpu-check decode_portable_d64: 5 cases pass, bit-exact" \
-    awk -F, 'NR == 2 && $3 == "decode_portable_d64" && $4 == 5 && $5 == 0 && $6 == 1 { n++ } END { exit !(n == 1) }' "$csv"
+check "gpu-check decode_portable_d64: 7 cases pass (2 of them HND), bit-exact" \
+    awk -F, 'NR == 2 && $3 == "decode_portable_d64" && $4 == 7 && $5 == 0 && $6 == 1 { n++ } END { exit !(n == 1) }' "$csv"
 
 # the sparse prefill's portable instance on its quick cases: bit-exact with qattn_emu_sparse
 csv=$S/gc_sparse.csv
@@ -87,16 +87,23 @@ check "decode-bench: header" test "$(head -n 1 "$csv" 2>/dev/null | cut -d, -f1-
     "device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch"
 check "decode-bench: per cache the plan's splits (> 1) and num_splits 1, positive times" \
     awk -F, 'NR > 1 && $5 == 300 && $6 == 1 && $7 == 8 && $8 == 1 && $10 > 0 && $11 > 0 {
-                 n++; if ($9 > 1 && $14 > 0 && $15 > 0) s++; if ($9 == 1 && $14 == "" && $15 == "" && NF == 16) u++ }
+                 n++; if ($9 > 1 && $14 > 0 && $15 > 0) s++; if ($9 == 1 && $14 == "" && $15 == "" && NF == 17) u++ }
              END { exit !(n == 4 && s == 2 && u == 2 && NR == 5) }' "$csv"
-check "decode-bench: us_combine, us_split and page_order after us_torch" \
-    test "$(head -n 1 "$csv" 2>/dev/null | cut -d, -f14-)" = "us_combine,us_split,page_order"
-check "decode-bench: pages shuffled by default" awk -F, 'NR > 1 && $16 != "shuffled" { exit 1 }' "$csv"
+check "decode-bench: us_combine, us_split, page_order and kv_layout after us_torch" \
+    test "$(head -n 1 "$csv" 2>/dev/null | cut -d, -f14-)" = "us_combine,us_split,page_order,kv_layout"
+check "decode-bench: pages shuffled, NHD by default" awk -F, 'NR > 1 && ($16 != "shuffled" || $17 != "nhd") { exit 1 }' "$csv"
 csv=$S/decode_sorted.csv
 if "$Q" decode-bench --caches bf16 --shapes 300:2:1 --reps 1 --copy-mib 1 --page-order sorted --out "$csv" \
     >"$OUT" 2>"$ERR"; then ok "decode-bench --page-order sorted: exit 0"; else bad "decode-bench sorted: $(tail -c 400 "$ERR")"; fi
 check "decode-bench --page-order sorted: the column says so" \
     awk -F, 'NR > 1 { n++; if ($16 != "sorted" || $10 <= 0) exit 1 } END { exit !(n == 2) }' "$csv"
+csv=$S/decode_hnd.csv
+if "$Q" decode-bench --caches int8@token --shapes 300:2:2 --reps 1 --copy-mib 1 --kv-layout hnd --out "$csv" \
+    >"$OUT" 2>"$ERR"; then ok "decode-bench --kv-layout hnd: exit 0"; else bad "decode-bench hnd: $(tail -c 400 "$ERR")"; fi
+check "decode-bench --kv-layout hnd: the column says so" \
+    awk -F, 'NR > 1 { n++; if ($17 != "hnd" || $10 <= 0) exit 1 } END { exit !(n >= 1) }' "$csv"
+expect_err "decode-bench --kv-layout nhw" "unknown layout 'nhw'" "$S/decode_bad.csv" \
+    "$Q" decode-bench --kv-layout nhw --out "$S/decode_bad.csv"
 
 # ---- bench: CSV contract on a tiny problem ----
 csv=$S/bench.csv
