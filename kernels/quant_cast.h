@@ -11,6 +11,7 @@
 
 #include <limits.h>
 
+#include "quant_codes.h"    /* qattn_qf_dec, qattn_qf_nonfin */
 #include "quant_portable.h" /* qattn_quant_seq */
 
 #define QATTN_QC_THREADS 256
@@ -61,14 +62,11 @@ __global__ void __launch_bounds__(QATTN_QC_THREADS) qattn_qc_cast_kernel(qattn_k
     for (int j = 0; j < QATTN_QC_PIECES; j++) {
         if ((int64_t)tok[j] >= n)
             break;
-        const uint32_t w[4] = {raw[j].x, raw[j].y, raw[j].z, raw[j].w};
+        bad |= qattn_qf_nonfin<IN>(raw[j]);
         float v[8];
         QATTN_UNROLL
-        for (int e = 0; e < 8; e++) {
-            const uint16_t u = (uint16_t)(w[e >> 1] >> (16 * (e & 1)));
-            v[e] = IN == QATTN_FMT_BF16 ? qattn_num_bf16_decode(u) : qattn_num_fp16_decode(u);
-            bad |= (qattn_num_f2u(v[e]) & QATTN_NUM_INF) == QATTN_NUM_INF;
-        }
+        for (int e = 0; e < 8; e++)
+            v[e] = qattn_qf_dec<IN>(raw[j], e);
         if (!p.codes)
             continue;
         const int64_t out = ((int64_t)h * p.tokens + toff + tok[j]) * p.row + ch[j];
@@ -94,7 +92,7 @@ __global__ void __launch_bounds__(QATTN_QC_THREADS) qattn_qc_cast_kernel(qattn_k
             *(uint4 *)((uint16_t *)p.codes + out) = q;
         }
     }
-    if (bad && p.nonfinite)
+    if ((bad & 0x80008000u) && p.nonfinite)
         atomicOr(p.nonfinite, 1);
 }
 
