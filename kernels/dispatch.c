@@ -702,10 +702,12 @@ int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, c
     return qattn_kernels_fuse_q_can(g, s, pb) && (pb->fuse_q || env_is("QATTN_FUSE_Q", "1"));
 }
 
-int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_problem *pb)
+int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q)
 {
     if (!wg_both(g))
         return 0;
+    if (fused_q) /* the one form that quantizes Q (wgmma_qfuse.h) */
+        return QATTN_WG_FORM_NC2;
     const char *env = getenv("QATTN_WG_NC");
     if (env && env[0] >= '1' && env[0] <= '3')
         return env[0] - '0';

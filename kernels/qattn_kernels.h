@@ -409,8 +409,9 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
  * the environment asks for it. 0 or 1. */
 int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb);
 /* the wgmma blocks instance g takes for pb (QATTN_WG_FORM_SOLO, or _NC2 / _NC3: qattn_wg_nc, kernels/wgmma_form.h:
- * pb->wg_form, QATTN_WG_NC=1 / 2 / 3 in the environment, else the rule there); 0 where g has one form */
-int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_problem *pb);
+ * pb->wg_form, QATTN_WG_NC=1 / 2 / 3 in the environment, else the rule there; two consumer warpgroups where
+ * fused_q, g quantizing Q itself); 0 where g has one form */
+int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q);
 /* "one warpgroup", "two consumer warpgroups", "three consumer warpgroups" for a form (QATTN_WG_FORM_*; "" else) */
 const char *qattn_kernels_wg_form_name(int form);
 /* the form with a producer that instance g has beside the one-warpgroup form (QATTN_WG_FORM_NC2 or _NC3) */

@@ -589,9 +589,10 @@ static void check_wg_form(void)
         pb.wg_form = 0;
         CHECK(!qattn_kernels_wg_solo_keys(g, 0) == !both && !qattn_kernels_wg_solo_keys(g, 1) == !both, "%s: both forms %d",
               g->name, both);
-        CHECK(qattn_kernels_wg_form(g, &pb) == (both ? multi : 0), "%s at 16384 keys", g->name);
+        CHECK(qattn_kernels_wg_form(g, &pb, 0) == (both ? multi : 0), "%s at 16384 keys", g->name);
         pb.wg_form = QATTN_WG_FORM_SOLO;
-        CHECK(qattn_kernels_wg_form(g, &pb) == (both ? QATTN_WG_FORM_SOLO : 0), "%s asked for one warpgroup", g->name);
+        CHECK(qattn_kernels_wg_form(g, &pb, 0) == (both ? QATTN_WG_FORM_SOLO : 0), "%s asked for one warpgroup", g->name);
+        CHECK(qattn_kernels_wg_form(g, &pb, 1) == (both ? QATTN_WG_FORM_NC2 : 0), "%s quantizing Q", g->name);
     }
 }
 

@@ -138,7 +138,7 @@ static int print_plan(const char *const *schemes, size_t nschemes, const int *di
                         snprintf(most, sizeof most,
                                  "one warpgroup up to %ld keys a row on average; past that, %s", solo,
                                  qattn_kernels_wg_form_name(qattn_kernels_wg_multi(attn)));
-                    printf("         blocks of %s here (%s)\n", qattn_kernels_wg_form_name(qattn_kernels_wg_form(attn, &pb)),
+                    printf("         blocks of %s here (%s)\n", qattn_kernels_wg_form_name(qattn_kernels_wg_form(attn, &pb, 0)),
                            most);
                 }
                 if (attn->path == QATTN_KERNELS_PATH_PORTABLE) { /* why no faster path */
