@@ -80,7 +80,7 @@ int qattn_kernels_kvcache_upload_as(qattn_kernels_kvcache_dev *dev, const qattn_
                                     qattn_err *err)
 {
     memset(dev, 0, sizeof *dev);
-    if (layout != QATTN_KERNELS_KV_NHD && layout != QATTN_KERNELS_KV_HND)
+    if (!qattn_kernels_kv_layout_ok(layout))
         return qattn_err_set(err, QATTN_ERR_ARG, "KV cache: unknown pool layout %d", layout);
     const qattn_kvcache_cfg *cf = &c->cfg;
     for (int t = 0; t < 2; t++) {
@@ -203,7 +203,7 @@ int qattn_kernels_decode_fill(qattn_kernels_decode_params *p, const qattn_kernel
     if (cache->hkv != pb->hkv || cache->d != pb->d || cache->nseq < pb->nseq)
         return qattn_err_set(err, QATTN_ERR_ARG, "cache of %d kv heads, d %d, %d sequences for a batch of %d, %d, %d",
                              cache->hkv, cache->d, cache->nseq, pb->hkv, pb->d, pb->nseq);
-    if (cache->layout != QATTN_KERNELS_KV_NHD && cache->layout != QATTN_KERNELS_KV_HND)
+    if (!qattn_kernels_kv_layout_ok(cache->layout))
         return qattn_err_set(err, QATTN_ERR_ARG, "cache: unknown pool layout %d", cache->layout);
     p->q = q->data;
     p->in = pb->in;

@@ -43,6 +43,12 @@ typedef enum qattn_kernels_kv_layout {
     QATTN_KERNELS_KV_HND      /* [num_pages, hkv, page_size, row]: a head's tokens of a page together */
 } qattn_kernels_kv_layout;
 
+/* 1 for a pool layout the kernels know (qattn_kernels_kv_layout), else 0 */
+static inline QATTN_HD int qattn_kernels_kv_layout_ok(int layout)
+{
+    return layout == QATTN_KERNELS_KV_NHD || layout == QATTN_KERNELS_KV_HND;
+}
+
 /* the pool row (rows of QATTN_KERNELS_ROW(fmt, d) elements) of in-page row off of page `page`, kv
  * head hk; a page is page_size * hkv rows in either layout */
 static inline QATTN_HD int64_t qattn_kernels_kv_row(int layout, int64_t page, int page_size, int hkv, int off, int hk)

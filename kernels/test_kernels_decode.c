@@ -174,6 +174,9 @@ static void messages(void)
     rc = qattn_kernels_kvcache_upload_as(&dev, &cache, 2, &err);
     CHECK(rc == QATTN_ERR_ARG && dev.k == NULL, "pool layout 2: rc %d", rc);
     CHECK_STR_CONTAINS(err.msg, "unknown pool layout 2");
+    CHECK(qattn_kernels_kv_layout_ok(QATTN_KERNELS_KV_NHD) && qattn_kernels_kv_layout_ok(QATTN_KERNELS_KV_HND) &&
+              !qattn_kernels_kv_layout_ok(2) && !qattn_kernels_kv_layout_ok(-1),
+          "qattn_kernels_kv_layout_ok");
     /* the row rule of both layouts, by hand: page 3 of 16 tokens x 4 heads, in-page row 5, head 2 */
     CHECK(qattn_kernels_kv_row(QATTN_KERNELS_KV_NHD, 3, 16, 4, 5, 2) == 3 * 64 + 5 * 4 + 2 &&
               qattn_kernels_kv_row(QATTN_KERNELS_KV_HND, 3, 16, 4, 5, 2) == 3 * 64 + 2 * 16 + 5,
