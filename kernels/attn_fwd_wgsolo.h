@@ -2,7 +2,8 @@
  * e4m3, int8 or fp16 P.V (sage2-8b-sm90, fa3-fp8, sage2-8b, sage1-vb,
  * sage1-b) and the fp16 / bf16 baselines at d = 64 (qattn_wg_solo_can in
  * wgmma_form.h) in blocks of one warpgroup and no producer: 64 query
- * rows a block, three blocks a multiprocessor, so that one block's
+ * rows a block, three blocks a multiprocessor (four at d = 64 where the
+ * shared memory allows: qattn_wgsolo_blocks), so that one block's
  * prologue and epilogue run
  * beside the others' key blocks and the blocks never wait for each other
  * (the structure of SageAttention2's sm90 kernel). Key blocks are loaded
@@ -29,14 +30,18 @@
 #include "wgmma_tile.h"   /* swizzled tiles, descriptors */
 #include "wgmma_tma.h"    /* the TMA maps of K and V */
 
-/* stages; blocks a multiprocessor (168 registers a thread); bytes a Q / K element; V in 16-bit rows
+/* stages; bytes a Q / K element; V in 16-bit rows
  * of keys (else 8-bit V^T); the shared memory (Q, the stages, 1 KB to align) */
 #define QATTN_WGSOLO_STAGES 2
-#define QATTN_WGSOLO_BLOCKS 3
 static constexpr QATTN_HD int qattn_wgsolo_smem(int d, int kb, int qf, int pf)
 {
     return 64 * d * QATTN_WGMMA_ES(qf, pf) + QATTN_WGSOLO_STAGES * kb * d * (QATTN_WGMMA_ES(qf, pf) + (QATTN_WGMMA_V16(qf, pf) ? 2 : 1)) +
            1024;
+}
+/* blocks a multiprocessor: four at d = 64 where the shared memory allows (128 registers a thread), else three */
+static constexpr QATTN_HD int qattn_wgsolo_blocks(int d, int kb, int qf, int pf)
+{
+    return d == 64 && (qattn_wgsolo_smem(d, kb, qf, pf) + 1024) * 4 <= 232448 ? 4 : 3;
 }
 
 /* KT: K and V^T loaded by TMA (one thread; K's heads start on 16-row groups, no varlen), else by the
@@ -285,7 +290,7 @@ template <int D, int KB, int QF, int PF, int ACC>
 static int qattn_attn_fwd_wgsolo_launch(const qattn_kernels_attn_params &p, void *stream, qattn_err *err)
 {
     const size_t smem = qattn_wgsolo_smem(D, KB, QF, PF);
-    constexpr int NB = QATTN_WGSOLO_BLOCKS;
+    constexpr int NB = qattn_wgsolo_blocks(D, KB, QF, PF);
     qattn_wg_maps maps;
     memset(&maps, 0, sizeof maps);
     void (*k)(qattn_kernels_attn_params, const qattn_wg_maps) =
