@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(QATTN_QC_THREADS) qattn_qc_cast_kernel(qattn_k
             *(uint4 *)((uint16_t *)p.codes + out) = q;
         }
     }
-    if ((bad & 0x80008000u) && p.nonfinite)
+    if ((bad & QATTN_QF_NONFIN_BITS) && p.nonfinite)
         atomicOr(p.nonfinite, 1);
 }
 

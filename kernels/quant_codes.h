@@ -23,7 +23,8 @@ static __device__ __forceinline__ float qattn_qf_dec(const uint4 &v, int j)
 
 /* non-finite inputs among 8 fp16 / bf16 values: bit 15 or 31 set in the
  * result when a 16-bit exponent field is all ones (adding the field's lowest
- * bit carries into the sign bit only then) */
+ * bit carries into the sign bit only then); QATTN_QF_NONFIN_BITS picks them */
+#define QATTN_QF_NONFIN_BITS 0x80008000u
 template <int IN>
 static __device__ __forceinline__ unsigned qattn_qf_nonfin(const uint4 &v)
 {

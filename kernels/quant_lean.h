@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(16 << LC, 48 >> LC) /* 85 registers: 6 warps p
     if (!M16) { /* M16: from the row maxima below */
         QATTN_UNROLL
         for (int u = 0; u < 8; u++)
-            nonfin |= qattn_qf_nonfin<IN>(raw[u]) & 0x80008000u;
+            nonfin |= qattn_qf_nonfin<IN>(raw[u]) & QATTN_QF_NONFIN_BITS;
     }
 #define QATTN_QF_LVAL(u, j) (SM ? qattn_qf_dec<IN>(raw[u], j) - mean[j] : qattn_qf_dec<IN>(raw[u], j))
 

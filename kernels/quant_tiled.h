@@ -131,7 +131,7 @@ static __device__ __forceinline__ void qattn_qf_encode_tile(const qattn_kernels_
     QATTN_UNROLL
     for (int k = 0; k < NI; k++)
         nonfin |= qattn_qf_nonfin<IN>(raw[k][0]) | qattn_qf_nonfin<IN>(raw[k][1]);
-    const int bad = (nonfin & 0x80008000u) != 0u;
+    const int bad = (nonfin & QATTN_QF_NONFIN_BITS) != 0u;
     int mrow[NI];
     QATTN_UNROLL
     for (int k = 0; k < NI; k++)
