@@ -96,7 +96,7 @@ static __host__ __device__ constexpr bool qattn_wg_ser(int d, int qf) { return !
 
 /* tma: the producer loads each key block by one thread's TMA (maps: qattn_wg_maps_fill, wgmma_tma.h), else by
  * its warpgroup's cp.async */
-template <int D, int KB, int QF, int PF, int ACC, int NC>
+template <int D, int KB, int QF, int PF, int ACC, int NC, bool PERSIST>
 __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
     qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p, const __grid_constant__ qattn_wg_maps maps, int tma)
 {
@@ -111,6 +111,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                   "baseline's 16-bit type (fp32)");
     /* dynamic shared memory, the fused Q's scales (int8 Q.K) and the barriers within sm_90's 227 KB */
     static_assert(NC == 2 || NC == 3, "2 or 3 consumer warpgroups");
+    static_assert(!PERSIST || qattn_wg_persist_can(D, QF, PF, ACC), "the persistent form is compiled for the baselines");
     static_assert(QATTN_WGMMA_SMEM(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), KB, QATTN_WGMMA_WIDEN(QF, PF, ACC), QATTN_WGMMA_BMN(NC)) +
                           (QF == QATTN_FMT_INT8 ? 4 * QATTN_WGMMA_BMN(NC) * 4 : 0) + 256 <=
                       232448,
@@ -161,7 +162,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
     uint8_t *sStg = sStage + S * STAGE;
     float *sDs = (float *)(sStg + QATTN_WGMMA_UNSLOT(I4, W16) * QATTN_WGMMA_USLOT(D, KS, I4, WQK, W16));
     uint8_t *sQstg = (uint8_t *)(sDs + (I4 ? S * QATTN_WGMMA_DSROWS(BM) * KS : 0)); /* Q's packed / e4m3 rows */
-    __shared__ __align__(8) uint64_t s_bar[2 * S + 1]; /* full[S], empty[S], Q */
+    __shared__ __align__(8) uint64_t s_bar[2 * S + 2]; /* full[S], empty[S], Q, Q released */
+    __shared__ int s_tile[PERSIST ? 2 : 1];            /* PERSIST: the CTA's tile qn at [qn % 2] */
     /* fused Q (int8 Q.K from the user's Q, QFUSE): the tile's group scales and their reciprocals' brackets */
     constexpr int QFUSE = QC == QATTN_FMT_INT8 && !I4 && NC == 2; /* wgmma_qfuse.h: two consumer warpgroups */
     __shared__ float s_qsc[QFUSE ? 3 * BM : 1];
@@ -170,113 +172,192 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
 #define QATTN_WS_FULL(s) (bar0 + 8u * (uint32_t)(s))
 #define QATTN_WS_EMPTY(s) (bar0 + 8u * (uint32_t)(S + (s)))
 #define QATTN_WS_QBAR (bar0 + 8u * (uint32_t)(2 * S))
+#define QATTN_WS_QEMPTY (bar0 + 8u * (uint32_t)(2 * S + 1))
 
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wg = warp >> 2, wv = warp & 3, g = lane >> 2, qi = lane & 3, wt = tid & 127;
-    const int b = (int)blockIdx.z, h = (int)blockIdx.y;
-    const int i0 = ((int)gridDim.x - 1 - (int)blockIdx.x) * BM; /* longest causal rows first */
-    int64_t tq0, tk0;
-    int sq, sk;
-    qattn_kseq(p.cu_q, b, p.seqlen_q, &tq0, &sq);
-    qattn_kseq(p.cu_k, b, p.seqlen_k, &tk0, &sk);
-    if (i0 >= sq)
-        return;
-    const int hk = h / (p.hq / p.hkv);
-
-    /* ---- this thread's two rows (consumers; the producer has none) ---- */
-    const int cw = wg - 1;
-    const int rA = i0 + 64 * cw + 16 * wv + g, rB = rA + 8;
-    int loA = 0, hiA = 0, loB = 0, hiB = 0;
-    if (wg > 0)
-        qattn_mma_row_ranges(p.mask, rA, rB, sq, sk, &loA, &hiA, &loB, &hiB);
     if (tid == 0) {
         for (int s = 0; s < S; s++) {
             qattn_mbar_init(QATTN_WS_FULL(s), tma ? 1 : U ? 64 : 128); /* TMA: one arrival and the bytes */
             qattn_mbar_init(QATTN_WS_EMPTY(s), U ? 128 * NC : 4 * NC); /* consumer warps (unpacked: their lanes) */
         }
-        qattn_mbar_init(QATTN_WS_QBAR, U ? 64 : 128); /* int4: the unpackers arrive, else the copiers */
+        /* int4: the unpackers arrive, else the copiers (PERSIST: warp 0's lanes) */
+        qattn_mbar_init(QATTN_WS_QBAR, U ? 64 : PERSIST ? 33 : 128); /* PERSIST: and lane 0's tile index */
+        qattn_mbar_init(QATTN_WS_QEMPTY, 128 * NC);  /* consumer threads (racecheck follows each one's own reads) */
     }
-    /* ---- key blocks the tile touches (its barriers also publish the mbarrier inits) ---- */
-    __shared__ int s_range[2];
-    int J0, J1;
-    qattn_mma_key_blocks(loA, hiA, loB, hiB, KS, s_range, &J0, &J1);
-
+    __syncthreads();
+    /* tiles (Q tile x, head, sequence), x fastest, longest causal rows first: a CTA a tile, or
+     * PERSIST (no mask, equal lengths, TMA loads; a CTA a multiprocessor taking tiles in order from
+     * the counter p.work, stage and Q uses counted on over tiles, so that the next tile's Q and first
+     * key blocks load under this tile's last blocks and epilogue; the launcher's choice,
+     * qattn_wg_persist). With no mask every row sees keys [0, sk): a key-block range the compiler
+     * knows to be the same in every thread, so that the stage offsets carried from tile to tile stay
+     * in uniform registers (a range found by the warps' shuffles put the loop's descriptor arithmetic
+     * into vector registers: about -12%) */
+    const int nqt = PERSIST ? (p.seqlen_q + BM - 1) / BM : (int)gridDim.x;
+    const int ntiles = PERSIST ? nqt * p.hq * p.nseq : (int)blockIdx.x + 1;
+    /* tile t's sequence, head, kv head, first row, and the sequence's first tokens and lengths (a CTA a
+     * tile: the grid's z, y, x; PERSIST: equal lengths) */
+    struct tile_pos {
+        int b, h, hk, i0, sq, sk;
+        int64_t tq0, tk0;
+    };
+    auto tile_at = [&](int t) {
+        tile_pos w;
+        w.b = PERSIST ? t / (nqt * p.hq) : (int)blockIdx.z;
+        w.h = PERSIST ? t / nqt % p.hq : (int)blockIdx.y;
+        w.hk = w.h / (p.hq / p.hkv);
+        w.i0 = (nqt - 1 - (PERSIST ? t % nqt : (int)blockIdx.x)) * BM;
+        qattn_kseq(PERSIST ? nullptr : p.cu_q, w.b, p.seqlen_q, &w.tq0, &w.sq);
+        qattn_kseq(PERSIST ? nullptr : p.cu_k, w.b, p.seqlen_k, &w.tk0, &w.sk);
+        return w;
+    };
+    const int cw = wg - 1;
+    /* a CTA a tile (!PERSIST): its key blocks found by the whole block (the code of before the loop) */
+    int Jt0 = 0, Jt1 = 0;
+    if constexpr (!PERSIST) {
+        const tile_pos w = tile_at(0);
+        const int i0 = w.i0, sq = w.sq, sk = w.sk;
+        if (i0 >= sq)
+            return;
+        const int rA = i0 + 64 * cw + 16 * wv + g, rB = rA + 8;
+        int loA = 0, hiA = 0, loB = 0, hiB = 0;
+        if (wg > 0)
+            qattn_mma_row_ranges(p.mask, rA, rB, sq, sk, &loA, &hiA, &loB, &hiB);
+        __shared__ int s_range[2];
+        qattn_mma_key_blocks(loA, hiA, loB, hiB, KS, s_range, &Jt0, &Jt1);
+    }
     if (wg == 0) {
         /* ================= producer ================= */
         qattn_setmaxnreg_dec<PREG>();
-        if constexpr (U) {
-            if (J0 < J1)
-                qattn_wgmma_produce_unpack<D, KS, S, I4, WQK, W16, BM>(p, sQ, sStage, sStg, sQstg, sDs, bar0, J0, J1, b, h, hk, i0,
-                                                 sq, sk, tq0, tk0);
-        } else if (J0 < J1) {
-            if (!(QFUSE && p.q_fuse)) { /* stored codes (or the baseline's Q) into sQ */
-                const uint8_t *qg =
-                    (const uint8_t *)p.q + ((int64_t)b * p.q_sb + tq0 * p.q_st + (int64_t)h * p.q_sh) * ES;
-                const int qst = (int)p.q_st * ES;
-#pragma unroll
-                for (int e = wt; e < BM * CH; e += 128) {
-                    const int r = e / CH, ch = e % CH, ok = i0 + r < sq;
-                    qattn_cp_async16(sQ + qattn_wg_off<RB, BM>(r, ch),
-                                     qg + (ok ? (int64_t)(i0 + r) * qst + ch * 16 : 0), ok ? 16 : 0);
+        /* PERSIST (TMA loads): warp 0 alone, its lanes copying Q and lane 0 issuing the stages, the
+         * warp converged at each tile's end; tiles from the counter p.work (lane 0 takes the next
+         * while this one's stages load), each published to the consumers in s_tile beside its Q */
+        if (PERSIST && wv > 0)
+            return;
+        const int pthreads = PERSIST ? 32 : 128;
+        int it = 0;       /* key blocks loaded over the CTA's tiles: block it uses stage it % S */
+        uint32_t qn = 0u; /* Q tiles loaded before this one */
+        int nxt = ntiles;
+#pragma unroll 1
+        for (int t = (int)blockIdx.x; t < ntiles; t = PERSIST ? __shfl_sync(0xffffffffu, nxt, 0) : ntiles) {
+            const tile_pos w = tile_at(t);
+            const int b = w.b, h = w.h, hk = w.hk, i0 = w.i0, sq = w.sq, sk = w.sk;
+            const int64_t tq0 = w.tq0, tk0 = w.tk0;
+            if (i0 >= sq)
+                continue;
+            const int J0 = PERSIST ? 0 : Jt0, J1 = PERSIST ? (sk + KS - 1) / KS * KS : Jt1;
+            if (J0 >= J1)
+                continue;
+            if constexpr (U) { /* one tile a CTA (the launcher's grid) */
+                qattn_wgmma_produce_unpack<D, KS, S, I4, WQK, W16, BM>(p, sQ, sStage, sStg, sQstg, sDs, bar0, J0, J1, b, h,
+                                                                       hk, i0, sq, sk, tq0, tk0);
+                continue;
+            } else {
+                if (!(QFUSE && p.q_fuse)) { /* stored codes (or the baseline's Q) into sQ */
+                    if (qn > 0u) /* the consumers are done with the tile before's */
+                        qattn_mbar_wait(QATTN_WS_QEMPTY, (qn - 1u) & 1u);
+                    if (PERSIST && wt == 0) {
+                        s_tile[qn & 1u] = t;
+                        qattn_mbar_arrive(QATTN_WS_QBAR); /* publishes s_tile */
+                        nxt = (int)gridDim.x + (int)atomicAdd(p.work, 1u);
+                    }
+                    const uint8_t *qg =
+                        (const uint8_t *)p.q + ((int64_t)b * p.q_sb + tq0 * p.q_st + (int64_t)h * p.q_sh) * ES;
+                    const int qst = (int)p.q_st * ES;
+#pragma unroll 4
+                    for (int e = wt; e < BM * CH; e += pthreads) {
+                        const int r = e / CH, ch = e % CH, ok = i0 + r < sq;
+                        qattn_cp_async16(sQ + qattn_wg_off<RB, BM>(r, ch),
+                                         qg + (ok ? (int64_t)(i0 + r) * qst + ch * 16 : 0), ok ? 16 : 0);
+                    }
+                    qattn_cp_async_mbar_arrive(QATTN_WS_QBAR);
                 }
-                qattn_cp_async_mbar_arrive(QATTN_WS_QBAR);
-            }
-            if constexpr (qattn_wg_tma_can(QF, PF, ACC)) {
-                if (tma) { /* one thread: each stage's boxes once its consumers released it */
-                    if (wt == 0) {
-                        for (int j0 = J0, it = 0; j0 < J1; j0 += KS, it++) {
-                            const int stage = it % S;
-                            if (it >= S)
-                                qattn_mbar_wait(QATTN_WS_EMPTY(stage), (uint32_t)((it / S - 1) & 1));
+                qn++;
+                if constexpr (qattn_wg_tma_can(QF, PF, ACC) && !PERSIST) {
+                    if (tma) { /* one thread: each stage's boxes once its consumers released it */
+                        if (wt == 0) {
+                            for (int j0 = J0, i = it; j0 < J1; j0 += KS, i++) {
+                                const int stage = i % S;
+                                if (i >= S)
+                                    qattn_mbar_wait(QATTN_WS_EMPTY(stage), (uint32_t)((i / S - 1) & 1));
+                                qattn_mbar_arrive_expect_tx(QATTN_WS_FULL(stage), STAGE);
+                                qattn_wg_tma_stage<D, KS, qattn_wg_tma_mode(QF)>(
+                                    qattn_wgmma_smem_addr(sStage + stage * STAGE), maps, QATTN_WS_FULL(stage), j0, b, hk);
+                            }
+                        }
+                        it += (J1 - J0) / KS;
+                        continue;
+                    }
+                }
+                if constexpr (PERSIST) { /* the warp awaits each stage's release, lane 0 issues its boxes */
+                    for (int j0 = J0; j0 < J1; j0 += KS, it++) {
+                        const int stage = it % S;
+                        if (it >= S)
+                            qattn_mbar_wait(QATTN_WS_EMPTY(stage), (uint32_t)((it / S - 1) & 1));
+                        if (wt == 0) {
                             qattn_mbar_arrive_expect_tx(QATTN_WS_FULL(stage), STAGE);
-                            qattn_wg_tma_stage<D, KS, qattn_wg_tma_mode(QF)>(qattn_wgmma_smem_addr(sStage + stage * STAGE),
-                                                                                maps, QATTN_WS_FULL(stage), j0, b, hk);
+                            qattn_wg_tma_stage<D, KS, qattn_wg_tma_mode(QF)>(
+                                qattn_wgmma_smem_addr(sStage + stage * STAGE), maps, QATTN_WS_FULL(stage), j0, b, hk);
+                        }
+                        __syncwarp();
+                    }
+                    continue;
+                }
+                /* this thread's 16-byte chunk ch of K rows r0 + RP x (x < KS / RP); int8: K row
+                 * r0 + RP x holds key RP x + sigma(r0) of the block (sigma(c) = 16h + 4i + 2u + e for
+                 * c = 16h + 8u + 2i + e, within 32 keys), 16-bit: key r0 + RP x; and chunk vch of the
+                 * V tile's rows v0 + VR x (x < VROWS / VR) */
+                const int r0 = wt / CH, ch = wt % CH, v0 = wt / VCH, vch = wt % VCH;
+                const int kperm = Q8 ? qattn_wg_sigma(r0) : r0;
+                const int kst = (int)p.k_st * ES, vst = (int)p.v_st * (V16 ? 2 : 1);
+                const uint8_t *kg = (const uint8_t *)p.k +
+                                    ((int64_t)b * p.k_sb + tk0 * p.k_st + (int64_t)hk * p.k_sh) * ES +
+                                    (int64_t)kperm * kst + ch * 16;
+                /* 8-bit: V^T row (channel) v0, keys from the sequence's first; 16-bit: V row (key) v0
+                 * (P16: the row of key sigma(v0 + VR x), found in the loop) */
+                const uint8_t *vg = (const uint8_t *)p.v +
+                                    ((int64_t)b * p.v_sb + (V16 ? tk0 * p.v_st : 0) + (int64_t)hk * p.v_sh) * (V16 ? 2 : 1) +
+                                    (int64_t)(P16 ? 0 : v0) * vst + vch * 16;
+                const int soff = qattn_wg_off<RB, KS>(r0, ch), voff = qattn_wg_off<VRB, VROWS>(v0, vch);
+                for (int j0 = J0; j0 < J1; j0 += KS, it++) {
+                    const int stage = it % S;
+                    if (it >= S) /* the consumers' release of this stage's previous block: completion it / S - 1 */
+                        qattn_mbar_wait(QATTN_WS_EMPTY(stage), (uint32_t)((it / S - 1) & 1));
+                    uint8_t *sK = sStage + stage * STAGE + soff, *sV = sStage + stage * STAGE + KBYTES + voff;
+                    const uint8_t *kp = kg + (int64_t)j0 * kst;
+                    const uint8_t *vp = vg + (V16 ? (int64_t)j0 * vst : (int64_t)j0);
+                    /* few registers here (setmaxnreg): pointers stepped, not precomputed */
+#pragma unroll 1
+                    for (int x = 0; x < (KS / RP > VROWS / VR ? KS / RP : VROWS / VR); x++, kp += RP * kst) {
+                        if (x < KS / RP) {
+                            const int ok = j0 + RP * x + kperm < sk;
+                            qattn_cp_async16(sK + KSTEP * x, ok ? kp : kg, ok ? 16 : 0);
+                        }
+                        if (x < VROWS / VR) {
+                            /* 16-bit V rows past the sequence's end are zero (P is 0 there, V may not be finite) */
+                            const int vk = P16 ? qattn_wg_sigma64(VR * x + v0) : VR * x + v0;
+                            const int ok = !V16 || j0 + vk < sk;
+                            qattn_cp_async16(sV + VSTEP * x, ok ? (P16 ? vp + (int64_t)vk * vst : vp) : vg, ok ? 16 : 0);
+                            if (!P16)
+                                vp += VR * vst;
                         }
                     }
-                    qattn_cp_async_commit();
-                    qattn_cp_async_wait<0>();
-                    return;
+                    qattn_cp_async_mbar_arrive(QATTN_WS_FULL(stage));
                 }
             }
-            /* this thread's 16-byte chunk ch of K rows r0 + RP x (x < KS / RP); int8: K row
-             * r0 + RP x holds key RP x + sigma(r0) of the block (sigma(c) = 16h + 4i + 2u + e for
-             * c = 16h + 8u + 2i + e, within 32 keys), 16-bit: key r0 + RP x; and chunk vch of the
-             * V tile's rows v0 + VR x (x < VROWS / VR) */
-            const int r0 = wt / CH, ch = wt % CH, v0 = wt / VCH, vch = wt % VCH;
-            const int kperm = Q8 ? qattn_wg_sigma(r0) : r0;
-            const int kst = (int)p.k_st * ES, vst = (int)p.v_st * (V16 ? 2 : 1);
-            const uint8_t *kg = (const uint8_t *)p.k + ((int64_t)b * p.k_sb + tk0 * p.k_st + (int64_t)hk * p.k_sh) * ES +
-                                (int64_t)kperm * kst + ch * 16;
-            /* 8-bit: V^T row (channel) v0, keys from the sequence's first; 16-bit: V row (key) v0
-             * (P16: the row of key sigma(v0 + VR x), found in the loop) */
-            const uint8_t *vg = (const uint8_t *)p.v +
-                                ((int64_t)b * p.v_sb + (V16 ? tk0 * p.v_st : 0) + (int64_t)hk * p.v_sh) * (V16 ? 2 : 1) +
-                                (int64_t)(P16 ? 0 : v0) * vst + vch * 16;
-            const int soff = qattn_wg_off<RB, KS>(r0, ch), voff = qattn_wg_off<VRB, VROWS>(v0, vch);
-            for (int j0 = J0, it = 0; j0 < J1; j0 += KS, it++) {
-                const int stage = it % S;
-                if (it >= S) /* the consumers' release of this stage's previous block: completion it / S - 1 */
-                    qattn_mbar_wait(QATTN_WS_EMPTY(stage), (uint32_t)((it / S - 1) & 1));
-                uint8_t *sK = sStage + stage * STAGE + soff, *sV = sStage + stage * STAGE + KBYTES + voff;
-                const uint8_t *kp = kg + (int64_t)j0 * kst;
-                const uint8_t *vp = vg + (V16 ? (int64_t)j0 * vst : (int64_t)j0);
-                /* few registers here (setmaxnreg): pointers stepped, not precomputed */
-#pragma unroll 1
-                for (int x = 0; x < (KS / RP > VROWS / VR ? KS / RP : VROWS / VR); x++, kp += RP * kst) {
-                    if (x < KS / RP) {
-                        const int ok = j0 + RP * x + kperm < sk;
-                        qattn_cp_async16(sK + KSTEP * x, ok ? kp : kg, ok ? 16 : 0);
-                    }
-                    if (x < VROWS / VR) {
-                        /* 16-bit V rows past the sequence's end are zero (P is 0 there, V may not be finite) */
-                        const int vk = P16 ? qattn_wg_sigma64(VR * x + v0) : VR * x + v0;
-                        const int ok = !V16 || j0 + vk < sk;
-                        qattn_cp_async16(sV + VSTEP * x, ok ? (P16 ? vp + (int64_t)vk * vst : vp) : vg, ok ? 16 : 0);
-                        if (!P16)
-                            vp += VR * vst;
-                    }
-                }
-                qattn_cp_async_mbar_arrive(QATTN_WS_FULL(stage));
+        }
+        if constexpr (PERSIST) { /* none left: the consumers learn it from s_tile; the last CTA out clears the counter */
+            if (qn > 0u)
+                qattn_mbar_wait(QATTN_WS_QEMPTY, (qn - 1u) & 1u);
+            if (wt == 0)
+                s_tile[qn & 1u] = ntiles;
+            qattn_mbar_arrive(QATTN_WS_QBAR);
+            if (wt == 0) {
+                qattn_mbar_arrive(QATTN_WS_QBAR);
+                __threadfence();
+                if (atomicAdd(p.work + 1, 1u) == gridDim.x - 1u)
+                    p.work[0] = 0u, p.work[1] = 0u;
             }
         }
         qattn_cp_async_commit();
@@ -286,341 +367,371 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
 
     /* ================= consumers ================= */
     qattn_setmaxnreg_inc<CREG>();
-    float qsA = 1.0f, qsB = 1.0f;
-    const float *ksc = (const float *)0;
-    const int qfused = QFUSE && p.q_fuse;
-    if constexpr (QFUSE) {
-        if (qfused && J0 < J1) { /* the Q tile quantized here while the producer loads the first key blocks */
-            if (p.q_fuse_in == QATTN_FMT_BF16)
-                qattn_wgmma_fuse_q<D, QATTN_FMT_BF16>(p, sQ, s_qsc, s_qsc + BM, s_qsc + 2 * BM, s_qrowg, tid - 128, i0, sq, tq0,
-                                                      b, h);
-            else
-                qattn_wgmma_fuse_q<D, QATTN_FMT_FP16>(p, sQ, s_qsc, s_qsc + BM, s_qsc + 2 * BM, s_qrowg, tid - 128, i0, sq, tq0,
-                                                      b, h);
+    int stage = 0;
+    uint32_t phase = 0, so = 0u; /* parity of the full barriers' current completion; stage * STAGE */
+    uint32_t qn = 0u;            /* Q tiles used before this one */
+#pragma unroll 1
+    for (int t = (int)blockIdx.x;; t = ntiles) {
+        if constexpr (PERSIST) { /* the producer's next tile (ntiles: none) */
+            qattn_mbar_wait(QATTN_WS_QBAR, qn & 1u);
+            t = s_tile[qn & 1u];
         }
-    }
-    if (Q8) {
-        ksc = p.k_scale + ((int64_t)hk * p.nseq + b) * p.k_ntok;
-        /* int4: the tile holds 16 x the codes (qattn_wg_unpack_i4), S is 256 x theirs */
-        const float unit = I4 ? 0.00390625f : 1.0f;
-        if (qfused) {
-            qsA = rA < sq && J0 < J1 ? s_qsc[s_qrowg[rA - i0]] : 0.0f;
-            qsB = rB < sq && J0 < J1 ? s_qsc[s_qrowg[rB - i0]] : 0.0f;
-        } else {
-            const float *qsc = p.q_scale + ((int64_t)h * p.nseq + b) * p.q_ntok;
-            qsA = rA < sq ? qsc[qattn_num_group_tok_index(p.q_group, rA)] * unit : 0.0f;
-            qsB = rB < sq ? qsc[qattn_num_group_tok_index(p.q_group, rB)] * unit : 0.0f;
-        }
-    }
-
-    float o[NO][4];
-#pragma unroll
-    for (int n = 0; n < NO; n++)
-        o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
-    const float c2 = p.c2, pmul = p.pmul, lpmul = log2f(pmul);
-    const uint32_t aQ = qattn_wgmma_smem_addr(sQ);
-
-    if constexpr (!Q8) {
-        /* 16-bit: Q.K of a stage's KS keys (m64nKSk16; two consumer warpgroups: 128 keys, Q's
-         * fragments in registers, shared memory carrying only K and V); the softmax and P.V (into O,
-         * fp32) one key block at a time (with 64-key blocks the second block's softmax waits for
-         * the first block's P.V: run under it, ptxas serialized the wgmmas, C7515) */
-        constexpr int NH = KS / KB; /* key blocks a stage */
-        float acc[KS / 2];          /* S of the stage, written by the first k-step (accumulate = 0) */
-        /* QSS (three consumer warpgroups, 160 registers): stages of one key block and Q.K with Q from
-         * shared memory (S of 128 keys with P's fragments over it: ptxas serialized the wgmmas,
-         * C7511) */
-        constexpr bool QSS = NC == 3;
-        static_assert(!QSS || NH == 1, "one key block a stage exactly with three consumer warpgroups");
-        uint32_t qf[QSS ? 1 : RB / 32][4]; /* A fragments of Q, channels 16kk..16kk+15 */
-        const uint64_t dq0 = qattn_wg_desc_k<RB, BM>(aQ, 64 * cw, 0);
-        /* K's descriptors made once (k-step kk at dk0 + its constant offset + the stage's, in 16-byte
-         * units, as the 8-bit path does) */
-        const uint32_t aStg0 = qattn_wgmma_smem_addr(sStage);
-        const uint64_t dk0 = qattn_wg_desc_k<RB, KS>(aStg0, 0, 0);
-        auto issue_qk = [&](uint32_t so) {
-#pragma unroll
-            for (int x = 0; x < KS / 2; x++)
-                qattn_wgmma_fence_reg(acc[x]);
-            qattn_wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < RB / 32; kk++) {
-                const uint64_t dk = dk0 + ((so + qattn_wg_slab_off<KS>(32 * kk)) >> 4);
-                if constexpr (QSS)
-                    qattn_wgmma_m64k16_ss<KS, BF>(acc, dq0 + (qattn_wg_slab_off<BM>(32 * kk) >> 4), dk, kk > 0);
+        if (t >= ntiles)
+            break;
+        const tile_pos w = tile_at(t);
+        const int b = w.b, h = w.h, hk = w.hk, i0 = w.i0, sq = w.sq, sk = w.sk;
+        const int64_t tq0 = w.tq0, tk0 = w.tk0;
+        if (i0 >= sq)
+            continue;
+        /* this thread's two rows, the key blocks any row of the tile sees */
+        const int rA = i0 + 64 * cw + 16 * wv + g, rB = rA + 8;
+        int loA = 0, hiA = 0, loB = 0, hiB = 0;
+        qattn_mma_row_ranges(p.mask, rA, rB, sq, sk, &loA, &hiA, &loB, &hiB);
+        const int J0 = PERSIST ? 0 : Jt0, J1 = PERSIST ? (sk + KS - 1) / KS * KS : Jt1;
+        float qsA = 1.0f, qsB = 1.0f;
+        const float *ksc = (const float *)0;
+        const int qfused = QFUSE && p.q_fuse;
+        if constexpr (QFUSE) {
+            if (qfused && J0 < J1) { /* the Q tile quantized here while the producer loads the first key blocks */
+                if (p.q_fuse_in == QATTN_FMT_BF16)
+                    qattn_wgmma_fuse_q<D, QATTN_FMT_BF16>(p, sQ, s_qsc, s_qsc + BM, s_qsc + 2 * BM, s_qrowg, tid - 128, i0, sq, tq0,
+                                                          b, h);
                 else
-                    qattn_wgmma_m64k16_rs<KS, BF, 0>(acc, qf[kk], dk, kk > 0);
+                    qattn_wgmma_fuse_q<D, QATTN_FMT_FP16>(p, sQ, s_qsc, s_qsc + BM, s_qsc + 2 * BM, s_qrowg, tid - 128, i0, sq, tq0,
+                                                          b, h);
             }
-            qattn_wgmma_commit();
-        };
-        /* O = O alpha + P.V of key block h of the stage */
-        auto issue_pv = [&](const uint32_t (&pf)[KB / 16][4], uint32_t aV, int h, float alA, float alB) {
-            qattn_wgmma_pv16_issue<D, KB, KS, BF>(o, alA, alB, pf, aV, KB / 16 * h);
-            qattn_wgmma_commit();
-        };
-        if (J0 < J1) {
-            qattn_mbar_wait(QATTN_WS_QBAR, 0);
-            /* ldmatrix x4: lanes 8m..8m+7 address matrix m = rows (l & 15) of chunk 2kk + (l >> 4) */
-            if constexpr (!QSS) {
-#pragma unroll
-                for (int kk = 0; kk < RB / 32; kk++)
-                    qattn_ldmatrix_x4(qf[kk], sQ + qattn_wg_off<RB, BM>(64 * cw + 16 * wv + (lane & 15), 2 * kk + (lane >> 4)));
-            } else {
-                qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) Q read by wgmma (async proxy) */
-            }
-            qattn_mbar_wait(QATTN_WS_FULL(0), 0);
-            qattn_fence_proxy_async_smem();
-            issue_qk(0u);
         }
-        int stage = 0;
-        uint32_t phase = 0, so = 0u; /* parity of the full barriers' current completion; stage * STAGE */
-        for (int j0 = J0; j0 < J1; j0 += KS) {
-            const int nstg = stage == S - 1 ? 0 : stage + 1, more = j0 + KS < J1;
-            const uint32_t nphase = stage == S - 1 ? phase ^ 1u : phase, nso = stage == S - 1 ? 0u : so + STAGE;
-            const uint32_t aV = aStg0 + so + KBYTES;
-            qattn_wgmma_wait<0>(); /* S of this stage, P.V of the previous */
+        if (Q8) {
+            ksc = p.k_scale + ((int64_t)hk * p.nseq + b) * p.k_ntok;
+            /* int4: the tile holds 16 x the codes (qattn_wg_unpack_i4), S is 256 x theirs */
+            const float unit = I4 ? 0.00390625f : 1.0f;
+            if (qfused) {
+                qsA = rA < sq && J0 < J1 ? s_qsc[s_qrowg[rA - i0]] : 0.0f;
+                qsB = rB < sq && J0 < J1 ? s_qsc[s_qrowg[rB - i0]] : 0.0f;
+            } else {
+                const float *qsc = p.q_scale + ((int64_t)h * p.nseq + b) * p.q_ntok;
+                qsA = rA < sq ? qsc[qattn_num_group_tok_index(p.q_group, rA)] * unit : 0.0f;
+                qsB = rB < sq ? qsc[qattn_num_group_tok_index(p.q_group, rB)] * unit : 0.0f;
+            }
+        }
+
+        float o[NO][4];
 #pragma unroll
-            for (int x = 0; x < KS / 2; x++)
-                qattn_wgmma_fence_reg(acc[x]);
-            /* with 4 stages (d = 64) the next one awaited before the softmax, so that its Q.K issues
-             * right behind the P.V (+5-6%); with 2 (d = 128) after the P.V (before: -24%, the load
-             * of the next stage is then in series) */
-            if (S >= 4 && more) {
-                qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
+        for (int n = 0; n < NO; n++)
+            o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+        float mA = -INFINITY, mB = -INFINITY, lA = 0.0f, lB = 0.0f;
+        const float c2 = p.c2, pmul = p.pmul, lpmul = log2f(pmul);
+        const uint32_t aQ = qattn_wgmma_smem_addr(sQ);
+
+        if constexpr (!Q8) {
+            /* 16-bit: Q.K of a stage's KS keys (m64nKSk16; two consumer warpgroups: 128 keys, Q's
+             * fragments in registers, shared memory carrying only K and V); the softmax and P.V (into O,
+             * fp32) one key block at a time (with 64-key blocks the second block's softmax waits for
+             * the first block's P.V: run under it, ptxas serialized the wgmmas, C7515) */
+            constexpr int NH = KS / KB; /* key blocks a stage */
+            float acc[KS / 2];          /* S of the stage, written by the first k-step (accumulate = 0) */
+            /* QSS (three consumer warpgroups, 160 registers): stages of one key block and Q.K with Q from
+             * shared memory (S of 128 keys with P's fragments over it: ptxas serialized the wgmmas,
+             * C7511) */
+            constexpr bool QSS = NC == 3;
+            static_assert(!QSS || NH == 1, "one key block a stage exactly with three consumer warpgroups");
+            uint32_t qf[QSS ? 1 : RB / 32][4]; /* A fragments of Q, channels 16kk..16kk+15 */
+            const uint64_t dq0 = qattn_wg_desc_k<RB, BM>(aQ, 64 * cw, 0);
+            /* K's descriptors made once (k-step kk at dk0 + its constant offset + the stage's, in 16-byte
+             * units, as the 8-bit path does) */
+            const uint32_t aStg0 = qattn_wgmma_smem_addr(sStage);
+            const uint64_t dk0 = qattn_wg_desc_k<RB, KS>(aStg0, 0, 0);
+            auto issue_qk = [&](uint32_t so) {
+#pragma unroll
+                for (int x = 0; x < KS / 2; x++)
+                    qattn_wgmma_fence_reg(acc[x]);
+                qattn_wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < RB / 32; kk++) {
+                    const uint64_t dk = dk0 + ((so + qattn_wg_slab_off<KS>(32 * kk)) >> 4);
+                    if constexpr (QSS)
+                        qattn_wgmma_m64k16_ss<KS, BF>(acc, dq0 + (qattn_wg_slab_off<BM>(32 * kk) >> 4), dk, kk > 0);
+                    else
+                        qattn_wgmma_m64k16_rs<KS, BF, 0>(acc, qf[kk], dk, kk > 0);
+                }
+                qattn_wgmma_commit();
+            };
+            /* O = O alpha + P.V of key block h of the stage */
+            auto issue_pv = [&](const uint32_t (&pf)[KB / 16][4], uint32_t aV, int h, float alA, float alB) {
+                qattn_wgmma_pv16_issue<D, KB, KS, BF>(o, alA, alB, pf, aV, KB / 16 * h);
+                qattn_wgmma_commit();
+            };
+            if (J0 < J1) {
+                if (!PERSIST)
+                    qattn_mbar_wait(QATTN_WS_QBAR, qn & 1u);
+                /* ldmatrix x4: lanes 8m..8m+7 address matrix m = rows (l & 15) of chunk 2kk + (l >> 4) */
+                if constexpr (!QSS) {
+#pragma unroll
+                    for (int kk = 0; kk < RB / 32; kk++)
+                        qattn_ldmatrix_x4(qf[kk], sQ + qattn_wg_off<RB, BM>(64 * cw + 16 * wv + (lane & 15), 2 * kk + (lane >> 4)));
+                    if (PERSIST) /* Q is in registers: the producer may load the next tile's */
+                        qattn_mbar_arrive(QATTN_WS_QEMPTY);
+                } else {
+                    qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) Q read by wgmma (async proxy) */
+                }
+                qattn_mbar_wait(QATTN_WS_FULL(stage), phase);
                 qattn_fence_proxy_async_smem();
+                issue_qk(so);
             }
-            float alA, alB;
-            uint32_t pf[NH][KB / 16][4]; /* A fragments (16-bit) of keys 16q..16q+15 of each key block */
+            for (int j0 = J0; j0 < J1; j0 += KS) {
+                const int nstg = stage == S - 1 ? 0 : stage + 1, more = j0 + KS < J1;
+                const uint32_t nphase = stage == S - 1 ? phase ^ 1u : phase, nso = stage == S - 1 ? 0u : so + STAGE;
+                const uint32_t aV = aStg0 + so + KBYTES;
+                qattn_wgmma_wait<0>(); /* S of this stage, P.V of the previous */
 #pragma unroll
-            for (int hb = 0; hb < NH; hb++) {
-                float (&sh)[KB / 2] = *reinterpret_cast<float (*)[KB / 2]>(&acc[KB / 2 * hb]);
-                if (hb > 0)
-                    qattn_wgmma_wait<0>(); /* the block before's P.V (the softmax under it: C7515) */
-                qattn_wgmma_softmax16<KB>(sh, j0 + KB * hb, loA, hiA, loB, hiB, c2, mA, mB, lA, lB, alA, alB);
-                qattn_wgmma_pack16<KB, BF>(sh, pf[hb]);
-                issue_pv(pf[hb], aV, hb, alA, alB);
-            }
-            if (more) {
-                if (S < 4) {
+                for (int x = 0; x < KS / 2; x++)
+                    qattn_wgmma_fence_reg(acc[x]);
+                /* with 4 stages (d = 64) the next one awaited before the softmax, so that its Q.K issues
+                 * right behind the P.V (+5-6%); with 2 (d = 128) after the P.V (before: -24%, the load
+                 * of the next stage is then in series) */
+                if (S >= 4 && more) {
                     qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
                     qattn_fence_proxy_async_smem();
                 }
-                issue_qk(nso);
-                qattn_wgmma_wait<1>(); /* the P.V done, the next Q.K may run on */
-            } else {
-                qattn_wgmma_wait<0>();
-            }
-            if (lane == 0)
-                qattn_mbar_arrive(QATTN_WS_EMPTY(stage)); /* this warp is done with the stage */
+                float alA, alB;
+                uint32_t pf[NH][KB / 16][4]; /* A fragments (16-bit) of keys 16q..16q+15 of each key block */
 #pragma unroll
-            for (int n = 0; n < NO; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    qattn_wgmma_fence_reg(o[n][e]);
-            stage = nstg;
-            phase = nphase;
-            so = nso;
-        }
-        qattn_wgmma_wait<0>(); /* nothing in flight; said for ptxas (C7517 otherwise) */
-    } else {
-        typedef typename qattn_cond<QC == QATTN_FMT_INT8, int, float>::type s_t; /* S's accumulator */
-        s_t acc[NT * 4];                                                             /* S, written by the first k-step */
-        uint32_t oh[P16 ? NO * 2 : 1]; /* P16: O in the f16 accumulator (the fp32 layout's pairs) */
-#pragma unroll
-        for (int x = 0; x < (P16 ? NO * 2 : 1); x++)
-            oh[x] = 0u;
-        /* descriptors made once: k-step kk of Q at dq0 + 2 kk, of the K tile of the stage at byte
-         * offset so at dk0 + so / 16 + 2 kk, of V^T at dv0 + so / 16 + 2 q (16-byte units in the
-         * start-address field; shared addresses stay under 256 KB, so nothing carries out of it) */
-        const uint32_t aStg0 = qattn_wgmma_smem_addr(sStage);
-        const uint64_t dq0 = qattn_wg_desc_k<RB, BM>(aQ, 64 * cw, 0), dk0 = qattn_wg_desc_k<RB, KB>(aStg0, 0, 0);
-        const uint64_t dv0 = qattn_wg_desc_k<KB, D>(aStg0 + KBYTES, 0, 0);
-        auto issue_qk = [&](uint32_t so) {
-#pragma unroll
-            for (int x = 0; x < NT * 4; x++)
-                qattn_wgmma_fence_reg(acc[x]);
-            qattn_wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < RB / 32; kk++) {
-                if constexpr (WQK) /* k-steps of 16 channels (32 bytes) in column slabs of 128 bytes */
-                    qattn_wgmma_m64k16_ss<KB, 0>(acc, dq0 + (qattn_wg_slab_off<BM>(32 * kk) >> 4),
-                                                 dk0 + ((so + qattn_wg_slab_off<KB>(32 * kk)) >> 4), kk > 0);
-                else
-                    qattn_wgmma_qk<KB>(acc, dq0 + 2u * kk, dk0 + ((so >> 4) + 2u * kk), kk > 0);
-            }
-            qattn_wgmma_commit();
-        };
-        if (J0 < J1) {
-            if (!qfused)
-                qattn_mbar_wait(QATTN_WS_QBAR, 0);
-            qattn_mbar_wait(QATTN_WS_FULL(0), 0);
-            qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
-            issue_qk(0u);
-        }
-        /* the K scales of the thread's keys as qattn_wg_kscales does (inline here: as that struct, ptxas
-         * spilled 4 bytes more in the three-consumer d = 128 form) */
-        const int ktens = p.k_group.tok == QATTN_TOK_TENSOR;
-        const int kq = ktens ? INT_MAX : p.k_group.b / KB; /* key blocks in a B-block */
-        const int kper = p.k_group.tok == QATTN_TOK_THREAD ? p.k_group.s / p.k_group.w : 1; /* groups a B-block */
-        const int kin0 = qattn_qf_tok_index(p.k_group, qattn_wg_key(0, qi, 0));
-        const int kin1 = qattn_qf_tok_index(p.k_group, qattn_wg_key(1, qi, 0));
-        int kleft = ktens ? INT_MAX : kq - (J0 / KB) % kq; /* blocks left in this B-block */
-        const float *kcur = ksc + (ktens ? 0 : (J0 / KB) / kq * kper);
-        /* int4, smooth=q: the dS row of the rows' Q block (qblock % 16 == 0: one a warp) */
-        const int dsq = I4 && p.q_mean != 0;
-        const int lq = dsq ? min(max(rA / p.qblock - i0 / p.qblock, 0), QATTN_WGMMA_DSROWS(BM) - 1) : 0;
-        const float *dsrow = sDs + lq * KB;
-        /* two levels (TWO): each block's P.V from 0 into pvbuf, added into O; with DEFER the addition
-         * of block j runs at the start of block j + 1's softmax, and a stage is released after the
-         * next block's wait */
-        constexpr int EARLY = qattn_wg_early_wait(D, KB, QF, PF, U);
-        constexpr bool MIX = qattn_wg_s2f_mix(D, KB);
-        constexpr int DEFER = TWO && NC == 2 && qattn_wg_defer_o(D, KB, QF, PF);
-        /* SER (three consumer warpgroups, 160 registers): a block's P.V is waited (and added into
-         * O) before the next Q.K issues, so that its S and the P.V's registers are never live
-         * together; the other warpgroups keep the tensor core busy meanwhile. PVACC: a two-level
-         * block's P.V in the S accumulator's registers (ptxas keeps them for the wgmma: a separate
-         * buffer is 32 or 64 registers more); HALF (D > KB, where they are too few): in two halves
-         * of D / 2 channels, each waited and added into O, so that pvbuf holds one half */
-        constexpr int SER = NC == 3 && !P16 && qattn_wg_ser(D, QF), PVACC = SER && TWO && D <= KB, HALF = SER && TWO && !PVACC;
-        /* PIN (one level): P's codes written into the S accumulator's registers too, as the
-         * scores they replace are read (P.V accumulates into O there) */
-        constexpr bool PIN = SER && !TWO && !F16A;
-        typedef typename qattn_cond<PF == QATTN_FMT_INT8, int, float>::type pv_t; /* P.V's accumulator */
-        pv_t pvbuf[TWO && !PVACC ? (HALF ? NO * 2 : NO * 4) : 1];
-        float palA = 1.0f, palB = 1.0f; /* DEFER: alpha of the block whose P.V is in pvbuf */
-        int pstage = 0;                 /* DEFER: that block's stage */
-        int stage = 0;
-        uint32_t phase = 0, so = 0u; /* parity of the full barriers' current completion; stage * STAGE */
-        for (int j0 = J0; j0 < J1; j0 += KB) {
-            const int nstg = stage == S - 1 ? 0 : stage + 1, more = j0 + KB < J1;
-            const uint32_t nphase = stage == S - 1 ? phase ^ 1u : phase, nso = stage == S - 1 ? 0u : so + STAGE;
-            const uint32_t aV = aStg0 + so + KBYTES;
-            qattn_wgmma_wait<0>(); /* S of this block (DEFER: and the previous block's P.V) */
-#pragma unroll
-            for (int x = 0; x < NT * 4; x++)
-                qattn_wgmma_fence_reg(acc[x]);
-            if constexpr (DEFER) {
-#pragma unroll
-                for (int x = 0; x < NO * 4; x++)
-                    qattn_wgmma_fence_reg(pvbuf[x]);
-                if (j0 > J0 && (U || lane == 0))
-                    qattn_mbar_arrive(QATTN_WS_EMPTY(pstage));
-            }
-            /* EARLY: the next stage's arrival awaited here, before the softmax, so that its Q.K issues
-             * right behind this block's P.V */
-            if (EARLY && more) {
-                qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
-                qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
-            }
-
-            /* the K scales of this thread's keys of even / odd tiles (one group each, qattn_wg_kgroup_ok) */
-            const float ks0 = kcur[kin0], ks1 = kcur[kin1];
-            float alA, alB;
-            uint32_t pf[KB / (F16A ? 16 : 32)][4]; /* A fragments (e4m3 / int8 codes of 32 keys, fp16 of 16) */
-            auto beside = [&] {
-                if constexpr (DEFER)
-                    if (j0 > J0)
-                        qattn_wgmma_o_update<NO>(o, pvbuf, palA, palB);
-            };
-            if (dsq) { /* int4, smooth=q: S c2 + dS c2 of the thread's keys of each tile */
-                float2 dsv[NT];
-#pragma unroll
-                for (int t = 0; t < NT; t++)
-                    dsv[t] = *(const float2 *)(dsrow + stage * QATTN_WGMMA_DSROWS(BM) * KB + qattn_wg_key(t, qi, 0));
-                qattn_wgmma_softmax<KB, PF, true, W16, MIX, NC == 3, PIN>(acc, dsv, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
-                                                  qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf,
-                                                  beside);
-            } else {
-                const float2 none[1] = {make_float2(0.0f, 0.0f)};
-                qattn_wgmma_softmax<KB, PF, false, W16, MIX, NC == 3, PIN>(acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
-                                                   qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB,
-                                                   pf, beside);
-            }
-
-            /* ---- P.V of this block (from 0, or into O rescaled), then Q.K of the next ---- */
-            pv_t *pv = PVACC ? reinterpret_cast<pv_t *>(&acc[0]) : TWO ? pvbuf : reinterpret_cast<pv_t *>(&o[0][0]);
-            if constexpr (P16) {
-                qattn_wgmma_pvh_issue<D, KB, KS>(oh, alA, alB, pf, aV);
-            } else if constexpr (W16) {
-                qattn_wgmma_pv16_issue<D, KB, KS, 0>(o, alA, alB, pf, aV, 0);
-            } else if constexpr (HALF) {
-                qattn_wgmma_pv_halves<D, KB>(o, pvbuf, pf, dv0 + (so >> 4), alA, alB);
-            } else {
-                qattn_wgmma_pv_issue<D, KB, TWO, PIN>(pv, o, alA, alB, acc, pf, dv0, so);
-            }
-            if constexpr (!HALF)
-                qattn_wgmma_commit();
-            if constexpr (SER) {
-                if constexpr (!HALF) {
+                for (int hb = 0; hb < NH; hb++) {
+                    float (&sh)[KB / 2] = *reinterpret_cast<float (*)[KB / 2]>(&acc[KB / 2 * hb]);
+                    if (hb > 0)
+                        qattn_wgmma_wait<0>(); /* the block before's P.V (the softmax under it: C7515) */
+                    qattn_wgmma_softmax16<KB>(sh, j0 + KB * hb, loA, hiA, loB, hiB, c2, mA, mB, lA, lB, alA, alB);
+                    qattn_wgmma_pack16<KB, BF>(sh, pf[hb]);
+                    issue_pv(pf[hb], aV, hb, alA, alB);
+                }
+                if (more) {
+                    if (S < 4) {
+                        qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
+                        qattn_fence_proxy_async_smem();
+                    }
+                    issue_qk(nso);
+                    qattn_wgmma_wait<1>(); /* the P.V done, the next Q.K may run on */
+                } else {
                     qattn_wgmma_wait<0>();
+                }
+                if (lane == 0)
+                    qattn_mbar_arrive(QATTN_WS_EMPTY(stage)); /* this warp is done with the stage */
+#pragma unroll
+                for (int n = 0; n < NO; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        qattn_wgmma_fence_reg(o[n][e]);
+                stage = nstg;
+                phase = nphase;
+                so = nso;
+            }
+            qattn_wgmma_wait<0>(); /* nothing in flight; said for ptxas (C7517 otherwise) */
+            if (PERSIST && QSS && J0 < J1)
+                qattn_mbar_arrive(QATTN_WS_QEMPTY);
+        } else {
+            typedef typename qattn_cond<QC == QATTN_FMT_INT8, int, float>::type s_t; /* S's accumulator */
+            s_t acc[NT * 4];                                                             /* S, written by the first k-step */
+            uint32_t oh[P16 ? NO * 2 : 1]; /* P16: O in the f16 accumulator (the fp32 layout's pairs) */
+#pragma unroll
+            for (int x = 0; x < (P16 ? NO * 2 : 1); x++)
+                oh[x] = 0u;
+            /* descriptors made once: k-step kk of Q at dq0 + 2 kk, of the K tile of the stage at byte
+             * offset so at dk0 + so / 16 + 2 kk, of V^T at dv0 + so / 16 + 2 q (16-byte units in the
+             * start-address field; shared addresses stay under 256 KB, so nothing carries out of it) */
+            const uint32_t aStg0 = qattn_wgmma_smem_addr(sStage);
+            const uint64_t dq0 = qattn_wg_desc_k<RB, BM>(aQ, 64 * cw, 0), dk0 = qattn_wg_desc_k<RB, KB>(aStg0, 0, 0);
+            const uint64_t dv0 = qattn_wg_desc_k<KB, D>(aStg0 + KBYTES, 0, 0);
+            auto issue_qk = [&](uint32_t so) {
+#pragma unroll
+                for (int x = 0; x < NT * 4; x++)
+                    qattn_wgmma_fence_reg(acc[x]);
+                qattn_wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < RB / 32; kk++) {
+                    if constexpr (WQK) /* k-steps of 16 channels (32 bytes) in column slabs of 128 bytes */
+                        qattn_wgmma_m64k16_ss<KB, 0>(acc, dq0 + (qattn_wg_slab_off<BM>(32 * kk) >> 4),
+                                                     dk0 + ((so + qattn_wg_slab_off<KB>(32 * kk)) >> 4), kk > 0);
+                    else
+                        qattn_wgmma_qk<KB>(acc, dq0 + 2u * kk, dk0 + ((so >> 4) + 2u * kk), kk > 0);
+                }
+                qattn_wgmma_commit();
+            };
+            if (J0 < J1) {
+                if (!qfused)
+                    qattn_mbar_wait(QATTN_WS_QBAR, qn & 1u);
+                qattn_mbar_wait(QATTN_WS_FULL(stage), phase);
+                qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
+                issue_qk(so);
+            }
+            /* the K scales of the thread's keys as qattn_wg_kscales does (inline here: as that struct, ptxas
+             * spilled 4 bytes more in the three-consumer d = 128 form) */
+            const int ktens = p.k_group.tok == QATTN_TOK_TENSOR;
+            const int kq = ktens ? INT_MAX : p.k_group.b / KB; /* key blocks in a B-block */
+            const int kper = p.k_group.tok == QATTN_TOK_THREAD ? p.k_group.s / p.k_group.w : 1; /* groups a B-block */
+            const int kin0 = qattn_qf_tok_index(p.k_group, qattn_wg_key(0, qi, 0));
+            const int kin1 = qattn_qf_tok_index(p.k_group, qattn_wg_key(1, qi, 0));
+            int kleft = ktens ? INT_MAX : kq - (J0 / KB) % kq; /* blocks left in this B-block */
+            const float *kcur = ksc + (ktens ? 0 : (J0 / KB) / kq * kper);
+            /* int4, smooth=q: the dS row of the rows' Q block (qblock % 16 == 0: one a warp) */
+            const int dsq = I4 && p.q_mean != 0;
+            const int lq = dsq ? min(max(rA / p.qblock - i0 / p.qblock, 0), QATTN_WGMMA_DSROWS(BM) - 1) : 0;
+            const float *dsrow = sDs + lq * KB;
+            /* two levels (TWO): each block's P.V from 0 into pvbuf, added into O; with DEFER the addition
+             * of block j runs at the start of block j + 1's softmax, and a stage is released after the
+             * next block's wait */
+            constexpr int EARLY = qattn_wg_early_wait(D, KB, QF, PF, U);
+            constexpr bool MIX = qattn_wg_s2f_mix(D, KB);
+            constexpr int DEFER = TWO && NC == 2 && qattn_wg_defer_o(D, KB, QF, PF);
+            /* SER (three consumer warpgroups, 160 registers): a block's P.V is waited (and added into
+             * O) before the next Q.K issues, so that its S and the P.V's registers are never live
+             * together; the other warpgroups keep the tensor core busy meanwhile. PVACC: a two-level
+             * block's P.V in the S accumulator's registers (ptxas keeps them for the wgmma: a separate
+             * buffer is 32 or 64 registers more); HALF (D > KB, where they are too few): in two halves
+             * of D / 2 channels, each waited and added into O, so that pvbuf holds one half */
+            constexpr int SER = NC == 3 && !P16 && qattn_wg_ser(D, QF), PVACC = SER && TWO && D <= KB, HALF = SER && TWO && !PVACC;
+            /* PIN (one level): P's codes written into the S accumulator's registers too, as the
+             * scores they replace are read (P.V accumulates into O there) */
+            constexpr bool PIN = SER && !TWO && !F16A;
+            typedef typename qattn_cond<PF == QATTN_FMT_INT8, int, float>::type pv_t; /* P.V's accumulator */
+            pv_t pvbuf[TWO && !PVACC ? (HALF ? NO * 2 : NO * 4) : 1];
+            float palA = 1.0f, palB = 1.0f; /* DEFER: alpha of the block whose P.V is in pvbuf */
+            int pstage = 0;                 /* DEFER: that block's stage */
+            for (int j0 = J0; j0 < J1; j0 += KB) {
+                const int nstg = stage == S - 1 ? 0 : stage + 1, more = j0 + KB < J1;
+                const uint32_t nphase = stage == S - 1 ? phase ^ 1u : phase, nso = stage == S - 1 ? 0u : so + STAGE;
+                const uint32_t aV = aStg0 + so + KBYTES;
+                qattn_wgmma_wait<0>(); /* S of this block (DEFER: and the previous block's P.V) */
+#pragma unroll
+                for (int x = 0; x < NT * 4; x++)
+                    qattn_wgmma_fence_reg(acc[x]);
+                if constexpr (DEFER) {
+#pragma unroll
+                    for (int x = 0; x < NO * 4; x++)
+                        qattn_wgmma_fence_reg(pvbuf[x]);
+                    if (j0 > J0 && (U || lane == 0))
+                        qattn_mbar_arrive(QATTN_WS_EMPTY(pstage));
+                }
+                /* EARLY: the next stage's arrival awaited here, before the softmax, so that its Q.K issues
+                 * right behind this block's P.V */
+                if (EARLY && more) {
+                    qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
+                    qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
+                }
+
+                /* the K scales of this thread's keys of even / odd tiles (one group each, qattn_wg_kgroup_ok) */
+                const float ks0 = kcur[kin0], ks1 = kcur[kin1];
+                float alA, alB;
+                uint32_t pf[KB / (F16A ? 16 : 32)][4]; /* A fragments (e4m3 / int8 codes of 32 keys, fp16 of 16) */
+                auto beside = [&] {
+                    if constexpr (DEFER)
+                        if (j0 > J0)
+                            qattn_wgmma_o_update<NO>(o, pvbuf, palA, palB);
+                };
+                if (dsq) { /* int4, smooth=q: S c2 + dS c2 of the thread's keys of each tile */
+                    float2 dsv[NT];
+#pragma unroll
+                    for (int t = 0; t < NT; t++)
+                        dsv[t] = *(const float2 *)(dsrow + stage * QATTN_WGMMA_DSROWS(BM) * KB + qattn_wg_key(t, qi, 0));
+                    qattn_wgmma_softmax<KB, PF, true, W16, MIX, NC == 3, PIN>(acc, dsv, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
+                                                      qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf,
+                                                      beside);
+                } else {
+                    const float2 none[1] = {make_float2(0.0f, 0.0f)};
+                    qattn_wgmma_softmax<KB, PF, false, W16, MIX, NC == 3, PIN>(acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
+                                                       qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB,
+                                                       pf, beside);
+                }
+
+                /* ---- P.V of this block (from 0, or into O rescaled), then Q.K of the next ---- */
+                pv_t *pv = PVACC ? reinterpret_cast<pv_t *>(&acc[0]) : TWO ? pvbuf : reinterpret_cast<pv_t *>(&o[0][0]);
+                if constexpr (P16) {
+                    qattn_wgmma_pvh_issue<D, KB, KS>(oh, alA, alB, pf, aV);
+                } else if constexpr (W16) {
+                    qattn_wgmma_pv16_issue<D, KB, KS, 0>(o, alA, alB, pf, aV, 0);
+                } else if constexpr (HALF) {
+                    qattn_wgmma_pv_halves<D, KB>(o, pvbuf, pf, dv0 + (so >> 4), alA, alB);
+                } else {
+                    qattn_wgmma_pv_issue<D, KB, TWO, PIN>(pv, o, alA, alB, acc, pf, dv0, so);
+                }
+                if constexpr (!HALF)
+                    qattn_wgmma_commit();
+                if constexpr (SER) {
+                    if constexpr (!HALF) {
+                        qattn_wgmma_wait<0>();
+#pragma unroll
+                        for (int x = 0; x < NO * 4; x++)
+                            qattn_wgmma_fence_reg(pv[x]);
+                        if constexpr (TWO)
+                            qattn_wgmma_o_update<NO>(o, *reinterpret_cast<pv_t(*)[NO * 4]>(pv), alA, alB);
+                    }
+                    if (U || lane == 0)
+                        qattn_mbar_arrive(QATTN_WS_EMPTY(stage));
+                }
+                /* the next block's Q.K right behind this P.V; this stage released once the P.V is done
+                 * (by every lane where the lanes read it with plain loads too, int4's dS: each orders its
+                 * own reads before the release) */
+                if (more) {
+                    if (!EARLY) {
+                        qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
+                        qattn_fence_proxy_async_smem();
+                    }
+                    issue_qk(nso);
+                }
+                if constexpr (DEFER) {
+                    palA = alA, palB = alB, pstage = stage;
+                } else if constexpr (!SER) {
+                    if (more)
+                        qattn_wgmma_wait<1>();
+                    else
+                        qattn_wgmma_wait<0>();
+                    if (U || lane == 0)
+                        qattn_mbar_arrive(QATTN_WS_EMPTY(stage));
+                }
+                if constexpr (P16) {
+#pragma unroll
+                    for (int x = 0; x < NO * 2; x++)
+                        qattn_wgmma_fence_reg(oh[x]);
+                } else if constexpr (!SER) {
 #pragma unroll
                     for (int x = 0; x < NO * 4; x++)
                         qattn_wgmma_fence_reg(pv[x]);
-                    if constexpr (TWO)
-                        qattn_wgmma_o_update<NO>(o, *reinterpret_cast<pv_t(*)[NO * 4]>(pv), alA, alB);
                 }
-                if (U || lane == 0)
-                    qattn_mbar_arrive(QATTN_WS_EMPTY(stage));
-            }
-            /* the next block's Q.K right behind this P.V; this stage released once the P.V is done
-             * (by every lane where the lanes read it with plain loads too, int4's dS: each orders its
-             * own reads before the release) */
-            if (more) {
-                if (!EARLY) {
-                    qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
-                    qattn_fence_proxy_async_smem();
+                if constexpr (TWO && !DEFER && !SER)
+                    qattn_wgmma_o_update<NO>(o, pvbuf, alA, alB);
+                if (--kleft == 0) {
+                    kleft = kq;
+                    kcur += kper;
                 }
-                issue_qk(nso);
+                stage = nstg;
+                phase = nphase;
+                so = nso;
             }
-            if constexpr (DEFER) {
-                palA = alA, palB = alB, pstage = stage;
-            } else if constexpr (!SER) {
-                if (more)
-                    qattn_wgmma_wait<1>();
-                else
-                    qattn_wgmma_wait<0>();
-                if (U || lane == 0)
-                    qattn_mbar_arrive(QATTN_WS_EMPTY(stage));
-            }
-            if constexpr (P16) {
-#pragma unroll
-                for (int x = 0; x < NO * 2; x++)
-                    qattn_wgmma_fence_reg(oh[x]);
-            } else if constexpr (!SER) {
+            lA = lA / pmul, lB = lB / pmul; /* l summed P * pmul (qattn_wgmma_softmax) */
+            /* nothing is in flight here (the last block's stage end waited for 0), but ptxas cannot tie the
+             * loop's exit to that wait and would inject one (C7517) */
+            qattn_wgmma_wait<0>();
+            if constexpr (DEFER) { /* the last block's P.V */
 #pragma unroll
                 for (int x = 0; x < NO * 4; x++)
-                    qattn_wgmma_fence_reg(pv[x]);
+                    qattn_wgmma_fence_reg(pvbuf[x]);
+                qattn_wgmma_o_update<NO>(o, pvbuf, palA, palB);
+                if (PERSIST && J0 < J1 && (U || lane == 0)) /* its stage, released here for the next tile */
+                    qattn_mbar_arrive(QATTN_WS_EMPTY(pstage));
             }
-            if constexpr (TWO && !DEFER && !SER)
-                qattn_wgmma_o_update<NO>(o, pvbuf, alA, alB);
-            if (--kleft == 0) {
-                kleft = kq;
-                kcur += kper;
+            if (PERSIST && J0 < J1) /* the tile's last Q.K is done: the producer may load the next Q */
+                qattn_mbar_arrive(QATTN_WS_QEMPTY);
+            if constexpr (P16) {
+                qattn_wgmma_oh_unpack<NO>(oh, o);
             }
-            stage = nstg;
-            phase = nphase;
-            so = nso;
         }
-        lA = lA / pmul, lB = lB / pmul; /* l summed P * pmul (qattn_wgmma_softmax) */
-        /* nothing is in flight here (the last block's stage end waited for 0), but ptxas cannot tie the
-         * loop's exit to that wait and would inject one (C7517) */
-        qattn_wgmma_wait<0>();
-        if constexpr (DEFER) { /* the last block's P.V */
-#pragma unroll
-            for (int x = 0; x < NO * 4; x++)
-                qattn_wgmma_fence_reg(pvbuf[x]);
-            qattn_wgmma_o_update<NO>(o, pvbuf, palA, palB);
-        }
-        if constexpr (P16) {
-            qattn_wgmma_oh_unpack<NO>(oh, o);
-        }
+        qattn_mma_epilogue<D, D == 128 && NC == 3>(p, o, lA, lB, mA, mB, rA, rB, loA, hiA, loB, hiB, sq, tq0, b, h, hk);
+        if (PERSIST || J0 < J1)
+            qn++;
     }
-    qattn_mma_epilogue<D, D == 128 && NC == 3>(p, o, lA, lB, mA, mB, rA, rB, loA, hiA, loB, hiB, sq, tq0, b, h, hk);
 #undef QATTN_WS_FULL
 #undef QATTN_WS_EMPTY
 #undef QATTN_WS_QBAR
+#undef QATTN_WS_QEMPTY
 #elif defined(__CUDA_ARCH__)
     (void)p;
     __trap(); /* built without sm_90a: never launched (the host checks), trap if it is */
@@ -628,115 +739,5 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
     (void)p;
 #endif
 }
-
-/* what the 16-bit (baseline) instances need of p: unscaled fp16 / bf16 Q, K,
- * V read from the user's tensors in rows (16-byte aligned), one key block
- * of KB keys per online-softmax step, an fp32 accumulator */
-template <int D, int KB>
-static int qattn_attn_fwd_wgmma16_check(const qattn_kernels_attn_params &p, qattn_err *err)
-{
-    int rc = qattn_attn_check_grid(D, p.d, p.hq, p.hkv, p.nseq, "attn wgmma", err);
-    if (rc)
-        return rc;
-    if (p.kblock != KB || p.acc_chunk != 0)
-        return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: needs kblock=%d and acc=fp32 (got %d, %d)", KB,
-                             p.kblock, p.acc_chunk);
-    if (p.q_fuse || p.q_scale || p.k_scale || p.v_scale || p.q_mean || p.k_mean || p.pmul != 1.0f)
-        return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: the fp16 / bf16 instances take unscaled Q, K, V");
-    if (!qattn_rows16_ok(p.q, p.q_sb, p.q_sh, p.q_st, 2) || !qattn_rows16_ok(p.k, p.k_sb, p.k_sh, p.k_st, 2) ||
-        !qattn_rows16_ok(p.v, p.v_sb, p.v_sh, p.v_st, 2))
-        return qattn_err_set(err, QATTN_ERR_ARG,
-                             "attn wgmma: Q, K, V rows must be 16-byte aligned (strides multiples of 8 elements)");
-    if ((int64_t)p.seqlen_k * p.k_st * 2 >= ((int64_t)1 << 31) || (int64_t)p.seqlen_k * p.v_st * 2 >= ((int64_t)1 << 31) ||
-        (int64_t)p.seqlen_q * p.q_st * 2 >= ((int64_t)1 << 31))
-        return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: one head's Q, K or V is over 2 GiB");
-    return QATTN_OK;
-}
-
-/* the launch of a wgmma instance (head dim D, key blocks of KB keys, Q / K
- * int8 codes or fp16 / bf16 values): the checks of its kind; sm_90 and a
- * build with sm_90a (sig cc 90..90) */
-template <int D, int KB, int QF, int PF, int ACC, int NC>
-static int qattn_attn_fwd_wgmma_launch_nc(const qattn_kernels_attn_params &p, void *stream, qattn_err *err)
-{
-    const size_t smem =
-        QATTN_WGMMA_SMEM(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), KB, QATTN_WGMMA_WIDEN(QF, PF, ACC), QATTN_WGMMA_BMN(NC));
-    void (*k)(qattn_kernels_attn_params, const qattn_wg_maps, int) = &qattn_attn_fwd_wgmma_kernel<D, KB, QF, PF, ACC, NC>;
-    QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-                    "attn wgmma: raising the shared-memory limit");
-    const int bm = QATTN_WGMMA_BMN(NC);
-    const dim3 grid((unsigned)((p.seqlen_q + bm - 1) / bm), (unsigned)p.hq, (unsigned)p.nseq);
-    /* the key blocks by TMA where the instance and the layout allow (QATTN_WG_TMA=0: cp.async) */
-    qattn_wg_maps maps;
-    memset(&maps, 0, sizeof maps);
-    int tma = 0;
-    if constexpr (qattn_wg_tma_can(QF, PF, ACC)) {
-        constexpr int KS = QATTN_WGMMA_KS(QF, KB, QATTN_WGMMA_BMN(NC));
-        if (qattn_wg_tma_wanted())
-            tma = qattn_wg_maps_fill<D, KS, qattn_wg_tma_mode(QF)>(p, &maps);
-    }
-    k<<<grid, dim3(QATTN_WGMMA_THREADSN(NC)), smem, (cudaStream_t)stream>>>(p, maps, tma);
-    QATTN_MMA_CHECK(cudaGetLastError(), "attn wgmma kernel launch");
-    return QATTN_OK;
-}
-
-template <int D, int KB, int QF, int PF, int ACC>
-static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void *stream, qattn_err *err)
-{
-    const qattn_kernels_attn_params p = *pp;
-    int rc = QATTN_WGMMA_8BIT(QF) ? qattn_attn_fwd_mma_check<D, QF, KB, 1, PF, ACC>(p, err)
-                                  : qattn_attn_fwd_wgmma16_check<D, KB>(p, err);
-    if (rc || p.seqlen_q <= 0)
-        return rc;
-    const int cc = qattn_kernels_dev_cc();
-    if (cc != 90 || !strstr(QATTN_KERNELS_ARCHS, "sm_90a"))
-        return qattn_err_set(err, QATTN_KERNELS_ERR_UNSUPPORTED,
-                             "attn wgmma: needs an sm_90 GPU and a build for sm_90a (GPU sm_%d, built for %s)", cc,
-                             QATTN_KERNELS_ARCHS);
-    if constexpr (QF == QATTN_FMT_INT4) {
-        if (p.q_mean) { /* smooth=q: the dS plane first (wgmma_dsq.h) */
-            if (!p.ds || p.ds_ld % QATTN_DSQ_KEYS || p.ds_ld < p.seqlen_k ||
-                p.nqb < (p.seqlen_q + p.qblock - 1) / p.qblock)
-                return qattn_err_set(err, QATTN_ERR_ARG,
-                                     "attn wgmma: smooth=q needs the dS plane (params ds, qattn_kernels_attn_ds_bytes; "
-                                     "ds_ld %lld for %d keys)",
-                                     (long long)p.ds_ld, p.seqlen_k);
-            if ((rc = qattn_dsq_launch<D>(p, stream, err)))
-                return rc;
-        }
-    }
-    /* the block form: p.wg_form, or where it is 0 the rule (wgmma_form.h) for instances with the
-     * one-warpgroup form, else the instance's consumer warpgroups (qattn_wg_nc); QATTN_WG_NC=1 / 2 /
-     * 3 in the environment over both (for comparison); two for a fused Q (wgmma_qfuse.h: groups
-     * inside a 128-row tile) */
-    if (!p.q_fuse) {
-        constexpr bool SOLO = qattn_wg_solo_can(D, KB, QF, PF, ACC);
-        static const char *const env = getenv("QATTN_WG_NC");
-        int form = env && env[0] >= '1' && env[0] <= '3' ? env[0] - '0' : p.wg_form;
-        if (form == QATTN_WG_FORM_RULE)
-            form = SOLO ? qattn_wg_form(D, KB, QF, PF, ACC, p.mask, p.seqlen_k, qattn_wg_tma_lengths(p.cu_k != 0, p.seqlen_k))
-                        : qattn_wg_nc(QF);
-        /* 16-bit with 128-key blocks: two consumer warpgroups only (with three, at 160 registers, S of
-         * 128 keys and P's fragments spill 160 bytes and serialize the wgmmas: C7512) */
-        constexpr bool THREE = (QF != QATTN_FMT_FP16 && QF != QATTN_FMT_BF16) || KB == 64;
-        if constexpr (SOLO)
-            if (form == QATTN_WG_FORM_SOLO)
-                return qattn_attn_fwd_wgsolo_launch<D, KB, QF, PF, ACC>(p, stream, err);
-        if constexpr (THREE)
-            if (form == QATTN_WG_FORM_NC3 || (form == QATTN_WG_FORM_SOLO && qattn_wg_nc(QF) == QATTN_WG_FORM_NC3))
-                return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 3>(p, stream, err);
-    }
-    return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 2>(p, stream, err);
-}
-
-/* one instance: extern "C" launch function NAME for head dim D, key blocks
- * of KB keys, Q / K format QF (QATTN_FMT_INT8, INT4, E4M3: the quantized
- * schemes; FP16 / BF16: the baseline), P / V format PF (E4M3, INT8 or FP16
- * after 8-bit Q.K; QF for the baseline) and accumulator ACC (QATTN_ACC_*) */
-#define QATTN_ATTN_FWD_WGMMA_INSTANCE(D, KB, QF, PF, ACC, NAME)                            \
-    extern "C" int NAME(const qattn_kernels_attn_params *p, void *stream, qattn_err *err) \
-    {                                                                                      \
-        return qattn_attn_fwd_wgmma_launch<D, KB, QF, PF, ACC>(p, stream, err);           \
-    }
 
 #endif

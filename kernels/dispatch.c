@@ -716,6 +716,15 @@ int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_proble
                                        qattn_kernels_wg_tma_lengths(pb));
 }
 
+int qattn_kernels_wg_persist(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q)
+{
+    if (!g || g->family != QATTN_KERNELS_FAMILY_ATTN_FWD || g->path != QATTN_KERNELS_PATH_WGMMA || env_is("QATTN_WG_PERSIST", "0"))
+        return 0;
+    const int form = qattn_kernels_wg_form(g, pb, fused_q);
+    return form != QATTN_WG_FORM_SOLO && qattn_kernels_wg_tma_lengths(pb) &&
+           qattn_wg_persist(g->head_dim, g->q, g->p, g->acc, fused_q, pb->mask, pb->varlen);
+}
+
 const char *qattn_kernels_wg_form_name(int form)
 {
     return form == QATTN_WG_FORM_SOLO  ? "one warpgroup"

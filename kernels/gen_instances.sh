@@ -503,7 +503,7 @@ for d in $head_dims; do
         fn="qattn_kernels_launch_${name}"
         {
             banner "$what"
-            echo '#include "../attn_fwd_wgmma.h"'
+            echo '#include "../attn_fwd_wgmma_launch.h"'
             echo
             echo "QATTN_ATTN_FWD_WGMMA_INSTANCE(${d}, ${kb}, QATTN_FMT_${QK}, QATTN_FMT_${PVF}, ${acc_e}, ${fn})"
         } >"$out/${name}.hip"

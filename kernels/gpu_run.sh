@@ -62,8 +62,11 @@ run_check() {
     tprog test_kernels_quant_gpu
     echo "-- the wgmma instances with Q quantized by the attention kernel where it can (QATTN_FUSE_Q=1)"
     QATTN_FUSE_Q=1 qattn gpu-check --instance attn_fwd_wgmma --out "$out/gpu_check_fused_q.csv" --verbose || status=1
+    echo "-- the persistent d = 64 baselines on 5 CTAs, so that the cases' tiles loop (QATTN_WG_PERSIST_CTAS=5)"
+    QATTN_WG_PERSIST_CTAS=5 qattn gpu-check --instance attn_fwd_wgmma_d64_qk_ --out "$out/gpu_check_persist.csv" --verbose || status=1
     summary+=("gpu-check: $(awk -F, 'NR > 1 { n++; p += $6 } END { printf "%d of %d instances pass", p, n }' "$out/gpu_check.csv")")
     summary+=("gpu-check, QATTN_FUSE_Q=1: $(awk -F, 'NR > 1 { n++; p += $6 } END { printf "%d of %d wgmma instances pass", p, n }' "$out/gpu_check_fused_q.csv")")
+    summary+=("gpu-check, QATTN_WG_PERSIST_CTAS=5: $(awk -F, 'NR > 1 { n++; p += $6 } END { printf "%d of %d d = 64 instances pass", p, n }' "$out/gpu_check_persist.csv")")
 }
 
 # one compute-sanitizer run, counted: san TOOL LABEL COMMAND... (variable
@@ -98,6 +101,8 @@ run_sanitize() {
         for inst in attn_fwd_wgmma_d128_qk_int8 attn_fwd_wgmma_d64_kb64_qk_int8_pv_e4m3_acc_fp32; do
             QATTN_FUSE_Q=1 san "$tool" "$inst (QATTN_FUSE_Q=1)" qattn gpu-check --quick --instance "$inst"
         done
+        # the persistent d = 64 baseline on 3 CTAs (its quick case's 4 tiles loop)
+        QATTN_WG_PERSIST_CTAS=3 san "$tool" "attn_fwd_wgmma_d64_qk_bf16 (QATTN_WG_PERSIST_CTAS=3)" qattn gpu-check --quick --instance attn_fwd_wgmma_d64_qk_bf16
         # the quantization kernels' own test
         san "$tool" "test_kernels_quant_gpu --small" test_kernels_quant_gpu --small
     done

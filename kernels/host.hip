@@ -369,6 +369,14 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
             goto fail;
         pl->ap.ds = (float *)ds;
     }
+    if (pl->attn_sig->path == QATTN_KERNELS_PATH_WGMMA) { /* the persistent kernel's tile counter, zero */
+        void *w = NULL;
+        if ((rc = plan_alloc(pl, &w, 2 * sizeof(unsigned), err)))
+            goto fail;
+        if (!pl->ws_mode)
+            QATTN_HOST_CHECK(hipMemset(w, 0, 2 * sizeof(unsigned)), "clearing the tile counter");
+        pl->ap.work = (unsigned *)w;
+    }
     return QATTN_OK;
 fail:
     qattn_kernels_plan_free(pl);
@@ -379,8 +387,9 @@ char *qattn_kernels_plan_describe(const qattn_kernels_plan *pl, char *buf, size_
 {
     static const char *names[3] = {"q", "k", "v"};
     const int form = qattn_kernels_wg_form(pl->attn_sig, &pl->pb, pl->fuse_q);
-    int n = snprintf(buf, len, "%s (%s)%s%s%s", pl->attn_sig->name, qattn_kernels_path_name(pl->attn_sig->path),
-                     pl->fuse_q ? "; q fused" : "", form ? "; blocks of " : "", qattn_kernels_wg_form_name(form));
+    int n = snprintf(buf, len, "%s (%s)%s%s%s%s", pl->attn_sig->name, qattn_kernels_path_name(pl->attn_sig->path),
+                     pl->fuse_q ? "; q fused" : "", form ? "; blocks of " : "", qattn_kernels_wg_form_name(form),
+                     qattn_kernels_wg_persist(pl->attn_sig, &pl->pb, pl->fuse_q) ? ", persistent" : "");
     for (int i = 0; i < 3 && n >= 0 && (size_t)n < len; i++)
         if (pl->quantize[i])
             n += snprintf(buf + n, len - (size_t)n, "; %s %s", names[i], qattn_kernels_qroute_name(pl->qp[i].route));
@@ -436,6 +445,9 @@ int qattn_kernels_plan_quantize(const qattn_kernels_plan *pl, void *stream, int 
 
 int qattn_kernels_plan_attend(const qattn_kernels_plan *pl, void *stream, qattn_err *err)
 {
+    if (pl->ws_mode && pl->ap.work) /* in a caller's workspace: the tile counter cleared on the stream */
+        QATTN_HOST_CHECK(hipMemsetAsync(pl->ap.work, 0, 2 * sizeof(unsigned), (hipStream_t)stream),
+                         "clearing the tile counter");
     return pl->attn_sig->launch_attn(&pl->ap, stream, err);
 }
 
@@ -483,6 +495,7 @@ int qattn_kernels_plan_rebase(qattn_kernels_plan *pl, const qattn_kernels_io *ol
     a->k_mean = (const float *)rebase_ptr(a->k_mean, w0, u, w1, NULL, NULL);
     a->v_mean = (const float *)rebase_ptr(a->v_mean, w0, u, w1, NULL, NULL);
     a->ds = (float *)rebase_ptr(a->ds, w0, u, w1, NULL, NULL);
+    a->work = (unsigned *)rebase_ptr(a->work, w0, u, w1, NULL, NULL);
     a->o = (void *)rebase_ptr(a->o, w0, u, w1, old_io->o.data, io->o.data);
     a->lse = (float *)rebase_ptr(a->lse, w0, u, w1, old_io->lse, io->lse);
     a->cu_q = (const int *)rebase_ptr(a->cu_q, w0, u, w1, old_io->cu_seqlens_q_dev, io->cu_seqlens_q_dev);

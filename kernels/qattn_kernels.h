@@ -359,6 +359,8 @@ struct qattn_kernels_attn_params {
     float *ds;              /* [hq, nseq, nqb, ds_ld] scratch for smooth=q's dS c2 on instances with sig
                              * ds_plane (their launch writes it, then reads it; qattn_kernels_attn_ds_bytes), or NULL */
     int64_t ds_ld;          /* keys a row of ds: seqlen_k rounded up to QATTN_KERNELS_DS_KEYS (smooth=q) */
+    unsigned *work;         /* [2] zero: the persistent wgmma kernel's tile counter and its CTAs done (the last CTA
+                             * out zeroes both again; a plan with a wgmma instance holds one); NULL: a CTA a tile */
     const float *v_mean;    /* [hkv, nseq, d] V channel means added to O (smooth=v) or NULL */
     void *o;                /* dtype out; element (b, h, t, c) as for user tensors */
     int64_t o_sb, o_sh, o_st;
@@ -412,6 +414,10 @@ int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, c
  * pb->wg_form, QATTN_WG_NC=1 / 2 / 3 in the environment, else the rule there; two consumer warpgroups where
  * fused_q, g quantizing Q itself); 0 where g has one form */
 int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q);
+/* 1 where instance g runs pb in persistent CTAs (a CTA a multiprocessor taking tiles from the plan's counter,
+ * params work: qattn_wg_persist, kernels/wgmma_form.h, in the form with a producer, the key blocks by TMA;
+ * QATTN_WG_PERSIST=0 in the environment: never), else 0 */
+int qattn_kernels_wg_persist(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q);
 /* "one warpgroup", "two consumer warpgroups", "three consumer warpgroups" for a form (QATTN_WG_FORM_*; "" else) */
 const char *qattn_kernels_wg_form_name(int form);
 /* the form with a producer that instance g has beside the one-warpgroup form (QATTN_WG_FORM_NC2 or _NC3) */

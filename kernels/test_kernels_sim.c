@@ -594,6 +594,35 @@ static void check_wg_form(void)
         CHECK(qattn_kernels_wg_form(g, &pb, 0) == (both ? QATTN_WG_FORM_SOLO : 0), "%s asked for one warpgroup", g->name);
         CHECK(qattn_kernels_wg_form(g, &pb, 1) == (both ? QATTN_WG_FORM_NC2 : 0), "%s quantizing Q", g->name);
     }
+    /* persistent CTAs: the d = 64 baselines in the two-consumer form, no mask, equal lengths by TMA (sigs
+     * made here: this build's registry may hold no wgmma instance) */
+    for (int c = 0; c < 4; c++) {
+        qattn_kernels_sig g;
+        memset(&g, 0, sizeof g);
+        g.name = "persist case", g.family = QATTN_KERNELS_FAMILY_ATTN_FWD, g.path = QATTN_KERNELS_PATH_WGMMA;
+        g.head_dim = c == 1 ? 128 : 64, g.kblock_max = 128, g.acc = QATTN_ACC_FP32;
+        g.q = g.k = g.p = g.v = c == 2 ? QATTN_FMT_FP16 : QATTN_FMT_BF16;
+        if (c == 3) /* 8-bit Q.K */
+            g.q = g.k = QATTN_FMT_INT8, g.p = g.v = QATTN_FMT_E4M3, g.acc = QATTN_ACC_FP22;
+        const int want = c == 0 || c == 2;
+        memset(&pb, 0, sizeof pb);
+        pb.seqlen_q = pb.seqlen_k = 8192;
+        CHECK(qattn_kernels_wg_persist(&g, &pb, 0) == want, "case %d persistent at 8192 keys", c);
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 1), "case %d persistent with a fused Q", c);
+        pb.seqlen_k = 1024; /* blocks of one warpgroup */
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0), "case %d persistent at 1024 keys", c);
+        pb.seqlen_k = 8200; /* not whole 16-row groups: cp.async */
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0), "case %d persistent at 8200 keys", c);
+        pb.seqlen_k = 8192, pb.mask.kind = QATTN_MASK_CAUSAL;
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0), "case %d persistent with a causal mask", c);
+        pb.mask.kind = QATTN_MASK_NONE, pb.varlen = 1;
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0), "case %d persistent with varlen", c);
+    }
+    CHECK(qattn_wg_persist(64, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, 0, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 1 &&
+              qattn_wg_persist(128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, 0, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 0 &&
+              qattn_wg_persist(64, QATTN_FMT_INT8, QATTN_FMT_E4M3, QATTN_ACC_FP22, 0, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 0 &&
+              qattn_wg_persist(64, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32, 1, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 0,
+          "qattn_wg_persist: d = 64 baselines without a fused Q only");
 }
 
 /* the 8-bit wgmma tile's key order (a permutation: each key of a block once

@@ -83,6 +83,21 @@ QATTN_WG_FORM_FN long qattn_wg_solo_keys(int d, int kb, int qf, int pf, int tma)
         return d == 128 ? 1024 : 2048;
     return qf == QATTN_FMT_E4M3 && d == 128 ? 8192 : 4096;
 }
+/* persistent CTAs for the producer form (one CTA a multiprocessor taking tiles from a counter: the
+ * next tile's Q and first key blocks load under a tile's last blocks and epilogue), by measurement
+ * (NVIDIA H200, 2026-11-30, kernels/logs/h200_baseline_persist_ab.txt): the fp16 / bf16 baselines at
+ * d = 64 (1.02-1.07x at N = 4096-16384; their 2048 keys and fewer go to blocks of one warpgroup),
+ * where the tiles are of equal work (no mask, no varlen) and the key blocks load by TMA; at d = 128
+ * (two stages) the same kernel ran 0.88-0.95x. Not for a fused Q (its consumers write the Q tile). */
+QATTN_WG_FORM_FN int qattn_wg_persist_can(int d, int qf, int pf, int acc)
+{
+    return d == 64 && (qf == QATTN_FMT_FP16 || qf == QATTN_FMT_BF16) && pf == qf && acc == QATTN_ACC_FP32;
+}
+QATTN_WG_FORM_FN int qattn_wg_persist(int d, int qf, int pf, int acc, int q_fuse, qattn_mask m, int varlen)
+{
+    return qattn_wg_persist_can(d, qf, pf, acc) && !q_fuse && m.kind == QATTN_MASK_NONE && !varlen;
+}
+
 /* tma: K and V^T can be loaded by TMA (no varlen, seqlen_k a multiple of 16; the launch checks the
  * strides too, and loads by cp.async where they do not allow it) */
 QATTN_WG_FORM_FN int qattn_wg_tma_lengths(int varlen, int seqlen_k) { return !varlen && seqlen_k % 16 == 0; }
