@@ -23,7 +23,7 @@ static int qattn_attn_fwd_wgmma16_check(const qattn_kernels_attn_params &p, qatt
     if (p.kblock != KB || p.acc_chunk != 0)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: needs kblock=%d and acc=fp32 (got %d, %d)", KB,
                              p.kblock, p.acc_chunk);
-    if (p.q_fuse || p.q_scale || p.k_scale || p.v_scale || p.q_mean || p.k_mean || p.v_mean || p.pmul != 1.0f)
+    if (p.q_fuse || p.q_scale || p.k_scale || p.v_scale || p.q_mean || p.k_mean || p.pmul != 1.0f)
         return qattn_err_set(err, QATTN_ERR_ARG, "attn wgmma: the fp16 / bf16 instances take unscaled Q, K, V");
     if (!qattn_rows16_ok(p.q, p.q_sb, p.q_sh, p.q_st, 2) || !qattn_rows16_ok(p.k, p.k_sb, p.k_sh, p.k_st, 2) ||
         !qattn_rows16_ok(p.v, p.v_sb, p.v_sh, p.v_st, 2))

@@ -369,7 +369,7 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
             goto fail;
         pl->ap.ds = (float *)ds;
     }
-    if (pl->attn_sig->path == QATTN_KERNELS_PATH_WGMMA) { /* the persistent kernel's tile counter, zero */
+    if (qattn_kernels_wg_persist(pl->attn_sig, &pl->pb, pl->fuse_q)) { /* the persistent kernel's tile counter, zero */
         void *w = NULL;
         if ((rc = plan_alloc(pl, &w, 2 * sizeof(unsigned), err)))
             goto fail;

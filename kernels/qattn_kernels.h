@@ -360,7 +360,8 @@ struct qattn_kernels_attn_params {
                              * ds_plane (their launch writes it, then reads it; qattn_kernels_attn_ds_bytes), or NULL */
     int64_t ds_ld;          /* keys a row of ds: seqlen_k rounded up to QATTN_KERNELS_DS_KEYS (smooth=q) */
     unsigned *work;         /* [2] zero: the persistent wgmma kernel's tile counter and its CTAs done (the last CTA
-                             * out zeroes both again; a plan with a wgmma instance holds one); NULL: a CTA a tile */
+                             * out zeroes both again; a plan whose problem runs persistent holds one, so its launches
+                             * must be stream-ordered); NULL: a CTA a tile */
     const float *v_mean;    /* [hkv, nseq, d] V channel means added to O (smooth=v) or NULL */
     void *o;                /* dtype out; element (b, h, t, c) as for user tensors */
     int64_t o_sb, o_sh, o_st;

@@ -88,7 +88,7 @@ QATTN_WG_FORM_FN long qattn_wg_solo_keys(int d, int kb, int qf, int pf, int tma)
  * (NVIDIA H200, 2026-11-30, kernels/logs/h200_baseline_persist_ab.txt): the fp16 / bf16 baselines at
  * d = 64 (1.02-1.07x at N = 4096-16384; their 2048 keys and fewer go to blocks of one warpgroup),
  * where the tiles are of equal work (no mask, no varlen) and the key blocks load by TMA; at d = 128
- * (two stages) the same kernel ran 0.88-0.95x. Not for a fused Q (its consumers write the Q tile). */
+ * (two stages) the same kernel ran 0.87-0.94x at N >= 4096. Not for a fused Q (its consumers write the Q tile). */
 QATTN_WG_FORM_FN int qattn_wg_persist_can(int d, int qf, int pf, int acc)
 {
     return d == 64 && (qf == QATTN_FMT_FP16 || qf == QATTN_FMT_BF16) && pf == qf && acc == QATTN_ACC_FP32;
