@@ -656,14 +656,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                 if constexpr (!HALF)
                     qattn_wgmma_commit();
                 if constexpr (SER) {
-                    if constexpr (!HALF) {
-                        qattn_wgmma_wait<0>();
-#pragma unroll
-                        for (int x = 0; x < NO * 4; x++)
-                            qattn_wgmma_fence_reg(pv[x]);
-                        if constexpr (TWO)
-                            qattn_wgmma_o_update<NO>(o, *reinterpret_cast<pv_t(*)[NO * 4]>(pv), alA, alB);
-                    }
+                    if constexpr (!HALF)
+                        qattn_wgmma_pv_finish<NO, TWO>(o, pv, alA, alB);
                     if (U || lane == 0)
                         qattn_mbar_arrive(QATTN_WS_EMPTY(stage));
                 }

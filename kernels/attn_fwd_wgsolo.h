@@ -254,12 +254,7 @@ __global__ void __launch_bounds__(128, NB)
                 pv_t *pv = TWO ? reinterpret_cast<pv_t *>(&acc[0]) : reinterpret_cast<pv_t *>(&o[0][0]);
                 qattn_wgmma_pv_issue<D, KB, TWO, PIN>(pv, o, alA, alB, acc, pf, dv0, so);
                 qattn_wgmma_commit();
-                qattn_wgmma_wait<0>();
-#pragma unroll
-                for (int x = 0; x < NO * 4; x++)
-                    qattn_wgmma_fence_reg(pv[x]);
-                if constexpr (TWO)
-                    qattn_wgmma_o_update<NO>(o, *reinterpret_cast<pv_t(*)[NO * 4]>(pv), alA, alB);
+                qattn_wgmma_pv_finish<NO, TWO>(o, pv, alA, alB);
             }
         }
         /* block j0 + 2 KB into this stage once every warp's MMAs are done with it */

@@ -346,6 +346,19 @@ static __device__ __forceinline__ void qattn_wgmma_o_update(float (&o)[NO][4], c
     }
 }
 
+/* a block's P.V (issued and committed into pv) waited, its registers fenced for ptxas, and with two
+ * levels (TWO) added into O */
+template <int NO, int TWO, typename PA>
+static __device__ __forceinline__ void qattn_wgmma_pv_finish(float (&o)[NO][4], PA *pv, float alA, float alB)
+{
+    qattn_wgmma_wait<0>();
+#pragma unroll
+    for (int x = 0; x < NO * 4; x++)
+        qattn_wgmma_fence_reg(pv[x]);
+    if constexpr (TWO)
+        qattn_wgmma_o_update<NO>(o, *reinterpret_cast<PA(*)[NO * 4]>(pv), alA, alB);
+}
+
 /* O = O alpha, skipped by warps whose rows all kept their maxima (alpha = 1) */
 template <int NO>
 static __device__ __forceinline__ void qattn_wgmma_o_rescale(float (&o)[NO][4], float alA, float alB)
