@@ -98,7 +98,8 @@ static __host__ __device__ constexpr bool qattn_wg_ser(int d, int qf) { return !
  * its warpgroup's cp.async */
 template <int D, int KB, int QF, int PF, int ACC, int NC, bool PERSIST>
 __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
-    qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p, const __grid_constant__ qattn_wg_maps maps, int tma)
+    qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p, const __grid_constant__ qattn_wg_maps maps, int tma,
+                                int pingpong)
 {
     static_assert(D == 128 || D == 64, "the wgmma kernel is written for head dims 64 and 128 (swizzled rows)");
     static_assert(KB == 128 || KB == 64, "key blocks of 64 or 128 keys (swizzled rows)");
@@ -367,6 +368,24 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
 
     /* ================= consumers ================= */
     qattn_setmaxnreg_inc<CREG>();
+    /* ping-pong (pingpong, the launcher's rule; the 16-bit path with one key block a stage): the
+     * consumer warpgroups issue a block's P.V and the next Q.K in turn (named barrier TURN + cw: this
+     * warpgroup's turn), so that one's softmax runs under the others' MMAs. Every warpgroup runs the
+     * tile's key blocks J0..J1; the last opens the first turn of a tile and passes none after its last
+     * block, so that each barrier sees as many arrivals as waits */
+    constexpr int TURN = 4; /* 1, 2: the unpacking producer's; 3: the fused Q's */
+    auto turn_open = [&](int pp) {
+        if (pp && cw == NC - 1)
+            qattn_bar_arrive_id(TURN, 256);
+    };
+    auto turn_wait = [&](int pp) {
+        if (pp)
+            qattn_bar_sync_id(TURN + cw, 256);
+    };
+    auto turn_pass = [&](int pp, int more) {
+        if (pp && (more || cw < NC - 1))
+            qattn_bar_arrive_id(TURN + (cw + 1) % NC, 256);
+    };
     int stage = 0;
     uint32_t phase = 0, so = 0u; /* parity of the full barriers' current completion; stage * STAGE */
     uint32_t qn = 0u;            /* Q tiles used before this one */
@@ -461,6 +480,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                 qattn_wgmma_pv16_issue<D, KB, KS, BF>(o, alA, alB, pf, aV, KB / 16 * h);
                 qattn_wgmma_commit();
             };
+            const int pp = NH == 1 && !QSS && pingpong && J0 < J1;
+            turn_open(pp);
             if (J0 < J1) {
                 if (!PERSIST)
                     qattn_mbar_wait(QATTN_WS_QBAR, qn & 1u);
@@ -502,6 +523,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                         qattn_wgmma_wait<0>(); /* the block before's P.V (the softmax under it: C7515) */
                     qattn_wgmma_softmax16<KB>(sh, j0 + KB * hb, loA, hiA, loB, hiB, c2, mA, mB, lA, lB, alA, alB);
                     qattn_wgmma_pack16<KB, BF>(sh, pf[hb]);
+                    turn_wait(pp);
                     issue_pv(pf[hb], aV, hb, alA, alB);
                 }
                 if (more) {
@@ -510,8 +532,10 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                         qattn_fence_proxy_async_smem();
                     }
                     issue_qk(nso);
+                    turn_pass(pp, 1);
                     qattn_wgmma_wait<1>(); /* the P.V done, the next Q.K may run on */
                 } else {
+                    turn_pass(pp, 0);
                     qattn_wgmma_wait<0>();
                 }
                 if (lane == 0)

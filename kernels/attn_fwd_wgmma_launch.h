@@ -45,7 +45,7 @@ static int qattn_attn_fwd_wgmma_launch_nc(const qattn_kernels_attn_params &p, vo
         QATTN_WGMMA_SMEM(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), KB, QATTN_WGMMA_WIDEN(QF, PF, ACC), QATTN_WGMMA_BMN(NC));
     const int bm = QATTN_WGMMA_BMN(NC);
     dim3 grid((unsigned)((p.seqlen_q + bm - 1) / bm), (unsigned)p.hq, (unsigned)p.nseq);
-    void (*k)(qattn_kernels_attn_params, const qattn_wg_maps, int) = &qattn_attn_fwd_wgmma_kernel<D, KB, QF, PF, ACC, NC, false>;
+    void (*k)(qattn_kernels_attn_params, const qattn_wg_maps, int, int) = &qattn_attn_fwd_wgmma_kernel<D, KB, QF, PF, ACC, NC, false>;
     /* the key blocks by TMA where the instance and the layout allow (QATTN_WG_TMA=0: cp.async) */
     qattn_wg_maps maps;
     memset(&maps, 0, sizeof maps);
@@ -77,7 +77,12 @@ static int qattn_attn_fwd_wgmma_launch_nc(const qattn_kernels_attn_params &p, vo
     }
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                     "attn wgmma: raising the shared-memory limit");
-    k<<<grid, dim3(QATTN_WGMMA_THREADSN(NC)), smem, (cudaStream_t)stream>>>(p, maps, tma);
+    /* ping-pong of the consumer warpgroups where the rule takes it (wgmma_form.h; QATTN_WG_PINGPONG=0 /
+     * 1 in the environment: never / wherever compiled, for comparison) */
+    static const char *const ppenv = getenv("QATTN_WG_PINGPONG");
+    const int pingpong = NC == 2 && (ppenv && (ppenv[0] == '0' || ppenv[0] == '1') ? ppenv[0] == '1'
+                                                                                     : qattn_wg_pingpong(D, QF, PF, ACC, p.mask));
+    k<<<grid, dim3(QATTN_WGMMA_THREADSN(NC)), smem, (cudaStream_t)stream>>>(p, maps, tma, pingpong);
     QATTN_MMA_CHECK(cudaGetLastError(), "attn wgmma kernel launch");
     return QATTN_OK;
 }

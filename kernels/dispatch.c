@@ -725,6 +725,16 @@ int qattn_kernels_wg_persist(const qattn_kernels_sig *g, const qattn_kernels_pro
            qattn_wg_persist(g->head_dim, g->q, g->p, g->acc, fused_q, pb->mask, pb->varlen);
 }
 
+int qattn_kernels_wg_pingpong(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q)
+{
+    if (!g || g->family != QATTN_KERNELS_FAMILY_ATTN_FWD || g->path != QATTN_KERNELS_PATH_WGMMA ||
+        (g->q != QATTN_FMT_FP16 && g->q != QATTN_FMT_BF16) || env_is("QATTN_WG_PINGPONG", "0"))
+        return 0;
+    if (qattn_kernels_wg_form(g, pb, fused_q) == QATTN_WG_FORM_SOLO)
+        return 0;
+    return env_is("QATTN_WG_PINGPONG", "1") || qattn_wg_pingpong(g->head_dim, g->q, g->p, g->acc, pb->mask);
+}
+
 const char *qattn_kernels_wg_form_name(int form)
 {
     return form == QATTN_WG_FORM_SOLO  ? "one warpgroup"

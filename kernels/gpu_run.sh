@@ -64,8 +64,11 @@ run_check() {
     QATTN_FUSE_Q=1 qattn gpu-check --instance attn_fwd_wgmma --out "$out/gpu_check_fused_q.csv" --verbose || status=1
     echo "-- the persistent d = 64 baselines on 5 CTAs, so that the cases' tiles loop (QATTN_WG_PERSIST_CTAS=5)"
     QATTN_WG_PERSIST_CTAS=5 qattn gpu-check --instance attn_fwd_wgmma_d64_qk_ --out "$out/gpu_check_persist.csv" --verbose || status=1
+    echo "-- the d = 128 baselines in ping-pong with every mask (QATTN_WG_PINGPONG=1; the rule: no mask only)"
+    QATTN_WG_PINGPONG=1 qattn gpu-check --instance attn_fwd_wgmma_d128_qk_ --out "$out/gpu_check_pingpong.csv" --verbose || status=1
     summary+=("gpu-check: $(awk -F, 'NR > 1 { n++; p += $6 } END { printf "%d of %d instances pass", p, n }' "$out/gpu_check.csv")")
     summary+=("gpu-check, QATTN_FUSE_Q=1: $(awk -F, 'NR > 1 { n++; p += $6 } END { printf "%d of %d wgmma instances pass", p, n }' "$out/gpu_check_fused_q.csv")")
+    summary+=("gpu-check, QATTN_WG_PINGPONG=1: $(awk -F, 'NR > 1 { n++; p += $6 } END { printf "%d of %d d = 128 instances pass", p, n }' "$out/gpu_check_pingpong.csv")")
     summary+=("gpu-check, QATTN_WG_PERSIST_CTAS=5: $(awk -F, 'NR > 1 { n++; p += $6 } END { printf "%d of %d d = 64 instances pass", p, n }' "$out/gpu_check_persist.csv")")
 }
 
@@ -103,9 +106,13 @@ run_sanitize() {
         done
         # the persistent d = 64 baseline on 3 CTAs (its quick case's 4 tiles loop)
         QATTN_WG_PERSIST_CTAS=3 san "$tool" "attn_fwd_wgmma_d64_qk_bf16 (QATTN_WG_PERSIST_CTAS=3)" qattn gpu-check --quick --instance attn_fwd_wgmma_d64_qk_bf16
+        # the d = 128 baseline's consumer warpgroups in ping-pong, every mask of the quick cases
+        QATTN_WG_PINGPONG=1 san "$tool" "attn_fwd_wgmma_d128_qk_bf16 (QATTN_WG_PINGPONG=1)" qattn gpu-check --quick --instance attn_fwd_wgmma_d128_qk_bf16
         # the quantization kernels' own test
         san "$tool" "test_kernels_quant_gpu --small" test_kernels_quant_gpu --small
     done
+    # the ping-pong's named barriers
+    QATTN_WG_PINGPONG=1 san synccheck "attn_fwd_wgmma_d128_qk (QATTN_WG_PINGPONG=1)" qattn gpu-check --quick --instance attn_fwd_wgmma_d128_qk
     rm -f "$out/san_tmp.log"
     summary+=("compute-sanitizer: $((n - bad)) of $n runs clean")
 }

@@ -387,9 +387,10 @@ char *qattn_kernels_plan_describe(const qattn_kernels_plan *pl, char *buf, size_
 {
     static const char *names[3] = {"q", "k", "v"};
     const int form = qattn_kernels_wg_form(pl->attn_sig, &pl->pb, pl->fuse_q);
-    int n = snprintf(buf, len, "%s (%s)%s%s%s%s", pl->attn_sig->name, qattn_kernels_path_name(pl->attn_sig->path),
+    int n = snprintf(buf, len, "%s (%s)%s%s%s%s%s", pl->attn_sig->name, qattn_kernels_path_name(pl->attn_sig->path),
                      pl->fuse_q ? "; q fused" : "", form ? "; blocks of " : "", qattn_kernels_wg_form_name(form),
-                     qattn_kernels_wg_persist(pl->attn_sig, &pl->pb, pl->fuse_q) ? ", persistent" : "");
+                     qattn_kernels_wg_persist(pl->attn_sig, &pl->pb, pl->fuse_q) ? ", persistent" : "",
+                     qattn_kernels_wg_pingpong(pl->attn_sig, &pl->pb, pl->fuse_q) ? ", ping-pong" : "");
     for (int i = 0; i < 3 && n >= 0 && (size_t)n < len; i++)
         if (pl->quantize[i])
             n += snprintf(buf + n, len - (size_t)n, "; %s %s", names[i], qattn_kernels_qroute_name(pl->qp[i].route));

@@ -559,6 +559,24 @@ static __device__ __forceinline__ void qattn_bar_sync(void)
     asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(NT) : "memory");
 #endif
 }
+/* named barrier id (a register) among nt threads: this thread waits for the
+ * rest / only counts itself (ping-pong between consumer warpgroups) */
+static __device__ __forceinline__ void qattn_bar_sync_id(int id, int nt)
+{
+#if QATTN_WGMMA
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(nt) : "memory");
+#else
+    (void)id, (void)nt;
+#endif
+}
+static __device__ __forceinline__ void qattn_bar_arrive_id(int id, int nt)
+{
+#if QATTN_WGMMA
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(nt) : "memory");
+#else
+    (void)id, (void)nt;
+#endif
+}
 /* warpgroup register budget (every warp of the warpgroup executes it) */
 template <int N>
 static __device__ __forceinline__ void qattn_setmaxnreg_inc(void)

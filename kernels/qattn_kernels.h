@@ -419,6 +419,10 @@ int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_proble
  * params work: qattn_wg_persist, kernels/wgmma_form.h, in the form with a producer, the key blocks by TMA;
  * QATTN_WG_PERSIST=0 in the environment: never), else 0 */
 int qattn_kernels_wg_persist(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q);
+/* 1 where instance g runs pb with its consumer warpgroups in ping-pong (the 16-bit baselines in the form with
+ * a producer: qattn_wg_pingpong, kernels/wgmma_form.h; QATTN_WG_PINGPONG=0 / 1 in the environment: never /
+ * always), else 0 */
+int qattn_kernels_wg_pingpong(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q);
 /* "one warpgroup", "two consumer warpgroups", "three consumer warpgroups" for a form (QATTN_WG_FORM_*; "" else) */
 const char *qattn_kernels_wg_form_name(int form);
 /* the form with a producer that instance g has beside the one-warpgroup form (QATTN_WG_FORM_NC2 or _NC3) */

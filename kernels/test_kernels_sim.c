@@ -507,6 +507,20 @@ static void check_ds_bytes(void)
 
 /* the wgmma block form (wgmma_form.h): which instances have both, and the rule's choice by the
  * keys a row sees (hand-worked cases); the dispatcher's answer for the registry's instances */
+
+/* a wgmma attention signature made by hand for the form rules (this build's registry may hold no wgmma
+ * instance): head dim d; case c 2 fp16, 3 int8 Q.K with e4m3 P.V, else bf16 */
+static qattn_kernels_sig wg_rule_sig(const char *name, int d, int c)
+{
+    qattn_kernels_sig g;
+    memset(&g, 0, sizeof g);
+    g.name = name, g.family = QATTN_KERNELS_FAMILY_ATTN_FWD, g.path = QATTN_KERNELS_PATH_WGMMA;
+    g.head_dim = d, g.kblock_max = 128, g.acc = QATTN_ACC_FP32;
+    g.q = g.k = g.p = g.v = c == 2 ? QATTN_FMT_FP16 : QATTN_FMT_BF16;
+    if (c == 3)
+        g.q = g.k = QATTN_FMT_INT8, g.p = g.v = QATTN_FMT_E4M3, g.acc = QATTN_ACC_FP22;
+    return g;
+}
 static void check_wg_form(void)
 {
     const qattn_mask none = {QATTN_MASK_NONE, 0, 0}, causal = {QATTN_MASK_CAUSAL, 0, 0};
@@ -597,13 +611,7 @@ static void check_wg_form(void)
     /* persistent CTAs: the d = 64 baselines in the two-consumer form, no mask, equal lengths by TMA (sigs
      * made here: this build's registry may hold no wgmma instance) */
     for (int c = 0; c < 4; c++) {
-        qattn_kernels_sig g;
-        memset(&g, 0, sizeof g);
-        g.name = "persist case", g.family = QATTN_KERNELS_FAMILY_ATTN_FWD, g.path = QATTN_KERNELS_PATH_WGMMA;
-        g.head_dim = c == 1 ? 128 : 64, g.kblock_max = 128, g.acc = QATTN_ACC_FP32;
-        g.q = g.k = g.p = g.v = c == 2 ? QATTN_FMT_FP16 : QATTN_FMT_BF16;
-        if (c == 3) /* 8-bit Q.K */
-            g.q = g.k = QATTN_FMT_INT8, g.p = g.v = QATTN_FMT_E4M3, g.acc = QATTN_ACC_FP22;
+        const qattn_kernels_sig g = wg_rule_sig("persist case", c == 1 ? 128 : 64, c);
         const int want = c == 0 || c == 2;
         memset(&pb, 0, sizeof pb);
         pb.seqlen_q = pb.seqlen_k = 8192;
@@ -623,6 +631,24 @@ static void check_wg_form(void)
               qattn_wg_persist(64, QATTN_FMT_INT8, QATTN_FMT_E4M3, QATTN_ACC_FP22, 0, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 0 &&
               qattn_wg_persist(64, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32, 1, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 0,
           "qattn_wg_persist: d = 64 baselines without a fused Q only");
+    /* ping-pong: the d = 128 baselines without a mask */
+    for (int c = 0; c < 5; c++) {
+        qattn_kernels_sig g = wg_rule_sig("ping-pong case", c == 1 ? 64 : 128, c);
+        if (c == 4) /* the mma.sync path */
+            g.path = QATTN_KERNELS_PATH_MMA;
+        const int want = c == 0 || c == 2;
+        memset(&pb, 0, sizeof pb);
+        pb.seqlen_q = pb.seqlen_k = 4096;
+        CHECK(qattn_kernels_wg_pingpong(&g, &pb, 0) == want, "case %d ping-pong at 4096 keys", c);
+        pb.seqlen_k = 4100, pb.varlen = 1;
+        CHECK(qattn_kernels_wg_pingpong(&g, &pb, 0) == want, "case %d ping-pong with varlen", c);
+        pb.mask.kind = QATTN_MASK_CAUSAL;
+        CHECK(!qattn_kernels_wg_pingpong(&g, &pb, 0), "case %d ping-pong with a causal mask", c);
+    }
+    CHECK(qattn_wg_pingpong(128, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32, (qattn_mask){QATTN_MASK_NONE, 0, 0}) == 1 &&
+              qattn_wg_pingpong(128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, (qattn_mask){QATTN_MASK_WINDOW, 64, 0}) == 0 &&
+              qattn_wg_pingpong(64, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, (qattn_mask){QATTN_MASK_NONE, 0, 0}) == 0,
+          "qattn_wg_pingpong: d = 128 baselines without a mask only");
 }
 
 /* the 8-bit wgmma tile's key order (a permutation: each key of a block once

@@ -34,9 +34,10 @@
 #define QATTN_WGMMA_KS(qf, kb, bm) (QATTN_WGMMA_8BIT(qf) || (bm) > 128 ? (kb) : 128)
 #define QATTN_WGMMA_STAGEB(d, qf, vf, kb, bm)                                                                        \
     (QATTN_WGMMA_KS(qf, kb, bm) * (d) * (QATTN_WGMMA_ES(qf, vf) + (QATTN_WGMMA_V16(qf, vf) ? 2 : 1)))
-/* 4 stages, 2 where 4 do not fit (16-bit d = 128; e4m3 Q / K widened at d = 128 with their staging) */
+/* 4 stages; 3 where 4 do not fit (16-bit d = 128: 3 x 64 KB beside the 32 KB Q tile), 2 for e4m3 Q / K
+ * widened at d = 128 with their staging */
 #define QATTN_WGMMA_NSTAGES(d, qf, vf, kb, bm)                                                                      \
-    (QATTN_WGMMA_STAGEB(d, qf, vf, kb, bm) > 32768 || (QATTN_WGMMA_WQK(qf, vf) && (d) > 64) ? 2 : 4)
+    (QATTN_WGMMA_WQK(qf, vf) && (d) > 64 ? 2 : QATTN_WGMMA_STAGEB(d, qf, vf, kb, bm) > 32768 ? 3 : 4)
 /* the unpacking producer (wgmma_unpack.h; int4 Q/K, e4m3 V widened to fp16: wv, e4m3 Q/K widened
  * too: wk): its staging ring (slots of packed / e4m3 K, and of e4m3 V rows), dS ([stages][bm / 16][keys]
  * floats, smooth=q's rows of the plane: Q blocks of a multiple of 16 rows) and Q's packed / e4m3 rows */
