@@ -64,7 +64,7 @@ run_check() {
     QATTN_FUSE_Q=1 qattn gpu-check --instance attn_fwd_wgmma --out "$out/gpu_check_fused_q.csv" --verbose || status=1
     echo "-- the persistent d = 64 baselines on 5 CTAs, so that the cases' tiles loop (QATTN_WG_PERSIST_CTAS=5)"
     QATTN_WG_PERSIST_CTAS=5 qattn gpu-check --instance attn_fwd_wgmma_d64_qk_ --out "$out/gpu_check_persist.csv" --verbose || status=1
-    echo "-- the d = 128 baselines in ping-pong with every mask (QATTN_WG_PINGPONG=1; the rule: no mask only)"
+    echo "-- the d = 128 baselines in ping-pong with every mask (QATTN_WG_PINGPONG=1; the rule: not with a window)"
     QATTN_WG_PINGPONG=1 qattn gpu-check --instance attn_fwd_wgmma_d128_qk_ --out "$out/gpu_check_pingpong.csv" --verbose || status=1
     summary+=("gpu-check: $(awk -F, 'NR > 1 { n++; p += $6 } END { printf "%d of %d instances pass", p, n }' "$out/gpu_check.csv")")
     summary+=("gpu-check, QATTN_FUSE_Q=1: $(awk -F, 'NR > 1 { n++; p += $6 } END { printf "%d of %d wgmma instances pass", p, n }' "$out/gpu_check_fused_q.csv")")

@@ -631,7 +631,7 @@ static void check_wg_form(void)
               qattn_wg_persist(64, QATTN_FMT_INT8, QATTN_FMT_E4M3, QATTN_ACC_FP22, 0, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 0 &&
               qattn_wg_persist(64, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32, 1, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 0,
           "qattn_wg_persist: d = 64 baselines without a fused Q only");
-    /* ping-pong: the d = 128 baselines without a mask */
+    /* ping-pong: the d = 128 baselines, no mask or causal */
     for (int c = 0; c < 5; c++) {
         qattn_kernels_sig g = wg_rule_sig("ping-pong case", c == 1 ? 64 : 128, c);
         if (c == 4) /* the mma.sync path */
@@ -643,12 +643,15 @@ static void check_wg_form(void)
         pb.seqlen_k = 4100, pb.varlen = 1;
         CHECK(qattn_kernels_wg_pingpong(&g, &pb, 0) == want, "case %d ping-pong with varlen", c);
         pb.mask.kind = QATTN_MASK_CAUSAL;
-        CHECK(!qattn_kernels_wg_pingpong(&g, &pb, 0), "case %d ping-pong with a causal mask", c);
+        CHECK(qattn_kernels_wg_pingpong(&g, &pb, 0) == want, "case %d ping-pong with a causal mask", c);
+        pb.mask = (qattn_mask){QATTN_MASK_WINDOW, 256, 0};
+        CHECK(!qattn_kernels_wg_pingpong(&g, &pb, 0), "case %d ping-pong with a window", c);
     }
     CHECK(qattn_wg_pingpong(128, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32, (qattn_mask){QATTN_MASK_NONE, 0, 0}) == 1 &&
+              qattn_wg_pingpong(128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, (qattn_mask){QATTN_MASK_CAUSAL_BR, 0, 0}) == 1 &&
               qattn_wg_pingpong(128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, (qattn_mask){QATTN_MASK_WINDOW, 64, 0}) == 0 &&
               qattn_wg_pingpong(64, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, (qattn_mask){QATTN_MASK_NONE, 0, 0}) == 0,
-          "qattn_wg_pingpong: d = 128 baselines without a mask only");
+          "qattn_wg_pingpong: d = 128 baselines, no window");
 }
 
 /* the 8-bit wgmma tile's key order (a permutation: each key of a block once

@@ -100,12 +100,13 @@ QATTN_WG_FORM_FN int qattn_wg_persist(int d, int qf, int pf, int acc, int q_fuse
 /* ping-pong of the two consumer warpgroups (each issues its P.V and next Q.K in its turn, so that one's
  * softmax runs under the other's MMAs; compiled for the 16-bit stages of one key block), by measurement
  * (NVIDIA H200, 2026-11-30, kernels/logs/h200_baseline_pingpong_ab.txt): the fp16 / bf16 baselines at
- * d = 128 without a mask (1.01-1.03x at N = 4096-16384); causal 0.97-1.01x (a diagonal tile's two
- * warpgroups see unequal keys), d = 64 in persistent CTAs 0.88-0.90x */
+ * d = 128 with three stages, no mask (1.01-1.05x at N = 4096-16384) and causal (1.02-1.08x at N =
+ * 2048-16384; with two stages 0.97-1.01x); d = 64 in persistent CTAs 0.88-0.90x. Not measured with a
+ * window: off there */
 QATTN_WG_FORM_FN int qattn_wg_pingpong(int d, int qf, int pf, int acc, qattn_mask m)
 {
     return d == 128 && (qf == QATTN_FMT_FP16 || qf == QATTN_FMT_BF16) && pf == qf && acc == QATTN_ACC_FP32 &&
-           m.kind == QATTN_MASK_NONE;
+           m.kind != QATTN_MASK_WINDOW;
 }
 
 /* tma: K and V^T can be loaded by TMA (no varlen, seqlen_k a multiple of 16; the launch checks the
