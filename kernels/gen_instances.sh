@@ -318,7 +318,7 @@ for d in $head_dims; do
         fn="qattn_kernels_launch_${name}"
         {
             banner "Decode (split-KV over a paged cache), NVIDIA mma.sync path: d=${d}, ${cf} cache."
-            echo '#include "../decode_mma.h"'
+            echo '#include "../decode_mma_launch.h"'
             echo
             echo "QATTN_DECODE_MMA_INSTANCE(${d}, QATTN_FMT_${CF}, ${fn})"
         } >"$out/${name}.hip"

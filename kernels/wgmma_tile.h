@@ -4,7 +4,7 @@
 #ifndef QATTN_KERNELS_WGMMA_TILE_H
 #define QATTN_KERNELS_WGMMA_TILE_H
 
-#include "mma_nvidia.h" /* the wgmma descriptors */
+#include "wgmma_nvidia.h" /* the wgmma descriptors */
 #include "qattn/numerics.h" /* QATTN_FMT_* */
 
 /* query rows and threads of a block with nc consumer warpgroups (64 rows each) and one producer */

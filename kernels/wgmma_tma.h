@@ -7,7 +7,7 @@
 #include <cuda.h>   /* CUtensorMap */
 #include <stdlib.h> /* getenv */
 
-#include "mma_nvidia.h" /* qattn_tma_load4 / 5 */
+#include "wgmma_nvidia.h" /* qattn_tma_load4 / 5 */
 
 /* by the mode of an instance (qattn_wg_tma_mode): 0, 8-bit codes: K (5-D: channels, then rows e, i,
  * u, 16-row groups with strides 1, 4, 2, 16 rows, so that a box lands in the sigma order) and V^T

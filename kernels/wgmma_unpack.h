@@ -8,7 +8,8 @@
 
 #include <cuda_fp16.h>
 
-#include "mma_nvidia.h"    /* cp.async, mbarriers, ldmatrix, mma.sync */
+#include "mma_nvidia.h"    /* cp.async, ldmatrix, mma.sync */
+#include "wgmma_nvidia.h"  /* mbarriers, named barriers */
 #include "qattn_kernels.h" /* qattn_kernels_attn_params */
 #include "wgmma_keys.h"    /* sigma, the unpacking */
 #include "wgmma_tile.h"    /* the tile layout */

@@ -1,0 +1,247 @@
+/* The wgmma path's rules, checked on the host: the block form a problem takes
+ * (wgmma_form.h: one warpgroup or consumer warpgroups, persistent CTAs,
+ * ping-pong) on hand-made signatures and on the registry's instances, and
+ * the 8-bit tile's key order and the K groups it can index (wgmma_keys.h). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tests/check.h"
+#include "qattn/numerics.h"
+#include "qattn_kernels.h"
+#include "wgmma_form.h"
+#include "wgmma_keys.h"
+
+/* the wgmma block form (wgmma_form.h): which instances have both, and the rule's choice by the
+ * keys a row sees (hand-worked cases); the dispatcher's answer for the registry's instances */
+
+/* a wgmma attention signature made by hand for the form rules (this build's registry may hold no wgmma
+ * instance): head dim d; case c 2 fp16, 3 int8 Q.K with e4m3 P.V, else bf16 */
+static qattn_kernels_sig wg_rule_sig(const char *name, int d, int c)
+{
+    qattn_kernels_sig g;
+    memset(&g, 0, sizeof g);
+    g.name = name, g.family = QATTN_KERNELS_FAMILY_ATTN_FWD, g.path = QATTN_KERNELS_PATH_WGMMA;
+    g.head_dim = d, g.kblock_max = 128, g.acc = QATTN_ACC_FP32;
+    g.q = g.k = g.p = g.v = c == 2 ? QATTN_FMT_FP16 : QATTN_FMT_BF16;
+    if (c == 3)
+        g.q = g.k = QATTN_FMT_INT8, g.p = g.v = QATTN_FMT_E4M3, g.acc = QATTN_ACC_FP22;
+    return g;
+}
+static void check_wg_form(void)
+{
+    const qattn_mask none = {QATTN_MASK_NONE, 0, 0}, causal = {QATTN_MASK_CAUSAL, 0, 0};
+    const qattn_mask br = {QATTN_MASK_CAUSAL_BR, 0, 0}, win = {QATTN_MASK_WINDOW, 1000, 23};
+    const int I8 = QATTN_FMT_INT8, E4 = QATTN_FMT_E4M3, FP22 = QATTN_ACC_FP22;
+    CHECK(qattn_wg_solo_can(128, 128, I8, E4, FP22) && qattn_wg_solo_can(128, 64, I8, E4, FP22) &&
+              qattn_wg_solo_can(64, 128, E4, E4, FP22),
+          "sage2-8b-sm90, sage2-8b, fa3-fp8 have both forms");
+    CHECK(qattn_wg_solo_can(128, 64, I8, I8, QATTN_ACC_FP32) && !qattn_wg_solo_can(128, 64, E4, I8, QATTN_ACC_FP32),
+          "sage1-vb (int8 P.V, exact per block) has both");
+    CHECK(qattn_wg_solo_can(128, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16) &&
+              qattn_wg_solo_can(64, 128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32) &&
+              qattn_wg_solo_can(64, 128, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32) &&
+              !qattn_wg_solo_can(128, 128, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32),
+          "sage1-b (fp16 P.V, f16 O) and the baselines at d = 64 have both");
+    CHECK(!qattn_wg_solo_can(128, 64, E4, E4, FP22) && !qattn_wg_solo_can(128, 128, I8, E4, QATTN_ACC_FP32) &&
+              !qattn_wg_solo_can(128, 128, QATTN_FMT_INT4, E4, FP22) &&
+              !qattn_wg_solo_can(128, 64, QATTN_FMT_FP16, QATTN_FMT_BF16, QATTN_ACC_FP32),
+          "e4m3 Q.K with d > kb, widened P.V, int4, mixed 16-bit types have one");
+    CHECK(qattn_wg_solo_tma(I8, E4) && qattn_wg_solo_tma(E4, E4) && qattn_wg_solo_tma(I8, I8) &&
+              !qattn_wg_solo_tma(I8, QATTN_FMT_FP16) && !qattn_wg_solo_tma(QATTN_FMT_BF16, QATTN_FMT_BF16),
+          "TMA loads: 8-bit K and V^T only");
+    CHECK(qattn_wg_nc(I8) == QATTN_WG_FORM_NC3 && qattn_wg_nc(QATTN_FMT_INT4) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_nc(QATTN_FMT_FP16) == QATTN_WG_FORM_NC2,
+          "the producer form: three consumers for 8-bit codes, two for the baselines");
+    CHECK(qattn_wg_row_keys(none, 4096) == 4096 && qattn_wg_row_keys(causal, 8191) == 4096 &&
+              qattn_wg_row_keys(br, 8192) == 4096 && qattn_wg_row_keys(win, 65536) == 1024 && qattn_wg_row_keys(win, 500) == 500,
+          "keys a row sees");
+    /* loaded by cp.async (tma 0: varlen, or lengths not of whole 16-row groups) */
+    CHECK(qattn_wg_form(128, 128, I8, E4, FP22, none, 4096, 0) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 128, I8, E4, FP22, none, 4097, 0) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(128, 128, I8, E4, FP22, causal, 8192, 0) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 128, I8, E4, FP22, causal, 16384, 0) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(128, 128, I8, E4, FP22, win, 1 << 20, 0) == QATTN_WG_FORM_SOLO,
+          "int8 Q.K: one warpgroup up to 4096 keys a row");
+    CHECK(qattn_wg_form(128, 128, E4, E4, FP22, none, 8192, 0) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 128, E4, E4, FP22, none, 8208, 0) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(64, 128, E4, E4, FP22, none, 8192, 0) == QATTN_WG_FORM_NC3,
+          "e4m3 Q.K: up to 8192 at d = 128, 4096 at d = 64");
+    /* K and V^T by TMA: e4m3 at d = 128 and the d = 64 instances at any length */
+    CHECK(qattn_wg_form(128, 128, E4, E4, FP22, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(64, 64, I8, E4, FP22, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(64, 64, I8, E4, FP22, none, 1 << 20, 0) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(128, 128, I8, E4, FP22, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 64, I8, E4, FP22, none, 4096, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 64, I8, E4, FP22, none, 4112, 1) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(128, 64, I8, E4, FP22, causal, 16384, 1) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(64, 128, E4, E4, FP22, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(64, 128, I8, E4, FP22, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(64, 128, E4, E4, FP22, none, 8192, 0) == QATTN_WG_FORM_NC3,
+          "with TMA: e4m3 d = 128, int8 d = 128 with 128-key blocks and d = 64 always; 64-key int8 d = 128 as without");
+    CHECK(qattn_wg_form(128, 64, I8, I8, QATTN_ACC_FP32, none, 1 << 20, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 64, I8, I8, QATTN_ACC_FP32, none, 8192, 0) == QATTN_WG_FORM_NC3,
+          "int8 P.V: always with TMA, up to 4096 keys without");
+    CHECK(qattn_wg_form(128, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, none, 1024, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, causal, 2048, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(128, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, none, 1040, 1) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(64, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, none, 2048, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(64, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, none, 4096, 1) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(64, 128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, causal, 4096, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(64, 128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, none, 4096, 1) == QATTN_WG_FORM_NC2 &&
+              qattn_wg_form(128, 128, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32, none, 64, 1) == QATTN_WG_FORM_NC2,
+          "f16 P.V: one warpgroup up to 1024 keys at d = 128, 2048 at d = 64, TMA or not; 16-bit d = 128: two always");
+    CHECK(qattn_wg_tma_lengths(0, 4096) && !qattn_wg_tma_lengths(1, 4096) && !qattn_wg_tma_lengths(0, 1000), "TMA lengths");
+    CHECK(qattn_wg_form(128, 128, QATTN_FMT_INT4, E4, FP22, none, 64, 1) == QATTN_WG_FORM_NC3, "int4: three always");
+    /* the registry: the instances built here */
+    qattn_kernels_problem pb;
+    memset(&pb, 0, sizeof pb);
+    pb.seqlen_k = 16384;
+    pb.varlen = 1; /* K and V^T by cp.async: the rule's limits hold */
+    for (size_t i = 0; i < qattn_kernels_count(); i++) {
+        const qattn_kernels_sig *g = qattn_kernels_get(i);
+        const int both = g->path == QATTN_KERNELS_PATH_WGMMA && g->family == QATTN_KERNELS_FAMILY_ATTN_FWD &&
+                         ((strstr(g->name, "_pv_e4m3_acc_fp22") != NULL &&
+                           (strstr(g->name, "_qk_int8_") || (strstr(g->name, "_qk_e4m3_") && !strstr(g->name, "d128_kb64")))) ||
+                          strstr(g->name, "_qk_int8_pv_int8_acc_fp32") != NULL || strstr(g->name, "_qk_int8_pv_fp16_acc_fp16") != NULL ||
+                          strstr(g->name, "d64_qk_fp16_pv_fp16_acc_fp32") != NULL ||
+                          strstr(g->name, "d64_qk_bf16_pv_bf16_acc_fp32") != NULL);
+        const int multi = strstr(g->name, "_qk_fp16_") || strstr(g->name, "_qk_bf16_") ? QATTN_WG_FORM_NC2 : QATTN_WG_FORM_NC3;
+        pb.wg_form = 0;
+        CHECK(!qattn_kernels_wg_solo_keys(g, 0) == !both && !qattn_kernels_wg_solo_keys(g, 1) == !both, "%s: both forms %d",
+              g->name, both);
+        CHECK(qattn_kernels_wg_form(g, &pb, 0) == (both ? multi : 0), "%s at 16384 keys", g->name);
+        pb.wg_form = QATTN_WG_FORM_SOLO;
+        CHECK(qattn_kernels_wg_form(g, &pb, 0) == (both ? QATTN_WG_FORM_SOLO : 0), "%s asked for one warpgroup", g->name);
+        CHECK(qattn_kernels_wg_form(g, &pb, 1) == (both ? QATTN_WG_FORM_NC2 : 0), "%s quantizing Q", g->name);
+    }
+    /* persistent CTAs: the d = 64 baselines in the two-consumer form, no mask, equal lengths by TMA (sigs
+     * made here: this build's registry may hold no wgmma instance) */
+    for (int c = 0; c < 4; c++) {
+        const qattn_kernels_sig g = wg_rule_sig("persist case", c == 1 ? 128 : 64, c);
+        const int want = c == 0 || c == 2;
+        memset(&pb, 0, sizeof pb);
+        pb.seqlen_q = pb.seqlen_k = 8192;
+        CHECK(qattn_kernels_wg_persist(&g, &pb, 0) == want, "case %d persistent at 8192 keys", c);
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 1), "case %d persistent with a fused Q", c);
+        pb.seqlen_k = 1024; /* blocks of one warpgroup */
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0), "case %d persistent at 1024 keys", c);
+        pb.seqlen_k = 8200; /* not whole 16-row groups: cp.async */
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0), "case %d persistent at 8200 keys", c);
+        pb.seqlen_k = 8192, pb.mask.kind = QATTN_MASK_CAUSAL;
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0), "case %d persistent with a causal mask", c);
+        pb.mask.kind = QATTN_MASK_NONE, pb.varlen = 1;
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0), "case %d persistent with varlen", c);
+    }
+    CHECK(qattn_wg_persist(64, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, 0, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 1 &&
+              qattn_wg_persist(128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, 0, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 0 &&
+              qattn_wg_persist(64, QATTN_FMT_INT8, QATTN_FMT_E4M3, QATTN_ACC_FP22, 0, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 0 &&
+              qattn_wg_persist(64, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32, 1, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 0,
+          "qattn_wg_persist: d = 64 baselines without a fused Q only");
+    /* ping-pong: the d = 128 baselines, no mask or causal */
+    for (int c = 0; c < 5; c++) {
+        qattn_kernels_sig g = wg_rule_sig("ping-pong case", c == 1 ? 64 : 128, c);
+        if (c == 4) /* the mma.sync path */
+            g.path = QATTN_KERNELS_PATH_MMA;
+        const int want = c == 0 || c == 2;
+        memset(&pb, 0, sizeof pb);
+        pb.seqlen_q = pb.seqlen_k = 4096;
+        CHECK(qattn_kernels_wg_pingpong(&g, &pb, 0) == want, "case %d ping-pong at 4096 keys", c);
+        pb.seqlen_k = 4100, pb.varlen = 1;
+        CHECK(qattn_kernels_wg_pingpong(&g, &pb, 0) == want, "case %d ping-pong with varlen", c);
+        pb.mask.kind = QATTN_MASK_CAUSAL;
+        CHECK(qattn_kernels_wg_pingpong(&g, &pb, 0) == want, "case %d ping-pong with a causal mask", c);
+        pb.mask = (qattn_mask){QATTN_MASK_WINDOW, 256, 0};
+        CHECK(!qattn_kernels_wg_pingpong(&g, &pb, 0), "case %d ping-pong with a window", c);
+    }
+    CHECK(qattn_wg_pingpong(128, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32, (qattn_mask){QATTN_MASK_NONE, 0, 0}) == 1 &&
+              qattn_wg_pingpong(128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, (qattn_mask){QATTN_MASK_CAUSAL_BR, 0, 0}) == 1 &&
+              qattn_wg_pingpong(128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, (qattn_mask){QATTN_MASK_WINDOW, 64, 0}) == 0 &&
+              qattn_wg_pingpong(64, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, (qattn_mask){QATTN_MASK_NONE, 0, 0}) == 0,
+          "qattn_wg_pingpong: d = 128 baselines, no window");
+}
+
+/* the 8-bit wgmma tile's key order (a permutation: each key of a block once
+ * per row) and the K groups it can index (hand-worked cases) */
+static void check_wg_keys(void)
+{
+    int seen[128] = {0};
+    for (int c = 0; c < 32; c++)
+        seen[qattn_wg_sigma(c)]++;
+    for (int c = 0; c < 32; c++)
+        CHECK(seen[c] == 1, "sigma: key %d taken %d times", c, seen[c]);
+    memset(seen, 0, sizeof seen);
+    for (int t = 0; t < 16; t++)
+        for (int qi = 0; qi < 4; qi++)
+            for (int e = 0; e < 2; e++)
+                seen[qattn_wg_key(t, qi, e)]++;
+    for (int j = 0; j < 128; j++)
+        CHECK(seen[j] == 1, "wg_key: key %d held %d times by a row's lanes", j, seen[j]);
+    CHECK(qattn_wg_key(0, 1, 0) == 4 && qattn_wg_key(1, 1, 1) == 7 && qattn_wg_key(2, 0, 0) == 16 &&
+              qattn_wg_key(4, 3, 1) == 45,
+          "wg_key: hand-worked keys");
+    static const struct {
+        const char *g;
+        int kb, ok;
+    } cases[] = {
+        {"thread:128/8/2", 128, 1}, {"thread:64/8/2", 64, 1},   {"thread:64/16/4", 64, 1}, {"tensor", 128, 1},
+        {"block:256", 128, 1},      {"block:128", 128, 1},      {"warp:512", 64, 1},       {"thread:256/8/2", 128, 1},
+        {"token", 128, 0},          {"block:64", 128, 0},       {"thread:128/8/1", 128, 0}, {"thread:64/8/2", 128, 0},
+        {"block:192", 128, 0},      {"tensor,ch:32", 128, 0},   {"thread:128/32/8", 128, 0}, {"channel", 64, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        qattn_group g;
+        qattn_err err;
+        if (qattn_group_parse(cases[i].g, &g, &err)) {
+            CHECK(0, "group %s: %s", cases[i].g, err.msg);
+            continue;
+        }
+        CHECK(qattn_wg_kgroup_ok(g, cases[i].kb) == cases[i].ok, "wg_kgroup_ok(%s, %d) != %d", cases[i].g,
+              cases[i].kb, cases[i].ok);
+    }
+    /* Q groups the fused Q quantization can take: inside a 128-row tile, one scale a row */
+    static const struct {
+        const char *g;
+        int ok;
+    } qcases[] = {
+        {"token", 1},        {"block:128", 1},     {"block:32", 1},          {"warp:64", 1},
+        {"thread:16/8/1", 1}, {"thread:32/8/1", 1}, {"thread:64/16/1", 1},    {"thread:128/8/2", 1},
+        {"tensor", 0},       {"channel", 0},       {"block:256", 0},         {"block:96", 0},
+        {"token,ch:64", 0},  {"block:128,ch:32", 0}, {"thread:256/8/1", 0},
+    };
+    for (size_t i = 0; i < sizeof qcases / sizeof qcases[0]; i++) {
+        qattn_group g;
+        qattn_err err;
+        if (qattn_group_parse(qcases[i].g, &g, &err)) {
+            CHECK(0, "group %s: %s", qcases[i].g, err.msg);
+            continue;
+        }
+        CHECK(qattn_wg_qfuse_group_ok(g) == qcases[i].ok, "wg_qfuse_group_ok(%s) != %d", qcases[i].g, qcases[i].ok);
+    }
+    /* int4 unpacking (16 x the code): hand-worked word, then every nibble value in every position */
+    uint32_t lo, hi;
+    qattn_wg_unpack_i4(0x8f7a1009u, &lo, &hi); /* channels -7, 0, 0, 1, -6, 7, -1, -8 */
+    CHECK(lo == 0x10000090u && hi == 0x80f070a0u, "unpack_i4(0x8f7a1009) = %08x %08x", lo, hi); /* 16 x */
+    uint32_t rng = 12345u;
+    for (int n = 0; n < 4096; n++) {
+        rng = rng * 1664525u + 1013904223u;
+        const uint32_t w = n < 16 ? 0x11111111u * (uint32_t)n : rng;
+        qattn_wg_unpack_i4(w, &lo, &hi);
+        for (int c = 0; c < 8; c++) {
+            const int nib = (int)(w >> (4 * c) & 15u), want = nib < 8 ? nib : nib - 16;
+            const int got = (int8_t)((c < 4 ? lo : hi) >> (8 * (c & 3)) & 0xffu);
+            if (got != 16 * want) {
+                CHECK(0, "unpack_i4(%08x) channel %d: %d, not 16 x %d", w, c, got, want);
+                n = 4096;
+                break;
+            }
+        }
+    }
+}
+
+int main(void)
+{
+    check_wg_keys();
+    check_wg_form();
+    return check_done();
+}
