@@ -14,7 +14,7 @@
 
 #include "quant_cast.h"
 #include "quant_fast.h"
-#include "quant_stream.h"
+#include "quant_stream_plan.h"
 
 #define QATTN_QR_BIT(r) (1u << QATTN_KERNELS_QROUTE_##r)
 
