@@ -275,32 +275,30 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                     qattn_cp_async_mbar_arrive(QATTN_WS_QBAR);
                 }
                 qn++;
+                /* key block i of the CTA (keys j0..): its stage's release awaited (completion i / S - 1),
+                 * then, where issue, the stage's boxes by TMA (generic: compiled only where called) */
+                auto tma_block = [&](auto i, int j0, bool issue) {
+                    const int stage = i % S;
+                    if (i >= S)
+                        qattn_mbar_wait(QATTN_WS_EMPTY(stage), (uint32_t)((i / S - 1) & 1));
+                    if (issue) {
+                        qattn_mbar_arrive_expect_tx(QATTN_WS_FULL(stage), STAGE);
+                        qattn_wg_tma_stage<D, KS, qattn_wg_tma_mode(QF)>(
+                            qattn_wgmma_smem_addr(sStage + stage * STAGE), maps, QATTN_WS_FULL(stage), j0, b, hk);
+                    }
+                };
                 if constexpr (qattn_wg_tma_can(QF, PF, ACC) && !PERSIST) {
                     if (tma) { /* one thread: each stage's boxes once its consumers released it */
-                        if (wt == 0) {
-                            for (int j0 = J0, i = it; j0 < J1; j0 += KS, i++) {
-                                const int stage = i % S;
-                                if (i >= S)
-                                    qattn_mbar_wait(QATTN_WS_EMPTY(stage), (uint32_t)((i / S - 1) & 1));
-                                qattn_mbar_arrive_expect_tx(QATTN_WS_FULL(stage), STAGE);
-                                qattn_wg_tma_stage<D, KS, qattn_wg_tma_mode(QF)>(
-                                    qattn_wgmma_smem_addr(sStage + stage * STAGE), maps, QATTN_WS_FULL(stage), j0, b, hk);
-                            }
-                        }
+                        if (wt == 0)
+                            for (int j0 = J0, i = it; j0 < J1; j0 += KS, i++)
+                                tma_block(i, j0, true);
                         it += (J1 - J0) / KS;
                         continue;
                     }
                 }
                 if constexpr (PERSIST) { /* the warp awaits each stage's release, lane 0 issues its boxes */
                     for (int j0 = J0; j0 < J1; j0 += KS, it++) {
-                        const int stage = it % S;
-                        if (it >= S)
-                            qattn_mbar_wait(QATTN_WS_EMPTY(stage), (uint32_t)((it / S - 1) & 1));
-                        if (wt == 0) {
-                            qattn_mbar_arrive_expect_tx(QATTN_WS_FULL(stage), STAGE);
-                            qattn_wg_tma_stage<D, KS, qattn_wg_tma_mode(QF)>(
-                                qattn_wgmma_smem_addr(sStage + stage * STAGE), maps, QATTN_WS_FULL(stage), j0, b, hk);
-                        }
+                        tma_block(it, j0, wt == 0);
                         __syncwarp();
                     }
                     continue;
@@ -508,8 +506,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                 for (int x = 0; x < KS / 2; x++)
                     qattn_wgmma_fence_reg(acc[x]);
                 /* with 4 stages (d = 64) the next one awaited before the softmax, so that its Q.K issues
-                 * right behind the P.V (+5-6%); with 2 (d = 128) after the P.V (before: -24%, the load
-                 * of the next stage is then in series) */
+                 * right behind the P.V (+5-6%); with 3 (d = 128) after the P.V (with 2, before it cost
+                 * 24%: the load of the next stage was then in series) */
                 if (S >= 4 && more) {
                     qattn_mbar_wait(QATTN_WS_FULL(nstg), nphase);
                     qattn_fence_proxy_async_smem();

@@ -161,6 +161,17 @@ static void check_wg_form(void)
           "qattn_wg_pingpong: d = 128 baselines, no window");
 }
 
+/* spec parsed into *g: 1, or a failed check naming it and 0 */
+static int parse_group(const char *spec, qattn_group *g)
+{
+    qattn_err err;
+    if (qattn_group_parse(spec, g, &err)) {
+        CHECK(0, "group %s: %s", spec, err.msg);
+        return 0;
+    }
+    return 1;
+}
+
 /* the 8-bit wgmma tile's key order (a permutation: each key of a block once
  * per row) and the K groups it can index (hand-worked cases) */
 static void check_wg_keys(void)
@@ -191,11 +202,8 @@ static void check_wg_keys(void)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         qattn_group g;
-        qattn_err err;
-        if (qattn_group_parse(cases[i].g, &g, &err)) {
-            CHECK(0, "group %s: %s", cases[i].g, err.msg);
+        if (!parse_group(cases[i].g, &g))
             continue;
-        }
         CHECK(qattn_wg_kgroup_ok(g, cases[i].kb) == cases[i].ok, "wg_kgroup_ok(%s, %d) != %d", cases[i].g,
               cases[i].kb, cases[i].ok);
     }
@@ -211,11 +219,8 @@ static void check_wg_keys(void)
     };
     for (size_t i = 0; i < sizeof qcases / sizeof qcases[0]; i++) {
         qattn_group g;
-        qattn_err err;
-        if (qattn_group_parse(qcases[i].g, &g, &err)) {
-            CHECK(0, "group %s: %s", qcases[i].g, err.msg);
+        if (!parse_group(qcases[i].g, &g))
             continue;
-        }
         CHECK(qattn_wg_qfuse_group_ok(g) == qcases[i].ok, "wg_qfuse_group_ok(%s) != %d", qcases[i].g, qcases[i].ok);
     }
     /* int4 unpacking (16 x the code): hand-worked word, then every nibble value in every position */
