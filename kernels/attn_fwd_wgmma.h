@@ -397,7 +397,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
             break;
         const tile_pos w = tile_at(t);
         const int b = w.b, h = w.h, hk = w.hk, i0 = w.i0, sq = w.sq, sk = w.sk;
-        const int64_t tq0 = w.tq0, tk0 = w.tk0;
+        const int64_t tq0 = w.tq0;
         if (i0 >= sq)
             continue;
         /* this thread's two rows, the key blocks any row of the tile sees */

@@ -25,16 +25,13 @@
  *   test_kernels_mma            the cases, then plans (the quantization
  *                               kernels write V transposed; Q fused into
  *                               the wgmma kernel equals the unfused plan)
- *   test_kernels_mma --quick    three small ones (for compute-sanitizer)
- *   test_kernels_mma --bench    time B=4 H=32 N=8192 d=128 (non-causal and
- *                               causal): median of 30 runs after 5 warm-up,
- *                               TOPS = 4 B H N^2 d / t (half for causal) */
+ *   test_kernels_mma --quick    the small ones (for compute-sanitizer)
+ * Speed: qattn bench (events, torch beside it). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../tests/check.h"
 #include "qattn/formats.h" /* qattn_int4_pack */
@@ -42,27 +39,14 @@
 #include "qattn_kernels.h"
 #include "wgmma_form.h" /* qattn_wg_nc */
 
-static uint64_t rs = 12345;
-static double urand(void)
-{
-    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
-}
-static double gauss(void)
-{
-    double a = urand(), b = urand();
-    return sqrt(-2.0 * log(a)) * cos(6.283185307179586 * b);
-}
+static uint64_t rs = 12345; /* the cases' input stream (check_gauss) */
 
 /* [h, T, d] normal values rounded to fp16, with a per-channel offset */
 static void make_input(float *x, size_t n, size_t d, double offs)
 {
     for (size_t i = 0; i < n; i++) {
         size_t c = i % d;
-        double v = gauss() * (0.5 + (double)(c % 7) * 0.2) + offs * (double)((int)((c * 37) % 11) - 5);
+        double v = check_gauss(&rs) * (0.5 + (double)(c % 7) * 0.2) + offs * (double)((int)((c * 37) % 11) - 5);
         x[i] = qattn_num_fp16_decode(qattn_num_fp16_encode((float)v));
     }
 }
@@ -74,13 +58,6 @@ typedef struct tcase {
     int varlen;
     const char *mask;
 } tcase;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* device buffers of one problem, filled from host codes */
 typedef struct dev_problem {
@@ -588,89 +565,6 @@ static void run_plan_case(const char *scheme, qattn_fmt in, int d, int hq, int h
     free(og), free(ou);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* kernel time on random codes: B=4, H=32, N=8192, d=128 */
-static int bench(void)
-{
-    const int B = 4, H = 32, N = 8192, d = 128;
-    qattn_scheme s;
-    qattn_err err;
-    if (qattn_scheme_parse("sage2-8b-sm90", &s, &err))
-        return fprintf(stderr, "test_kernels_mma: %s\n", err.msg), 1;
-    const size_t T = (size_t)B * N, nq = (size_t)H * T * d;
-    const size_t q_ntok = qattn_group_ntok(&s.q.group, N), k_ntok = qattn_group_ntok(&s.k.group, N);
-    int8_t *codes = malloc(nq);
-    float *sc = malloc((size_t)H * B * (q_ntok > (size_t)d ? q_ntok : (size_t)d) * 4);
-    for (size_t i = 0; i < nq; i++)
-        codes[i] = (int8_t)((int)(urand() * 255.0) - 127);
-    for (size_t i = 0; i < (size_t)H * B * (q_ntok > (size_t)d ? q_ntok : (size_t)d); i++)
-        sc[i] = (float)(0.01 + 0.01 * urand());
-    dev_problem dp;
-    memset(&dp, 0, sizeof dp);
-    int rc = qattn_kernels_dev_alloc(&dp.q, nq, &err) || qattn_kernels_dev_alloc(&dp.k, nq, &err) ||
-             qattn_kernels_dev_alloc(&dp.v, nq, &err) || qattn_kernels_dev_alloc(&dp.o, nq * 2, &err) ||
-             qattn_kernels_dev_alloc((void **)&dp.qs, (size_t)H * B * q_ntok * 4, &err) ||
-             qattn_kernels_dev_alloc((void **)&dp.ks, (size_t)H * B * k_ntok * 4, &err) ||
-             qattn_kernels_dev_alloc((void **)&dp.vs, (size_t)H * B * d * 4, &err) ||
-             qattn_kernels_dev_to(dp.q, codes, nq, &err) || qattn_kernels_dev_to(dp.k, codes, nq, &err) ||
-             qattn_kernels_dev_fill(dp.v, 0x30, nq, &err) || /* e4m3 0.5 */
-             qattn_kernels_dev_to(dp.qs, sc, (size_t)H * B * q_ntok * 4, &err) ||
-             qattn_kernels_dev_to(dp.ks, sc, (size_t)H * B * k_ntok * 4, &err) ||
-             qattn_kernels_dev_to(dp.vs, sc, (size_t)H * B * d * 4, &err);
-    free(codes);
-    free(sc);
-    if (rc) {
-        dev_problem_free(&dp);
-        return fprintf(stderr, "test_kernels_mma: %s\n", err.msg), 1;
-    }
-    char name[128];
-    qattn_kernels_dev_name(name, sizeof name, &err);
-    for (int causal = 0; causal < 2 && !rc; causal++) {
-        qattn_kernels_problem pb;
-        memset(&pb, 0, sizeof pb);
-        pb.nseq = B;
-        pb.hq = pb.hkv = H;
-        pb.d = d;
-        pb.seqlen_q = pb.seqlen_k = N;
-        pb.in = QATTN_FMT_FP16;
-        pb.mask.kind = causal ? QATTN_MASK_CAUSAL : QATTN_MASK_NONE;
-        const qattn_kernels_sig *sig = NULL;
-        if ((rc = qattn_kernels_find(&s, &pb, &sig, NULL, &err)))
-            break;
-        qattn_kernels_quant_params qq, qk, qv;
-        fake_qp(&qq, dp.q, dp.qs, &s.q, H, B, N, (int64_t)T, d, NULL, (int)q_ntok, 1, 0);
-        fake_qp(&qk, dp.k, dp.ks, &s.k, H, B, N, (int64_t)T, d, NULL, (int)k_ntok, 1, 0);
-        fake_qp(&qv, dp.v, dp.vs, &s.v, H, B, N, (int64_t)T, d, NULL, 1, d, 1);
-        qattn_kernels_tensor ot = {dp.o, (int64_t)N * d, (int64_t)T * d, d};
-        qattn_kernels_attn_params p;
-        if ((rc = qattn_kernels_attn_fill(&p, &s, &pb, &qq, &qk, &qv, NULL, NULL, NULL, &ot, NULL, (int64_t)T, NULL,
-                                          NULL, &err)))
-            break;
-        double t[30];
-        for (int it = 0; it < 35 && !rc; it++) {
-            double t0 = now_s();
-            rc = sig->launch_attn(&p, NULL, &err) || qattn_kernels_dev_sync(&err);
-            if (it >= 5)
-                t[it - 5] = now_s() - t0;
-        }
-        if (rc)
-            break;
-        qsort(t, 30, sizeof t[0], cmp_double);
-        const double flops = 4.0 * B * H * (double)N * N * d * (causal ? 0.5 : 1.0);
-        printf("bench %s: %s B=%d H=%d N=%d d=%d %s: median %.3f ms (min %.3f), %.1f TOPS\n", name, sig->name, B, H, N,
-               d, causal ? "causal" : "non-causal", t[15] * 1e3, t[0] * 1e3, flops / t[15] * 1e-12);
-    }
-    if (rc)
-        fprintf(stderr, "test_kernels_mma: %s\n", err.msg);
-    dev_problem_free(&dp);
-    return rc ? 1 : 0;
-}
-
 /* 1 when a wgmma instance (key blocks of kb, head dim d; 0: any) is built
  * and the dispatcher gives this GPU wgmma (sm_90, no QATTN_MMA_SYNC=1) */
 static int wgmma_runs_here(int kb, int d)
@@ -687,14 +581,12 @@ static int wgmma_runs_here(int kb, int d)
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--help")) {
-        printf("usage: test_kernels_mma [--quick | --bench]\n");
+        printf("usage: test_kernels_mma [--quick]\n");
         return 0;
     }
-    if (argc > 1 && !strcmp(argv[1], "--bench"))
-        return bench();
     const int quick = argc > 1 && !strcmp(argv[1], "--quick");
     if (argc > 1 && !quick) {
-        fprintf(stderr, "test_kernels_mma: unknown option '%s' (--quick, --bench, --help)\n", argv[1]);
+        fprintf(stderr, "test_kernels_mma: unknown option '%s' (--quick, --help)\n", argv[1]);
         return 2;
     }
     int ndev = 0;

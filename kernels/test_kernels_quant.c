@@ -53,19 +53,7 @@ static int want_fast;  /* 1: the case must run the streamed kernel (operands wit
                         * QATTN_QUANT_STREAM=1), else the lean encode kernel (unless
                         * QATTN_QUANT_LEAN=0) */
 
-static uint64_t rs = 4242;
-static double gauss(void)
-{
-    double u[2];
-    for (int i = 0; i < 2; i++) {
-        uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        u[i] = ((double)(z >> 11) + 0.5) / 9007199254740992.0;
-    }
-    return sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]);
-}
+static uint64_t rs = 4242; /* the cases' input stream (check_gauss) */
 
 typedef struct qcase {
     const char *fmt, *group;
@@ -126,7 +114,7 @@ static float code_value(qattn_fmt f, const uint8_t *row, size_t c)
 /* random values with per-channel offsets and an outlier channel, never 0 */
 static float make_value(size_t c, double offs)
 {
-    double v = gauss() * (0.5 + (double)(c % 7) * 0.3) + offs * (double)((c * 37) % 11 - 5);
+    double v = check_gauss(&rs) * (0.5 + (double)(c % 7) * 0.3) + offs * (double)((c * 37) % 11 - 5);
     if (c % 29 == 3)
         v *= 8.0;
     if (v == 0.0)

@@ -18,7 +18,7 @@
 #include "check.h"
 #include "qattn/h5io.h"
 
-static void rm_tree(const char *dir)
+static inline void rm_tree(const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -28,7 +28,8 @@ static void rm_tree(const char *dir)
     while ((e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p)
+            continue; /* no such path under the tests' scratch directories */
         struct stat st;
         if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
             chmod(p, 0755);
@@ -41,10 +42,9 @@ static void rm_tree(const char *dir)
     rmdir(dir);
 }
 
-/* number of entries in dir (0 when empty); names of the first into first[] */
 /* a fresh scratch directory dir and libhdf5's error printing off (the
  * tests check qattn's messages): 0, or -1 after one line on stderr */
-static int scratch_begin(const char *dir)
+static inline int scratch_begin(const char *dir)
 {
     rm_tree(dir);
     if (mkdir(dir, 0755) != 0) {
@@ -55,13 +55,13 @@ static int scratch_begin(const char *dir)
     return 0;
 }
 
-static float value_at(size_t layer, int which, size_t i)
+static inline float value_at(size_t layer, int which, size_t i)
 {
     return (float)(0.37 * sin(0.7 * (double)i + 1.3 * (double)which + 0.11 * (double)layer) *
                    (1.0 + 0.5 * (double)which));
 }
 
-static void fill_meta(qattn_act_meta *m, int f16, int64_t *seqlens, size_t nseq)
+static inline void fill_meta(qattn_act_meta *m, int f16, int64_t *seqlens, size_t nseq)
 {
     memset(m, 0, sizeof *m);
     snprintf(m->model, sizeof m->model, "%s", "test-model/1b");
@@ -86,7 +86,7 @@ static void fill_meta(qattn_act_meta *m, int f16, int64_t *seqlens, size_t nseq)
     m->nseq = nseq;
 }
 
-static void make_layer(size_t l, size_t hq, size_t hkv, size_t n, size_t d, float *q, float *k,
+static inline void make_layer(size_t l, size_t hq, size_t hkv, size_t n, size_t d, float *q, float *k,
                        float *v)
 {
     for (size_t i = 0; i < hq * n * d; i++)
@@ -97,7 +97,7 @@ static void make_layer(size_t l, size_t hq, size_t hkv, size_t n, size_t d, floa
     }
 }
 
-static void expect_open_fail(const char *path, int code, const char *needle, const char *what)
+static inline void expect_open_fail(const char *path, int code, const char *needle, const char *what)
 {
     qattn_act_file f;
     qattn_err err = {""};

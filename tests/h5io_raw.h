@@ -23,7 +23,7 @@ typedef struct rawspec {
     int compress;
 } rawspec;
 
-static hid_t half_type(void)
+static inline hid_t half_type(void)
 {
     /* exactly as h5py builds numpy float16 */
     hid_t t = H5Tcopy(H5T_IEEE_F32LE);
@@ -34,7 +34,7 @@ static hid_t half_type(void)
 }
 
 /* (re)write scalar attribute name of obj: stored as ftype, val read as mtype */
-static void put_scalar_attr(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *val)
+static inline void put_scalar_attr(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *val)
 {
     if (H5Aexists(obj, name) > 0)
         H5Adelete(obj, name);
@@ -45,7 +45,7 @@ static void put_scalar_attr(hid_t obj, const char *name, hid_t ftype, hid_t mtyp
     H5Sclose(sp);
 }
 
-static void put_str_attr(hid_t obj, const char *name, const char *val, int fixed)
+static inline void put_str_attr(hid_t obj, const char *name, const char *val, int fixed)
 {
     hid_t t = H5Tcopy(H5T_C_S1);
     if (fixed) {
@@ -59,19 +59,19 @@ static void put_str_attr(hid_t obj, const char *name, const char *val, int fixed
     H5Tclose(t);
 }
 
-static void put_int_attr(hid_t obj, const char *name, int val)
+static inline void put_int_attr(hid_t obj, const char *name, int val)
 {
     put_scalar_attr(obj, name, H5T_STD_I32LE, H5T_NATIVE_INT, &val);
 }
 
 /* a float32 attribute, or float64 with bits 64 */
-static void put_float_attr(hid_t obj, const char *name, double val, int bits)
+static inline void put_float_attr(hid_t obj, const char *name, double val, int bits)
 {
     put_scalar_attr(obj, name, bits == 64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE, H5T_NATIVE_DOUBLE, &val);
 }
 
 /* numpy bool as h5py writes it: enum {FALSE = 0, TRUE = 1} over int8 */
-static void put_bool_attr(hid_t obj, const char *name, int val)
+static inline void put_bool_attr(hid_t obj, const char *name, int val)
 {
     hid_t t = H5Tenum_create(H5T_NATIVE_SCHAR);
     signed char f = 0, tr = 1, v = (signed char)val;
@@ -83,7 +83,7 @@ static void put_bool_attr(hid_t obj, const char *name, int val)
 
 /* (Re)create dataset `name` under obj with the given type, rank and dims,
  * filled from `which`-dependent values (or `fill` when non-NULL: float32). */
-static void put_dataset(hid_t obj, const char *name, int dtype, int rank, const hsize_t *dims,
+static inline void put_dataset(hid_t obj, const char *name, int dtype, int rank, const hsize_t *dims,
                         int compress, size_t layer, int which, const float *fill)
 {
     if (H5Lexists(obj, name, H5P_DEFAULT) > 0)
@@ -153,7 +153,7 @@ static void put_dataset(hid_t obj, const char *name, int dtype, int rank, const 
     free(buf);
 }
 
-static void put_layer(hid_t fid, size_t l, size_t hq, size_t hkv, size_t n, size_t d, int dtype,
+static inline void put_layer(hid_t fid, size_t l, size_t hq, size_t hkv, size_t n, size_t d, int dtype,
                       int compress)
 {
     char name[32];
@@ -168,7 +168,7 @@ static void put_layer(hid_t fid, size_t l, size_t hq, size_t hkv, size_t n, size
     H5Gclose(g);
 }
 
-static void put_seqlens(hid_t fid, const long long *s, size_t ns)
+static inline void put_seqlens(hid_t fid, const long long *s, size_t ns)
 {
     if (H5Lexists(fid, "seqlens", H5P_DEFAULT) > 0)
         H5Ldelete(fid, "seqlens", H5P_DEFAULT);
@@ -183,7 +183,7 @@ static void put_seqlens(hid_t fid, const long long *s, size_t ns)
 
 /* A valid file made with the raw API, attributes as h5py would write some
  * of them: fixed-length strings, an int32 flag and a numpy bool. */
-static void raw_write(const char *path, const rawspec *s)
+static inline void raw_write(const char *path, const rawspec *s)
 {
     hid_t fid = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     put_str_attr(fid, "schema", QATTN_ACT_SCHEMA, 0);
@@ -198,6 +198,6 @@ static void raw_write(const char *path, const rawspec *s)
     H5Fclose(fid);
 }
 
-static hid_t raw_rw(const char *path) { return H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT); }
+static inline hid_t raw_rw(const char *path) { return H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT); }
 
 #endif
