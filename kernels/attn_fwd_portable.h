@@ -322,7 +322,7 @@ __global__ void __launch_bounds__(QATTN_ATTN_THREADS) qattn_attn_fwd_portable_ke
                 for (int k = 0; k < NC; k++) {
                     if (two)
                         ob[k] = ob[k] * al;
-                    acc[k] = ACC == QATTN_ACC_FP16 ? qattn_num_round16(acc[k] * al) : acc[k] * al;
+                    acc[k] = ACC == QATTN_ACC_FP16 ? qattn_num_rescale16(acc[k], al) : acc[k] * al;
                 }
         }
         for (int jt = 0; jt < n; jt += KT) {

@@ -185,6 +185,18 @@ static __device__ __forceinline__ uint32_t qattn_cvt_f16x2_f32(float lo, float h
     return 0u;
 #endif
 }
+/* the f16 products of x's and y's halves, each rounded once to nearest even (__hmul2) */
+static __device__ __forceinline__ uint32_t qattn_mul_f16x2(uint32_t x, uint32_t y)
+{
+#if QATTN_MMA_SM80
+    uint32_t r;
+    asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(x), "r"(y));
+    return r;
+#else
+    (void)x, (void)y;
+    return 0u;
+#endif
+}
 
 /* an int32 of magnitude below 2^22 to float, exactly, two ways with the
  * same rate on the H100 (kernels/probes/cvt_rate.cu: 1.85-1.87 a clock a

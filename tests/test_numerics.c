@@ -189,9 +189,31 @@ static void check_f16_kstep(void)
     CHECK(qattn_num_f16_kstep(0.0f, a1, b8, 2, 4) == 1.0f + 0x1p-9f, "strided b");
 }
 
+/* The acc=fp16 rescale (qattn_num_rescale16): alpha rounded to fp16 first,
+ * then one f16 multiply, as SageAttention's fp16-accumulator kernels do.
+ * alpha = 1 - 2^-12 - 2^-22 lies below the midpoint of the fp16 values
+ * 1 - 2^-11 and 1, so it rounds to 1 - 2^-11: 1536 (1 - 2^-11) = 1535.25,
+ * which rounds to 1535 (fp16 steps of 1 there); alpha in fp32 would give
+ * 1535.62..., rounded to 1536. */
+static void check_rescale16(void)
+{
+    const float alpha = 1.0f - 0x1p-12f - 0x1p-22f;
+    CHECK(qattn_num_rescale16(1536.0f, alpha) == 1535.0f, "1536 x alpha: %a", (double)qattn_num_rescale16(1536.0f, alpha));
+    CHECK(qattn_num_round16(1536.0f * alpha) == 1536.0f, "the fp32 alpha's product: %a", (double)qattn_num_round16(1536.0f * alpha));
+    CHECK(qattn_num_rescale16(-1536.0f, alpha) == -1535.0f, "sign");
+    CHECK(qattn_num_rescale16(3.0f, 0.5f) == 1.5f, "a power of two: exact");
+    CHECK(qattn_num_rescale16(1535.0f, 1.0f) == 1535.0f, "alpha 1");
+    CHECK(qattn_num_rescale16(7.0f, 0.0f) == 0.0f, "alpha 0 (a row's first block)");
+    /* an fp16 subnormal alpha: 2^-20 = 16 x 2^-24 exactly, 3 x 2^-20 stays exact */
+    CHECK(qattn_num_rescale16(3.0f, 0x1p-20f) == 0x3p-20f, "subnormal alpha: %a", (double)qattn_num_rescale16(3.0f, 0x1p-20f));
+    /* alpha under the smallest fp16 subnormal's half rounds to 0 */
+    CHECK(qattn_num_rescale16(1024.0f, 0x1p-26f) == 0.0f, "alpha under 2^-25: %a", (double)qattn_num_rescale16(1024.0f, 0x1p-26f));
+}
+
 int main(void)
 {
     check_f16_kstep();
+    check_rescale16();
     check_fp8_kstep();
     check_cut22();
     check_quotients(0);

@@ -191,15 +191,15 @@ void qattn_emu_vec_add(qattn_acc acc, float *o, const float *x, size_t d)
     }
 }
 
-/* rescale by alpha: fp16 registers round, fp32/fp22 registers are scaled by
- * an ordinary fp32 multiply */
+/* rescale by alpha: fp16 registers by alpha rounded to fp16 and one f16
+ * multiply (qattn_num_rescale16), fp32/fp22 ones by an fp32 multiply */
 void qattn_emu_vec_scale(qattn_acc acc, float *o, float alpha, size_t d)
 {
     if (alpha == 1.0f)
         return;
     if (acc == QATTN_ACC_FP16)
         for (size_t c = 0; c < d; c++)
-            o[c] = qattn_num_round16(o[c] * alpha);
+            o[c] = qattn_num_rescale16(o[c], alpha);
     else
         for (size_t c = 0; c < d; c++)
             o[c] = o[c] * alpha;

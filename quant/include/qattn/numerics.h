@@ -306,6 +306,16 @@ QATTN_NUM_FN float qattn_num_round16(float x)
     return qattn_num_fp16_decode(qattn_num_fp16_encode(x));
 }
 
+/* An fp16 accumulator o rescaled by the online softmax's alpha as
+ * SageAttention's fp16-accumulator kernels do it (update_mdo with
+ * use_half_o_scale: alpha rounded to fp16, then one f16 multiply,
+ * __hmul2): round16(o round16(alpha)). The product of two fp16 values is
+ * exact in fp32, so the one rounding is the f16 multiply's. */
+QATTN_NUM_FN float qattn_num_rescale16(float o, float alpha)
+{
+    return qattn_num_round16(o * qattn_num_round16(alpha));
+}
+
 /* One k-step of the NVIDIA f16 tensor core with an fp16 accumulator (f16
  * mma.sync / wgmma, .f16 D): acc (an fp16 value) plus the n <= 16 products
  * a[c] b[c * bstride] of fp16 values, as the hardware sums them
