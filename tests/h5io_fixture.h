@@ -1,4 +1,4 @@
-/* Helpers of the HDF5 activation-file tests (test_h5io.c, test_h5io_guard.c):
+/* Helpers of the HDF5 activation-file tests (test_h5io.c, test_h5io_bad.c, test_h5io_guard.c):
  * a scratch directory, a valid file's metadata and layers, and the check of
  * a failed open (return code, message naming the file, one line). */
 #ifndef QATTN_TESTS_H5IO_FIXTURE_H

@@ -1,4 +1,4 @@
-/* Activation files written by hand with the raw HDF5 API (test_h5io.c): the
+/* Activation files written by hand with the raw HDF5 API (test_h5io.c, test_h5io_bad.c): the
  * attributes, datasets and layers h5py or a damaged writer would leave, to
  * test what qattn_act_open accepts and refuses. */
 #ifndef QATTN_TESTS_H5IO_RAW_H

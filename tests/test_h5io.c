@@ -3,7 +3,6 @@
  * by token. The reader's refusals of malformed files: test_h5io_bad.c.
  * Files live in ./test_h5io.d (created and removed). */
 #define _POSIX_C_SOURCE 200809L
-#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -11,8 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>

@@ -204,8 +204,12 @@ static void check_rescale16(void)
     CHECK(qattn_num_rescale16(3.0f, 0.5f) == 1.5f, "a power of two: exact");
     CHECK(qattn_num_rescale16(1535.0f, 1.0f) == 1535.0f, "alpha 1");
     CHECK(qattn_num_rescale16(7.0f, 0.0f) == 0.0f, "alpha 0 (a row's first block)");
-    /* an fp16 subnormal alpha: 2^-20 = 16 x 2^-24 exactly, 3 x 2^-20 stays exact */
-    CHECK(qattn_num_rescale16(3.0f, 0x1p-20f) == 0x3p-20f, "subnormal alpha: %a", (double)qattn_num_rescale16(3.0f, 0x1p-20f));
+    /* an fp16-subnormal alpha: 2^-20 + 2^-26 is 16.25 steps of 2^-24, rounded to 2^-20, so
+     * 1024 alpha = 2^-10 (in fp32 it would keep 2^-10 + 2^-16, an fp16 value there) */
+    CHECK(qattn_num_rescale16(1024.0f, 0x1p-20f + 0x1p-26f) == 0x1p-10f, "subnormal alpha: %a",
+          (double)qattn_num_rescale16(1024.0f, 0x1p-20f + 0x1p-26f));
+    /* 1 - 2^-12 is the midpoint of 1 - 2^-11 and 1: to even, 1 (3 stays 3; 1 - 2^-11 would give 2.998046875) */
+    CHECK(qattn_num_rescale16(3.0f, 1.0f - 0x1p-12f) == 3.0f, "alpha at a tie: %a", (double)qattn_num_rescale16(3.0f, 1.0f - 0x1p-12f));
     /* alpha under the smallest fp16 subnormal's half rounds to 0 */
     CHECK(qattn_num_rescale16(1024.0f, 0x1p-26f) == 0.0f, "alpha under 2^-25: %a", (double)qattn_num_rescale16(1024.0f, 0x1p-26f));
 }

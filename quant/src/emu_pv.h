@@ -13,7 +13,7 @@ void qattn_emu_pv_block(qattn_acc acc, float *a, float *ob, const float *v, size
                         size_t j0, size_t chunk, size_t d);
 /* o [d] += x [d] with the accumulator's rounding (one add per element) */
 void qattn_emu_vec_add(qattn_acc acc, float *o, const float *x, size_t d);
-/* o [d] *= alpha: fp16 registers round, fp32 / fp22 ones take an fp32 multiply */
+/* o [d] *= alpha: fp16 registers by qattn_num_rescale16, fp32 / fp22 ones by an fp32 multiply */
 void qattn_emu_vec_scale(qattn_acc acc, float *o, float alpha, size_t d);
 
 #endif

@@ -32,7 +32,7 @@ extern "C" {
 
 typedef enum qattn_acc {
     QATTN_ACC_FP32 = 0,
-    QATTN_ACC_FP16, /* the f16 tensor core's k-steps of 16 keys (qattn_num_f16_kstep); the rescale an f16 multiply by alpha in fp16 (qattn_num_rescale16) */
+    QATTN_ACC_FP16, /* f16 k-steps of 16 keys (qattn_num_f16_kstep), rescaled by qattn_num_rescale16 */
     QATTN_ACC_FP22  /* every add cut to fp22 (qattn_fp22_cut); rescale in fp32 */
 } qattn_acc;
 
