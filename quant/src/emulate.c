@@ -16,7 +16,7 @@
  *   5. O accumulated per acc= (fp32, fp22 cut after every key; fp16 as the
  *      f16 tensor core sums, 16 keys a step, qattn_num_f16_kstep; two-level
  *      with an fp32 buffer flushed every N keys), rescaled by
- *      exp2(m_old - m_new) at each block;
+ *      exp2(m_old - m_new) at each block (fp16: qattn_num_rescale16);
  *   6. O / l, times 1/qmax(p) for a static P scale, times V's per-channel
  *      scale, plus V's mean, rounded to out=.
  *
