@@ -3,15 +3,12 @@
  * distinctive part of the message. Malformed files are made with the raw
  * HDF5 C API. Files live in ./test_h5io_bad.d (created and removed). */
 #define _POSIX_C_SOURCE 200809L
-#include <dirent.h>
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <hdf5.h>
