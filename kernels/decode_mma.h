@@ -26,6 +26,7 @@
 #define QATTN_KERNELS_DECODE_MMA_H
 
 #include "decode_combine.h"
+#include "decode_mma_frag.h" /* packing, widening, Q's fragments */
 #include "decode_portable.h"
 #include "mma_nvidia.h"
 
@@ -76,146 +77,6 @@ static __device__ __forceinline__ int qattn_dmma_swz(int key, int x)
 {
     static_assert(ROWB % 128 == 0 || ROWB == 64, "rows of 64 bytes or a multiple of 128");
     return ROWB == 64 ? x ^ (((key >> 1) & 3) << 4) : x ^ ((key & 7) << 4);
-}
-
-/* f16x2 / bf16x2 of two floats, low half first */
-template <int QT>
-static __device__ __forceinline__ uint32_t qattn_dmma_pack(float lo, float hi)
-{
-    return QT == QATTN_FMT_BF16 ? qattn_cvt_bf16x2_f32(lo, hi) : qattn_cvt_f16x2_f32(lo, hi);
-}
-
-template <int QT>
-static __device__ __forceinline__ void qattn_dmma_mma(float *d, const uint32_t *a, const uint32_t *b)
-{
-    if (QT == QATTN_FMT_BF16)
-        qattn_mma_m16n8k16_bf16_f32(d, a, b, d);
-    else
-        qattn_mma_m16n8k16_f16_f32(d, a, b, d);
-}
-
-/* int8 codes x are widened to x + QATTN_DMMA_I8_BIAS in fp16 (exact): the MMAs' sums carry
- * the bias times the other operand's sum, taken off per row (S: the accumulators start at
- * -bias x the row's Q sum; O: bias x the row's P sum, from an MMA by a column of ones) */
-#define QATTN_DMMA_I8_BIAS 1152.0f
-/* bytes (A0, A1) and (B0, B1) of the word w, 8-bit codes, as two fp16 pairs
- * (low half first), exactly (int8: biased) */
-template <int CF, int A0, int A1, int B0, int B1>
-static __device__ __forceinline__ void qattn_dmma_widen_sel(uint32_t w, uint32_t *a, uint32_t *b)
-{
-    if (CF == QATTN_FMT_INT8) {
-        /* 0x64XX is 1024 + XX in fp16: (x + 128) as a byte under 0x64 */
-        const uint32_t u = w ^ 0x80808080u;
-        asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(*a) : "r"(u), "r"(0x64646464u), "n"(0x4040 | A0 | A1 << 8));
-        asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(*b) : "r"(u), "r"(0x64646464u), "n"(0x4040 | B0 | B1 << 8));
-    } else {
-        uint32_t x, y;
-        asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(x) : "r"(w), "n"(0x4400 | A0 | A1 << 4));
-        asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(y) : "r"(w), "n"(0x4400 | B0 | B1 << 4));
-        *a = qattn_cvt_f16x2_e4m3x2(x);
-        *b = qattn_cvt_f16x2_e4m3x2(y);
-    }
-}
-/* four 8-bit codes to four fp16 (two f16x2 words, codes 0-1 and 2-3; int8: biased) */
-template <int CF>
-static __device__ __forceinline__ void qattn_dmma_widen4(uint32_t w, uint32_t *lo, uint32_t *hi)
-{
-    qattn_dmma_widen_sel<CF, 0, 1, 2, 3>(w, lo, hi);
-}
-/* the word w = bytes (a0, a1, b0, b1) of two keys' channels c, c + 1 (as
- * ldmatrix .trans gives them) into the fp16 pairs (a0, b0) and (a1, b1) */
-template <int CF>
-static __device__ __forceinline__ void qattn_dmma_widen_pairs(uint32_t w, uint32_t *even, uint32_t *odd)
-{
-    qattn_dmma_widen_sel<CF, 0, 2, 1, 3>(w, even, odd);
-}
-
-/* Q's raw elements (16-bit patterns or fp32 bits) for the A fragments of rows
- * g (at qa_at, valid va) and g + 8 (qb_at, vb): loads only, converted by
- * qattn_dmma_pack_q after the cache's first copies are issued, so that Q's
- * latency is not ahead of theirs. 8-bit caches: lane t4 reads K's channels
- * 16 ks + 4 t4 .. + 3 as one word, so Q's channels are permuted to match (a
- * dot product is the same under a permutation both operands take) */
-template <int D, int ELT, int IN>
-static __device__ __forceinline__ void qattn_dmma_fetch_q(uint32_t (*x)[2][4], const void *q, int64_t qa_at,
-                                                          int64_t qb_at, int va, int vb, int t4, int words)
-{
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ks++)
-#pragma unroll
-        for (int half = 0; half < 2; half++) {
-            const int c = ELT == 2 ? ks * 16 + half * 8 + 2 * t4 : ks * 16 + 4 * t4 + 2 * half;
-            if (IN != QATTN_FMT_FP32 && !words) { /* odd strides or a 2-byte-aligned tensor */
-                const uint16_t *qh = (const uint16_t *)q;
-                x[ks][half][0] = va ? qh[qa_at + c] | (uint32_t)qh[qa_at + c + 1] << 16 : 0u;
-                x[ks][half][2] = vb ? qh[qb_at + c] | (uint32_t)qh[qb_at + c + 1] << 16 : 0u;
-            } else if (IN == QATTN_FMT_FP32) {
-                const uint32_t *qw = (const uint32_t *)q;
-                x[ks][half][0] = va ? qw[qa_at + c] : 0u;
-                x[ks][half][1] = va ? qw[qa_at + c + 1] : 0u;
-                x[ks][half][2] = vb ? qw[qb_at + c] : 0u;
-                x[ks][half][3] = vb ? qw[qb_at + c + 1] : 0u;
-            } else { /* two 16-bit elements as one word (c is even) */
-                const uint32_t *qa2 = (const uint32_t *)((const uint16_t *)q + qa_at + c);
-                const uint32_t *qb2 = (const uint32_t *)((const uint16_t *)q + qb_at + c);
-                x[ks][half][0] = va ? *qa2 : 0u;
-                x[ks][half][2] = vb ? *qb2 : 0u;
-            }
-        }
-}
-
-/* element k (0, 1) of a fetched pair as float */
-template <int IN>
-static __device__ __forceinline__ float qattn_dmma_q_float(const uint32_t *w, int k)
-{
-    if (IN == QATTN_FMT_FP32)
-        return __uint_as_float(w[k]);
-    const uint16_t h = (uint16_t)(w[0] >> (16 * k));
-    return IN == QATTN_FMT_BF16 ? qattn_num_bf16_decode(h) : qattn_num_fp16_decode(h);
-}
-
-/* the A fragments from qattn_dmma_fetch_q's elements, rounded to the MMA type
- * (a 16-bit query of the MMA's type as it is) */
-template <int D, int QT, int IN>
-static __device__ __forceinline__ void qattn_dmma_pack_q(uint32_t (*qa)[4], const uint32_t (*x)[2][4])
-{
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ks++)
-#pragma unroll
-        for (int half = 0; half < 2; half++)
-#pragma unroll
-            for (int rb = 0; rb < 2; rb++) {
-                const uint32_t *w = &x[ks][half][2 * rb];
-                qa[ks][half * 2 + rb] = IN == QT ? w[0]
-                                                 : qattn_dmma_pack<QT>(qattn_dmma_q_float<IN>(w, 0),
-                                                                       qattn_dmma_q_float<IN>(w, 1));
-            }
-}
-
-/* the A fragments from Q staged in shared memory ([16][QR] bytes, 16-bit elements
- * of type IN): 16-bit caches (IN = QT) by ldmatrix; 8-bit caches (fp16 MMA) with
- * the permuted channels of qattn_dmma_fetch_q, four elements a row and k-step */
-template <int D, int ELT, int QT, int IN, int QR>
-static __device__ __forceinline__ void qattn_dmma_load_q(uint32_t (*qa)[4], const unsigned char *qsm, int lane)
-{
-    const int g = lane >> 2, t4 = lane & 3;
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ks++) {
-        if (ELT == 2) {
-            qattn_ldmatrix_x4(qa[ks], qsm + (lane & 15) * QR + (ks * 16 + 8 * (lane >> 4)) * 2);
-        } else {
-#pragma unroll
-            for (int rb = 0; rb < 2; rb++) {
-                const uint2 w = *(const uint2 *)(qsm + (g + 8 * rb) * QR + (ks * 16 + 4 * t4) * 2);
-                if (IN == QT) {
-                    qa[ks][rb] = w.x, qa[ks][2 + rb] = w.y;
-                } else {
-                    qa[ks][rb] = qattn_dmma_pack<QT>(qattn_dmma_q_float<IN>(&w.x, 0), qattn_dmma_q_float<IN>(&w.x, 1));
-                    qa[ks][2 + rb] = qattn_dmma_pack<QT>(qattn_dmma_q_float<IN>(&w.y, 0), qattn_dmma_q_float<IN>(&w.y, 1));
-                }
-            }
-        }
-    }
 }
 
 /* L2 prefetch (sm_90 bulk prefetches) of the K and V pages of split sp of sequence b, before the
@@ -387,9 +248,10 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         nchunk = kend > kbeg ? (int)((kend - kbeg + KC - 1) / KC) : 0;
         mine = nchunk > warp ? (nchunk - warp + NW - 1) / NW : 0;
         kb32 = (unsigned)kbeg, ke32 = (unsigned)kend;
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < 2; i++) { /* a row past the tile's: every key (its finite values never go out) */
+            const int dead = r0 + g + 8 * i >= nrows;
             rlo32[i] = rhi[i] > rlo[i] ? (int)(rlo[i] - kbeg) : 0;
-            rhi32[i] = rhi[i] > rlo[i] ? (int)(rhi[i] - kbeg) : 0;
+            rhi32[i] = dead ? INT_MAX : rhi[i] > rlo[i] ? (int)(rhi[i] - kbeg) : 0;
         }
     };
     geometry(sk32);
@@ -603,43 +465,71 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
                     }
                 }
         }
-        /* scale, mask, online softmax (rows g: s[j][0..1], g + 8: s[j][2..3]); keys as offsets from kbeg */
+        /* scale, mask, online softmax (rows g: s[j][0..1], g + 8: s[j][2..3]); keys as offsets from
+         * kbeg. Rows g + 8 only where the tile has them (hi: a decode step's 8 heads of one token fill
+         * rows 0-7 alone), the mask only in chunks that cross a live row's range (ins) */
         const int xc = c * KC;
         float mx[2] = {m[0], m[1]};
-        for (int j = 0; j < NJ; j++)
-            for (int q = 0; q < 4; q++) {
-                const int xo = xc + 8 * j + 2 * t4 + (q & 1);
-                const int ri = q >> 1;
-                float v = s[j][q] * p.c2;
-                if (L::SCALES)
-                    v = v * kss[8 * j + 2 * t4 + (q & 1)];
-                v = (xo >= rlo32[ri] && xo < rhi32[ri]) ? v : -INFINITY;
-                s[j][q] = v;
-                mx[ri] = fmaxf(mx[ri], v);
-            }
-        float alpha[2], base[2];
-        for (int ri = 0; ri < 2; ri++) {
+        const int hi = __any_sync(0xffffffffu, rhi32[1] != INT_MAX); /* the tile has rows g + 8 (of its 16) */
+        const int ins = __all_sync(0xffffffffu, xc >= rlo32[0] && xc + KC <= rhi32[0] &&
+                                                    (!hi || (xc >= rlo32[1] && xc + KC <= rhi32[1])));
+        auto scale_row = [&](auto masked, int ri) {
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+#pragma unroll
+                for (int x = 0; x < 2; x++) {
+                    float v = s[j][2 * ri + x] * p.c2;
+                    if (L::SCALES)
+                        v = v * kss[8 * j + 2 * t4 + x];
+                    if constexpr (decltype(masked)::value) {
+                        const int xo = xc + 8 * j + 2 * t4 + x;
+                        v = (xo >= rlo32[ri] && xo < rhi32[ri]) ? v : -INFINITY;
+                    }
+                    s[j][2 * ri + x] = v;
+                    mx[ri] = fmaxf(mx[ri], v);
+                }
+        };
+        if (ins) {
+            scale_row(qattn_dmma_flag<0>(), 0);
+            if (hi)
+                scale_row(qattn_dmma_flag<0>(), 1);
+        } else {
+            scale_row(qattn_dmma_flag<1>(), 0);
+            if (hi)
+                scale_row(qattn_dmma_flag<1>(), 1);
+        }
+        /* alpha 1 for a row without a key so far (its O and l are 0): else such a row (past the
+         * sequence) would have every chunk rescale O */
+        float alpha[2] = {1.f, 1.f}, base[2] = {0.f, 0.f};
+        for (int ri = 0; ri < 1 + hi; ri++) {
             mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 1));
             mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 2));
             base[ri] = mx[ri] == -INFINITY ? 0.f : mx[ri];
-            alpha[ri] = qattn_ex2_approx(m[ri] - base[ri]);
+            alpha[ri] = mx[ri] == -INFINITY ? 1.f : qattn_ex2_approx(m[ri] - base[ri]);
             m[ri] = mx[ri];
             l[ri] *= alpha[ri];
         }
-        uint32_t pa[NK][4];
-        for (int j = 0; j < NJ; j++) {
-            float pv[4];
-            for (int q = 0; q < 4; q++) {
-                const int ri = q >> 1;
-                const float pe = qattn_ex2_approx(s[j][q] - base[ri]);
-                l[ri] += pe;
-                pv[q] = pe;
-                if (L::SCALES)
-                    pv[q] = pe * vss[8 * j + 2 * t4 + (q & 1)];
+        uint32_t pa[NK][4]; /* P as the A fragments: rows g in registers 0 and 2, g + 8 in 1 and 3 */
+        auto exp_row = [&](int ri) {
+#pragma unroll
+            for (int j = 0; j < NJ; j++) {
+                float pv[2];
+#pragma unroll
+                for (int x = 0; x < 2; x++) {
+                    const float pe = qattn_ex2_approx(s[j][2 * ri + x] - base[ri]);
+                    l[ri] += pe;
+                    pv[x] = L::SCALES ? pe * vss[8 * j + 2 * t4 + x] : pe;
+                }
+                pa[j >> 1][(j & 1) * 2 + ri] = qattn_dmma_pack<QT>(pv[0], pv[1]);
             }
-            pa[j >> 1][(j & 1) * 2] = qattn_dmma_pack<QT>(pv[0], pv[1]);
-            pa[j >> 1][(j & 1) * 2 + 1] = qattn_dmma_pack<QT>(pv[2], pv[3]);
-        }
+        };
+        exp_row(0);
+        if (hi)
+            exp_row(1);
+        else
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+                pa[j >> 1][(j & 1) * 2 + 1] = 0u;
         if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) { /* a row's max moved */
             for (int n = 0; n < NT; n++) {
                 o[n][0] *= alpha[0], o[n][1] *= alpha[0];
