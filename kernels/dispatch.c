@@ -716,13 +716,18 @@ int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_proble
                                        qattn_kernels_wg_tma_lengths(pb));
 }
 
-int qattn_kernels_wg_persist(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q)
+int qattn_kernels_wg_persist(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q,
+                             const qattn_kernels_attn_params *ap)
 {
     if (!g || g->family != QATTN_KERNELS_FAMILY_ATTN_FWD || g->path != QATTN_KERNELS_PATH_WGMMA || env_is("QATTN_WG_PERSIST", "0"))
         return 0;
     const int form = qattn_kernels_wg_form(g, pb, fused_q);
-    return form != QATTN_WG_FORM_SOLO && qattn_kernels_wg_tma_lengths(pb) &&
-           qattn_wg_persist(g->head_dim, g->q, g->p, g->acc, fused_q, pb->mask, pb->varlen);
+    if (form == QATTN_WG_FORM_SOLO || !qattn_kernels_wg_tma_lengths(pb) ||
+        !qattn_wg_persist(g->head_dim, g->q, g->p, g->acc, fused_q, pb->mask, pb->varlen))
+        return 0;
+    return !ap || (!env_is("QATTN_WG_TMA", "0") &&
+                   qattn_wg_tma_rows16((uintptr_t)ap->k, (uintptr_t)ap->v, ap->k_sb, ap->k_sh, ap->k_st, ap->v_sb, ap->v_sh,
+                                       ap->v_st, ap->cu_k != NULL));
 }
 
 int qattn_kernels_wg_pingpong(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q)

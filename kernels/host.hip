@@ -369,7 +369,7 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
             goto fail;
         pl->ap.ds = (float *)ds;
     }
-    if (qattn_kernels_wg_persist(pl->attn_sig, &pl->pb, pl->fuse_q)) { /* the persistent kernel's tile counter, zero */
+    if (qattn_kernels_wg_persist(pl->attn_sig, &pl->pb, pl->fuse_q, &pl->ap)) { /* the persistent kernel's tile counter, zero */
         void *w = NULL;
         if ((rc = plan_alloc(pl, &w, 2 * sizeof(unsigned), err)))
             goto fail;
@@ -389,7 +389,7 @@ char *qattn_kernels_plan_describe(const qattn_kernels_plan *pl, char *buf, size_
     const int form = qattn_kernels_wg_form(pl->attn_sig, &pl->pb, pl->fuse_q);
     int n = snprintf(buf, len, "%s (%s)%s%s%s%s%s", pl->attn_sig->name, qattn_kernels_path_name(pl->attn_sig->path),
                      pl->fuse_q ? "; q fused" : "", form ? "; blocks of " : "", qattn_kernels_wg_form_name(form),
-                     qattn_kernels_wg_persist(pl->attn_sig, &pl->pb, pl->fuse_q) ? ", persistent" : "",
+                     qattn_kernels_wg_persist(pl->attn_sig, &pl->pb, pl->fuse_q, &pl->ap) ? ", persistent" : "",
                      qattn_kernels_wg_pingpong(pl->attn_sig, &pl->pb, pl->fuse_q) ? ", ping-pong" : "");
     for (int i = 0; i < 3 && n >= 0 && (size_t)n < len; i++)
         if (pl->quantize[i])

@@ -417,8 +417,10 @@ int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, c
 int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q);
 /* 1 where instance g runs pb in persistent CTAs (a CTA a multiprocessor taking tiles from the plan's counter,
  * params work: qattn_wg_persist, kernels/wgmma_form.h, in the form with a producer, the key blocks by TMA;
- * QATTN_WG_PERSIST=0 in the environment: never), else 0 */
-int qattn_kernels_wg_persist(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q);
+ * QATTN_WG_PERSIST=0 in the environment: never), else 0. ap: the filled params, whose K and V the tensor
+ * maps must accept (qattn_wg_tma_rows16; QATTN_WG_TMA=0: never), as the launch checks; NULL: the rule alone */
+int qattn_kernels_wg_persist(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q,
+                             const qattn_kernels_attn_params *ap);
 /* 1 where instance g runs pb with its consumer warpgroups in ping-pong (the 16-bit baselines in the form with
  * a producer: qattn_wg_pingpong, kernels/wgmma_form.h; QATTN_WG_PINGPONG=0 / 1 in the environment: never /
  * always), else 0 */

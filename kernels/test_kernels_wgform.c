@@ -2,6 +2,7 @@
  * (wgmma_form.h: one warpgroup or consumer warpgroups, persistent CTAs,
  * ping-pong) on hand-made signatures and on the registry's instances, and
  * the 8-bit tile's key order and the K groups it can index (wgmma_keys.h). */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,16 +123,40 @@ static void check_wg_form(void)
         const int want = c == 0 || c == 2;
         memset(&pb, 0, sizeof pb);
         pb.seqlen_q = pb.seqlen_k = 8192;
-        CHECK(qattn_kernels_wg_persist(&g, &pb, 0) == want, "case %d persistent at 8192 keys", c);
-        CHECK(!qattn_kernels_wg_persist(&g, &pb, 1), "case %d persistent with a fused Q", c);
+        CHECK(qattn_kernels_wg_persist(&g, &pb, 0, NULL) == want, "case %d persistent at 8192 keys", c);
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 1, NULL), "case %d persistent with a fused Q", c);
         pb.seqlen_k = 1024; /* blocks of one warpgroup */
-        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0), "case %d persistent at 1024 keys", c);
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0, NULL), "case %d persistent at 1024 keys", c);
         pb.seqlen_k = 8200; /* not whole 16-row groups: cp.async */
-        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0), "case %d persistent at 8200 keys", c);
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0, NULL), "case %d persistent at 8200 keys", c);
         pb.seqlen_k = 8192, pb.mask.kind = QATTN_MASK_CAUSAL;
-        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0), "case %d persistent with a causal mask", c);
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0, NULL), "case %d persistent with a causal mask", c);
         pb.mask.kind = QATTN_MASK_NONE, pb.varlen = 1;
-        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0), "case %d persistent with varlen", c);
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0, NULL), "case %d persistent with varlen", c);
+    }
+    { /* with the plan's params: only K and V tensors the tensor maps accept (else the launch runs a CTA a tile,
+       * and the plan must not say persistent) */
+        const qattn_kernels_sig g = wg_rule_sig("persist tensors", 64, 0);
+        memset(&pb, 0, sizeof pb);
+        pb.seqlen_q = pb.seqlen_k = 8192;
+        qattn_kernels_attn_params ap;
+        memset(&ap, 0, sizeof ap);
+        ap.k = (const void *)(uintptr_t)0x10000, ap.v = (const void *)(uintptr_t)0x90000; /* [b, h, t, 64] rows */
+        ap.k_st = ap.v_st = 64, ap.k_sh = ap.v_sh = 64 * 8192, ap.k_sb = ap.v_sb = 64 * 8192 * 8;
+        CHECK(qattn_kernels_wg_persist(&g, &pb, 0, &ap), "persistent with 16-byte aligned tensors");
+        ap.k = (const void *)(uintptr_t)0x10002; /* K a 2-byte offset into its allocation */
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0, &ap), "persistent with K 2 bytes off 16");
+        ap.k = (const void *)(uintptr_t)0x10000, ap.v_st = 68; /* V rows 136 bytes apart */
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0, &ap), "persistent with V's token stride 136 bytes");
+        ap.v_st = 64, ap.k_sh = -ap.k_sh;
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0, &ap), "persistent with a negative head stride");
+        ap.k_sh = -ap.k_sh, ap.k_sb = 1ll << 39;
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0, &ap), "persistent with a batch stride of 2^40 bytes");
+        ap.k_sb = ap.v_sb;
+        setenv("QATTN_WG_TMA", "0", 1);
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0, &ap), "persistent with QATTN_WG_TMA=0");
+        unsetenv("QATTN_WG_TMA");
+        CHECK(qattn_kernels_wg_persist(&g, &pb, 0, &ap), "persistent again with the tensors mended");
     }
     CHECK(qattn_wg_persist(64, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, 0, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 1 &&
               qattn_wg_persist(128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, 0, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 0 &&

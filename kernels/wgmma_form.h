@@ -109,6 +109,17 @@ QATTN_WG_FORM_FN int qattn_wg_pingpong(int d, int qf, int pf, int acc, qattn_mas
            m.kind != QATTN_MASK_WINDOW;
 }
 
+/* the tensor maps of 16-bit K and V rows (the baselines; qattn_wg_maps_fill's mode 1) accept the
+ * tensors: fixed lengths, every stride (elements: batch, head, token) positive and a multiple of 16
+ * bytes under 2^40, both bases 16-byte aligned (cuTensorMapEncodeTiled's conditions) */
+QATTN_WG_FORM_FN int qattn_wg_tma_rows16(unsigned long long k_at, unsigned long long v_at, long long k_sb, long long k_sh,
+                                         long long k_st, long long v_sb, long long v_sh, long long v_st, int varlen)
+{
+    return !varlen && !((k_at | v_at) & 15u) && k_sb > 0 && k_sh > 0 && k_st > 0 && v_sb > 0 && v_sh > 0 && v_st > 0 &&
+           !((k_sb | k_sh | k_st | v_sb | v_sh | v_st) & 7) &&
+           (k_sb | k_sh | k_st | v_sb | v_sh | v_st) < (1ll << 39);
+}
+
 /* tma: K and V^T can be loaded by TMA (no varlen, seqlen_k a multiple of 16; the launch checks the
  * strides too, and loads by cp.async where they do not allow it) */
 QATTN_WG_FORM_FN int qattn_wg_tma_lengths(int varlen, int seqlen_k) { return !varlen && seqlen_k % 16 == 0; }

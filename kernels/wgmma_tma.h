@@ -7,6 +7,7 @@
 #include <cuda.h>   /* CUtensorMap */
 #include <stdlib.h> /* getenv */
 
+#include "wgmma_form.h"   /* qattn_wg_tma_rows16 */
 #include "wgmma_nvidia.h" /* qattn_tma_load4 / 5 */
 
 /* by the mode of an instance (qattn_wg_tma_mode): 0, 8-bit codes: K (5-D: channels, then rows e, i,
@@ -88,7 +89,7 @@ static int qattn_wg_maps_fill(const qattn_kernels_attn_params &p, qattn_wg_maps 
     if (!enc || p.cu_k)
         return 0;
     if constexpr (MODE == 1) {
-        if (p.k_sb <= 0 || p.k_sh <= 0 || p.v_sb <= 0 || p.v_sh <= 0)
+        if (!qattn_wg_tma_rows16((uintptr_t)p.k, (uintptr_t)p.v, p.k_sb, p.k_sh, p.k_st, p.v_sb, p.v_sh, p.v_st, 0))
             return 0;
         const cuuint32_t box[4] = {64, (cuuint32_t)KS, 1, 1}, one[4] = {1, 1, 1, 1};
         const cuuint64_t dim[4] = {(cuuint64_t)D, (cuuint64_t)p.seqlen_k, (cuuint64_t)p.nseq, (cuuint64_t)p.hkv};
