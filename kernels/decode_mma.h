@@ -25,6 +25,8 @@
 #ifndef QATTN_KERNELS_DECODE_MMA_H
 #define QATTN_KERNELS_DECODE_MMA_H
 
+#include <limits.h> /* INT_MIN, INT_MAX: the rows past a tile */
+
 #include "decode_combine.h"
 #include "decode_mma_frag.h" /* packing, widening, Q's fragments */
 #include "decode_portable.h"
@@ -213,7 +215,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     if (!spec)
         load_q();
     /* the split's geometry for a length: the block's keys [kbeg, kend), its chunks, this lane's rows'
-     * keys relative to kbeg (empty rows: an empty range) */
+     * keys relative to kbeg (a row without keys: [0, 0); a row past the tile's: [INT_MIN, INT_MAX)) */
     int64_t kbeg = 0, kend = 0;
     int nchunk = 0, rlo32[2] = {0, 0}, rhi32[2] = {0, 0}, mine = 0; /* mine: chunks of this warp */
     unsigned kb32 = 0, ke32 = 0;                                     /* kbeg, kend: positions < 2^31 */
@@ -250,7 +252,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         kb32 = (unsigned)kbeg, ke32 = (unsigned)kend;
         for (int i = 0; i < 2; i++) { /* a row past the tile's: every key (its finite values never go out) */
             const int dead = r0 + g + 8 * i >= nrows;
-            rlo32[i] = rhi[i] > rlo[i] ? (int)(rlo[i] - kbeg) : 0;
+            rlo32[i] = dead ? INT_MIN : rhi[i] > rlo[i] ? (int)(rlo[i] - kbeg) : 0;
             rhi32[i] = dead ? INT_MAX : rhi[i] > rlo[i] ? (int)(rhi[i] - kbeg) : 0;
         }
     };
@@ -470,7 +472,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
          * rows 0-7 alone), the mask only in chunks that cross a live row's range (ins) */
         const int xc = c * KC;
         float mx[2] = {m[0], m[1]};
-        const int hi = __any_sync(0xffffffffu, rhi32[1] != INT_MAX); /* the tile has rows g + 8 (of its 16) */
+        const int hi = __any_sync(0xffffffffu, rlo32[1] >= 0); /* the tile has rows g + 8 (of its 16) */
         const int ins = __all_sync(0xffffffffu, xc >= rlo32[0] && xc + KC <= rhi32[0] &&
                                                     (!hi || (xc >= rlo32[1] && xc + KC <= rhi32[1])));
         auto scale_row = [&](auto masked, int ri) {
@@ -501,7 +503,10 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         /* alpha 1 for a row without a key so far (its O and l are 0): else such a row (past the
          * sequence) would have every chunk rescale O */
         float alpha[2] = {1.f, 1.f}, base[2] = {0.f, 0.f};
-        for (int ri = 0; ri < 1 + hi; ri++) {
+#pragma unroll
+        for (int ri = 0; ri < 2; ri++) {
+            if (ri == 1 && !hi)
+                break;
             mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 1));
             mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 2));
             base[ri] = mx[ri] == -INFINITY ? 0.f : mx[ri];

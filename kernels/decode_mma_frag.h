@@ -9,7 +9,6 @@
 #include "decode_portable.h"
 #include "mma_nvidia.h"
 
-
 /* a compile-time flag as a value, for generic lambdas (if constexpr on decltype(flag)::value) */
 template <int V>
 struct qattn_dmma_flag {

@@ -625,6 +625,12 @@ static int env_is(const char *name, const char *value)
     const char *e = getenv(name);
     return e && !strcmp(e, value);
 }
+/* the launch's reading of its QATTN_WG_PERSIST / QATTN_WG_TMA switches: off where the value starts with 0 */
+static int env_first_zero(const char *name)
+{
+    const char *e = getenv(name);
+    return e && e[0] == '0';
+}
 
 #define QROUTE_BIT(r) (1u << QATTN_KERNELS_QROUTE_##r)
 
@@ -719,13 +725,14 @@ int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_proble
 int qattn_kernels_wg_persist(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q,
                              const qattn_kernels_attn_params *ap)
 {
-    if (!g || g->family != QATTN_KERNELS_FAMILY_ATTN_FWD || g->path != QATTN_KERNELS_PATH_WGMMA || env_is("QATTN_WG_PERSIST", "0"))
+    if (!g || g->family != QATTN_KERNELS_FAMILY_ATTN_FWD || g->path != QATTN_KERNELS_PATH_WGMMA ||
+        env_first_zero("QATTN_WG_PERSIST"))
         return 0;
     const int form = qattn_kernels_wg_form(g, pb, fused_q);
-    if (form == QATTN_WG_FORM_SOLO || !qattn_kernels_wg_tma_lengths(pb) ||
+    if (form == QATTN_WG_FORM_SOLO || !qattn_kernels_wg_tma_lengths(pb) || pb->seqlen_k <= 0 ||
         !qattn_wg_persist(g->head_dim, g->q, g->p, g->acc, fused_q, pb->mask, pb->varlen))
         return 0;
-    return !ap || (!env_is("QATTN_WG_TMA", "0") &&
+    return !ap || (!env_first_zero("QATTN_WG_TMA") &&
                    qattn_wg_tma_rows16((uintptr_t)ap->k, (uintptr_t)ap->v, ap->k_sb, ap->k_sh, ap->k_st, ap->v_sb, ap->v_sh,
                                        ap->v_st, ap->cu_k != NULL));
 }

@@ -389,7 +389,7 @@ char *qattn_kernels_plan_describe(const qattn_kernels_plan *pl, char *buf, size_
     const int form = qattn_kernels_wg_form(pl->attn_sig, &pl->pb, pl->fuse_q);
     int n = snprintf(buf, len, "%s (%s)%s%s%s%s%s", pl->attn_sig->name, qattn_kernels_path_name(pl->attn_sig->path),
                      pl->fuse_q ? "; q fused" : "", form ? "; blocks of " : "", qattn_kernels_wg_form_name(form),
-                     qattn_kernels_wg_persist(pl->attn_sig, &pl->pb, pl->fuse_q, &pl->ap) ? ", persistent" : "",
+                     pl->ap.work && qattn_kernels_wg_persist(pl->attn_sig, &pl->pb, pl->fuse_q, &pl->ap) ? ", persistent" : "",
                      qattn_kernels_wg_pingpong(pl->attn_sig, &pl->pb, pl->fuse_q) ? ", ping-pong" : "");
     for (int i = 0; i < 3 && n >= 0 && (size_t)n < len; i++)
         if (pl->quantize[i])

@@ -2,7 +2,9 @@
  * (wgmma_form.h: one warpgroup or consumer warpgroups, persistent CTAs,
  * ping-pong) on hand-made signatures and on the registry's instances, and
  * the 8-bit tile's key order and the K groups it can index (wgmma_keys.h). */
+#ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* setenv */
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,8 +157,12 @@ static void check_wg_form(void)
         ap.k_sb = ap.v_sb;
         setenv("QATTN_WG_TMA", "0", 1);
         CHECK(!qattn_kernels_wg_persist(&g, &pb, 0, &ap), "persistent with QATTN_WG_TMA=0");
+        setenv("QATTN_WG_TMA", "00", 1); /* read as the launch reads it: off where it starts with 0 */
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0, &ap), "persistent with QATTN_WG_TMA=00");
         unsetenv("QATTN_WG_TMA");
         CHECK(qattn_kernels_wg_persist(&g, &pb, 0, &ap), "persistent again with the tensors mended");
+        pb.seqlen_k = 0; /* the launch runs no persistent CTAs without keys */
+        CHECK(!qattn_kernels_wg_persist(&g, &pb, 0, &ap), "persistent without keys");
     }
     CHECK(qattn_wg_persist(64, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, 0, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 1 &&
               qattn_wg_persist(128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, 0, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 0 &&
@@ -271,6 +277,11 @@ static void check_wg_keys(void)
 
 int main(void)
 {
+    /* the rules as they stand without the environment's comparison switches */
+    static const char *const switches[] = {"QATTN_WG_NC", "QATTN_WG_PERSIST", "QATTN_WG_PINGPONG", "QATTN_WG_TMA",
+                                           "QATTN_MMA_SYNC"};
+    for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++)
+        unsetenv(switches[i]);
     check_wg_keys();
     check_wg_form();
     return check_done();
