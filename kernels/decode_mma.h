@@ -473,8 +473,8 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         const int xc = c * KC;
         float mx[2] = {m[0], m[1]};
         const int hi = __any_sync(0xffffffffu, rlo32[1] >= 0); /* the tile has rows g + 8 (of its 16) */
-        const int ins = __all_sync(0xffffffffu, xc >= rlo32[0] && xc + KC <= rhi32[0] &&
-                                                    (!hi || (xc >= rlo32[1] && xc + KC <= rhi32[1])));
+        const int ins = __all_sync(0xffffffffu, xc >= rlo32[0] && xc <= rhi32[0] - KC &&
+                                                    (!hi || (xc >= rlo32[1] && xc <= rhi32[1] - KC)));
         auto scale_row = [&](auto masked, int ri) {
 #pragma unroll
             for (int j = 0; j < NJ; j++)

@@ -161,7 +161,7 @@ static void check_wg_form(void)
         CHECK(!qattn_kernels_wg_persist(&g, &pb, 0, &ap), "persistent with QATTN_WG_TMA=00");
         unsetenv("QATTN_WG_TMA");
         CHECK(qattn_kernels_wg_persist(&g, &pb, 0, &ap), "persistent again with the tensors mended");
-        pb.seqlen_k = 0; /* the launch runs no persistent CTAs without keys */
+        pb.seqlen_k = 0, pb.wg_form = QATTN_WG_FORM_NC2; /* the launch runs no persistent CTAs without keys */
         CHECK(!qattn_kernels_wg_persist(&g, &pb, 0, &ap), "persistent without keys");
     }
     CHECK(qattn_wg_persist(64, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, 0, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 1 &&
@@ -184,6 +184,14 @@ static void check_wg_form(void)
         CHECK(qattn_kernels_wg_pingpong(&g, &pb, 0) == want, "case %d ping-pong with a causal mask", c);
         pb.mask = (qattn_mask){QATTN_MASK_WINDOW, 256, 0};
         CHECK(!qattn_kernels_wg_pingpong(&g, &pb, 0), "case %d ping-pong with a window", c);
+        if (c == 0) { /* the switch read as the launch reads it: its first character */
+            setenv("QATTN_WG_PINGPONG", "10", 1);
+            CHECK(qattn_kernels_wg_pingpong(&g, &pb, 0), "ping-pong with a window and QATTN_WG_PINGPONG=10");
+            pb.mask.kind = QATTN_MASK_NONE;
+            setenv("QATTN_WG_PINGPONG", "00", 1);
+            CHECK(!qattn_kernels_wg_pingpong(&g, &pb, 0), "ping-pong without a mask and QATTN_WG_PINGPONG=00");
+            unsetenv("QATTN_WG_PINGPONG");
+        }
     }
     CHECK(qattn_wg_pingpong(128, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32, (qattn_mask){QATTN_MASK_NONE, 0, 0}) == 1 &&
               qattn_wg_pingpong(128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, (qattn_mask){QATTN_MASK_CAUSAL_BR, 0, 0}) == 1 &&
