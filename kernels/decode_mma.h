@@ -491,15 +491,15 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
                     mx[ri] = fmaxf(mx[ri], v);
                 }
         };
-        if (ins) {
-            scale_row(qattn_dmma_flag<0>(), 0);
+        auto scale_rows = [&](auto masked) {
+            scale_row(masked, 0);
             if (hi)
-                scale_row(qattn_dmma_flag<0>(), 1);
-        } else {
-            scale_row(qattn_dmma_flag<1>(), 0);
-            if (hi)
-                scale_row(qattn_dmma_flag<1>(), 1);
-        }
+                scale_row(masked, 1);
+        };
+        if (ins)
+            scale_rows(qattn_dmma_flag<0>());
+        else
+            scale_rows(qattn_dmma_flag<1>());
         /* alpha 1 for a row without a key so far (its O and l are 0): else such a row (past the
          * sequence) would have every chunk rescale O */
         float alpha[2] = {1.f, 1.f}, base[2] = {0.f, 0.f};

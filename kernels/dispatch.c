@@ -625,7 +625,7 @@ static int env_is(const char *name, const char *value)
     const char *e = getenv(name);
     return e && !strcmp(e, value);
 }
-/* the launch's reading of its QATTN_WG_PERSIST / _TMA / _PINGPONG switches: off where the value starts with 0 */
+/* the launch's reading of its QATTN_WG_PERSIST / _TMA switches: off where the value starts with 0 */
 static int env_first_zero(const char *name)
 {
     const char *e = getenv(name);
@@ -739,12 +739,12 @@ int qattn_kernels_wg_persist(const qattn_kernels_sig *g, const qattn_kernels_pro
 
 int qattn_kernels_wg_pingpong(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q)
 {
+    const char *pp = getenv("QATTN_WG_PINGPONG"); /* as the launch reads it: its first character */
     if (!g || g->family != QATTN_KERNELS_FAMILY_ATTN_FWD || g->path != QATTN_KERNELS_PATH_WGMMA ||
-        (g->q != QATTN_FMT_FP16 && g->q != QATTN_FMT_BF16) || env_first_zero("QATTN_WG_PINGPONG"))
+        (g->q != QATTN_FMT_FP16 && g->q != QATTN_FMT_BF16) || (pp && pp[0] == '0'))
         return 0;
     if (qattn_kernels_wg_form(g, pb, fused_q) == QATTN_WG_FORM_SOLO)
         return 0;
-    const char *pp = getenv("QATTN_WG_PINGPONG"); /* as the launch reads it: its first character */
     return (pp && pp[0] == '1') || qattn_wg_pingpong(g->head_dim, g->q, g->p, g->acc, pb->mask);
 }
 
