@@ -145,7 +145,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
     constexpr int ES = QATTN_WGMMA_ES(QF, VF); /* bytes a Q / K element in shared memory */
     /* keys a stage holds: the key block (int8), 128 (16-bit with two consumer warpgroups: Q.K by
      * m64n128k16, the softmax and P.V a key block of 64 or 128 at a time) */
-    constexpr int BM = QATTN_WGMMA_BMN(NC), KS = QATTN_WGMMA_KS(QF, KB, BM), S = QATTN_WGMMA_NSTAGES(D, QF, VF, KB, BM);
+    constexpr int BM = QATTN_WGMMA_BMN(NC), KS = QATTN_WGMMA_KS(D, QF, VF, W16, KB, BM),
+                  S = QATTN_WGMMA_NSTAGES(D, QF, VF, W16, KB, BM);
     constexpr int NT = KB / 8;      /* n-tiles of S (int8) */
     constexpr int NO = D / 8;       /* n-tiles of O */
     constexpr int RB = D * ES;      /* bytes of a Q / K row */
@@ -153,7 +154,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
     constexpr int RP = 128 / CH;    /* K rows the producer's 128 threads copy per pass */
     /* the V tile: 8-bit codes as V^T (D rows of KS bytes), 16-bit V as rows of keys (KS rows of 2 D bytes) */
     constexpr int VRB = V16 ? 2 * D : KS, VROWS = V16 ? KS : D, VCH = VRB / 16, VR = 128 / VCH;
-    constexpr int KBYTES = KS * RB, STAGE = QATTN_WGMMA_STAGEB(D, QF, VF, KB, BM);
+    constexpr int KBYTES = KS * RB, STAGE = QATTN_WGMMA_STAGEB(D, QF, VF, W16, KB, BM);
     constexpr int KSTEP = RP * (RB < 128 ? RB : 128), VSTEP = VR * (VRB < 128 ? VRB : 128);
     QATTN_DYNAMIC_SHARED(uint8_t, smem_raw);
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
@@ -552,7 +553,11 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                 qattn_mbar_arrive(QATTN_WS_QEMPTY);
         } else {
             typedef typename qattn_cond<QC == QATTN_FMT_INT8, int, float>::type s_t; /* S's accumulator */
-            s_t acc[NT * 4];                                                             /* S, written by the first k-step */
+            /* NH: key blocks a stage (fp16 P.V at d = 64, sage1-b: two of 64 under one m64n128 Q.K, their
+             * softmax and P.V in turn) */
+            constexpr int NH = KS / KB;
+            static_assert(NH == 1 || (P16 && NH == 2), "stages of two key blocks for the fp16 P.V only");
+            s_t acc[KS / 2]; /* S of the stage, written by the first k-step */
             uint32_t oh[P16 ? NO * 2 : 1]; /* P16: O in the f16 accumulator (the fp32 layout's pairs) */
 #pragma unroll
             for (int x = 0; x < (P16 ? NO * 2 : 1); x++)
@@ -561,20 +566,20 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
              * offset so at dk0 + so / 16 + 2 kk, of V^T at dv0 + so / 16 + 2 q (16-byte units in the
              * start-address field; shared addresses stay under 256 KB, so nothing carries out of it) */
             const uint32_t aStg0 = qattn_wgmma_smem_addr(sStage);
-            const uint64_t dq0 = qattn_wg_desc_k<RB, BM>(aQ, 64 * cw, 0), dk0 = qattn_wg_desc_k<RB, KB>(aStg0, 0, 0);
-            const uint64_t dv0 = qattn_wg_desc_k<KB, D>(aStg0 + KBYTES, 0, 0);
+            const uint64_t dq0 = qattn_wg_desc_k<RB, BM>(aQ, 64 * cw, 0), dk0 = qattn_wg_desc_k<RB, KS>(aStg0, 0, 0);
+            const uint64_t dv0 = qattn_wg_desc_k<KS, D>(aStg0 + KBYTES, 0, 0);
             auto issue_qk = [&](uint32_t so) {
 #pragma unroll
-                for (int x = 0; x < NT * 4; x++)
+                for (int x = 0; x < KS / 2; x++)
                     qattn_wgmma_fence_reg(acc[x]);
                 qattn_wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < RB / 32; kk++) {
                     if constexpr (WQK) /* k-steps of 16 channels (32 bytes) in column slabs of 128 bytes */
-                        qattn_wgmma_m64k16_ss<KB, 0>(acc, dq0 + (qattn_wg_slab_off<BM>(32 * kk) >> 4),
-                                                     dk0 + ((so + qattn_wg_slab_off<KB>(32 * kk)) >> 4), kk > 0);
+                        qattn_wgmma_m64k16_ss<KS, 0>(acc, dq0 + (qattn_wg_slab_off<BM>(32 * kk) >> 4),
+                                                     dk0 + ((so + qattn_wg_slab_off<KS>(32 * kk)) >> 4), kk > 0);
                     else
-                        qattn_wgmma_qk<KB>(acc, dq0 + 2u * kk, dk0 + ((so >> 4) + 2u * kk), kk > 0);
+                        qattn_wgmma_qk<KS>(acc, dq0 + 2u * kk, dk0 + ((so >> 4) + 2u * kk), kk > 0);
                 }
                 qattn_wgmma_commit();
             };
@@ -618,13 +623,13 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
             pv_t pvbuf[TWO && !PVACC ? (HALF ? NO * 2 : NO * 4) : 1];
             float palA = 1.0f, palB = 1.0f; /* DEFER: alpha of the block whose P.V is in pvbuf */
             int pstage = 0;                 /* DEFER: that block's stage */
-            for (int j0 = J0; j0 < J1; j0 += KB) {
-                const int nstg = stage == S - 1 ? 0 : stage + 1, more = j0 + KB < J1;
+            for (int j0 = J0; j0 < J1; j0 += KS) {
+                const int nstg = stage == S - 1 ? 0 : stage + 1, more = j0 + KS < J1;
                 const uint32_t nphase = stage == S - 1 ? phase ^ 1u : phase, nso = stage == S - 1 ? 0u : so + STAGE;
                 const uint32_t aV = aStg0 + so + KBYTES;
-                qattn_wgmma_wait<0>(); /* S of this block (DEFER: and the previous block's P.V) */
+                qattn_wgmma_wait<0>(); /* S of this stage (DEFER: and the previous block's P.V) */
 #pragma unroll
-                for (int x = 0; x < NT * 4; x++)
+                for (int x = 0; x < KS / 2; x++)
                     qattn_wgmma_fence_reg(acc[x]);
                 if constexpr (DEFER) {
 #pragma unroll
@@ -640,43 +645,72 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                     qattn_fence_proxy_async_smem(); /* cp.async (generic proxy) data read by wgmma (async proxy) */
                 }
 
-                /* the K scales of this thread's keys of even / odd tiles (one group each, qattn_wg_kgroup_ok) */
-                const float ks0 = kcur[kin0], ks1 = kcur[kin1];
                 float alA, alB;
-                uint32_t pf[KB / (F16A ? 16 : 32)][4]; /* A fragments (e4m3 / int8 codes of 32 keys, fp16 of 16) */
-                auto beside = [&] {
-                    if constexpr (DEFER)
-                        if (j0 > J0)
-                            qattn_wgmma_o_update<NO>(o, pvbuf, palA, palB);
-                };
-                if (dsq) { /* int4, smooth=q: S c2 + dS c2 of the thread's keys of each tile */
-                    float2 dsv[NT];
+                /* A fragments of each key block (e4m3 / int8 codes of 32 keys, fp16 of 16; both blocks' live
+                 * until the second's P.V, as the first's is read by the tensor core meanwhile) */
+                uint32_t pfs[NH][KB / (F16A ? 16 : 32)][4];
+                /* where the block's P.V accumulates */
+                auto pv_at = [&] { return PVACC ? reinterpret_cast<pv_t *>(&acc[0]) : TWO ? pvbuf : reinterpret_cast<pv_t *>(&o[0][0]); };
+                auto pv_done = [&] { /* P16: the P.V in flight done, O's registers readable */
+                    qattn_wgmma_wait<0>();
 #pragma unroll
-                    for (int t = 0; t < NT; t++)
-                        dsv[t] = *(const float2 *)(dsrow + stage * QATTN_WGMMA_DSROWS(BM) * KB + qattn_wg_key(t, qi, 0));
-                    qattn_wgmma_softmax<KB, PF, true, W16, MIX, NC == 3, PIN>(acc, dsv, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
-                                                      qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf,
-                                                      beside);
-                } else {
-                    const float2 none[1] = {make_float2(0.0f, 0.0f)};
-                    qattn_wgmma_softmax<KB, PF, false, W16, MIX, NC == 3, PIN>(acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
-                                                       qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB,
-                                                       pf, beside);
-                }
+                    for (int x = 0; x < (P16 ? NO * 2 : 0); x++)
+                        qattn_wgmma_fence_reg(oh[x]);
+                };
+#pragma unroll
+                for (int hb = 0; hb < NH; hb++) {
+                    s_t (&sh)[KB / 2] = *reinterpret_cast<s_t (*)[KB / 2]>(&acc[KB / 2 * hb]);
+                    uint32_t (&pf)[KB / (F16A ? 16 : 32)][4] = pfs[hb];
+                    /* the block before's P.V awaited before O is rescaled; with the scores in S's own
+                     * registers (three consumer warpgroups) before this block's softmax writes them, since
+                     * under a wgmma in flight ptxas serialized the wgmmas (C7515) */
+                    if (P16 && hb > 0 && NC == 3)
+                        pv_done();
+                    const int jb = j0 + KB * hb; /* this key block's first key */
+                    /* the K scales of this thread's keys of even / odd tiles (one group each, qattn_wg_kgroup_ok) */
+                    const float ks0 = kcur[kin0], ks1 = kcur[kin1];
+                    auto beside = [&] {
+                        if constexpr (DEFER)
+                            if (j0 > J0)
+                                qattn_wgmma_o_update<NO>(o, pvbuf, palA, palB);
+                    };
+                    if (dsq) { /* int4, smooth=q: S c2 + dS c2 of the thread's keys of each tile */
+                        float2 dsv[NT];
+#pragma unroll
+                        for (int t = 0; t < NT; t++)
+                            dsv[t] = *(const float2 *)(dsrow + stage * QATTN_WGMMA_DSROWS(BM) * KB + qattn_wg_key(t, qi, 0));
+                        qattn_wgmma_softmax<KB, PF, true, W16, MIX, NC == 3, PIN>(sh, dsv, jb, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
+                                                          qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf,
+                                                          beside);
+                    } else {
+                        const float2 none[1] = {make_float2(0.0f, 0.0f)};
+                        qattn_wgmma_softmax<KB, PF, false, W16, MIX, NC == 3, PIN>(sh, none, jb, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
+                                                           qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB,
+                                                           pf, beside);
+                    }
 
-                /* ---- P.V of this block (from 0, or into O rescaled), then Q.K of the next ---- */
-                pv_t *pv = PVACC ? reinterpret_cast<pv_t *>(&acc[0]) : TWO ? pvbuf : reinterpret_cast<pv_t *>(&o[0][0]);
-                if constexpr (P16) {
-                    qattn_wgmma_pvh_issue<D, KB, KS>(oh, alA, alB, pf, aV);
-                } else if constexpr (W16) {
-                    qattn_wgmma_pv16_issue<D, KB, KS, 0>(o, alA, alB, pf, aV, 0);
-                } else if constexpr (HALF) {
-                    qattn_wgmma_pv_halves<D, KB>(o, pvbuf, pf, dv0 + (so >> 4), alA, alB);
-                } else {
-                    qattn_wgmma_pv_issue<D, KB, TWO, PIN>(pv, o, alA, alB, acc, pf, dv0, so);
+                    /* ---- P.V of this block (from 0, or into O rescaled), then Q.K of the next ---- */
+                    pv_t *pv = pv_at();
+                    if constexpr (P16) {
+                        if (hb > 0 && NC == 2)
+                            pv_done();
+                        /* the block's V rows: KB keys of 128-byte slab rows on */
+                        qattn_wgmma_pvh_issue<D, KB, KS>(oh, alA, alB, pf, aV + (uint32_t)(128 * KB * hb));
+                    } else if constexpr (W16) {
+                        qattn_wgmma_pv16_issue<D, KB, KS, 0>(o, alA, alB, pf, aV, 0);
+                    } else if constexpr (HALF) {
+                        qattn_wgmma_pv_halves<D, KB>(o, pvbuf, pf, dv0 + (so >> 4), alA, alB);
+                    } else {
+                        qattn_wgmma_pv_issue<D, KB, TWO, PIN>(pv, o, alA, alB, sh, pf, dv0, so);
+                    }
+                    if constexpr (!HALF)
+                        qattn_wgmma_commit();
+                    if (hb + 1 < NH && --kleft == 0) { /* the next block's groups (after a stage's last: below) */
+                        kleft = kq;
+                        kcur += kper;
+                    }
                 }
-                if constexpr (!HALF)
-                    qattn_wgmma_commit();
+                pv_t *pv = pv_at();
                 if constexpr (SER) {
                     if constexpr (!HALF)
                         qattn_wgmma_pv_finish<NO, TWO>(o, pv, alA, alB);
@@ -714,7 +748,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                 }
                 if constexpr (TWO && !DEFER && !SER)
                     qattn_wgmma_o_update<NO>(o, pvbuf, alA, alB);
-                if (--kleft == 0) {
+                if (--kleft == 0) { /* to the next key block's groups */
                     kleft = kq;
                     kcur += kper;
                 }

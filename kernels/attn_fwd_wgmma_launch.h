@@ -51,7 +51,7 @@ static int qattn_attn_fwd_wgmma_launch_nc(const qattn_kernels_attn_params &p, vo
     memset(&maps, 0, sizeof maps);
     int tma = 0;
     if constexpr (qattn_wg_tma_can(QF, PF, ACC)) {
-        constexpr int KS = QATTN_WGMMA_KS(QF, KB, QATTN_WGMMA_BMN(NC));
+        constexpr int KS = QATTN_WGMMA_KS(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), QATTN_WGMMA_WIDEN(QF, PF, ACC), KB, QATTN_WGMMA_BMN(NC));
         if (qattn_wg_tma_wanted())
             tma = qattn_wg_maps_fill<D, KS, qattn_wg_tma_mode(QF)>(p, &maps);
     }

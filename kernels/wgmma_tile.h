@@ -29,15 +29,20 @@
 #define QATTN_WGMMA_WQK(qf, vf) ((qf) == QATTN_FMT_E4M3 && (vf) == QATTN_FMT_FP16)
 /* bytes of a Q / K element in shared memory */
 #define QATTN_WGMMA_ES(qf, vf) (QATTN_WGMMA_8BIT(qf) && !QATTN_WGMMA_WQK(qf, vf) ? 1 : 2)
+/* fp16 P.V after 8-bit Q.K (sage1-b: V in fp16 rows, not widened by the producer, wv 0) */
+#define QATTN_WGMMA_P16(qf, vf, wv) (QATTN_WGMMA_8BIT(qf) && (vf) == QATTN_FMT_FP16 && !(wv))
 /* 16-bit: stages of 128 keys with two consumer warpgroups (bm 128: one key block of 128 or two of
- * 64), of one key block with three (their S registers) */
-#define QATTN_WGMMA_KS(qf, kb, bm) (QATTN_WGMMA_8BIT(qf) || (bm) > 128 ? (kb) : 128)
-#define QATTN_WGMMA_STAGEB(d, qf, vf, kb, bm)                                                                        \
-    (QATTN_WGMMA_KS(qf, kb, bm) * (d) * (QATTN_WGMMA_ES(qf, vf) + (QATTN_WGMMA_V16(qf, vf) ? 2 : 1)))
+ * 64), of one key block with three (their S registers); fp16 P.V after 8-bit Q.K at d = 64: 128
+ * keys (one Q.K, the softmax and P.V a key block at a time: 1.06-1.08x at N >= 8192 on the H200;
+ * at d = 128 0.95-1.02x, ptxas -O3 / -O1), else a key block */
+#define QATTN_WGMMA_KS(d, qf, vf, wv, kb, bm)                                                                       \
+    (QATTN_WGMMA_P16(qf, vf, wv) && (d) == 64 ? 128 : QATTN_WGMMA_8BIT(qf) || (bm) > 128 ? (kb) : 128)
+#define QATTN_WGMMA_STAGEB(d, qf, vf, wv, kb, bm)                                                                    \
+    (QATTN_WGMMA_KS(d, qf, vf, wv, kb, bm) * (d) * (QATTN_WGMMA_ES(qf, vf) + (QATTN_WGMMA_V16(qf, vf) ? 2 : 1)))
 /* 4 stages; 3 where 4 do not fit (16-bit d = 128: 3 x 64 KB beside the 32 KB Q tile), 2 for e4m3 Q / K
  * widened at d = 128 with their staging */
-#define QATTN_WGMMA_NSTAGES(d, qf, vf, kb, bm)                                                                      \
-    (QATTN_WGMMA_WQK(qf, vf) && (d) > 64 ? 2 : QATTN_WGMMA_STAGEB(d, qf, vf, kb, bm) > 32768 ? 3 : 4)
+#define QATTN_WGMMA_NSTAGES(d, qf, vf, wv, kb, bm)                                                                  \
+    (QATTN_WGMMA_WQK(qf, vf) && (d) > 64 ? 2 : QATTN_WGMMA_STAGEB(d, qf, vf, wv, kb, bm) > 32768 ? 3 : 4)
 /* the unpacking producer (wgmma_unpack.h; int4 Q/K, e4m3 V widened to fp16: wv, e4m3 Q/K widened
  * too: wk): its staging ring (slots of packed / e4m3 K, and of e4m3 V rows), dS ([stages][bm / 16][keys]
  * floats, smooth=q's rows of the plane: Q blocks of a multiple of 16 rows) and Q's packed / e4m3 rows */
@@ -47,15 +52,16 @@
 #define QATTN_WGMMA_UNSLOT(i4, wv) ((i4) && (wv) ? 3 : 4)
 #define QATTN_WGMMA_USTG(d, qf, vf, kb, wv, bm)                                                                     \
     ((qf) == QATTN_FMT_INT4 || (wv) ? QATTN_WGMMA_UNSLOT((qf) == QATTN_FMT_INT4, wv) *                                \
-                                          QATTN_WGMMA_USLOT(d, QATTN_WGMMA_KS(qf, kb, bm), (qf) == QATTN_FMT_INT4,   \
+                                          QATTN_WGMMA_USLOT(d, QATTN_WGMMA_KS(d, qf, vf, wv, kb, bm), (qf) == QATTN_FMT_INT4, \
                                                             QATTN_WGMMA_WQK(qf, vf), wv)                             \
                                     : 0) +                                                                          \
-        ((qf) == QATTN_FMT_INT4 ? QATTN_WGMMA_NSTAGES(d, qf, vf, kb, bm) * QATTN_WGMMA_DSROWS(bm) *                   \
-                                          QATTN_WGMMA_KS(qf, kb, bm) * 4 +                                            \
+        ((qf) == QATTN_FMT_INT4 ? QATTN_WGMMA_NSTAGES(d, qf, vf, wv, kb, bm) * QATTN_WGMMA_DSROWS(bm) *               \
+                                          QATTN_WGMMA_KS(d, qf, vf, wv, kb, bm) * 4 +                                    \
                                       (bm) * (d) / 2                                                                \
                                 : QATTN_WGMMA_WQK(qf, vf) ? (bm) * (d) : 0)
 #define QATTN_WGMMA_SMEM(d, qf, vf, kb, wv, bm)                                                                     \
-    ((bm) * (d) * QATTN_WGMMA_ES(qf, vf) + QATTN_WGMMA_NSTAGES(d, qf, vf, kb, bm) * QATTN_WGMMA_STAGEB(d, qf, vf, kb, bm) + \
+    ((bm) * (d) * QATTN_WGMMA_ES(qf, vf) +                                                                          \
+     QATTN_WGMMA_NSTAGES(d, qf, vf, wv, kb, bm) * QATTN_WGMMA_STAGEB(d, qf, vf, wv, kb, bm) +                       \
      QATTN_WGMMA_USTG(d, qf, vf, kb, wv, bm) + 1024)
 
 template <bool C, typename A, typename B>

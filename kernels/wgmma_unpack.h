@@ -73,7 +73,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
     constexpr int NS = QATTN_WGMMA_UNSLOT(I4, WV), DSR = QATTN_WGMMA_DSROWS(BM); /* BM: the tile's rows */
     constexpr int RB = WK ? 2 * D : D, PCH = D / 32, CH = D / 16; /* Q / K row bytes in the tile; packed / 8-bit 16-byte chunks a row */
     constexpr int QCH = I4 ? PCH : CH;                           /* 16-byte chunks of a staged Q row (I4, WK) */
-    constexpr int STAGE = QATTN_WGMMA_STAGEB(D, WK ? QATTN_FMT_E4M3 : QATTN_FMT_INT8, WV ? QATTN_FMT_FP16 : QATTN_FMT_INT8, KS, BM);
+    constexpr int STAGE = QATTN_WGMMA_STAGEB(D, WK ? QATTN_FMT_E4M3 : QATTN_FMT_INT8, WV ? QATTN_FMT_FP16 : QATTN_FMT_INT8, WV, KS, BM);
     constexpr int SLOT = QATTN_WGMMA_USLOT(D, KS, I4, WK, WV);
     constexpr int SV = I4 ? KS * D / 2 : WK ? KS * D : 0; /* V's rows in a slot (WV) */
     constexpr int VCH = KS / 16, VR = 64 / VCH, VSTEP = VR * (KS < 128 ? KS : 128); /* V^T by 64 threads */
