@@ -143,8 +143,9 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
     constexpr int PREG = NC == 3 ? (W16 ? 48 : 24) : I4 && W16 ? 72 : U ? 64 : 24;
     constexpr int CREG = NC == 3 ? (W16 ? 152 : 160) : U ? 216 : 240;
     constexpr int ES = QATTN_WGMMA_ES(QF, VF); /* bytes a Q / K element in shared memory */
-    /* keys a stage holds: the key block (int8), 128 (16-bit with two consumer warpgroups: Q.K by
-     * m64n128k16, the softmax and P.V a key block of 64 or 128 at a time) */
+    /* keys a stage holds: the key block (8-bit), 128 (16-bit with two consumer warpgroups: Q.K by
+     * m64n128k16, the softmax and P.V a key block of 64 or 128 at a time; fp16 P.V at d = 64: two
+     * 64-key blocks under one m64n128k32 Q.K) */
     constexpr int BM = QATTN_WGMMA_BMN(NC), KS = QATTN_WGMMA_KS(D, QF, VF, W16, KB, BM),
                   S = QATTN_WGMMA_NSTAGES(D, QF, VF, W16, KB, BM);
     constexpr int NT = KB / 8;      /* n-tiles of S (int8) */
@@ -667,8 +668,11 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                     if (P16 && hb > 0 && NC == 3)
                         pv_done();
                     const int jb = j0 + KB * hb; /* this key block's first key */
-                    /* the K scales of this thread's keys of even / odd tiles (one group each, qattn_wg_kgroup_ok) */
-                    const float ks0 = kcur[kin0], ks1 = kcur[kin1];
+                    /* the K scales of this thread's keys of even / odd tiles (one group each, qattn_wg_kgroup_ok);
+                     * none for a stage's second block past the sequence's keys (its groups end there; the
+                     * keys are masked) */
+                    const bool kin = NH == 1 || jb < sk;
+                    const float ks0 = kin ? kcur[kin0] : 0.0f, ks1 = kin ? kcur[kin1] : 0.0f;
                     auto beside = [&] {
                         if constexpr (DEFER)
                             if (j0 > J0)

@@ -88,12 +88,16 @@ static void check_wg_form(void)
     CHECK(qattn_wg_form(128, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, none, 1024, 1) == QATTN_WG_FORM_SOLO &&
               qattn_wg_form(128, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, causal, 2048, 1) == QATTN_WG_FORM_SOLO &&
               qattn_wg_form(128, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, none, 1040, 1) == QATTN_WG_FORM_NC3 &&
-              qattn_wg_form(64, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, none, 2048, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(64, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, none, 1024, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(64, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, causal, 2048, 1) == QATTN_WG_FORM_SOLO &&
+              qattn_wg_form(64, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, none, 2048, 1) == QATTN_WG_FORM_NC3 &&
               qattn_wg_form(64, 64, I8, QATTN_FMT_FP16, QATTN_ACC_FP16, none, 4096, 1) == QATTN_WG_FORM_NC3 &&
+              qattn_wg_form(64, 128, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32, none, 2048, 1) == QATTN_WG_FORM_SOLO &&
               qattn_wg_form(64, 128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, causal, 4096, 1) == QATTN_WG_FORM_SOLO &&
               qattn_wg_form(64, 128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, none, 4096, 1) == QATTN_WG_FORM_NC2 &&
               qattn_wg_form(128, 128, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32, none, 64, 1) == QATTN_WG_FORM_NC2,
-          "f16 P.V: one warpgroup up to 1024 keys at d = 128, 2048 at d = 64, TMA or not; 16-bit d = 128: two always");
+          "f16 P.V: one warpgroup up to 1024 keys at d = 128 and for sage1-b at d = 64, 2048 for the d = 64 baselines, "
+          "TMA or not; 16-bit d = 128: two always");
     CHECK(qattn_wg_tma_lengths(0, 4096) && !qattn_wg_tma_lengths(1, 4096) && !qattn_wg_tma_lengths(0, 1000), "TMA lengths");
     CHECK(qattn_wg_form(128, 128, QATTN_FMT_INT4, E4, FP22, none, 64, 1) == QATTN_WG_FORM_NC3, "int4: three always");
     /* the registry: the instances built here */

@@ -70,9 +70,11 @@ QATTN_WG_FORM_FN long qattn_wg_row_keys(qattn_mask m, int seqlen_k)
  * takes the one-warpgroup form at every length with TMA too (64-key blocks, sage2-8b: 0.98-0.99x at
  * 8192-16384, up to 4096 as before). The f16
  * P.V instances (sage1-b; the baselines at d = 64), whose blocks wait for each P.V of twice the
- * k-steps: up to 1024 keys at d = 128 (sage1-b 1.04x there, 0.92x at 2048), 2048 at d = 64 (the
- * 128-key baselines 1.11-1.14x at N = 1024, 1.03-1.08x at 2048, 0.99-1.02x at 4096, 0.94-0.98x at
- * 8192 on the H200, 2026-11-30, kernels/logs/h200_baseline_d64_solo_ab.txt). */
+ * k-steps: up to 1024 keys at d = 128 (sage1-b 1.04x there, 0.92x at 2048) and for sage1-b at d = 64
+ * since its 128-key stages (1.08-1.09x at 1024 keys, 0.93x at 2048, 0.99x causal at 4096: H200,
+ * 2026-11-30, kernels/logs/h200_sage1b_ks128_ab.txt), 2048 for the baselines at d = 64 (the 128-key
+ * baselines 1.11-1.14x at N = 1024, 1.03-1.08x at 2048, 0.99-1.02x at 4096, 0.94-0.98x at 8192 on
+ * the H200, 2026-11-30, kernels/logs/h200_baseline_d64_solo_ab.txt). */
 QATTN_WG_FORM_FN long qattn_wg_solo_keys(int d, int kb, int qf, int pf, int tma)
 {
     if (tma && qattn_wg_solo_tma(qf, pf) &&
@@ -80,7 +82,7 @@ QATTN_WG_FORM_FN long qattn_wg_solo_keys(int d, int kb, int qf, int pf, int tma)
          (d == 128 && kb == 128 && qf == QATTN_FMT_INT8 && pf == QATTN_FMT_E4M3)))
         return -1;
     if (pf == QATTN_FMT_FP16 || pf == QATTN_FMT_BF16)
-        return d == 128 ? 1024 : 2048;
+        return d == 128 || qf != pf ? 1024 : 2048;
     return qf == QATTN_FMT_E4M3 && d == 128 ? 8192 : 4096;
 }
 /* persistent CTAs for the producer form (one CTA a multiprocessor taking tiles from a counter: the
