@@ -33,8 +33,8 @@
 #define QATTN_WGMMA_P16(qf, vf, wv) (QATTN_WGMMA_8BIT(qf) && (vf) == QATTN_FMT_FP16 && !(wv))
 /* 16-bit: stages of 128 keys with two consumer warpgroups (bm 128: one key block of 128 or two of
  * 64), of one key block with three (their S registers); fp16 P.V after 8-bit Q.K at d = 64: 128
- * keys (one Q.K, the softmax and P.V a key block at a time: 1.06-1.08x at N >= 8192 on the H200;
- * at d = 128 0.95-1.02x, ptxas -O3 / -O1), else a key block */
+ * keys (one Q.K, the softmax and P.V a key block at a time: 1.06-1.09x at N >= 8192 on the H200;
+ * at d = 128 0.93-1.02x, ptxas -O3 / -O1), else a key block */
 #define QATTN_WGMMA_KS(d, qf, vf, wv, kb, bm)                                                                       \
     (QATTN_WGMMA_P16(qf, vf, wv) && (d) == 64 ? 128 : QATTN_WGMMA_8BIT(qf) || (bm) > 128 ? (kb) : 128)
 #define QATTN_WGMMA_STAGEB(d, qf, vf, wv, kb, bm)                                                                    \
