@@ -651,7 +651,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                  * until the second's P.V, as the first's is read by the tensor core meanwhile) */
                 uint32_t pfs[NH][KB / (F16A ? 16 : 32)][4];
                 /* where the block's P.V accumulates */
-                auto pv_at = [&] { return PVACC ? reinterpret_cast<pv_t *>(&acc[0]) : TWO ? pvbuf : reinterpret_cast<pv_t *>(&o[0][0]); };
+                pv_t *const pv = PVACC ? reinterpret_cast<pv_t *>(&acc[0]) : TWO ? pvbuf : reinterpret_cast<pv_t *>(&o[0][0]);
                 auto pv_done = [&] { /* P16: the P.V in flight done, O's registers readable */
                     qattn_wgmma_wait<0>();
 #pragma unroll
@@ -694,7 +694,6 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                     }
 
                     /* ---- P.V of this block (from 0, or into O rescaled), then Q.K of the next ---- */
-                    pv_t *pv = pv_at();
                     if constexpr (P16) {
                         if (hb > 0 && NC == 2)
                             pv_done();
@@ -714,7 +713,6 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                         kcur += kper;
                     }
                 }
-                pv_t *pv = pv_at();
                 if constexpr (SER) {
                     if constexpr (!HALF)
                         qattn_wgmma_pv_finish<NO, TWO>(o, pv, alA, alB);
