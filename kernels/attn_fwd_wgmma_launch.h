@@ -46,23 +46,22 @@ static int qattn_attn_fwd_wgmma_launch_nc(const qattn_kernels_attn_params &p, vo
     const int bm = QATTN_WGMMA_BMN(NC);
     dim3 grid((unsigned)((p.seqlen_q + bm - 1) / bm), (unsigned)p.hq, (unsigned)p.nseq);
     void (*k)(qattn_kernels_attn_params, const qattn_wg_maps, int, int) = &qattn_attn_fwd_wgmma_kernel<D, KB, QF, PF, ACC, NC, false>;
-    /* the key blocks by TMA where the instance and the layout allow (QATTN_WG_TMA=0: cp.async) */
+    /* the key blocks by TMA where the instance and the layout allow (p.wg_tma -1: cp.async) */
     qattn_wg_maps maps;
     memset(&maps, 0, sizeof maps);
     int tma = 0;
     if constexpr (qattn_wg_tma_can(QF, PF, ACC)) {
         constexpr int KS = QATTN_WGMMA_KS(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), QATTN_WGMMA_WIDEN(QF, PF, ACC), KB, QATTN_WGMMA_BMN(NC));
-        if (qattn_wg_tma_wanted())
+        if (p.wg_tma >= 0)
             tma = qattn_wg_maps_fill<D, KS, qattn_wg_tma_mode(QF)>(p, &maps);
     }
-    /* persistent, a CTA a multiprocessor, where the rule takes it (wgmma_form.h) and the loads go by TMA,
-     * with the plan's tile counter (QATTN_WG_PERSIST=0 in the environment: a CTA a tile, for comparison;
-     * QATTN_WG_PERSIST_CTAS=n: at most n CTAs, so that the tests' small problems loop) */
+    /* persistent, a CTA a multiprocessor, with the plan's tile counter p.work (a plan holds one where the
+     * dispatcher takes the form: qattn_kernels_wg_persist) where the rule allows it (wgmma_form.h) and
+     * the loads go by TMA (QATTN_WG_PERSIST_CTAS=n: at most n CTAs, so that the tests' small problems loop) */
     if constexpr (qattn_wg_persist_can(D, QF, PF, ACC)) {
-        static const char *const penv = getenv("QATTN_WG_PERSIST");
         const int64_t ntiles = (int64_t)grid.x * grid.y * grid.z;
-        if (!(penv && penv[0] == '0') && qattn_wg_persist(D, QF, PF, ACC, p.q_fuse, p.mask, p.cu_q != 0 || p.cu_k != 0) &&
-            tma && p.work && p.seqlen_k > 0 && ntiles <= INT_MAX) {
+        if (qattn_wg_persist(D, QF, PF, ACC, p.q_fuse, p.mask, p.cu_q != 0 || p.cu_k != 0) && tma && p.work &&
+            p.seqlen_k > 0 && ntiles <= INT_MAX) {
             int dev = 0, sms = 0;
             QATTN_MMA_CHECK(cudaGetDevice(&dev), "attn wgmma: the current device");
             QATTN_MMA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev),
@@ -77,11 +76,9 @@ static int qattn_attn_fwd_wgmma_launch_nc(const qattn_kernels_attn_params &p, vo
     }
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                     "attn wgmma: raising the shared-memory limit");
-    /* ping-pong of the consumer warpgroups where the rule takes it (wgmma_form.h; QATTN_WG_PINGPONG=0 /
-     * 1 in the environment: never / wherever compiled, for comparison) */
-    static const char *const ppenv = getenv("QATTN_WG_PINGPONG");
-    const int pingpong = NC == 2 && (ppenv && (ppenv[0] == '0' || ppenv[0] == '1') ? ppenv[0] == '1'
-                                                                                     : qattn_wg_pingpong(D, QF, PF, ACC, p.mask));
+    /* ping-pong of the consumer warpgroups as the plan chose (qattn_kernels_wg_pingpong), or where
+     * p.wg_pingpong is 0 as the rule takes it (wgmma_form.h) */
+    const int pingpong = NC == 2 && (p.wg_pingpong ? p.wg_pingpong > 0 : qattn_wg_pingpong(D, QF, PF, ACC, p.mask));
     k<<<grid, dim3(QATTN_WGMMA_THREADSN(NC)), smem, (cudaStream_t)stream>>>(p, maps, tma, pingpong);
     QATTN_MMA_CHECK(cudaGetLastError(), "attn wgmma kernel launch");
     return QATTN_OK;
@@ -112,25 +109,17 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
                 return rc;
         }
     }
-    /* the block form: p.wg_form, or where it is 0 the rule (wgmma_form.h) for instances with the
-     * one-warpgroup form, else the instance's consumer warpgroups (qattn_wg_nc); QATTN_WG_NC=1 / 2 /
-     * 3 in the environment over both (for comparison); two for a fused Q (wgmma_qfuse.h: groups
-     * inside a 128-row tile) */
+    /* the block form: p.wg_form (the plan's: qattn_kernels_wg_form), or where it is 0 the rule
+     * (wgmma_form.h) for instances with the one-warpgroup form, else the instance's consumer warpgroups
+     * (qattn_wg_nc); two for a fused Q (wgmma_qfuse.h: groups inside a 128-row tile) */
     if (!p.q_fuse) {
-        constexpr bool SOLO = qattn_wg_solo_can(D, KB, QF, PF, ACC);
-        static const char *const env = getenv("QATTN_WG_NC");
-        int form = env && env[0] >= '1' && env[0] <= '3' ? env[0] - '0' : p.wg_form;
-        if (form == QATTN_WG_FORM_RULE)
-            form = SOLO ? qattn_wg_form(D, KB, QF, PF, ACC, p.mask, p.seqlen_k, qattn_wg_tma_lengths(p.cu_k != 0, p.seqlen_k))
-                        : qattn_wg_nc(QF);
-        /* 16-bit with 128-key blocks: two consumer warpgroups only (with three, at 160 registers, S of
-         * 128 keys and P's fragments spill 160 bytes and serialize the wgmmas: C7512) */
-        constexpr bool THREE = (QF != QATTN_FMT_FP16 && QF != QATTN_FMT_BF16) || KB == 64;
-        if constexpr (SOLO)
+        const int form = qattn_wg_form_run(D, KB, QF, PF, ACC, p.wg_form, p.mask, p.seqlen_k,
+                                           qattn_wg_tma_lengths(p.cu_k != 0, p.seqlen_k));
+        if constexpr (qattn_wg_solo_can(D, KB, QF, PF, ACC))
             if (form == QATTN_WG_FORM_SOLO)
                 return qattn_attn_fwd_wgsolo_launch<D, KB, QF, PF, ACC>(p, stream, err);
-        if constexpr (THREE)
-            if (form == QATTN_WG_FORM_NC3 || (form == QATTN_WG_FORM_SOLO && qattn_wg_nc(QF) == QATTN_WG_FORM_NC3))
+        if constexpr (qattn_wg_three(QF, KB))
+            if (form == QATTN_WG_FORM_NC3)
                 return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 3>(p, stream, err);
     }
     return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 2>(p, stream, err);

@@ -291,7 +291,7 @@ static int qattn_attn_fwd_wgsolo_launch(const qattn_kernels_attn_params &p, void
     void (*k)(qattn_kernels_attn_params, const qattn_wg_maps) =
         &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, NB, false>;
     if constexpr (qattn_wg_solo_tma(QF, PF)) {
-        if (qattn_wg_tma_wanted() && qattn_wg_maps_fill<D, KB, 0>(p, &maps))
+        if (p.wg_tma >= 0 && qattn_wg_maps_fill<D, KB, 0>(p, &maps))
             k = &qattn_attn_fwd_wgsolo_kernel<D, KB, QF, PF, ACC, NB, true>;
     }
     QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),

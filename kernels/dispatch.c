@@ -625,7 +625,7 @@ static int env_is(const char *name, const char *value)
     const char *e = getenv(name);
     return e && !strcmp(e, value);
 }
-/* the launch's reading of its QATTN_WG_PERSIST / _TMA switches: off where the value starts with 0 */
+/* a comparison switch (QATTN_WG_PERSIST, _TMA) set off: its value starts with 0 */
 static int env_first_zero(const char *name)
 {
     const char *e = getenv(name);
@@ -710,16 +710,26 @@ int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, c
 
 int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q)
 {
-    if (!wg_both(g))
+    if (!g || g->family != QATTN_KERNELS_FAMILY_ATTN_FWD || g->path != QATTN_KERNELS_PATH_WGMMA)
         return 0;
     if (fused_q) /* the one form that quantizes Q (wgmma_qfuse.h) */
         return QATTN_WG_FORM_NC2;
     const char *env = getenv("QATTN_WG_NC");
-    if (env && env[0] >= '1' && env[0] <= '3')
-        return env[0] - '0';
-    return pb->wg_form ? pb->wg_form
-                       : qattn_wg_form(g->head_dim, g->kblock_max, g->q, g->p, g->acc, pb->mask, pb->seqlen_k,
-                                       qattn_kernels_wg_tma_lengths(pb));
+    const int asked = env && env[0] >= '1' && env[0] <= '3' ? env[0] - '0' : pb->wg_form;
+    return qattn_wg_form_run(g->head_dim, g->kblock_max, g->q, g->p, g->acc, asked, pb->mask, pb->seqlen_k,
+                             qattn_kernels_wg_tma_lengths(pb));
+}
+
+int qattn_kernels_wg_tma_wanted(void) { return !env_first_zero("QATTN_WG_TMA"); }
+
+void qattn_kernels_wg_choose(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q,
+                             qattn_kernels_attn_params *ap)
+{
+    if (!g || g->family != QATTN_KERNELS_FAMILY_ATTN_FWD || g->path != QATTN_KERNELS_PATH_WGMMA)
+        return;
+    ap->wg_form = qattn_kernels_wg_form(g, pb, fused_q);
+    ap->wg_pingpong = qattn_kernels_wg_pingpong(g, pb, fused_q) ? 1 : -1;
+    ap->wg_tma = qattn_kernels_wg_tma_wanted() ? 0 : -1;
 }
 
 int qattn_kernels_wg_persist(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q,
@@ -732,14 +742,14 @@ int qattn_kernels_wg_persist(const qattn_kernels_sig *g, const qattn_kernels_pro
     if (form == QATTN_WG_FORM_SOLO || !qattn_kernels_wg_tma_lengths(pb) || pb->seqlen_k <= 0 ||
         !qattn_wg_persist(g->head_dim, g->q, g->p, g->acc, fused_q, pb->mask, pb->varlen))
         return 0;
-    return !ap || (!env_first_zero("QATTN_WG_TMA") &&
+    return !ap || (qattn_kernels_wg_tma_wanted() &&
                    qattn_wg_tma_rows16((uintptr_t)ap->k, (uintptr_t)ap->v, ap->k_sb, ap->k_sh, ap->k_st, ap->v_sb, ap->v_sh,
                                        ap->v_st, ap->cu_k != NULL));
 }
 
 int qattn_kernels_wg_pingpong(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q)
 {
-    const char *pp = getenv("QATTN_WG_PINGPONG"); /* as the launch reads it: its first character */
+    const char *pp = getenv("QATTN_WG_PINGPONG"); /* its first character decides */
     if (!g || g->family != QATTN_KERNELS_FAMILY_ATTN_FWD || g->path != QATTN_KERNELS_PATH_WGMMA ||
         (g->q != QATTN_FMT_FP16 && g->q != QATTN_FMT_BF16) || (pp && pp[0] == '0'))
         return 0;

@@ -362,6 +362,7 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
         goto fail;
     if (pl->fuse_q)
         qattn_kernels_attn_fuse_q(&pl->ap, s, &pl->pb, &io->q);
+    qattn_kernels_wg_choose(pl->attn_sig, &pl->pb, pl->fuse_q, &pl->ap); /* the launch follows them */
     { /* smooth=q's dS plane, where the instance reads one (its launch writes it) */
         const size_t dsb = qattn_kernels_attn_ds_bytes(pl->attn_sig, &pl->ap);
         void *ds = NULL;

@@ -376,7 +376,12 @@ struct qattn_kernels_attn_params {
     float pmul;             /* P stored as P * pmul: qmax(p) for @static, else 1 */
     int kblock, acc_chunk;  /* keys per online-softmax step; two-level chunk or 0 */
     unsigned smooth;        /* QATTN_SMOOTH_* of the scheme */
-    int wg_form;            /* wgmma: the blocks (problem wg_form; 0: by the rule at launch) */
+    /* wgmma, the plan's choices (the dispatcher's, with the environment's comparison switches; a launch
+     * reads no switch): */
+    int wg_form;            /* the blocks (qattn_kernels_wg_form; 0: by the rule at launch) */
+    int wg_pingpong;        /* 1 / -1: the consumer warpgroups in ping-pong or not (qattn_kernels_wg_pingpong);
+                             * 0: by the rule at launch */
+    int wg_tma;             /* -1: the key blocks by cp.async (QATTN_WG_TMA=0); 0: by TMA where the layout allows */
 };
 
 /* Fill p for running scheme s on pb from the quantized operands (qp_*: the
@@ -411,10 +416,16 @@ int qattn_kernels_attn_fill(qattn_kernels_attn_params *p, const qattn_scheme *s,
  * split along channels), no smooth=q; and pb->fuse_q or QATTN_FUSE_Q=1 in
  * the environment asks for it. 0 or 1. */
 int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb);
-/* the wgmma blocks instance g takes for pb (QATTN_WG_FORM_SOLO, or _NC2 / _NC3: qattn_wg_nc, kernels/wgmma_form.h:
- * pb->wg_form, QATTN_WG_NC=1 / 2 / 3 in the environment, else the rule there; two consumer warpgroups where
- * fused_q, g quantizing Q itself); 0 where g has one form */
+/* the wgmma blocks instance g runs pb in (QATTN_WG_FORM_SOLO, _NC2, _NC3: qattn_wg_form_run, kernels/wgmma_form.h,
+ * of the form asked for by QATTN_WG_NC=1 / 2 / 3 in the environment, else pb->wg_form, else the rule's; two
+ * consumer warpgroups where fused_q, g quantizing Q itself); 0 for other paths */
 int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q);
+/* 0 where QATTN_WG_TMA=0 in the environment asks the wgmma path for cp.async loads (for comparison), else 1 */
+int qattn_kernels_wg_tma_wanted(void);
+/* the plan's wgmma choices into ap (wg_form, wg_pingpong, wg_tma: qattn_kernels_wg_form, _pingpong, _tma_wanted),
+ * so that the launch follows them; nothing for other paths */
+void qattn_kernels_wg_choose(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q,
+                             qattn_kernels_attn_params *ap);
 /* 1 where instance g runs pb in persistent CTAs (a CTA a multiprocessor taking tiles from the plan's counter,
  * params work: qattn_wg_persist, kernels/wgmma_form.h, in the form with a producer, the key blocks by TMA;
  * QATTN_WG_PERSIST=0 in the environment: never), else 0. ap: the filled params, whose K and V the tensor

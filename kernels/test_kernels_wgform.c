@@ -117,10 +117,12 @@ static void check_wg_form(void)
         pb.wg_form = 0;
         CHECK(!qattn_kernels_wg_solo_keys(g, 0) == !both && !qattn_kernels_wg_solo_keys(g, 1) == !both, "%s: both forms %d",
               g->name, both);
-        CHECK(qattn_kernels_wg_form(g, &pb, 0) == (both ? multi : 0), "%s at 16384 keys", g->name);
+        const int wg = g->path == QATTN_KERNELS_PATH_WGMMA && g->family == QATTN_KERNELS_FAMILY_ATTN_FWD;
+        CHECK(qattn_kernels_wg_form(g, &pb, 0) == (wg ? multi : 0), "%s at 16384 keys", g->name);
         pb.wg_form = QATTN_WG_FORM_SOLO;
-        CHECK(qattn_kernels_wg_form(g, &pb, 0) == (both ? QATTN_WG_FORM_SOLO : 0), "%s asked for one warpgroup", g->name);
-        CHECK(qattn_kernels_wg_form(g, &pb, 1) == (both ? QATTN_WG_FORM_NC2 : 0), "%s quantizing Q", g->name);
+        CHECK(qattn_kernels_wg_form(g, &pb, 0) == (both ? QATTN_WG_FORM_SOLO : wg ? multi : 0), "%s asked for one warpgroup",
+              g->name);
+        CHECK(qattn_kernels_wg_form(g, &pb, 1) == (wg ? QATTN_WG_FORM_NC2 : 0), "%s quantizing Q", g->name);
     }
     /* persistent CTAs: the d = 64 baselines in the two-consumer form, no mask, equal lengths by TMA (sigs
      * made here: this build's registry may hold no wgmma instance) */
@@ -161,7 +163,7 @@ static void check_wg_form(void)
         ap.k_sb = ap.v_sb;
         setenv("QATTN_WG_TMA", "0", 1);
         CHECK(!qattn_kernels_wg_persist(&g, &pb, 0, &ap), "persistent with QATTN_WG_TMA=0");
-        setenv("QATTN_WG_TMA", "00", 1); /* read as the launch reads it: off where it starts with 0 */
+        setenv("QATTN_WG_TMA", "00", 1); /* off where it starts with 0 */
         CHECK(!qattn_kernels_wg_persist(&g, &pb, 0, &ap), "persistent with QATTN_WG_TMA=00");
         unsetenv("QATTN_WG_TMA");
         CHECK(qattn_kernels_wg_persist(&g, &pb, 0, &ap), "persistent again with the tensors mended");
@@ -188,7 +190,7 @@ static void check_wg_form(void)
         CHECK(qattn_kernels_wg_pingpong(&g, &pb, 0) == want, "case %d ping-pong with a causal mask", c);
         pb.mask = (qattn_mask){QATTN_MASK_WINDOW, 256, 0};
         CHECK(!qattn_kernels_wg_pingpong(&g, &pb, 0), "case %d ping-pong with a window", c);
-        if (c == 0) { /* the switch read as the launch reads it: its first character */
+        if (c == 0) { /* the switch's first character decides */
             setenv("QATTN_WG_PINGPONG", "10", 1);
             CHECK(qattn_kernels_wg_pingpong(&g, &pb, 0), "ping-pong with a window and QATTN_WG_PINGPONG=10");
             pb.mask.kind = QATTN_MASK_NONE;
@@ -196,6 +198,58 @@ static void check_wg_form(void)
             CHECK(!qattn_kernels_wg_pingpong(&g, &pb, 0), "ping-pong without a mask and QATTN_WG_PINGPONG=00");
             unsetenv("QATTN_WG_PINGPONG");
         }
+    }
+    /* the plan's choices into the params (the launch follows them, reading no switch), and the blocks a
+     * launch runs for a form asked for */
+    {
+        const qattn_kernels_sig g16 = wg_rule_sig("choose bf16", 128, 0), g8 = wg_rule_sig("choose int8", 128, 3);
+        qattn_kernels_attn_params ap;
+        memset(&pb, 0, sizeof pb);
+        memset(&ap, 0, sizeof ap);
+        pb.seqlen_q = pb.seqlen_k = 8192;
+        qattn_kernels_wg_choose(&g16, &pb, 0, &ap);
+        CHECK(ap.wg_form == QATTN_WG_FORM_NC2 && ap.wg_pingpong == 1 && ap.wg_tma == 0,
+              "bf16 d = 128: two consumers, ping-pong, TMA (%d %d %d)", ap.wg_form, ap.wg_pingpong, ap.wg_tma);
+        setenv("QATTN_WG_PINGPONG", "0", 1);
+        setenv("QATTN_WG_TMA", "0", 1);
+        setenv("QATTN_WG_NC", "3", 1); /* not compiled for 16-bit 128-key blocks: two run */
+        qattn_kernels_wg_choose(&g16, &pb, 0, &ap);
+        CHECK(ap.wg_form == QATTN_WG_FORM_NC2 && ap.wg_pingpong == -1 && ap.wg_tma == -1,
+              "bf16 d = 128 with QATTN_WG_PINGPONG=0, _TMA=0, _NC=3 (%d %d %d)", ap.wg_form, ap.wg_pingpong, ap.wg_tma);
+        qattn_kernels_wg_choose(&g8, &pb, 0, &ap);
+        CHECK(ap.wg_form == QATTN_WG_FORM_NC3 && ap.wg_pingpong == -1, "int8 with QATTN_WG_NC=3 (%d %d)", ap.wg_form,
+              ap.wg_pingpong);
+        setenv("QATTN_WG_NC", "1", 1);
+        qattn_kernels_wg_choose(&g8, &pb, 0, &ap);
+        CHECK(ap.wg_form == QATTN_WG_FORM_SOLO, "int8 with QATTN_WG_NC=1 (%d)", ap.wg_form);
+        qattn_kernels_wg_choose(&g16, &pb, 0, &ap);
+        CHECK(ap.wg_form == QATTN_WG_FORM_NC2, "bf16 d = 128 with QATTN_WG_NC=1: no such form, two (%d)", ap.wg_form);
+        qattn_kernels_wg_choose(&g8, &pb, 1, &ap);
+        CHECK(ap.wg_form == QATTN_WG_FORM_NC2, "int8 quantizing Q with QATTN_WG_NC=1: two (%d)", ap.wg_form);
+        unsetenv("QATTN_WG_NC");
+        unsetenv("QATTN_WG_TMA");
+        unsetenv("QATTN_WG_PINGPONG");
+        qattn_kernels_wg_choose(&g8, &pb, 0, &ap);
+        CHECK(ap.wg_form == QATTN_WG_FORM_SOLO && ap.wg_pingpong == -1 && ap.wg_tma == 0,
+              "int8 at 8192 keys by TMA: the rule's one warpgroup (%d %d %d)",
+              ap.wg_form, ap.wg_pingpong, ap.wg_tma);
+        qattn_kernels_sig gm = g8;
+        gm.path = QATTN_KERNELS_PATH_MMA;
+        memset(&ap, 0, sizeof ap);
+        ap.wg_form = 7;
+        qattn_kernels_wg_choose(&gm, &pb, 0, &ap);
+        CHECK(ap.wg_form == 7 && ap.wg_pingpong == 0 && ap.wg_tma == 0, "the mma path's params untouched");
+        const qattn_mask nm = {QATTN_MASK_NONE, 0, 0};
+        CHECK(qattn_wg_form_run(128, 128, QATTN_FMT_INT4, QATTN_FMT_E4M3, QATTN_ACC_FP22, QATTN_WG_FORM_SOLO, nm, 64, 1) ==
+                      QATTN_WG_FORM_NC3 &&
+                  qattn_wg_form_run(64, 128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, QATTN_WG_FORM_NC3, nm, 8192, 1) ==
+                      QATTN_WG_FORM_NC2 &&
+                  qattn_wg_form_run(128, 64, QATTN_FMT_INT8, QATTN_FMT_FP16, QATTN_ACC_FP16, QATTN_WG_FORM_RULE, nm, 1024, 1) ==
+                      QATTN_WG_FORM_SOLO &&
+                  qattn_wg_form_run(128, 64, QATTN_FMT_INT8, QATTN_FMT_FP16, QATTN_ACC_FP16, QATTN_WG_FORM_NC2, nm, 1024, 1) ==
+                      QATTN_WG_FORM_NC2,
+              "qattn_wg_form_run: int4 asked for one warpgroup runs three; 16-bit 128-key blocks asked for three run two; "
+              "the rule; two asked");
     }
     CHECK(qattn_wg_pingpong(128, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32, (qattn_mask){QATTN_MASK_NONE, 0, 0}) == 1 &&
               qattn_wg_pingpong(128, QATTN_FMT_BF16, QATTN_FMT_BF16, QATTN_ACC_FP32, (qattn_mask){QATTN_MASK_CAUSAL_BR, 0, 0}) == 1 &&

@@ -132,5 +132,27 @@ QATTN_WG_FORM_FN int qattn_wg_form(int d, int kb, int qf, int pf, int acc, qattn
     const long most = qattn_wg_solo_keys(d, kb, qf, pf, tma);
     return most < 0 || qattn_wg_row_keys(m, seqlen_k) <= most ? QATTN_WG_FORM_SOLO : qattn_wg_nc(qf);
 }
+/* three consumer warpgroups compiled: 8-bit codes, or 16-bit stages of 64-key blocks (16-bit 128-key
+ * blocks with three, at 160 registers: S and P's fragments spill 160 bytes and serialize the wgmmas, C7512) */
+QATTN_WG_FORM_FN int qattn_wg_three(int qf, int kb)
+{
+    return (qf != QATTN_FMT_FP16 && qf != QATTN_FMT_BF16) || kb == 64;
+}
+/* the blocks a launch runs when asked for form (QATTN_WG_FORM_*; 0: the rule's, qattn_wg_form): one
+ * warpgroup where the instance has that form, three consumer warpgroups where they are compiled and
+ * asked for or the instance's own (qattn_wg_nc), else two. The dispatcher's plan and the launch both
+ * take it (a fused Q: two, wgmma_qfuse.h) */
+QATTN_WG_FORM_FN int qattn_wg_form_run(int d, int kb, int qf, int pf, int acc, int form, qattn_mask m, int seqlen_k,
+                                       int tma)
+{
+    if (form == QATTN_WG_FORM_RULE)
+        form = qattn_wg_form(d, kb, qf, pf, acc, m, seqlen_k, tma);
+    if (form == QATTN_WG_FORM_SOLO && qattn_wg_solo_can(d, kb, qf, pf, acc))
+        return QATTN_WG_FORM_SOLO;
+    if (qattn_wg_three(qf, kb) &&
+        (form == QATTN_WG_FORM_NC3 || (form == QATTN_WG_FORM_SOLO && qattn_wg_nc(qf) == QATTN_WG_FORM_NC3)))
+        return QATTN_WG_FORM_NC3;
+    return QATTN_WG_FORM_NC2;
+}
 
 #endif

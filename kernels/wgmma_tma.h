@@ -5,7 +5,6 @@
 #define QATTN_KERNELS_WGMMA_TMA_H
 
 #include <cuda.h>   /* CUtensorMap */
-#include <stdlib.h> /* getenv */
 
 #include "wgmma_form.h"   /* qattn_wg_tma_rows16 */
 #include "wgmma_nvidia.h" /* qattn_tma_load4 / 5 */
@@ -29,13 +28,6 @@ static constexpr QATTN_HD bool qattn_wg_tma_can(int qf, int pf, int acc)
            ((qf == QATTN_FMT_FP16 || qf == QATTN_FMT_BF16) && pf == qf);
 }
 static constexpr QATTN_HD int qattn_wg_tma_mode(int qf) { return qf == QATTN_FMT_FP16 || qf == QATTN_FMT_BF16; }
-
-/* 0 where QATTN_WG_TMA=0 in the environment asks for the cp.async loads (for comparison) */
-static int qattn_wg_tma_wanted(void)
-{
-    static const char *const env = getenv("QATTN_WG_TMA");
-    return !(env && env[0] == '0');
-}
 
 /* cuTensorMapEncodeTiled through the runtime (no link to the driver library); NULL where missing */
 typedef CUresult (*qattn_tmap_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
