@@ -83,11 +83,16 @@ static void cc_text(const qattn_kernels_sig *g, char *buf, size_t len)
         snprintf(buf, len, "sm_%d to sm_%d", g->cc_min, g->cc_max);
 }
 
+/* 1 when g is a wgmma attention instance */
+static int wg_attn(const qattn_kernels_sig *g)
+{
+    return g && g->family == QATTN_KERNELS_FAMILY_ATTN_FWD && g->path == QATTN_KERNELS_PATH_WGMMA;
+}
+
 /* 1 when g has both block forms (kernels/wgmma_form.h) */
 static int wg_both(const qattn_kernels_sig *g)
 {
-    return g && g->family == QATTN_KERNELS_FAMILY_ATTN_FWD && g->path == QATTN_KERNELS_PATH_WGMMA &&
-           qattn_wg_solo_can(g->head_dim, g->kblock_max, g->q, g->p, g->acc);
+    return wg_attn(g) && qattn_wg_solo_can(g->head_dim, g->kblock_max, g->q, g->p, g->acc);
 }
 
 char *qattn_kernels_describe(const qattn_kernels_sig *g, char *buf, size_t len)
@@ -710,7 +715,7 @@ int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, c
 
 int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q)
 {
-    if (!g || g->family != QATTN_KERNELS_FAMILY_ATTN_FWD || g->path != QATTN_KERNELS_PATH_WGMMA)
+    if (!wg_attn(g))
         return 0;
     if (fused_q) /* the one form that quantizes Q (wgmma_qfuse.h) */
         return QATTN_WG_FORM_NC2;
@@ -725,7 +730,7 @@ int qattn_kernels_wg_tma_wanted(void) { return !env_first_zero("QATTN_WG_TMA"); 
 void qattn_kernels_wg_choose(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q,
                              qattn_kernels_attn_params *ap)
 {
-    if (!g || g->family != QATTN_KERNELS_FAMILY_ATTN_FWD || g->path != QATTN_KERNELS_PATH_WGMMA)
+    if (!wg_attn(g))
         return;
     ap->wg_form = qattn_kernels_wg_form(g, pb, fused_q);
     ap->wg_pingpong = qattn_kernels_wg_pingpong(g, pb, fused_q) ? 1 : -1;
@@ -735,7 +740,7 @@ void qattn_kernels_wg_choose(const qattn_kernels_sig *g, const qattn_kernels_pro
 int qattn_kernels_wg_persist(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q,
                              const qattn_kernels_attn_params *ap)
 {
-    if (!g || g->family != QATTN_KERNELS_FAMILY_ATTN_FWD || g->path != QATTN_KERNELS_PATH_WGMMA ||
+    if (!wg_attn(g) ||
         env_first_zero("QATTN_WG_PERSIST"))
         return 0;
     const int form = qattn_kernels_wg_form(g, pb, fused_q);
@@ -750,7 +755,7 @@ int qattn_kernels_wg_persist(const qattn_kernels_sig *g, const qattn_kernels_pro
 int qattn_kernels_wg_pingpong(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q)
 {
     const char *pp = getenv("QATTN_WG_PINGPONG"); /* its first character decides */
-    if (!g || g->family != QATTN_KERNELS_FAMILY_ATTN_FWD || g->path != QATTN_KERNELS_PATH_WGMMA ||
+    if (!wg_attn(g) ||
         (g->q != QATTN_FMT_FP16 && g->q != QATTN_FMT_BF16) || (pp && pp[0] == '0'))
         return 0;
     if (qattn_kernels_wg_form(g, pb, fused_q) == QATTN_WG_FORM_SOLO)

@@ -387,11 +387,12 @@ fail:
 char *qattn_kernels_plan_describe(const qattn_kernels_plan *pl, char *buf, size_t len)
 {
     static const char *names[3] = {"q", "k", "v"};
-    const int form = qattn_kernels_wg_form(pl->attn_sig, &pl->pb, pl->fuse_q);
+    /* the wgmma choices as the launch reads them from the params (qattn_kernels_wg_choose; the tile
+     * counter only where the plan took persistent CTAs; fill copies the problem's form for any path) */
+    const int form = pl->attn_sig->path == QATTN_KERNELS_PATH_WGMMA ? pl->ap.wg_form : 0;
     int n = snprintf(buf, len, "%s (%s)%s%s%s%s%s", pl->attn_sig->name, qattn_kernels_path_name(pl->attn_sig->path),
                      pl->fuse_q ? "; q fused" : "", form ? "; blocks of " : "", qattn_kernels_wg_form_name(form),
-                     pl->ap.work && qattn_kernels_wg_persist(pl->attn_sig, &pl->pb, pl->fuse_q, &pl->ap) ? ", persistent" : "",
-                     qattn_kernels_wg_pingpong(pl->attn_sig, &pl->pb, pl->fuse_q) ? ", ping-pong" : "");
+                     pl->ap.work ? ", persistent" : "", pl->ap.wg_pingpong > 0 ? ", ping-pong" : "");
     for (int i = 0; i < 3 && n >= 0 && (size_t)n < len; i++)
         if (pl->quantize[i])
             n += snprintf(buf + n, len - (size_t)n, "; %s %s", names[i], qattn_kernels_qroute_name(pl->qp[i].route));
