@@ -258,10 +258,24 @@ int qattn_kernels_decode_run_case(const qattn_kernels_decode_case *tc, unsigned 
             opt.kblock = tc->kblock;
             opt.num_splits = pl.num_splits; /* the plan's, which the rule may have chosen */
             rc = qattn_kv_emu(&kb, &opt, h.o_emu, h.lse_emu, NULL, NULL, err);
+            /* with splits the plan runs twice, the second run checked: a launch must leave the spin
+             * counters (params spin) zero for the next */
+            for (int run = 0; !rc && run < (pl.num_splits > 1 ? 2 : 1); run++)
+                rc = qattn_kernels_decode_plan_run(&pl, NULL, err) || qattn_kernels_dev_sync(err);
             if (!rc)
-                rc = qattn_kernels_decode_plan_run(&pl, NULL, err) || qattn_kernels_dev_sync(err) ||
-                     qattn_kernels_dev_from(h.o_dev, od, (size_t)tq * hq * d * osz, err) ||
+                rc = qattn_kernels_dev_from(h.o_dev, od, (size_t)tq * hq * d * osz, err) ||
                      qattn_kernels_dev_from(h.lse_dev, lsed, (size_t)hq * tq * sizeof(float), err);
+            res->counters_left = 0;
+            if (!rc && pl.p.spin_cnt) {
+                const size_t nc = (size_t)nseq * hkv * (size_t)((max_sq * (hq / hkv) + 15) / 16) * 2;
+                unsigned *cnt = (unsigned *)malloc(nc * sizeof *cnt);
+                if (!cnt)
+                    rc = qattn_err_set(err, QATTN_ERR_NOMEM, "decode check: %zu counters", nc);
+                else if (!(rc = qattn_kernels_dev_from(cnt, pl.p.spin_cnt, nc * sizeof *cnt, err)))
+                    for (size_t k = 0; k < nc; k++)
+                        res->counters_left += cnt[k] != 0u;
+                free(cnt);
+            }
             if (!rc) {
                 res->ran = 1;
                 res->sig = pl.sig;
@@ -272,7 +286,7 @@ int qattn_kernels_decode_run_case(const qattn_kernels_decode_case *tc, unsigned 
                 if (tc->out != QATTN_FMT_FP32)
                     res->tol += tc->out == QATTN_FMT_BF16 ? 8e-3 : 1e-3; /* one output rounding step apart */
                 res->lse_tol = fast ? QATTN_KERNELS_DECODE_LSE_TOL_FAST : QATTN_KERNELS_DECODE_LSE_TOL_PORTABLE;
-                res->pass = res->err <= res->tol && res->max_dlse <= res->lse_tol;
+                res->pass = res->err <= res->tol && res->max_dlse <= res->lse_tol && res->counters_left == 0;
             }
         }
     }

@@ -8,9 +8,11 @@
 #define QATTN_KERNELS_DECODE_COMBINE_H
 
 #include "decode_portable.h"
+#include "grid_group.h" /* the split kernel's own combine (params spin) */
 #include "mma_nvidia.h"
 /* a lane's CPL channels of the partials of splits s0 + step u (u < U) into x (split 0's
- * for those past ns: read, never weighed); orow: split 0's, pstride floats a split */
+ * for those past ns: read, never weighed); orow: split 0's, pstride floats a split; through
+ * L2 (ld.cg: the split kernel's own combine reads what other blocks of its launch wrote) */
 template <int U, int CPL>
 static __device__ __forceinline__ void qattn_decode_combine_load(float (&x)[U][CPL], const float *orow, int s0, int step,
                                                                  int ns, int64_t pstride)
@@ -20,12 +22,12 @@ static __device__ __forceinline__ void qattn_decode_combine_load(float (&x)[U][C
         const int s = s0 + u * step;
         const float *op = orow + (int64_t)(s < ns ? s : 0) * pstride;
         if (CPL == 4) {
-            const float4 v = *(const float4 *)op;
+            const float4 v = __ldcg((const float4 *)op);
             x[u][0] = v.x, x[u][1] = v.y, x[u][2] = v.z, x[u][3] = v.w;
         } else {
 #pragma unroll
             for (int k = 0; k < CPL; k++)
-                x[u][k] = op[k];
+                x[u][k] = __ldcg(op + k);
         }
     }
 }
@@ -116,28 +118,21 @@ __global__ void __launch_bounds__(256) qattn_decode_combine_warp_kernel(qattn_ke
         p.lse[row] = lm == -INFINITY ? -INFINITY : lm + logf(sum);
 }
 
-/* the combine for more than QATTN_DECODE_COMBINE_WARP splits: one block per output
- * row, warp w sums splits w, w + 8, ...; the first NW x U splits' partials are loaded
- * before the weights are known, so that their latency and the lse's overlap (one
- * round trip up to 128 splits) */
-template <int D>
-__global__ void __launch_bounds__(256) qattn_decode_combine_block_kernel(qattn_kernels_decode_params p)
+/* One output row's combine by a block of NW warps (every thread calls it): warp w sums
+ * splits w, w + NW, ... of the partials at o_part + (s plane + row) D (lse at lse_part
+ * + s plane + row), U at a time, the first NW x U splits' partials loaded before the weights are known,
+ * so that their latency and the lse's overlap (one round trip up to NW x U splits), read
+ * through L2 (ld.cg: written by other blocks of the same launch with params spin); the
+ * row's o goes to token t, head h of sequence b and its lse to p.lse[row]. Scratch in
+ * shared memory: sW [QATTN_DECODE_COMBINE_SMAX], sPart [NW][D], sRed [NW], free again
+ * when it returns. */
+template <int D, int NW, int U>
+static __device__ __forceinline__ void qattn_decode_combine_row(const qattn_kernels_decode_params &p, int b, int64_t t,
+                                                                int h, int64_t row, float *sW, float *sPart, float *sRed)
 {
-    const int NW = 8, CPL = D / 32; /* channels per lane */
-    const int U = 16;               /* splits a warp has in flight */
-    __shared__ float sW[QATTN_DECODE_COMBINE_SMAX];
-    __shared__ float sPart[NW][D];
-    __shared__ float sRed[NW];
+    const int CPL = D / 32; /* channels per lane */
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int i = (int)blockIdx.x, h = (int)blockIdx.y, b = (int)blockIdx.z;
-    qattn_port_dependents_go(); /* the next step's split kernel may be set up beside this one */
-    qattn_port_wait_prior();    /* launched overlapping the split kernel: its partials first */
-    int64_t tq0, tu0;
-    int sq;
-    qattn_decode_rows(p, b, &tq0, &tu0, &sq);
-    if (i >= sq)
-        return;
-    const int64_t row = (int64_t)h * p.lse_sh + tq0 + i, plane = (int64_t)p.hq * p.lse_sh;
+    const int64_t plane = (int64_t)p.hq * p.lse_sh;
     const int ns = p.num_splits;
     const float *orow = p.o_part + row * D + lane * CPL; /* split s's part: orow + s * plane * D */
     float x[U][CPL];
@@ -145,7 +140,7 @@ __global__ void __launch_bounds__(256) qattn_decode_combine_block_kernel(qattn_k
     load(warp);
     float lm = -INFINITY;
     for (int s = tid; s < ns; s += NW * 32) {
-        sW[s] = p.lse_part[s * plane + row];
+        sW[s] = __ldcg(p.lse_part + s * plane + row);
         lm = fmaxf(lm, sW[s]);
     }
     for (int o = 16; o; o >>= 1)
@@ -186,7 +181,7 @@ __global__ void __launch_bounds__(256) qattn_decode_combine_block_kernel(qattn_k
             load(s0);
         }
     for (int k = 0; k < CPL; k++)
-        sPart[warp][lane * CPL + k] = acc[k];
+        sPart[warp * D + lane * CPL + k] = acc[k];
     __syncthreads();
     float sum = 0.f;
     for (int w = 0; w < NW; w++)
@@ -195,15 +190,59 @@ __global__ void __launch_bounds__(256) qattn_decode_combine_block_kernel(qattn_k
         float o = 0.f;
         if (lmax != -INFINITY) {
             for (int w = 0; w < NW; w++)
-                o += sPart[w][c];
+                o += sPart[w * D + c];
             o = o / sum;
         }
-        qattn_decode_put(p, b, tu0 + i, h, c, o);
+        qattn_decode_put(p, b, t, h, c, o);
     }
     if (tid == 0 && p.lse)
         p.lse[row] = lmax == -INFINITY ? -INFINITY : lmax + logf(sum);
+    __syncthreads(); /* the scratch is free again */
 }
 
+/* the combine for more than QATTN_DECODE_COMBINE_WARP splits: one block per output row */
+template <int D>
+__global__ void __launch_bounds__(256) qattn_decode_combine_block_kernel(qattn_kernels_decode_params p)
+{
+    const int NW = 8;
+    __shared__ float sW[QATTN_DECODE_COMBINE_SMAX];
+    __shared__ float sPart[NW * D];
+    __shared__ float sRed[NW];
+    const int i = (int)blockIdx.x, h = (int)blockIdx.y, b = (int)blockIdx.z;
+    qattn_port_dependents_go(); /* the next step's split kernel may be set up beside this one */
+    qattn_port_wait_prior();    /* launched overlapping the split kernel: its partials first */
+    int64_t tq0, tu0;
+    int sq;
+    qattn_decode_rows(p, b, &tq0, &tu0, &sq);
+    if (i >= sq)
+        return;
+    qattn_decode_combine_row<D, NW, 16>(p, b, tu0 + i, h, (int64_t)h * p.lse_sh + tq0 + i, sW, sPart, sRed);
+}
+
+/* The combine by the split kernel's own blocks (params spin; every block of the
+ * grid resident at once, the launcher's check): each block has written its
+ * split's partials of the row tile; it counts itself on the tile's words
+ * (tile = the block's x, y) and waits for the tile's ns blocks, then block s
+ * combines rows s, s + ns, ... of the tile's nrows - r0 live ones
+ * (qattn_decode_combine_row, its NW warps, 6 splits a warp in flight: the
+ * split kernel's registers), the scratch in the block's
+ * shared memory (free: the warps' merge is done). No combine kernel, no
+ * kernel boundary; the last block out leaves the words zero. */
+template <int D, int ROWS, int NW>
+static __device__ __forceinline__ void qattn_decode_spin_combine(const qattn_kernels_decode_params &p, float *scratch,
+                                                                 int r0, int nrows, int b, int hk, int64_t tq0,
+                                                                 int64_t tu0, int sp)
+{
+    const int grp = (int)p.div_grp.d, ns = p.num_splits;
+    const int tile = (int)(blockIdx.y * gridDim.x + blockIdx.x);
+    const unsigned left_n = qattn_grid_group_wait(p.spin_cnt, tile, ns, (int)threadIdx.x);
+    float *sW = scratch, *sPart = sW + QATTN_DECODE_COMBINE_SMAX, *sRed = sPart + NW * D;
+    for (int r = sp; r < ROWS && r0 + r < nrows; r += ns) {
+        const int pr = r0 + r, i = (int)qattn_fastdiv(p.div_grp, (unsigned)pr), h = hk * grp + pr - i * grp;
+        qattn_decode_combine_row<D, NW, 6>(p, b, tu0 + i, h, (int64_t)h * p.lse_sh + tq0 + i, sW, sPart, sRed);
+    }
+    qattn_grid_group_reset(p.spin_cnt, tile, left_n, ns, (int)threadIdx.x);
+}
 
 /* The combine inside a cluster of a row tile's ns split blocks (launched with
  * p.cluster): block s holds split s's normalized o ([ROWS][D]) and lse ([ROWS],

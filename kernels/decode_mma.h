@@ -660,10 +660,16 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         if (c == 0 && !p.cluster)
             qattn_decode_put_split_lse(p, row, sp, lse);
     }
-    if (p.cluster)
+    if (p.cluster) {
         qattn_decode_cluster_combine<D, QATTN_DMMA_ROWS>(p, res, r0, nrows, b, hk, tq0, tu0);
-    else if constexpr (SHARE)
-        qattn_cluster_wait(); /* no block leaves while its peer may take from its counter */
+    } else {
+        static_assert((QATTN_DECODE_COMBINE_SMAX + L::NW * (D + 1)) * 4 <= L::BYTES, "the spin combine's scratch");
+        if (p.spin) /* the tile's splits combined by its blocks, the scratch over the merge's */
+            qattn_decode_spin_combine<D, QATTN_DMMA_ROWS, L::NW>(p, (float *)qattn_dmma_smem, r0, nrows, b, hk, tq0,
+                                                                 tu0, sp);
+        if constexpr (SHARE)
+            qattn_cluster_wait(); /* no block leaves while its peer may take from its counter */
+    }
 }
 
 #endif

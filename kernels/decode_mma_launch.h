@@ -78,9 +78,29 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
      * (each block's partial covers the keys it took), when all of them are resident at once
      * (131072:4:8 0.99x; with 16 and 128 short splits 1.02-1.11x: the pair's end barrier and the
      * counter cost more than the evening gains; H200 2026-11-29) */
+    int spin = 0; /* the launch below combined its own partials */
     const int pairs = !cluster && p.stages != 2 && p.num_splits >= 2 && p.num_splits <= QATTN_DECODE_CLUSTER_MAX &&
                       p.num_splits % 2 == 0 && qattn_port_overlap_ok() &&
                       (int64_t)grid.x * grid.y * grid.z / 2 <= resident_clusters(2);
+    /* the split kernel's blocks combine the partials themselves (no combine kernel, no boundary) when
+     * every block of the grid is resident at once: they wait for each other (QATTN_DECODE_SPIN=0: never) */
+    const char *spv = getenv("QATTN_DECODE_SPIN");
+    auto all_resident = [&](void (*kr)(qattn_kernels_decode_params), int kvi) -> int {
+        static int per_sm[64][3]; /* 1 + blocks a multiprocessor; 0: not asked */
+        int *slot = dev >= 0 && dev < 64 ? &per_sm[dev][kvi] : NULL;
+        int n = slot && *slot ? *slot - 1 : 0;
+        if (!slot || !*slot) {
+            if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&n, kr, L::NW * 32, (size_t)L::BYTES) != hipSuccess) {
+                (void)hipGetLastError();
+                n = 0;
+            }
+            if (slot)
+                *slot = n + 1;
+        }
+        return (int64_t)grid.x * grid.y * grid.z <= (int64_t)n * sms;
+    };
+    const int spin_ok = p.stages == 0 && p.num_splits > 1 && p.num_splits <= QATTN_DECODE_SPIN_MAX && p.spin_cnt &&
+                        !cluster && sms > 0 && !(spv && !strcmp(spv, "0"));
     if (p.stages != 2) { /* overlapping the previous kernel: it waits for it before touching memory */
         /* the L2 prefetch: half the L2 over the grid's blocks, so that prefetched rows stay */
         qattn_kernels_decode_params pk = p;
@@ -92,16 +112,20 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
         pk.share = share_ok && cluster ? p.num_splits : share_ok && pairs ? 2 : 0;
         void (*k)(qattn_kernels_decode_params) = pk.spec ? ks : pk.share ? kh : k0;
         const unsigned cz = cluster ? (unsigned)p.num_splits : pk.share ? 2u : 1u;
+        /* pairs: all resident by the clusters' check */
+        pk.spin = spin_ok && (pk.share || all_resident(k, pk.spec ? 1 : 0));
         if (cz > 1 && qattn_port_launch_ex(1, cz, k, grid, dim3(L::NW * 32), (size_t)L::BYTES, stream, pk) != cudaSuccess) {
             (void)hipGetLastError(); /* clusters refused (too few free multiprocessors a GPC): the combine kernel */
             cluster = pk.cluster = pk.share = 0;
             k = pk.spec ? ks : k0;
+            pk.spin = 0;
             qattn_port_launch_overlap(1, k, grid, dim3(L::NW * 32), (size_t)L::BYTES, stream, pk);
         } else if (cz == 1)
             qattn_port_launch_overlap(1, k, grid, dim3(L::NW * 32), (size_t)L::BYTES, stream, pk);
         QATTN_DECODE_CHECK(hipGetLastError(), "decode mma kernel launch");
+        spin = pk.spin;
     }
-    if (p.num_splits == 1 || p.stages == 1 || cluster)
+    if (p.num_splits == 1 || p.stages == 1 || cluster || spin)
         return QATTN_OK;
     /* programmatic dependent launch on sm_90: its blocks start while the split kernel's last ones run */
     if (p.num_splits <= QATTN_DECODE_COMBINE_WARP)

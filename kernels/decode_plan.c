@@ -402,6 +402,13 @@ int qattn_kernels_decode_plan_init(qattn_kernels_decode_plan *pl, const qattn_ke
     }
     rc = qattn_kernels_decode_fill(&pl->p, pb, q, o, lse, tokens_q, (const int *)cu, cache, ns, (float *)op,
                                    (float *)lp, err);
+    if (!rc && ns > 1) { /* a row tile's two counts for the split kernel's own combine (params spin) */
+        const int64_t rows = (int64_t)pb->seqlen_q * (pb->hkv > 0 ? pb->hq / pb->hkv : 1);
+        const size_t bytes = (size_t)pb->nseq * (size_t)pb->hkv * (size_t)((rows + 15) / 16) * 2 * sizeof(unsigned);
+        void *cnt = NULL;
+        if (!(rc = plan_alloc(pl, &cnt, bytes, err)) && !(rc = qattn_kernels_dev_fill(cnt, 0, bytes, err)))
+            pl->p.spin_cnt = (unsigned *)cnt;
+    }
     if (!rc)
         return QATTN_OK;
 fail:

@@ -36,6 +36,8 @@ extern "C" {
 
 #define QATTN_KERNELS_DECODE_SPLITS_MAX 256 /* most splits the plan takes */
 #define QATTN_DECODE_CLUSTER_MAX 8 /* most splits a row tile runs as one cluster (the portable size) */
+#define QATTN_DECODE_SPIN_MAX 64   /* most splits the split kernel combines itself (params spin; at 128 a
+                                    * combining block reads 128 partials a row: 0.98-1.02x, H200 2026-12-01) */
 
 /* the order of a page's rows in the pool */
 typedef enum qattn_kernels_kv_layout {
@@ -133,6 +135,14 @@ struct qattn_kernels_decode_params {
     int share;             /* mma path, set by its launcher, without speculation: the splits of a thread-block
                             * cluster whose blocks share their chunks through a counter in it (num_splits with
                             * cluster, else 2 for an even count; 0: none; QATTN_DECODE_SHARE=0: never) */
+    unsigned *spin_cnt;    /* [grid tiles][2] device, zero between launches (the plan's: it zeroes them once, the
+                            * kernel leaves them zero), or NULL: a row tile's arrival / departure counts for spin */
+    int spin;              /* mma path, set by its launcher: the split kernel's blocks combine the partials
+                            * themselves (2 .. QATTN_DECODE_SPIN_MAX splits, every block resident at once,
+                            * stages 0, not in a cluster, spin_cnt;
+                            * QATTN_DECODE_SPIN=0: never): each writes its partial, counts itself on its tile's
+                            * word and waits for the tile's num_splits, then block s combines rows s, s + ns, ...
+                            * of the tile (no combine kernel, no kernel boundary) */
 };
 
 /* Fill p for pb from the query and output tensors (strides in elements), lse
@@ -169,7 +179,7 @@ typedef struct qattn_kernels_decode_plan {
     const qattn_kernels_sig *sig;
     qattn_kernels_decode_params p;
     int num_splits;
-    void *dev[4];          /* owned device buffers (partials, cu_q) */
+    void *dev[4];          /* owned device buffers (partials, cu_q, spin counters) */
     int ndev;
 } qattn_kernels_decode_plan;
 
@@ -215,7 +225,8 @@ typedef struct qattn_kernels_decode_result {
     double max_dlse, cos;  /* max |lse - lse_emu|; cos(o, o_emu) */
     long diff_o, diff_lse; /* elements whose bits differ */
     double tol, lse_tol;
-    int pass;              /* err <= tol and max_dlse <= lse_tol */
+    long counters_left;    /* the plan's spin counters not zero after its runs */
+    int pass;              /* err <= tol, max_dlse <= lse_tol and no counter left */
 } qattn_kernels_decode_result;
 
 /* the case table */

@@ -43,8 +43,8 @@
  *
  * The body (qattn_qs_body) runs named stages: the ring (qattn_qs_ring_init,
  * _produce, _take); phase 1 (qattn_qs_phase1: qattn_qs_stats_tile,
- * _stats_reduce, _stats_partials, qattn_qs_group_wait, qattn_qs_combine,
- * qattn_qs_group_reset, qattn_qs_channel_scales); phase 2
+ * _stats_reduce, _stats_partials, qattn_grid_group_wait, qattn_qs_combine,
+ * qattn_grid_group_reset, qattn_qs_channel_scales); phase 2
  * (qattn_qs_codes_tile: qattn_qs_tile_scales, then qattn_qs_put_codes or
  * qattn_qs_put_vt).
  *
@@ -66,6 +66,7 @@
 #define QATTN_KERNELS_QUANT_STREAM_H
 
 #include "quant_stream_ring.h" /* tiles, slices, shared-memory layout, the input ring */
+#include "grid_group.h"       /* the groups' wait for their partials */
 
 /* phase 1, one tile: the thread's nv rows into its channels' sums s, minima mn and maxima mx, or magnitudes m16 */
 template <int IN, int SM, int UNI, int LC>
@@ -172,35 +173,6 @@ static __device__ __forceinline__ void qattn_qs_stats_partials(const qattn_kerne
     if (TR) /* cmax in the stage region, which phase 2 wrote */
         for (int i = th.tid; i < D; i += NT)
             sh.cmax[i] = 0u;
-}
-
-/* the group's wait at unit u (counted in at cnt[2u], out at cnt[2u + 1]); to thread 0 the blocks out before it */
-static __device__ __forceinline__ unsigned qattn_qs_group_wait(unsigned *cnt, int u, const qattn_qs_args &a, int tid)
-{
-    /* the block's partials before its count: the barrier, then one
-     * thread's (cumulative) device-scope fence, as a grid barrier does */
-    __syncthreads();
-    unsigned left_n = 0u;
-    if (tid == 0) {
-        __threadfence();
-        atomicAdd(&cnt[2 * u], 1u);
-        while (((volatile unsigned *)cnt)[2 * u] < (unsigned)a.nrank)
-            qattn_port_pause();
-        __threadfence();
-        left_n = atomicAdd(&cnt[2 * u + 1], 1u); /* read after the combine (its latency hidden) */
-    }
-    __syncthreads();
-    return left_n;
-}
-
-/* the last block out of the wait leaves unit u's counters zero for the next launch (the plan zeroes them once) */
-static __device__ __forceinline__ void qattn_qs_group_reset(unsigned *cnt, int u, unsigned left_n,
-                                                            const qattn_qs_args &a, int tid)
-{
-    if (tid == 0 && left_n == (unsigned)a.nrank - 1u) {
-        cnt[2 * u] = 0u;
-        cnt[2 * u + 1] = 0u;
-    }
 }
 
 /* the combine: the group's partials in rank order (qattn_qf_combine_body's arithmetic) -> sh.cmean, sh.cmax */
@@ -315,9 +287,9 @@ static __device__ __forceinline__ void qattn_qs_phase1(const qattn_kernels_quant
     }
     qattn_qs_stats_reduce<IN, SM, UNI, LC>(sh, th, s, mn, mx, m16);
     qattn_qs_stats_partials<SM, UNI, TR, LC>(p, sh, th, hb, nchunk, nonfin);
-    const unsigned left_n = qattn_qs_group_wait(cnt, un.u, a, th.tid);
+    const unsigned left_n = qattn_grid_group_wait(cnt, un.u, a.nrank, th.tid); /* unit u's group */
     qattn_qs_combine<SM, UNI, LC>(p, a, sh, th, un, hb, nchunk);
-    qattn_qs_group_reset(cnt, un.u, left_n, a, th.tid);
+    qattn_grid_group_reset(cnt, un.u, left_n, a.nrank, th.tid);
     qattn_qs_channel_scales<FMT, SM, UNI, TR, LC>(p, a, sh, th, hb, mean, sc, lo, hi);
 }
 

@@ -9,8 +9,12 @@
  * tolerances of qattn_kernels_decode.h; a case whose splits (2 .. 8) the NVIDIA
  * path combines inside a cluster (its blocks sharing the tile's chunks) runs
  * again with QATTN_DECODE_CLUSTER=0 (pairs of splits sharing theirs where the
- * count is even, and the combine kernels) and with QATTN_DECODE_SHARE=0, so
- * that the fixed chunks stay checked; and every case again with the values
+ * count is even; the split kernel's own combine where its blocks are all
+ * resident), with both and QATTN_DECODE_SPIN=0 (the combine kernels) and with
+ * QATTN_DECODE_SHARE=0, so that the fixed chunks stay checked; a case of more
+ * splits (the split kernel's own combine) again with QATTN_DECODE_SPIN=0;
+ * every case runs its plan twice, the second run checked and the plan's spin
+ * counters read back zero (decode_check.c); and every case again with the values
  * the NVIDIA path reads before its wait spoiled (QATTN_DECODE_SPEC=spoil-len,
  * spoil-rows), so that the path that redoes its first copies is checked, and
  * in both block forms of the 8-bit caches (QATTN_DECODE_WARPS=8, 12).
@@ -55,8 +59,8 @@ static int run_case(size_t i, unsigned paths, const char *label)
         CHECK(r.diff_o == 0 && r.diff_lse == 0, "%s: %ld outputs and %ld LSEs differ from the emulation", label,
               r.diff_o, r.diff_lse);
     else
-        CHECK(r.pass, "%s: max |O - O_emu| / max|V| %.3g (tolerance %.1g), max |LSE - LSE_emu| %.3g (%.1g)", label,
-              r.err, r.tol, r.max_dlse, r.lse_tol);
+        CHECK(r.pass, "%s: max |O - O_emu| / max|V| %.3g (tolerance %.1g), max |LSE - LSE_emu| %.3g (%.1g), %ld spin "
+              "counters left", label, r.err, r.tol, r.max_dlse, r.lse_tol, r.counters_left);
     return fast ? r.num_splits : 0;
 }
 
@@ -219,7 +223,17 @@ int main(int argc, char **argv)
             snprintf(label, sizeof label, "case %zu no-cluster", i);
             setenv("QATTN_DECODE_CLUSTER", "0", 1);
             run_case(i, 0, label);
+            snprintf(label, sizeof label, "case %zu no-cluster no-spin", i);
+            setenv("QATTN_DECODE_SPIN", "0", 1);
+            run_case(i, 0, label);
+            unsetenv("QATTN_DECODE_SPIN");
             unsetenv("QATTN_DECODE_CLUSTER");
+        } else if (ns > QATTN_DECODE_CLUSTER_MAX && ns <= QATTN_DECODE_SPIN_MAX) {
+            /* the split kernel's own combine ran: now the combine kernel */
+            snprintf(label, sizeof label, "case %zu no-spin", i);
+            setenv("QATTN_DECODE_SPIN", "0", 1);
+            run_case(i, 0, label);
+            unsetenv("QATTN_DECODE_SPIN");
         }
         /* the values read before the wait spoiled; the 8-bit caches' two block forms */
         static const char *const rerun[4][2] = {{"QATTN_DECODE_SPEC", "spoil-len"},
