@@ -140,7 +140,47 @@ static void compare(const qattn_kernels_decode_case *tc, const bufs *h, int hq, 
     res->cos = n1 > 0.0 && n2 > 0.0 ? dot / sqrt(n1 * n2) : (n1 == n2 ? 1.0 : 0.0);
 }
 
-int qattn_kernels_decode_run_case(const qattn_kernels_decode_case *tc, unsigned paths, uint64_t *seed,
+/* A second plan of the case (its own output, partials and counters) run beside pl on two streams, 4
+ * times each: a split kernel whose blocks wait for each other (params spin) must not hold the
+ * multiprocessors the other grid's blocks wait for; the second plan's output must equal o_ref (pl's,
+ * obytes) bit for bit. Sets res->streams_diff (bytes that differ) and clears res->pass on a difference. */
+static int two_streams(const qattn_kernels_decode_plan *pl, const qattn_kernels_decode_problem *pb,
+                       const qattn_kernels_tensor *qt, const qattn_kernels_tensor *ot, const int *cu,
+                       const qattn_kernels_kvcache_dev *dc, const void *o_ref, size_t obytes,
+                       qattn_kernels_decode_result *res, qattn_err *err)
+{
+    qattn_kernels_decode_plan pl2;
+    memset(&pl2, 0, sizeof pl2);
+    void *od2 = NULL, *s1 = NULL, *s2 = NULL;
+    unsigned char *o2 = malloc(obytes ? obytes : 1);
+    int rc = o2 ? 0 : qattn_err_set(err, QATTN_ERR_NOMEM, "decode check: %zu bytes", obytes);
+    if (!rc)
+        rc = qattn_kernels_dev_alloc(&od2, obytes, err);
+    qattn_kernels_tensor ot2 = *ot;
+    ot2.data = od2;
+    if (!rc)
+        rc = qattn_kernels_decode_plan_init(&pl2, pb, qt, &ot2, NULL, cu, dc, err);
+    if (!rc)
+        rc = qattn_kernels_stream_create(&s1, err) || qattn_kernels_stream_create(&s2, err);
+    for (int it = 0; !rc && it < 4; it++)
+        rc = qattn_kernels_decode_plan_run(pl, s1, err) || qattn_kernels_decode_plan_run(&pl2, s2, err);
+    if (!rc)
+        rc = qattn_kernels_dev_sync(err) || qattn_kernels_dev_from(o2, od2, obytes, err);
+    if (!rc) {
+        res->streams = 1;
+        for (size_t i = 0; i < obytes; i++)
+            res->streams_diff += o2[i] != ((const unsigned char *)o_ref)[i];
+        res->pass = res->pass && res->streams_diff == 0;
+    }
+    qattn_kernels_stream_free(s1);
+    qattn_kernels_stream_free(s2);
+    qattn_kernels_decode_plan_free(&pl2);
+    qattn_kernels_dev_free(od2);
+    free(o2);
+    return rc;
+}
+
+int qattn_kernels_decode_run_case(const qattn_kernels_decode_case *tc, unsigned paths, unsigned checks, uint64_t *seed,
                                   qattn_kernels_decode_result *res, qattn_err *err)
 {
     memset(res, 0, sizeof *res);
@@ -287,6 +327,9 @@ int qattn_kernels_decode_run_case(const qattn_kernels_decode_case *tc, unsigned 
                     res->tol += tc->out == QATTN_FMT_BF16 ? 8e-3 : 1e-3; /* one output rounding step apart */
                 res->lse_tol = fast ? QATTN_KERNELS_DECODE_LSE_TOL_FAST : QATTN_KERNELS_DECODE_LSE_TOL_PORTABLE;
                 res->pass = res->err <= res->tol && res->max_dlse <= res->lse_tol && res->counters_left == 0;
+                if (fast && pl.num_splits > 1 && (checks & QATTN_KERNELS_DECODE_CHECK_STREAMS))
+                    rc = two_streams(&pl, &pb, &qt, &ot, tc->varlen ? cu : NULL, &dc, h.o_dev, (size_t)tq * hq * d * osz,
+                                     res, err);
             }
         }
     }

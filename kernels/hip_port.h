@@ -428,6 +428,7 @@ inline hipError_t hipStreamCreateWithFlags(hipStream_t *s, unsigned)
     *s = (hipStream_t)(void *)&token;
     return hipSuccess;
 }
+inline hipError_t hipStreamDestroy(hipStream_t) { return hipSuccess; }
 inline hipError_t hipEventCreateWithFlags(hipEvent_t *e, unsigned)
 {
     static qattn_sim_event token;

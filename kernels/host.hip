@@ -104,6 +104,21 @@ int qattn_kernels_dev_fill(void *p, int byte, size_t bytes, qattn_err *err)
     return QATTN_OK;
 }
 
+int qattn_kernels_stream_create(void **stream, qattn_err *err)
+{
+    hipStream_t st = NULL;
+    *stream = NULL;
+    QATTN_HOST_CHECK(hipStreamCreateWithFlags(&st, hipStreamNonBlocking), "creating a stream");
+    *stream = (void *)st;
+    return QATTN_OK;
+}
+
+void qattn_kernels_stream_free(void *stream)
+{
+    if (stream)
+        (void)hipStreamDestroy((hipStream_t)stream);
+}
+
 int qattn_kernels_dev_sync(qattn_err *err)
 {
     QATTN_HOST_CHECK(hipDeviceSynchronize(), "hipDeviceSynchronize (an earlier kernel failed)");

@@ -529,6 +529,9 @@ int qattn_kernels_dev_to(void *dst, const void *src, size_t bytes, qattn_err *er
 int qattn_kernels_dev_from(void *dst, const void *src, size_t bytes, qattn_err *err); /* device -> host */
 int qattn_kernels_dev_fill(void *p, int byte, size_t bytes, qattn_err *err);          /* poison */
 int qattn_kernels_dev_sync(qattn_err *err);
+/* a non-blocking stream of the current device (void * to C callers), and its release */
+int qattn_kernels_stream_create(void **stream, qattn_err *err);
+void qattn_kernels_stream_free(void *stream);
 int qattn_kernels_dev_copy(void *dst, const void *src, size_t bytes, qattn_err *err); /* device -> device, async */
 /* Time fn(ctx) (which launches work on the default stream): warmup untimed
  * runs, then reps runs, each between two device events and each behind a

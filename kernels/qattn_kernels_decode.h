@@ -142,7 +142,9 @@ struct qattn_kernels_decode_params {
                             * stages 0, not in a cluster, spin_cnt;
                             * QATTN_DECODE_SPIN=0: never): each writes its partial, counts itself on its tile's
                             * word and waits for the tile's num_splits, then block s combines rows s, s + ns, ...
-                            * of the tile (no combine kernel, no kernel boundary) */
+                            * of the tile (no combine kernel, no kernel boundary). A plain launch: it needs
+                            * a grid's blocks to start before a later grid's (two grids on two streams are
+                            * checked); with stream priorities set QATTN_DECODE_SPIN=0 */
 };
 
 /* Fill p for pb from the query and output tensors (strides in elements), lse
@@ -226,14 +228,19 @@ typedef struct qattn_kernels_decode_result {
     long diff_o, diff_lse; /* elements whose bits differ */
     double tol, lse_tol;
     long counters_left;    /* the plan's spin counters not zero after its runs */
-    int pass;              /* err <= tol, max_dlse <= lse_tol and no counter left */
+    int streams;           /* 1: a second plan ran beside it on another stream (fast path, splits) */
+    long streams_diff;     /* bytes of the second plan's output that differ from the first's */
+    int pass;              /* err <= tol, max_dlse <= lse_tol, no counter left, streams_diff 0 */
 } qattn_kernels_decode_result;
 
 /* the case table */
 const qattn_kernels_decode_case *qattn_kernels_decode_cases(size_t *n);
 /* one case on the device through the dispatcher (paths: as the problem's;
- * 0: all), *seed advanced; 0 with res->ran = 0 when paths take no instance */
-int qattn_kernels_decode_run_case(const qattn_kernels_decode_case *c, unsigned paths, uint64_t *seed,
+ * 0: all), *seed advanced; 0 with res->ran = 0 when paths take no instance.
+ * checks: QATTN_KERNELS_DECODE_CHECK_STREAMS also runs a second plan of a
+ * fast-path case with splits beside the first on another stream (res->streams) */
+#define QATTN_KERNELS_DECODE_CHECK_STREAMS 1u
+int qattn_kernels_decode_run_case(const qattn_kernels_decode_case *c, unsigned paths, unsigned checks, uint64_t *seed,
                                   qattn_kernels_decode_result *res, qattn_err *err);
 
 /* the current device's multiprocessor count (1 in the host simulation) */

@@ -14,7 +14,10 @@
  * QATTN_DECODE_SHARE=0, so that the fixed chunks stay checked; a case of more
  * splits (the split kernel's own combine) again with QATTN_DECODE_SPIN=0;
  * every case runs its plan twice, the second run checked and the plan's spin
- * counters read back zero (decode_check.c); and every case again with the values
+ * counters read back zero, and (the dispatcher's run) a fast-path case with
+ * splits again beside a second plan on another stream, 4 launches each, bit
+ * for bit (decode_check.c);
+ * and every case again with the values
  * the NVIDIA path reads before its wait spoiled (QATTN_DECODE_SPEC=spoil-len,
  * spoil-rows), so that the path that redoes its first copies is checked, and
  * in both block forms of the 8-bit caches (QATTN_DECODE_WARPS=8, 12).
@@ -37,15 +40,15 @@
 
 static uint64_t seed = 4242;
 
-/* case i on the paths allowed (0: the dispatcher's choice among all); returns the splits
- * it ran on a fast path (0: portable or not run) */
-static int run_case(size_t i, unsigned paths, const char *label)
+/* case i on the paths allowed (0: the dispatcher's choice among all) with the extra checks
+ * (QATTN_KERNELS_DECODE_CHECK_*); returns the splits it ran on a fast path (0: portable or not run) */
+static int run_case(size_t i, unsigned paths, unsigned checks, const char *label)
 {
     size_t n;
     const qattn_kernels_decode_case *tc = qattn_kernels_decode_cases(&n) + i;
     qattn_kernels_decode_result r;
     qattn_err err = {{0}};
-    int rc = qattn_kernels_decode_run_case(tc, paths, &seed, &r, &err);
+    int rc = qattn_kernels_decode_run_case(tc, paths, checks, &seed, &r, &err);
     CHECK(rc == 0, "%s: %s", label, err.msg);
     if (rc || !r.ran)
         return 0;
@@ -60,7 +63,8 @@ static int run_case(size_t i, unsigned paths, const char *label)
               r.diff_o, r.diff_lse);
     else
         CHECK(r.pass, "%s: max |O - O_emu| / max|V| %.3g (tolerance %.1g), max |LSE - LSE_emu| %.3g (%.1g), %ld spin "
-              "counters left", label, r.err, r.tol, r.max_dlse, r.lse_tol, r.counters_left);
+              "counters left, %ld bytes differ on two streams", label, r.err, r.tol, r.max_dlse, r.lse_tol,
+              r.counters_left, r.streams_diff);
     return fast ? r.num_splits : 0;
 }
 
@@ -211,28 +215,29 @@ int main(int argc, char **argv)
             continue;
         char label[48];
         snprintf(label, sizeof label, "case %zu", i);
-        const int ns = run_case(i, 0, label); /* the dispatcher's choice */
+        /* the dispatcher's choice, with a second plan beside it on another stream */
+        const int ns = run_case(i, 0, QATTN_KERNELS_DECODE_CHECK_STREAMS, label);
 #ifndef QATTN_TEST_SIM
         /* the in-cluster combine may have run (sm_90), its blocks sharing the tile's chunks: now
          * without the sharing, then the combine kernels */
         if (ns >= 2 && ns <= QATTN_DECODE_CLUSTER_MAX) { /* past 8 splits no block shares */
             snprintf(label, sizeof label, "case %zu no-share", i);
             setenv("QATTN_DECODE_SHARE", "0", 1);
-            run_case(i, 0, label);
+            run_case(i, 0, 0u, label);
             unsetenv("QATTN_DECODE_SHARE");
             snprintf(label, sizeof label, "case %zu no-cluster", i);
             setenv("QATTN_DECODE_CLUSTER", "0", 1);
-            run_case(i, 0, label);
+            run_case(i, 0, 0u, label);
             snprintf(label, sizeof label, "case %zu no-cluster no-spin", i);
             setenv("QATTN_DECODE_SPIN", "0", 1);
-            run_case(i, 0, label);
+            run_case(i, 0, 0u, label);
             unsetenv("QATTN_DECODE_SPIN");
             unsetenv("QATTN_DECODE_CLUSTER");
         } else if (ns > QATTN_DECODE_CLUSTER_MAX && ns <= QATTN_DECODE_SPIN_MAX) {
             /* the split kernel's own combine ran: now the combine kernel */
             snprintf(label, sizeof label, "case %zu no-spin", i);
             setenv("QATTN_DECODE_SPIN", "0", 1);
-            run_case(i, 0, label);
+            run_case(i, 0, 0u, label);
             unsetenv("QATTN_DECODE_SPIN");
         }
         /* the values read before the wait spoiled; the 8-bit caches' two block forms */
@@ -243,11 +248,11 @@ int main(int argc, char **argv)
         for (int k = 0; k < 4; k++) {
             snprintf(label, sizeof label, "case %zu %s", i, rerun[k][1]);
             setenv(rerun[k][0], rerun[k][1], 1);
-            run_case(i, 0, label);
+            run_case(i, 0, 0u, label);
             unsetenv(rerun[k][0]);
         }
         snprintf(label, sizeof label, "case %zu portable", i);
-        run_case(i, 1u << QATTN_KERNELS_PATH_PORTABLE, label);
+        run_case(i, 1u << QATTN_KERNELS_PATH_PORTABLE, 0u, label);
 #else
         (void)ns;
 #endif

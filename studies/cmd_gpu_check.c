@@ -565,7 +565,7 @@ int qattn_cmd_gpu_check(int argc, char **argv)
                 if (quick && !dcs[ci].quick)
                     continue;
                 qattn_kernels_decode_result dr;
-                if ((rc = qattn_kernels_decode_run_case(&dcs[ci], 1u << g->path, &st, &dr, &err)))
+                if ((rc = qattn_kernels_decode_run_case(&dcs[ci], 1u << g->path, 0u, &st, &dr, &err)))
                     break;
                 if (!dr.ran || dr.sig != g)
                     continue;
