@@ -167,7 +167,6 @@ static int two_streams(const qattn_kernels_decode_plan *pl, const qattn_kernels_
     if (!rc)
         rc = qattn_kernels_dev_sync(err) || qattn_kernels_dev_from(o2, od2, obytes, err);
     if (!rc) {
-        res->streams = 1;
         for (size_t i = 0; i < obytes; i++)
             res->streams_diff += o2[i] != ((const unsigned char *)o_ref)[i];
         res->pass = res->pass && res->streams_diff == 0;
@@ -305,9 +304,8 @@ int qattn_kernels_decode_run_case(const qattn_kernels_decode_case *tc, unsigned 
             if (!rc)
                 rc = qattn_kernels_dev_from(h.o_dev, od, (size_t)tq * hq * d * osz, err) ||
                      qattn_kernels_dev_from(h.lse_dev, lsed, (size_t)hq * tq * sizeof(float), err);
-            res->counters_left = 0;
             if (!rc && pl.p.spin_cnt) {
-                const size_t nc = (size_t)nseq * hkv * (size_t)((max_sq * (hq / hkv) + 15) / 16) * 2;
+                const size_t nc = (size_t)qattn_kernels_decode_tiles(&pb) * 2;
                 unsigned *cnt = (unsigned *)malloc(nc * sizeof *cnt);
                 if (!cnt)
                     rc = qattn_err_set(err, QATTN_ERR_NOMEM, "decode check: %zu counters", nc);

@@ -329,11 +329,16 @@ static int split_even(int64_t n, int64_t blocks, int64_t slots, int64_t nmax, in
     return (int)best;
 }
 
+int64_t qattn_kernels_decode_tiles(const qattn_kernels_decode_problem *pb)
+{
+    const int64_t rows = (int64_t)pb->seqlen_q * (pb->hq / (pb->hkv > 0 ? pb->hkv : 1));
+    return (int64_t)pb->nseq * pb->hkv * ((rows + 15) / 16);
+}
+
 int qattn_kernels_decode_splits(const qattn_kernels_decode_problem *pb, int sm_count, int blocks_per_sm,
                                 int keys_per_round)
 {
-    const int64_t rows = (int64_t)pb->seqlen_q * (pb->hq / (pb->hkv > 0 ? pb->hkv : 1));
-    const int64_t blocks = (int64_t)pb->nseq * pb->hkv * ((rows + 15) / 16);
+    const int64_t blocks = qattn_kernels_decode_tiles(pb);
     const int64_t slots = (int64_t)(sm_count > 0 ? sm_count : 1) * (blocks_per_sm > 0 ? blocks_per_sm : 1);
     int64_t nmax = ((int64_t)pb->max_seqlen_k + 255) / 256;
     if (nmax > QATTN_KERNELS_DECODE_SPLITS_MAX)
@@ -403,8 +408,7 @@ int qattn_kernels_decode_plan_init(qattn_kernels_decode_plan *pl, const qattn_ke
     rc = qattn_kernels_decode_fill(&pl->p, pb, q, o, lse, tokens_q, (const int *)cu, cache, ns, (float *)op,
                                    (float *)lp, err);
     if (!rc && ns > 1) { /* a row tile's two counts for the split kernel's own combine (params spin) */
-        const int64_t rows = (int64_t)pb->seqlen_q * (pb->hkv > 0 ? pb->hq / pb->hkv : 1);
-        const size_t bytes = (size_t)pb->nseq * (size_t)pb->hkv * (size_t)((rows + 15) / 16) * 2 * sizeof(unsigned);
+        const size_t bytes = (size_t)qattn_kernels_decode_tiles(pb) * 2 * sizeof(unsigned);
         void *cnt = NULL;
         if (!(rc = plan_alloc(pl, &cnt, bytes, err)) && !(rc = qattn_kernels_dev_fill(cnt, 0, bytes, err)))
             pl->p.spin_cnt = (unsigned *)cnt;

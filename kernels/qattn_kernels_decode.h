@@ -175,6 +175,9 @@ int qattn_kernels_decode_find(const qattn_kernels_decode_problem *pb, const qatt
  * number of chunks. */
 int qattn_kernels_decode_splits(const qattn_kernels_decode_problem *pb, int sm_count, int blocks_per_sm,
                                 int keys_per_round);
+/* B above: the row tiles of pb's split grid (16 packed query rows of one kv head and sequence), each
+ * also a pair of the plan's spin counters */
+int64_t qattn_kernels_decode_tiles(const qattn_kernels_decode_problem *pb);
 
 typedef struct qattn_kernels_decode_plan {
     qattn_kernels_decode_problem pb;
@@ -228,8 +231,8 @@ typedef struct qattn_kernels_decode_result {
     long diff_o, diff_lse; /* elements whose bits differ */
     double tol, lse_tol;
     long counters_left;    /* the plan's spin counters not zero after its runs */
-    int streams;           /* 1: a second plan ran beside it on another stream (fast path, splits) */
-    long streams_diff;     /* bytes of the second plan's output that differ from the first's */
+    long streams_diff;     /* bytes of a second plan's output beside it on another stream (the checks' option)
+                            * that differ from the first's */
     int pass;              /* err <= tol, max_dlse <= lse_tol, no counter left, streams_diff 0 */
 } qattn_kernels_decode_result;
 
@@ -238,7 +241,7 @@ const qattn_kernels_decode_case *qattn_kernels_decode_cases(size_t *n);
 /* one case on the device through the dispatcher (paths: as the problem's;
  * 0: all), *seed advanced; 0 with res->ran = 0 when paths take no instance.
  * checks: QATTN_KERNELS_DECODE_CHECK_STREAMS also runs a second plan of a
- * fast-path case with splits beside the first on another stream (res->streams) */
+ * fast-path case with splits beside the first on another stream (res->streams_diff) */
 #define QATTN_KERNELS_DECODE_CHECK_STREAMS 1u
 int qattn_kernels_decode_run_case(const qattn_kernels_decode_case *c, unsigned paths, unsigned checks, uint64_t *seed,
                                   qattn_kernels_decode_result *res, qattn_err *err);
