@@ -95,8 +95,9 @@ static __host__ __device__ constexpr int qattn_wg_defer_o(int d, int kb, int qf,
 static __host__ __device__ constexpr bool qattn_wg_ser(int d, int qf) { return !(d == 64 && qf == QATTN_FMT_E4M3); }
 
 /* tma: the producer loads each key block by one thread's TMA (maps: qattn_wg_maps_fill, wgmma_tma.h), else by
- * its warpgroup's cp.async */
-template <int D, int KB, int QF, int PF, int ACC, int NC, bool PERSIST>
+ * its warpgroup's cp.async; I4W: int4 Q.K on codes widened by a pass (wgmma_i4w.h), read as int8 codes by TMA,
+ * 1 without smooth=q, 2 with its dS rows (a kernel each, so that the main loop holds one softmax) */
+template <int D, int KB, int QF, int PF, int ACC, int NC, bool PERSIST, int I4W = 0>
 __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
     qattn_attn_fwd_wgmma_kernel(qattn_kernels_attn_params p, const __grid_constant__ qattn_wg_maps maps, int tma,
                                 int pingpong)
@@ -113,6 +114,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
     /* dynamic shared memory, the fused Q's scales (int8 Q.K) and the barriers within sm_90's 227 KB */
     static_assert(NC == 2 || NC == 3, "2 or 3 consumer warpgroups");
     static_assert(!PERSIST || qattn_wg_persist_can(D, QF, PF, ACC), "the persistent form is compiled for the baselines");
+    static_assert(!I4W || (qattn_wg_i4w_can(QF, PF, ACC) && !PERSIST), "the widened form is int4 Q.K with e4m3 P.V");
     static_assert(QATTN_WGMMA_SMEM(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), KB, QATTN_WGMMA_WIDEN(QF, PF, ACC), QATTN_WGMMA_BMN(NC)) +
                           (QF == QATTN_FMT_INT8 ? 4 * QATTN_WGMMA_BMN(NC) * 4 : 0) + 256 <=
                       232448,
@@ -136,7 +138,9 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
     constexpr int P16 = Q8 && PF == QATTN_FMT_FP16;
     constexpr int F16A = P16 || W16;
     constexpr int TWO = QC == QATTN_FMT_INT8 && !F16A;
-    constexpr int U = I4 || W16; /* the unpacking producer (wgmma_unpack.h) */
+    constexpr int U = (I4 && !I4W) || W16; /* the unpacking producer (wgmma_unpack.h) */
+    /* the format whose measured choices the consumers follow (the widened int4 form: int8's) */
+    constexpr int QR = I4W ? QATTN_FMT_INT8 : QF;
     /* registers a producer / consumer thread (setmaxnreg; 128 x PREG + 128 NC x CREG <= the block's
      * 64512): the unpacking producer keeps more where it can (int4 K with widened V, two consumer
      * warpgroups: 72, 128 x 72 + 256 x 216 = 64512) */
@@ -163,7 +167,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
     uint8_t *sStage = smem + BM * RB; /* stage s at s * STAGE */
     /* the unpacking producer's staging ring; int4: dS [S][BM / 16 Q blocks][KS keys] (smooth=q), Q packed */
     uint8_t *sStg = sStage + S * STAGE;
-    float *sDs = (float *)(sStg + QATTN_WGMMA_UNSLOT(I4, W16) * QATTN_WGMMA_USLOT(D, KS, I4, WQK, W16));
+    float *sDs = (float *)(sStg + (U ? QATTN_WGMMA_UNSLOT(I4, W16) * QATTN_WGMMA_USLOT(D, KS, I4, WQK, W16) : 0));
     uint8_t *sQstg = (uint8_t *)(sDs + (I4 ? S * QATTN_WGMMA_DSROWS(BM) * KS : 0)); /* Q's packed / e4m3 rows */
     __shared__ __align__(8) uint64_t s_bar[2 * S + 2]; /* full[S], empty[S], Q, Q released */
     __shared__ int s_tile[PERSIST ? 2 : 1];            /* PERSIST: the CTA's tile qn at [qn % 2] */
@@ -182,7 +186,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
     if (tid == 0) {
         for (int s = 0; s < S; s++) {
             qattn_mbar_init(QATTN_WS_FULL(s), tma ? 1 : U ? 64 : 128); /* TMA: one arrival and the bytes */
-            qattn_mbar_init(QATTN_WS_EMPTY(s), U ? 128 * NC : 4 * NC); /* consumer warps (unpacked: their lanes) */
+            /* consumer warps (unpacked, or dS read: their lanes) */
+            qattn_mbar_init(QATTN_WS_EMPTY(s), U || (I4 && p.q_mean) ? 128 * NC : 4 * NC);
         }
         /* int4: the unpackers arrive, else the copiers (PERSIST: warp 0's lanes) */
         qattn_mbar_init(QATTN_WS_QBAR, U ? 64 : PERSIST ? 33 : 128); /* PERSIST: and lane 0's tile index */
@@ -279,18 +284,26 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                 qn++;
                 /* key block i of the CTA (keys j0..): its stage's release awaited (completion i / S - 1),
                  * then, where issue, the stage's boxes by TMA (generic: compiled only where called) */
+                /* I4W with smooth=q: the tile's rows of the dS plane (row dsr0 on: its Q blocks) a stage too */
+                constexpr int DSR = QATTN_WGMMA_DSROWS(BM), dsq = I4W == 2;
+                const int dsb = dsq ? qattn_wg_dsrows(BM, p.qblock) * KS * 4 : 0; /* the map's box (qattn_wg_map_ds) */
+                const int dsr0 = dsq ? (h * p.nseq + b) * p.nqb + i0 / p.qblock : 0;
                 auto tma_block = [&](auto i, int j0, bool issue) {
                     const int stage = i % S;
                     if (i >= S)
                         qattn_mbar_wait(QATTN_WS_EMPTY(stage), (uint32_t)((i / S - 1) & 1));
                     if (issue) {
-                        qattn_mbar_arrive_expect_tx(QATTN_WS_FULL(stage), STAGE);
+                        qattn_mbar_arrive_expect_tx(QATTN_WS_FULL(stage), STAGE + (dsq ? dsb : 0));
                         qattn_wg_tma_stage<D, KS, qattn_wg_tma_mode(QF)>(
                             qattn_wgmma_smem_addr(sStage + stage * STAGE), maps, QATTN_WS_FULL(stage), j0, b, hk);
+                        if (dsq)
+                            qattn_tma_load2(qattn_wgmma_smem_addr(sDs + stage * DSR * KS), &maps.ds, QATTN_WS_FULL(stage),
+                                            j0, dsr0);
                     }
                 };
-                if constexpr (qattn_wg_tma_can(QF, PF, ACC) && !PERSIST) {
-                    if (tma) { /* one thread: each stage's boxes once its consumers released it */
+                if constexpr (qattn_wg_tma_can(QR, PF, ACC) && !PERSIST) {
+                    if (tma || I4W) { /* one thread: each stage's boxes once its consumers released it (I4W: the
+                                       * launch made the maps) */
                         if (wt == 0)
                             for (int j0 = J0, i = it; j0 < J1; j0 += KS, i++)
                                 tma_block(i, j0, true);
@@ -298,6 +311,8 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                         continue;
                     }
                 }
+                if constexpr (I4W)
+                    continue;
                 if constexpr (PERSIST) { /* the warp awaits each stage's release, lane 0 issues its boxes */
                     for (int j0 = J0; j0 < J1; j0 += KS, it++) {
                         tma_block(it, j0, wt == 0);
@@ -601,15 +616,15 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
             int kleft = ktens ? INT_MAX : kq - (J0 / KB) % kq; /* blocks left in this B-block */
             const float *kcur = ksc + (ktens ? 0 : (J0 / KB) / kq * kper);
             /* int4, smooth=q: the dS row of the rows' Q block (qblock % 16 == 0: one a warp) */
-            const int dsq = I4 && p.q_mean != 0;
+            const int dsq = I4W ? I4W == 2 : I4 && p.q_mean != 0;
             const int lq = dsq ? min(max(rA / p.qblock - i0 / p.qblock, 0), QATTN_WGMMA_DSROWS(BM) - 1) : 0;
             const float *dsrow = sDs + lq * KB;
             /* two levels (TWO): each block's P.V from 0 into pvbuf, added into O; with DEFER the addition
              * of block j runs at the start of block j + 1's softmax, and a stage is released after the
              * next block's wait */
-            constexpr int EARLY = qattn_wg_early_wait(D, KB, QF, PF, U);
+            constexpr int EARLY = qattn_wg_early_wait(D, KB, QR, PF, U);
             constexpr bool MIX = qattn_wg_s2f_mix(D, KB);
-            constexpr int DEFER = TWO && NC == 2 && qattn_wg_defer_o(D, KB, QF, PF);
+            constexpr int DEFER = TWO && NC == 2 && qattn_wg_defer_o(D, KB, QR, PF);
             /* SER (three consumer warpgroups, 160 registers): a block's P.V is waited (and added into
              * O) before the next Q.K issues, so that its S and the P.V's registers are never live
              * together; the other warpgroups keep the tensor core busy meanwhile. PVACC: a two-level
@@ -636,7 +651,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
 #pragma unroll
                     for (int x = 0; x < NO * 4; x++)
                         qattn_wgmma_fence_reg(pvbuf[x]);
-                    if (j0 > J0 && (U || lane == 0))
+                    if (j0 > J0 && (U || dsq || lane == 0))
                         qattn_mbar_arrive(QATTN_WS_EMPTY(pstage));
                 }
                 /* EARLY: the next stage's arrival awaited here, before the softmax, so that its Q.K issues
@@ -716,7 +731,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                 if constexpr (SER) {
                     if constexpr (!HALF)
                         qattn_wgmma_pv_finish<NO, TWO>(o, pv, alA, alB);
-                    if (U || lane == 0)
+                    if (U || dsq || lane == 0)
                         qattn_mbar_arrive(QATTN_WS_EMPTY(stage));
                 }
                 /* the next block's Q.K right behind this P.V; this stage released once the P.V is done
@@ -736,7 +751,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                         qattn_wgmma_wait<1>();
                     else
                         qattn_wgmma_wait<0>();
-                    if (U || lane == 0)
+                    if (U || dsq || lane == 0)
                         qattn_mbar_arrive(QATTN_WS_EMPTY(stage));
                 }
                 if constexpr (P16) {
@@ -767,7 +782,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                 for (int x = 0; x < NO * 4; x++)
                     qattn_wgmma_fence_reg(pvbuf[x]);
                 qattn_wgmma_o_update<NO>(o, pvbuf, palA, palB);
-                if (PERSIST && J0 < J1 && (U || lane == 0)) /* its stage, released here for the next tile */
+                if (PERSIST && J0 < J1 && (U || dsq || lane == 0)) /* its stage, released here for the next tile */
                     qattn_mbar_arrive(QATTN_WS_EMPTY(pstage));
             }
             if (PERSIST && J0 < J1) /* the tile's last Q.K is done: the producer may load the next Q */

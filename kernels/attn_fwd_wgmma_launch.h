@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "attn_fwd_wgmma.h" /* the kernel, the one-warpgroup form's launch */
+#include "wgmma_i4w.h"      /* the widened int4 form's pass */
 
 /* what the 16-bit (baseline) instances need of p: unscaled fp16 / bf16 Q, K,
  * V read from the user's tensors in rows (16-byte aligned), one key block
@@ -37,20 +38,35 @@ static int qattn_attn_fwd_wgmma16_check(const qattn_kernels_attn_params &p, qatt
 
 /* the launch of a wgmma instance (head dim D, key blocks of KB keys, Q / K
  * int8 codes or fp16 / bf16 values): the checks of its kind; sm_90 and a
- * build with sm_90a (sig cc 90..90) */
-template <int D, int KB, int QF, int PF, int ACC, int NC>
-static int qattn_attn_fwd_wgmma_launch_nc(const qattn_kernels_attn_params &p, void *stream, qattn_err *err)
+ * build with sm_90a (sig cc 90..90). I4W: the widened int4 form, p reading
+ * the widened codes (qattn_wg_i4w_params) of packed (the plan's params):
+ * the pass, then the kernel; 1 (nothing launched) where the maps cannot be
+ * made */
+template <int D, int KB, int QF, int PF, int ACC, int NC, int I4W = 0>
+static int qattn_attn_fwd_wgmma_launch_nc(const qattn_kernels_attn_params &p, void *stream, qattn_err *err,
+                                          const qattn_kernels_attn_params *packed = nullptr)
 {
     const size_t smem =
-        QATTN_WGMMA_SMEM(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), KB, QATTN_WGMMA_WIDEN(QF, PF, ACC), QATTN_WGMMA_BMN(NC));
+        I4W == 2 ? QATTN_WGMMA_SMEM_I4W(D, KB, QATTN_WGMMA_BMN(NC))
+            : QATTN_WGMMA_SMEM(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), KB, QATTN_WGMMA_WIDEN(QF, PF, ACC), QATTN_WGMMA_BMN(NC));
     const int bm = QATTN_WGMMA_BMN(NC);
     dim3 grid((unsigned)((p.seqlen_q + bm - 1) / bm), (unsigned)p.hq, (unsigned)p.nseq);
-    void (*k)(qattn_kernels_attn_params, const qattn_wg_maps, int, int) = &qattn_attn_fwd_wgmma_kernel<D, KB, QF, PF, ACC, NC, false>;
+    void (*k)(qattn_kernels_attn_params, const qattn_wg_maps, int, int) =
+        &qattn_attn_fwd_wgmma_kernel<D, KB, QF, PF, ACC, NC, false, I4W>;
     /* the key blocks by TMA where the instance and the layout allow (p.wg_tma -1: cp.async) */
     qattn_wg_maps maps;
     memset(&maps, 0, sizeof maps);
     int tma = 0;
-    if constexpr (qattn_wg_tma_can(QF, PF, ACC)) {
+    if constexpr (I4W) { /* K, V^T and smooth=q's dS rows by TMA, or not this form */
+        constexpr int KS = KB;
+        if (!qattn_wg_maps_fill<D, KS, 0>(p, &maps) ||
+            (I4W == 2 && !qattn_wg_map_ds<KS>(&maps.ds, p, qattn_wg_dsrows(QATTN_WGMMA_BMN(NC), p.qblock))))
+            return 1;
+        tma = 1;
+        int rc = qattn_wg_i4w_widen<D>(*packed, stream, err);
+        if (rc)
+            return rc;
+    } else if constexpr (qattn_wg_tma_can(QF, PF, ACC)) {
         constexpr int KS = QATTN_WGMMA_KS(D, QF, QATTN_WGMMA_VF(QF, PF, ACC), QATTN_WGMMA_WIDEN(QF, PF, ACC), KB, QATTN_WGMMA_BMN(NC));
         if (p.wg_tma >= 0)
             tma = qattn_wg_maps_fill<D, KS, qattn_wg_tma_mode(QF)>(p, &maps);
@@ -118,9 +134,23 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
         if constexpr (qattn_wg_solo_can(D, KB, QF, PF, ACC))
             if (form == QATTN_WG_FORM_SOLO)
                 return qattn_attn_fwd_wgsolo_launch<D, KB, QF, PF, ACC>(p, stream, err);
-        if constexpr (qattn_wg_three(QF, KB))
+        if constexpr (qattn_wg_three(QF, KB)) {
+            /* the widened int4 form (three consumer warpgroups) where the plan chose it (p.wg_i4w) and the
+             * codes' layout and the maps allow, else the unpacking producer */
+            if constexpr (qattn_wg_i4w_can(QF, PF, ACC)) {
+                if (form == QATTN_WG_FORM_NC3 && p.wg_i4w > 0 && p.wg_tma >= 0 && qattn_wg_i4w_takes(p) &&
+                    qattn_wg_tma_lengths(p.cu_k != 0, p.seqlen_k)) {
+                    qattn_kernels_attn_params w;
+                    qattn_wg_i4w_params(p, &w);
+                    rc = p.q_mean ? qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 3, 2>(w, stream, err, &p)
+                                  : qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 3, 1>(w, stream, err, &p);
+                    if (rc <= 0)
+                        return rc;
+                }
+            }
             if (form == QATTN_WG_FORM_NC3)
                 return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 3>(p, stream, err);
+        }
     }
     return qattn_attn_fwd_wgmma_launch_nc<D, KB, QF, PF, ACC, 2>(p, stream, err);
 }

@@ -145,7 +145,7 @@ char *qattn_kernels_describe(const qattn_kernels_sig *g, char *buf, size_t len)
     }
     snprintf(buf, len,
              "attn-fwd %s: d=%d q=%s k=%s p=%s%s v=%s acc=%s%s; qk groups %s; v groups %s; kblock<=%d; masks %s; "
-             "varlen %s; gqa %s; lse %s; out %s; %s%s%s%s%s%s; [%s]",
+             "varlen %s; gqa %s; lse %s; out %s; %s%s%s%s%s%s%s; [%s]",
              qattn_kernels_path_name(g->path), g->head_dim, qattn_fmt_name(g->q), qattn_fmt_name(g->k), qattn_fmt_name(g->p),
              g->p_static == 3 ? "[@static]" : g->p_static == 2 ? "@static" : "", qattn_fmt_name(g->v), acc_name(g->acc),
              g->two_level ? "[+fp32:N]" : "", g->qk_groups, g->v_groups, g->kblock_max, masks,
@@ -153,6 +153,10 @@ char *qattn_kernels_describe(const qattn_kernels_sig *g, char *buf, size_t len)
              g->fuse_q ? "; quantizes Q itself from " : "", g->fuse_q ? fuse : "",
              g->fuse_q ? " (token-local groups of a 128-row tile)" : "",
              g->ds_plane ? "; smooth=q's dS through a plane (4 bytes a head, Q block and key) written first" : "",
+             wg_attn(g) && qattn_wg_i4w_can(g->q, g->p, g->acc)
+                 ? "; int4 codes widened to int8 by a pass first where the key blocks go by TMA (no varlen, "
+                   "lengths of whole 16-row groups), else unpacked by the producer"
+                 : "",
              solo, g->arch);
     return buf;
 }
@@ -735,6 +739,13 @@ void qattn_kernels_wg_choose(const qattn_kernels_sig *g, const qattn_kernels_pro
     ap->wg_form = qattn_kernels_wg_form(g, pb, fused_q);
     ap->wg_pingpong = qattn_kernels_wg_pingpong(g, pb, fused_q) ? 1 : -1;
     ap->wg_tma = qattn_kernels_wg_tma_wanted() ? 0 : -1;
+    ap->wg_i4w = qattn_kernels_wg_i4w(g, pb) ? 1 : 0;
+}
+
+int qattn_kernels_wg_i4w(const qattn_kernels_sig *g, const qattn_kernels_problem *pb)
+{
+    return wg_attn(g) && qattn_kernels_wg_tma_wanted() && !env_first_zero("QATTN_WG_I4W") &&
+           qattn_wg_i4w(g->q, g->p, g->acc, pb->varlen, pb->seqlen_k);
 }
 
 int qattn_kernels_wg_persist(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q,
@@ -798,6 +809,7 @@ const char *qattn_kernels_hw_limit(const qattn_scheme *s, int cc, int i)
                    "(fp22), so only the portable path accumulates in fp32 exactly";
     if (cc == 90 && (s->q.fmt == QATTN_FMT_INT4 || s->k.fmt == QATTN_FMT_INT4))
         lim[n++] = "int4 Q.K: sm_90 has no int4 tensor-core MMA (ptxas emulates mma.s4); int4 codes are int8 values, "
-                   "so a Hopper kernel unpacks them to int8 (exact)";
+                   "so a Hopper kernel reads them as int8 codes (exact: widened by a pass, or unpacked in shared "
+                   "memory)";
     return i >= 0 && i < n ? lim[i] : NULL;
 }

@@ -385,6 +385,13 @@ int qattn_kernels_plan_init(qattn_kernels_plan *pl, const qattn_scheme *s, const
             goto fail;
         pl->ap.ds = (float *)ds;
     }
+    { /* the widened int4 codes, where the plan chose that form (its launch writes them) */
+        const size_t wb = qattn_kernels_attn_i4w_bytes(pl->attn_sig, &pl->ap);
+        void *w = NULL;
+        if (wb && (rc = plan_alloc(pl, &w, wb, err)))
+            goto fail;
+        pl->ap.i4w = w;
+    }
     if (qattn_kernels_wg_persist(pl->attn_sig, &pl->pb, pl->fuse_q, &pl->ap)) { /* the persistent kernel's tile counter, zero */
         void *w = NULL;
         if ((rc = plan_alloc(pl, &w, 2 * sizeof(unsigned), err)))
@@ -405,9 +412,10 @@ char *qattn_kernels_plan_describe(const qattn_kernels_plan *pl, char *buf, size_
     /* the wgmma choices as the launch reads them from the params (qattn_kernels_wg_choose; the tile
      * counter only where the plan took persistent CTAs; fill copies the problem's form for any path) */
     const int form = pl->attn_sig->path == QATTN_KERNELS_PATH_WGMMA ? pl->ap.wg_form : 0;
-    int n = snprintf(buf, len, "%s (%s)%s%s%s%s%s", pl->attn_sig->name, qattn_kernels_path_name(pl->attn_sig->path),
+    int n = snprintf(buf, len, "%s (%s)%s%s%s%s%s%s", pl->attn_sig->name, qattn_kernels_path_name(pl->attn_sig->path),
                      pl->fuse_q ? "; q fused" : "", form ? "; blocks of " : "", qattn_kernels_wg_form_name(form),
-                     pl->ap.work ? ", persistent" : "", pl->ap.wg_pingpong > 0 ? ", ping-pong" : "");
+                     pl->ap.work ? ", persistent" : "", pl->ap.wg_pingpong > 0 ? ", ping-pong" : "",
+                     pl->ap.i4w ? ", int4 codes widened" : "");
     for (int i = 0; i < 3 && n >= 0 && (size_t)n < len; i++)
         if (pl->quantize[i])
             n += snprintf(buf + n, len - (size_t)n, "; %s %s", names[i], qattn_kernels_qroute_name(pl->qp[i].route));
@@ -513,6 +521,7 @@ int qattn_kernels_plan_rebase(qattn_kernels_plan *pl, const qattn_kernels_io *ol
     a->k_mean = (const float *)rebase_ptr(a->k_mean, w0, u, w1, NULL, NULL);
     a->v_mean = (const float *)rebase_ptr(a->v_mean, w0, u, w1, NULL, NULL);
     a->ds = (float *)rebase_ptr(a->ds, w0, u, w1, NULL, NULL);
+    a->i4w = (void *)rebase_ptr(a->i4w, w0, u, w1, NULL, NULL);
     a->work = (unsigned *)rebase_ptr(a->work, w0, u, w1, NULL, NULL);
     a->o = (void *)rebase_ptr(a->o, w0, u, w1, old_io->o.data, io->o.data);
     a->lse = (float *)rebase_ptr(a->lse, w0, u, w1, old_io->lse, io->lse);

@@ -382,6 +382,10 @@ struct qattn_kernels_attn_params {
     int wg_pingpong;        /* 1 / -1: the consumer warpgroups in ping-pong or not (qattn_kernels_wg_pingpong);
                              * 0: by the rule at launch */
     int wg_tma;             /* -1: the key blocks by cp.async (QATTN_WG_TMA=0); 0: by TMA where the layout allows */
+    int wg_i4w;             /* int4 Q.K: 1: the codes widened to int8 into i4w by a pass of the launch, then read as
+                             * int8 codes (by TMA); 0: unpacked by the producer (qattn_kernels_wg_i4w) */
+    void *i4w;              /* [hq Tq + hkv Tk, d] bytes: scratch for the widened Q then K codes (wg_i4w;
+                             * qattn_kernels_attn_i4w_bytes), or NULL */
 };
 
 /* Fill p for running scheme s on pb from the quantized operands (qp_*: the
@@ -399,6 +403,9 @@ void qattn_kernels_tensor_strides(const qattn_kernels_tensor *t, int64_t *sb, in
 #define QATTN_KERNELS_DS_KEYS 128
 /* bytes of the dS plane (params ds) that instance g needs for the filled p; 0: none */
 size_t qattn_kernels_attn_ds_bytes(const qattn_kernels_sig *g, const qattn_kernels_attn_params *p);
+/* bytes of the widened int4 codes (params i4w) that instance g needs for the filled p (its wg_i4w set);
+ * 0: none */
+size_t qattn_kernels_attn_i4w_bytes(const qattn_kernels_sig *g, const qattn_kernels_attn_params *p);
 /* the kernels' softmax factor c2 = scale * log2(e), scale <= 0 meaning 1 / sqrt(d) (params c2 of the
  * attention and decode families) */
 float qattn_kernels_softmax_c2(double scale, int d);
@@ -422,8 +429,12 @@ int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, c
 int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q);
 /* 0 where QATTN_WG_TMA=0 in the environment asks the wgmma path for cp.async loads (for comparison), else 1 */
 int qattn_kernels_wg_tma_wanted(void);
-/* the plan's wgmma choices into ap (wg_form, wg_pingpong, wg_tma: qattn_kernels_wg_form, _pingpong, _tma_wanted),
- * so that the launch follows them; nothing for other paths */
+/* 1 where instance g (int4 Q.K) runs pb on int4 codes widened to int8 by a pass before the attention
+ * kernel, which then loads them as int8 codes by TMA (qattn_wg_i4w, kernels/wgmma_form.h; QATTN_WG_I4W=0 in
+ * the environment or QATTN_WG_TMA=0: never), else 0 (the producer unpacks the packed codes) */
+int qattn_kernels_wg_i4w(const qattn_kernels_sig *g, const qattn_kernels_problem *pb);
+/* the plan's wgmma choices into ap (wg_form, wg_pingpong, wg_tma, wg_i4w: qattn_kernels_wg_form, _pingpong,
+ * _tma_wanted, _i4w), so that the launch follows them; nothing for other paths */
 void qattn_kernels_wg_choose(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q,
                              qattn_kernels_attn_params *ap);
 /* 1 where instance g runs pb in persistent CTAs (a CTA a multiprocessor taking tiles from the plan's counter,

@@ -351,6 +351,41 @@ static void run_case(const tcase *tc)
                   tc->scheme, worst);
             free(plane);
         }
+        /* int4 on wgmma, lengths of whole 16-row groups: the widened form too (a pass widens the codes
+         * to 16 x their values, the kernel reads them as int8 codes by TMA): its codes, and its O and LSE
+         * equal to the unpacking producer's bit for bit (the same sums in the same order) */
+        qattn_kernels_attn_params pw = p;
+        pw.wg_i4w = 1;
+        const size_t wb = rc ? 0 : qattn_kernels_attn_i4w_bytes(sig, &pw);
+        if (wb && !tc->varlen && maxlen % 16 == 0) {
+            void *dw = NULL;
+            uint8_t *wide = malloc(wb);
+            uint16_t *og2 = malloc((size_t)hq * T * d * 2);
+            float *lse2 = malloc((size_t)hq * T * 4);
+            int rw = qattn_kernels_dev_alloc(&dw, wb, &err) || qattn_kernels_dev_fill(dw, 0, wb, &err) ||
+                     qattn_kernels_dev_fill(dp.o, 0xff, (size_t)hq * T * d * 2, &err) ||
+                     qattn_kernels_dev_fill(dp.lse, 0xff, (size_t)hq * T * 4, &err);
+            pw.i4w = dw;
+            rw = rw || sig->launch_attn(&pw, NULL, &err) || qattn_kernels_dev_sync(&err) ||
+                 qattn_kernels_dev_from(og2, dp.o, (size_t)hq * T * d * 2, &err) ||
+                 qattn_kernels_dev_from(lse2, dp.lse, (size_t)hq * T * 4, &err) ||
+                 qattn_kernels_dev_from(wide, dw, wb, &err);
+            CHECK(rw == 0, "run %s widened: %s", tc->scheme, err.msg);
+            if (rw == 0) {
+                const size_t nq = (size_t)hq * T * d, nk = (size_t)hkv * T * d;
+                size_t bad = 0;
+                for (size_t i = 0; i < nq + nk; i++) {
+                    const uint8_t pk = i < nq ? ((const uint8_t *)qc)[i / 2] : ((const uint8_t *)kc)[(i - nq) / 2];
+                    bad += wide[i] != (uint8_t)((pk >> (4 * (i & 1)) & 0xfu) << 4);
+                }
+                CHECK(bad == 0, "%s: %zu of %zu widened codes wrong", tc->scheme, bad, nq + nk);
+                CHECK(!memcmp(og2, og, (size_t)hq * T * d * 2) && !memcmp(lse2, lse_g, (size_t)hq * T * 4),
+                      "%s d=%d: the widened form's O / LSE differ from the unpacking producer's", tc->scheme, d);
+                printf("%-14s d=%-3d widened int4 codes: O and LSE equal to the unpacked form's\n", tc->scheme, d);
+            }
+            qattn_kernels_dev_free(dw);
+            free(wide), free(og2), free(lse2);
+        }
     }
     if (rc == 0) {
         const size_t ne = (size_t)hq * T * d;
@@ -507,9 +542,9 @@ static void run_plan_case(const char *scheme, qattn_fmt in, int d, int hq, int h
         CHECK(dlse_max <= QATTN_KERNELS_TOL_LSE, "plan: max |LSE_gpu - LSE_emu| %.3g > %.0e", dlse_max,
               QATTN_KERNELS_TOL_LSE);
     }
-    if (rc == 0 && strstr(desc, "; blocks of ")) {
-        /* a wgmma instance with both block forms: one warpgroup and two or three consumer warpgroups
-         * give identical bits (unfused, each asked for) */
+    if (rc == 0 && strstr(desc, "; blocks of ") && qattn_wg_solo_can(d, s.kblock, s.q.fmt, s.p, s.acc)) {
+        /* a wgmma instance with both block forms (the plan names the form of every wgmma plan): one
+         * warpgroup and two or three consumer warpgroups give identical bits (unfused, each asked for) */
         qattn_kernels_problem p1 = pb, p3 = pb;
         const int nc = qattn_wg_nc(s.q.fmt);
         p1.wg_form = QATTN_WG_FORM_SOLO, p3.wg_form = nc;
@@ -626,6 +661,11 @@ int main(int argc, char **argv)
         {"sage2-4b", 128, 4, 2, 3, {1000, 77, 300}, 1, "causal"},
         {"sage2-4b", 64, 4, 1, 1, {1000}, 0, "none"},
         {"sage2-4b qblock=48", 128, 2, 1, 1, {700}, 0, "window:300,50"},
+        /* ... lengths of whole 16-row groups: the widened form beside the unpacking one */
+        {"sage2-4b", 128, 4, 2, 2, {1024, 1024}, 0, "causal"},
+        {"sage2-4b", 64, 4, 1, 1, {768}, 0, "none"},
+        {"sage2-4b smooth=k", 128, 2, 2, 1, {512}, 0, "none"},
+        {"sage2-4b qblock=48", 128, 2, 1, 1, {768}, 0, "window:300,50"},
         /* fp16 P.V into an f16 accumulator after int8 Q.K (V in fp16 rows, sigma order) */
         {"sage1-b", 128, 4, 1, 1, {1000}, 0, "causal"},
         {"sage1-b", 64, 2, 2, 3, {1000, 77, 300}, 1, "none"},
@@ -651,7 +691,7 @@ int main(int argc, char **argv)
             continue;
         }
         /* --quick: small cases, for compute-sanitizer */
-        if (!quick || i == 0 || i == 6 || i == 7 || i == 10 || i == 11 || i == 15 || i == 18 || i == 19 || i == 24 || i == 28 || i == 30 || i == 31)
+        if (!quick || i == 0 || i == 6 || i == 7 || i == 10 || i == 11 || i == 15 || i == 18 || i == 19 || i == 22 || i == 28 || i == 32 || i == 34 || i == 35)
             run_case(&cases[i]);
     }
     if (!quick) {

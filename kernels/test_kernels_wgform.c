@@ -175,6 +175,47 @@ static void check_wg_form(void)
               qattn_wg_persist(64, QATTN_FMT_INT8, QATTN_FMT_E4M3, QATTN_ACC_FP22, 0, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 0 &&
               qattn_wg_persist(64, QATTN_FMT_FP16, QATTN_FMT_FP16, QATTN_ACC_FP32, 1, (qattn_mask){QATTN_MASK_NONE, 0, 0}, 0) == 0,
           "qattn_wg_persist: d = 64 baselines without a fused Q only");
+    /* the widened int4 form: int4 Q.K with e4m3 P.V on the fp8 MMA (not the CK int4 preset's fp16 P.V), key
+     * blocks by TMA (equal lengths of whole 16-row groups); its scratch: Q's then K's codes as bytes */
+    for (int c = 0; c < 4; c++) {
+        qattn_kernels_sig g = wg_rule_sig("int4 case", 128, 3);
+        g.q = g.k = QATTN_FMT_INT4, g.kblock_max = 64;
+        if (c == 1) /* ck-i4fp8bf16: P and V widened to fp16 by the producer */
+            g.acc = QATTN_ACC_FP32;
+        if (c == 2)
+            g.q = g.k = QATTN_FMT_INT8;
+        if (c == 3)
+            g.path = QATTN_KERNELS_PATH_MMA;
+        const int want = c == 0;
+        memset(&pb, 0, sizeof pb);
+        pb.seqlen_q = pb.seqlen_k = 8192;
+        CHECK(qattn_kernels_wg_i4w(&g, &pb) == want, "case %d widened at 8192 keys", c);
+        pb.seqlen_k = 8200;
+        CHECK(!qattn_kernels_wg_i4w(&g, &pb), "case %d widened at 8200 keys", c);
+        pb.seqlen_k = 8192, pb.varlen = 1;
+        CHECK(!qattn_kernels_wg_i4w(&g, &pb), "case %d widened with varlen", c);
+        pb.varlen = 0;
+        if (c == 0) {
+            setenv("QATTN_WG_I4W", "0", 1);
+            CHECK(!qattn_kernels_wg_i4w(&g, &pb), "widened with QATTN_WG_I4W=0");
+            unsetenv("QATTN_WG_I4W");
+            setenv("QATTN_WG_TMA", "0", 1);
+            CHECK(!qattn_kernels_wg_i4w(&g, &pb), "widened with QATTN_WG_TMA=0");
+            unsetenv("QATTN_WG_TMA");
+        }
+        qattn_kernels_attn_params ap;
+        memset(&ap, 0, sizeof ap);
+        ap.hq = 8, ap.hkv = 2, ap.nseq = 3, ap.seqlen_q = 1024, ap.seqlen_k = 2048, ap.d = 128;
+        CHECK(qattn_kernels_attn_i4w_bytes(&g, &ap) == 0, "case %d: no scratch where the plan did not choose it", c);
+        qattn_kernels_wg_choose(&g, &pb, 0, &ap);
+        CHECK(ap.wg_i4w == want, "case %d: the plan's wg_i4w %d", c, ap.wg_i4w);
+        CHECK(qattn_kernels_attn_i4w_bytes(&g, &ap) == (want ? (size_t)(8 * 1024 + 2 * 2048) * 3 * 128 : 0),
+              "case %d: scratch %zu bytes", c, qattn_kernels_attn_i4w_bytes(&g, &ap));
+    }
+    CHECK(qattn_wg_i4w(QATTN_FMT_INT4, E4, FP22, 0, 4096) && !qattn_wg_i4w(QATTN_FMT_INT4, E4, FP22, 1, 4096) &&
+              !qattn_wg_i4w(QATTN_FMT_INT4, E4, FP22, 0, 4100) && !qattn_wg_i4w(QATTN_FMT_INT4, E4, QATTN_ACC_FP32, 0, 4096) &&
+              !qattn_wg_i4w(I8, E4, FP22, 0, 4096),
+          "qattn_wg_i4w: int4 Q.K with fp8 P.V, whole 16-row groups, no varlen");
     /* ping-pong: the d = 128 baselines, no mask or causal */
     for (int c = 0; c < 5; c++) {
         qattn_kernels_sig g = wg_rule_sig("ping-pong case", c == 1 ? 64 : 128, c);

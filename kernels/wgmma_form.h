@@ -125,6 +125,18 @@ QATTN_WG_FORM_FN int qattn_wg_tma_rows16(unsigned long long k_at, unsigned long 
 /* tma: K and V^T can be loaded by TMA (no varlen, seqlen_k a multiple of 16; the launch checks the
  * strides too, and loads by cp.async where they do not allow it) */
 QATTN_WG_FORM_FN int qattn_wg_tma_lengths(int varlen, int seqlen_k) { return !varlen && seqlen_k % 16 == 0; }
+/* the widened int4 form (wgmma_i4w.h: a pass widens the packed Q and K codes to int8 bytes, which the
+ * kernel then reads as the 8-bit instances read theirs, K and smooth=q's dS rows by TMA) for int4 Q.K
+ * with V read as it is (e4m3 P.V on the fp8 MMA; the CK int4 preset's producer widens V), where the
+ * key blocks can go by TMA; else the producer unpacks the packed codes (wgmma_unpack.h) */
+QATTN_WG_FORM_FN int qattn_wg_i4w_can(int qf, int pf, int acc)
+{
+    return qf == QATTN_FMT_INT4 && pf == QATTN_FMT_E4M3 && acc != QATTN_ACC_FP32;
+}
+QATTN_WG_FORM_FN int qattn_wg_i4w(int qf, int pf, int acc, int varlen, int seqlen_k)
+{
+    return qattn_wg_i4w_can(qf, pf, acc) && qattn_wg_tma_lengths(varlen, seqlen_k);
+}
 QATTN_WG_FORM_FN int qattn_wg_form(int d, int kb, int qf, int pf, int acc, qattn_mask m, int seqlen_k, int tma)
 {
     if (!qattn_wg_solo_can(d, kb, qf, pf, acc))

@@ -128,6 +128,17 @@ static __device__ __forceinline__ void qattn_mbar_arrive_expect_tx(uint32_t bar,
 /* TMA: the box of tensor map tmap (the generic address of a __grid_constant__ CUtensorMap) at
  * coordinates c (innermost first; 4 or 5 of them) into shared memory at dst, its bytes completing
  * on mbarrier bar; coordinates past the tensor read zeros */
+static __device__ __forceinline__ void qattn_tma_load2(uint32_t dst, const void *tmap, uint32_t bar, int c0, int c1)
+{
+#if QATTN_WGMMA
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "
+                 "[%2];\n" ::"r"(dst),
+                 "l"(tmap), "r"(bar), "r"(c0), "r"(c1)
+                 : "memory");
+#else
+    (void)dst, (void)tmap, (void)bar, (void)c0, (void)c1;
+#endif
+}
 static __device__ __forceinline__ void qattn_tma_load4(uint32_t dst, const void *tmap, uint32_t bar, int c0, int c1,
                                                        int c2, int c3)
 {

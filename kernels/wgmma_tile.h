@@ -64,6 +64,17 @@
      QATTN_WGMMA_NSTAGES(d, qf, vf, wv, kb, bm) * QATTN_WGMMA_STAGEB(d, qf, vf, wv, kb, bm) +                       \
      QATTN_WGMMA_USTG(d, qf, vf, kb, wv, bm) + 1024)
 
+/* rows of the dS plane a tile of bm rows (its first row a multiple of bm) reads with Q blocks of qblock
+ * rows (a multiple of 16): the TMA box of the widened int4 form */
+static __host__ __device__ constexpr int qattn_wg_dsrows(int bm, int qblock)
+{
+    return bm % qblock == 0 ? bm / qblock : (bm - 1) / qblock + 2 < bm / 16 ? (bm - 1) / qblock + 2 : bm / 16;
+}
+/* the widened int4 form (wgmma_i4w.h): the 8-bit tile with e4m3 V^T and smooth=q's dS rows a stage */
+#define QATTN_WGMMA_SMEM_I4W(d, kb, bm)                                                                             \
+    (QATTN_WGMMA_SMEM(d, QATTN_FMT_INT8, QATTN_FMT_E4M3, kb, 0, bm) +                                                \
+     QATTN_WGMMA_NSTAGES(d, QATTN_FMT_INT8, QATTN_FMT_E4M3, 0, kb, bm) * QATTN_WGMMA_DSROWS(bm) * (kb) * 4)
+
 template <bool C, typename A, typename B>
 struct qattn_cond {
     typedef A type;

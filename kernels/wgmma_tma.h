@@ -16,6 +16,7 @@
 struct qattn_wg_maps {
     CUtensorMap k, v;
     int k_seq, k_head; /* mode 0: K's rows a sequence and a head apart (no division in the kernel) */
+    CUtensorMap ds;    /* the widened int4 form with smooth=q: the dS plane's rows (qattn_wg_map_ds) */
 };
 
 /* the producer form's instances whose key blocks TMA can load (8-bit K and V^T codes read as they
@@ -104,6 +105,22 @@ static int qattn_wg_maps_fill(const qattn_kernels_attn_params &p, qattn_wg_maps 
         return enc(&m->v, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, (void *)p.v, vdim, vstr, vbox, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
                    swv, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
     }
+}
+
+/* smooth=q's dS plane (params ds: [hq, nseq, nqb, ds_ld] floats) as a 2-D map of rows, boxes of KS keys x
+ * rows (a tile's Q blocks: qattn_wg_dsrows; rows past the plane read as zeros); 0 where it cannot */
+template <int KS>
+static int qattn_wg_map_ds(CUtensorMap *m, const qattn_kernels_attn_params &p, int rows_box)
+{
+    const qattn_tmap_encode_fn enc = qattn_tmap_encoder();
+    const int64_t rows = (int64_t)p.hq * p.nseq * p.nqb;
+    if (!enc || !p.ds || (uintptr_t)p.ds % 16 || p.ds_ld % 4 || rows >= ((int64_t)1 << 31))
+        return 0;
+    const cuuint64_t dim[2] = {(cuuint64_t)p.ds_ld, (cuuint64_t)rows}, str[1] = {(cuuint64_t)p.ds_ld * 4};
+    const cuuint32_t box[2] = {(cuuint32_t)KS, (cuuint32_t)rows_box}, one[2] = {1, 1};
+    return enc(m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)p.ds, dim, str, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) ==
+           CUDA_SUCCESS;
 }
 
 /* one thread: key block j0 (KS keys) of sequence b, kv head hk into the stage at shared address dst

@@ -141,6 +141,9 @@ static int print_plan(const char *const *schemes, size_t nschemes, const int *di
                     printf("         blocks of %s here (%s)\n", qattn_kernels_wg_form_name(qattn_kernels_wg_form(attn, &pb, 0)),
                            most);
                 }
+                if (qattn_kernels_wg_i4w(attn, &pb))
+                    printf("         int4 codes widened to int8 by a pass here (no varlen, whole 16-row groups; "
+                           "else unpacked by the producer)\n");
                 if (attn->path == QATTN_KERNELS_PATH_PORTABLE) { /* why no faster path */
                     pb.paths = ((1u << QATTN_KERNELS_PATH_COUNT) - 1u) & ~(1u << QATTN_KERNELS_PATH_PORTABLE);
                     if (qattn_kernels_find(&s, &pb, &attn, &quant, &err))
