@@ -1,11 +1,10 @@
 /* The launches of the decode mma.sync instances (decode_mma.h): the kernel
  * variant (plain, speculating, sharing a cluster's chunks), the grid with its
  * splits and clusters, the combine kernels after it, and the instance macro
- * the generated files use. */
+ * the generated files use. The comparison switches come in the params
+ * (mma_off, mma_spec, mma_warps: the plan's fill read them). */
 #ifndef QATTN_KERNELS_DECODE_MMA_LAUNCH_H
 #define QATTN_KERNELS_DECODE_MMA_LAUNCH_H
-
-#include <stdlib.h> /* getenv */
 
 #include "decode_mma.h" /* the kernel, its layout; the combine kernels */
 
@@ -44,22 +43,18 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
     /* up to 8 splits the combine runs in the split kernel, a row tile's splits as one cluster, when
      * all the grid's clusters are resident at once (else those left wait for a second round: 1.5x
      * the time at 32 clusters of 4, H200) */
-    const char *cv = getenv("QATTN_DECODE_CLUSTER");
     int cluster = p.stages == 0 && p.num_splits > 1 && p.num_splits <= QATTN_DECODE_CLUSTER_MAX &&
-                  !(cv && !strcmp(cv, "0")) && qattn_port_overlap_ok();
+                  !(p.mma_off & QATTN_KERNELS_DECODE_OFF_CLUSTER) && qattn_port_overlap_ok();
     /* speculation where the grid leaves half the multiprocessors free: its blocks then start early,
      * under the previous kernel (a full grid's start when the previous grid's blocks leave, and
      * the reads before the wait only lengthen its path: +2-4% at batch 1, Sk 32k, 128 splits,
      * H200); the spoiling test modes at any size */
-    const char *sv = getenv("QATTN_DECODE_SPEC");
-    const int spec = sv && !strcmp(sv, "spoil-len")    ? 2
-                     : sv && !strcmp(sv, "spoil-rows") ? 3
-                     : sv && !strcmp(sv, "0")          ? 0
-                                                       : (int64_t)grid.x * grid.y * grid.z * 2 <= sms;
+    const int spec = p.mma_spec == 2 || p.mma_spec == 3 ? p.mma_spec
+                     : p.mma_spec < 0                   ? 0
+                                                        : (int64_t)grid.x * grid.y * grid.z * 2 <= sms;
     /* a cluster's blocks share their splits' chunks (the blocks of a tile stream equal work at
      * rates that differ by up to 40%: 0.95-0.97x at 8192:8:8 .. 32768:8:8, H200 2026-11-29) */
-    const char *shv = getenv("QATTN_DECODE_SHARE");
-    const int share_ok = !spec && !(shv && !strcmp(shv, "0"));
+    const int share_ok = !spec && !(p.mma_off & QATTN_KERNELS_DECODE_OFF_SHARE);
     /* the kernel a cluster launch runs, and the resident clusters of cz blocks of it, once per
      * kernel, size and device (1 + the count; 0: not asked) */
     const int kv = spec ? 1 : share_ok ? 2 : 0;
@@ -83,8 +78,7 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
                       p.num_splits % 2 == 0 && qattn_port_overlap_ok() &&
                       (int64_t)grid.x * grid.y * grid.z / 2 <= resident_clusters(2);
     /* the split kernel's blocks combine the partials themselves (no combine kernel, no boundary) when
-     * every block of the grid is resident at once: they wait for each other (QATTN_DECODE_SPIN=0: never) */
-    const char *spv = getenv("QATTN_DECODE_SPIN");
+     * every block of the grid is resident at once: they wait for each other (OFF_SPIN: never) */
     auto all_resident = [&](void (*kr)(qattn_kernels_decode_params), int kvi) -> int {
         static int per_sm[64][3]; /* 1 + blocks a multiprocessor; 0: not asked */
         int *slot = dev >= 0 && dev < 64 ? &per_sm[dev][kvi] : NULL;
@@ -100,12 +94,12 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
         return (int64_t)grid.x * grid.y * grid.z <= (int64_t)n * sms;
     };
     const int spin_ok = p.stages == 0 && p.num_splits > 1 && p.num_splits <= QATTN_DECODE_SPIN_MAX && p.spin_cnt &&
-                        !cluster && sms > 0 && !(spv && !strcmp(spv, "0"));
+                        !cluster && sms > 0 && !(p.mma_off & QATTN_KERNELS_DECODE_OFF_SPIN);
     if (p.stages != 2) { /* overlapping the previous kernel: it waits for it before touching memory */
         /* the L2 prefetch: half the L2 over the grid's blocks, so that prefetched rows stay */
         qattn_kernels_decode_params pk = p;
-        const char *pf = getenv("QATTN_DECODE_PREFETCH");
-        if (!(pf && (!strcmp(pf, "0") || (!strcmp(pf, "one") && p.hkv != 1))))
+        if (!((p.mma_off & QATTN_KERNELS_DECODE_OFF_PREFETCH) ||
+              ((p.mma_off & QATTN_KERNELS_DECODE_OFF_PREFETCH_MULTI) && p.hkv != 1)))
             pk.l2_prefetch = (unsigned)(l2 / 2) / (grid.x * grid.y * grid.z);
         pk.cluster = cluster;
         pk.spec = spec;
@@ -164,13 +158,12 @@ static int qattn_decode_mma_launch(const qattn_kernels_decode_params *pp, void *
     else {
         /* 8-bit caches: 8 warps where each split's keys (by the cache's capacity) would give 12 warps
          * at most one chunk each (batch 1 with 128 splits: 0.95x in 12 warps, H200 2026-11-28);
-         * QATTN_DECODE_WARPS=8 / 12 forces a form */
+         * p.mma_warps 8 / 12 (QATTN_DECODE_WARPS) forces a form */
         typedef qattn_dmma_layout<D, CF, 0> L12;
         const int64_t cap = (int64_t)p.cache.max_pages * p.cache.page_size;
-        const char *wv = getenv("QATTN_DECODE_WARPS");
-        const int w8 = wv && !strcmp(wv, "8")    ? 1
-                       : wv && !strcmp(wv, "12") ? 0
-                                                 : (cap + p.num_splits - 1) / p.num_splits <= L12::NW * L12::KC;
+        const int w8 = p.mma_warps == 8    ? 1
+                       : p.mma_warps == 12 ? 0
+                                           : (cap + p.num_splits - 1) / p.num_splits <= L12::NW * L12::KC;
         return w8 ? qattn_decode_mma_launch_t<D, CF, QATTN_FMT_FP16, 1>(p, (hipStream_t)stream, err)
                   : qattn_decode_mma_launch_t<D, CF, QATTN_FMT_FP16, 0>(p, (hipStream_t)stream, err);
     }

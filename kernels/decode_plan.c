@@ -231,7 +231,28 @@ int qattn_kernels_decode_fill(qattn_kernels_decode_params *p, const qattn_kernel
     qattn_kernels_fastdiv_init(&p->div_hkv, (uint32_t)(pb->hkv > 0 ? pb->hkv : 1));
     qattn_kernels_fastdiv_init(&p->div_splits, (uint32_t)num_splits);
     qattn_kernels_fastdiv_init(&p->div_page, (uint32_t)(cache->page_size > 0 ? cache->page_size : 1));
+    qattn_kernels_decode_switches(p);
     return QATTN_OK;
+}
+
+static int env_is(const char *name, const char *value)
+{
+    const char *e = getenv(name);
+    return e && !strcmp(e, value);
+}
+
+void qattn_kernels_decode_switches(qattn_kernels_decode_params *p)
+{
+    p->mma_off = (env_is("QATTN_DECODE_CLUSTER", "0") ? QATTN_KERNELS_DECODE_OFF_CLUSTER : 0u) |
+                 (env_is("QATTN_DECODE_SHARE", "0") ? QATTN_KERNELS_DECODE_OFF_SHARE : 0u) |
+                 (env_is("QATTN_DECODE_SPIN", "0") ? QATTN_KERNELS_DECODE_OFF_SPIN : 0u) |
+                 (env_is("QATTN_DECODE_PREFETCH", "0") ? QATTN_KERNELS_DECODE_OFF_PREFETCH : 0u) |
+                 (env_is("QATTN_DECODE_PREFETCH", "one") ? QATTN_KERNELS_DECODE_OFF_PREFETCH_MULTI : 0u);
+    p->mma_spec = env_is("QATTN_DECODE_SPEC", "spoil-len")    ? 2
+                  : env_is("QATTN_DECODE_SPEC", "spoil-rows") ? 3
+                  : env_is("QATTN_DECODE_SPEC", "0")          ? -1
+                                                              : 0;
+    p->mma_warps = env_is("QATTN_DECODE_WARPS", "8") ? 8 : env_is("QATTN_DECODE_WARPS", "12") ? 12 : 0;
 }
 
 void qattn_kernels_fastdiv_init(qattn_kernels_fastdiv *f, uint32_t d)

@@ -121,31 +121,50 @@ struct qattn_kernels_decode_params {
     int stages;            /* 0: split kernel, then the combine; timing: 1 the split kernel alone, 2 the
                             * combine alone (on the partials a previous run left) */
     qattn_kernels_fastdiv div_grp, div_hkv, div_splits, div_page; /* hq / hkv, hkv, num_splits, page size */
-    unsigned l2_prefetch;  /* mma path, set by its launcher (QATTN_DECODE_PREFETCH=0: 0; =one: 0 with several kv
+    /* the mma path's comparison switches (the environment's QATTN_DECODE_*, read once by
+     * qattn_kernels_decode_fill: a launch reads none); zero: the launcher's rules */
+    unsigned mma_off;      /* QATTN_KERNELS_DECODE_OFF_* bits: choices the launcher must not take */
+    int mma_spec;          /* speculation: 0 the rule, -1 never (QATTN_DECODE_SPEC=0), 2 / 3 the tests' spoiling
+                            * modes (=spoil-len / =spoil-rows) */
+    int mma_warps;         /* 8-bit caches' block form: 0 the rule, 8 or 12 warps (QATTN_DECODE_WARPS=8 / 12) */
+    unsigned l2_prefetch;  /* mma path, set by its launcher (OFF_PREFETCH: 0; OFF_PREFETCH_MULTI: 0 with several kv
                             * heads): a block's share of the bytes of its split prefetched into L2 while the
                             * previous kernel finishes (half the L2 over the grid's blocks; whole pages, a
                             * split's pages over its kv heads' blocks) */
     int spec;              /* mma path, set by its launcher: 1 read the length and the first table entries before
                             * waiting for the previous kernel and check them after it (fixed query rows, grids
-                            * of at most half the multiprocessors; QATTN_DECODE_SPEC=0: 0); tests: 2 / 3 spoil
-                            * the length / the rows read first (QATTN_DECODE_SPEC=spoil-len / spoil-rows) */
+                            * of at most half the multiprocessors; mma_spec -1: 0); tests: 2 / 3 spoil the
+                            * length / the rows read first (mma_spec 2 / 3) */
     int cluster;           /* mma path, set by its launcher: a row tile's num_splits (2 .. 8) blocks run as one
                             * thread-block cluster that combines in shared memory (no partials, no combine
-                            * kernel; sm_90 on, stages 0, QATTN_DECODE_CLUSTER=0: never) */
+                            * kernel; sm_90 on, stages 0, OFF_CLUSTER: never) */
     int share;             /* mma path, set by its launcher, without speculation: the splits of a thread-block
                             * cluster whose blocks share their chunks through a counter in it (num_splits with
-                            * cluster, else 2 for an even count; 0: none; QATTN_DECODE_SHARE=0: never) */
+                            * cluster, else 2 for an even count; 0: none; OFF_SHARE: never) */
     unsigned *spin_cnt;    /* [grid tiles][2] device, zero between launches (the plan's: it zeroes them once, the
                             * kernel leaves them zero), or NULL: a row tile's arrival / departure counts for spin */
     int spin;              /* mma path, set by its launcher: the split kernel's blocks combine the partials
                             * themselves (2 .. QATTN_DECODE_SPIN_MAX splits, every block resident at once,
                             * stages 0, not in a cluster, spin_cnt;
-                            * QATTN_DECODE_SPIN=0: never): each writes its partial, counts itself on its tile's
+                            * OFF_SPIN: never): each writes its partial, counts itself on its tile's
                             * word and waits for the tile's num_splits, then block s combines rows s, s + ns, ...
                             * of the tile (no combine kernel, no kernel boundary). A plain launch: it needs
                             * a grid's blocks to start before a later grid's (two grids on two streams are
                             * checked); with stream priorities set QATTN_DECODE_SPIN=0 */
 };
+
+/* params mma_off: the environment's QATTN_DECODE_CLUSTER=0, _SHARE=0, _SPIN=0, _PREFETCH=0 and
+ * _PREFETCH=one */
+enum {
+    QATTN_KERNELS_DECODE_OFF_CLUSTER = 1u,
+    QATTN_KERNELS_DECODE_OFF_SHARE = 2u,
+    QATTN_KERNELS_DECODE_OFF_SPIN = 4u,
+    QATTN_KERNELS_DECODE_OFF_PREFETCH = 8u,
+    QATTN_KERNELS_DECODE_OFF_PREFETCH_MULTI = 16u
+};
+/* the comparison switches of the environment into p (mma_off, mma_spec, mma_warps; qattn_kernels_decode_fill
+ * calls it) */
+void qattn_kernels_decode_switches(qattn_kernels_decode_params *p);
 
 /* Fill p for pb from the query and output tensors (strides in elements), lse
  * ([hq, tokens_q] device or NULL), cu_q (device or NULL), tokens_q (Tq), the

@@ -155,6 +155,35 @@ static void split_rule(void)
 }
 
 /* the dispatcher names what no instance takes */
+/* the comparison switches: read from the environment into the params by the fill (the launch reads none) */
+static void switches(void)
+{
+    static const char *const names[] = {"QATTN_DECODE_CLUSTER", "QATTN_DECODE_SHARE", "QATTN_DECODE_SPIN",
+                                        "QATTN_DECODE_PREFETCH", "QATTN_DECODE_SPEC", "QATTN_DECODE_WARPS"};
+    qattn_kernels_decode_params p;
+    memset(&p, 0xff, sizeof p);
+    for (int i = 0; i < 6; i++)
+        unsetenv(names[i]);
+    qattn_kernels_decode_switches(&p);
+    CHECK(p.mma_off == 0u && p.mma_spec == 0 && p.mma_warps == 0, "no switch: off %u spec %d warps %d", p.mma_off,
+          p.mma_spec, p.mma_warps);
+    setenv("QATTN_DECODE_CLUSTER", "0", 1), setenv("QATTN_DECODE_SPIN", "0", 1), setenv("QATTN_DECODE_PREFETCH", "one", 1);
+    setenv("QATTN_DECODE_SPEC", "spoil-rows", 1), setenv("QATTN_DECODE_WARPS", "12", 1);
+    qattn_kernels_decode_switches(&p);
+    CHECK(p.mma_off == (QATTN_KERNELS_DECODE_OFF_CLUSTER | QATTN_KERNELS_DECODE_OFF_SPIN |
+                        QATTN_KERNELS_DECODE_OFF_PREFETCH_MULTI) &&
+              p.mma_spec == 3 && p.mma_warps == 12,
+          "switches: off %u spec %d warps %d", p.mma_off, p.mma_spec, p.mma_warps);
+    setenv("QATTN_DECODE_SHARE", "0", 1), setenv("QATTN_DECODE_PREFETCH", "0", 1), setenv("QATTN_DECODE_SPEC", "0", 1);
+    setenv("QATTN_DECODE_WARPS", "16", 1), setenv("QATTN_DECODE_CLUSTER", "1", 1), unsetenv("QATTN_DECODE_SPIN");
+    qattn_kernels_decode_switches(&p);
+    CHECK(p.mma_off == (QATTN_KERNELS_DECODE_OFF_SHARE | QATTN_KERNELS_DECODE_OFF_PREFETCH) && p.mma_spec == -1 &&
+              p.mma_warps == 0,
+          "other switches: off %u spec %d warps %d", p.mma_off, p.mma_spec, p.mma_warps);
+    for (int i = 0; i < 6; i++)
+        unsetenv(names[i]);
+}
+
 static void messages(void)
 {
     qattn_kernels_decode_problem pb;
@@ -207,6 +236,7 @@ int main(int argc, char **argv)
         return 1;
     }
     split_rule();
+    switches();
     messages();
     size_t ncase;
     const qattn_kernels_decode_case *cases = qattn_kernels_decode_cases(&ncase);
