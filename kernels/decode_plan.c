@@ -235,24 +235,20 @@ int qattn_kernels_decode_fill(qattn_kernels_decode_params *p, const qattn_kernel
     return QATTN_OK;
 }
 
-static int env_is(const char *name, const char *value)
-{
-    const char *e = getenv(name);
-    return e && !strcmp(e, value);
-}
-
 void qattn_kernels_decode_switches(qattn_kernels_decode_params *p)
 {
-    p->mma_off = (env_is("QATTN_DECODE_CLUSTER", "0") ? QATTN_KERNELS_DECODE_OFF_CLUSTER : 0u) |
-                 (env_is("QATTN_DECODE_SHARE", "0") ? QATTN_KERNELS_DECODE_OFF_SHARE : 0u) |
-                 (env_is("QATTN_DECODE_SPIN", "0") ? QATTN_KERNELS_DECODE_OFF_SPIN : 0u) |
-                 (env_is("QATTN_DECODE_PREFETCH", "0") ? QATTN_KERNELS_DECODE_OFF_PREFETCH : 0u) |
-                 (env_is("QATTN_DECODE_PREFETCH", "one") ? QATTN_KERNELS_DECODE_OFF_PREFETCH_MULTI : 0u);
-    p->mma_spec = env_is("QATTN_DECODE_SPEC", "spoil-len")    ? 2
-                  : env_is("QATTN_DECODE_SPEC", "spoil-rows") ? 3
-                  : env_is("QATTN_DECODE_SPEC", "0")          ? -1
+    p->mma_off = (qattn_kernels_env_is("QATTN_DECODE_CLUSTER", "0") ? QATTN_KERNELS_DECODE_OFF_CLUSTER : 0u) |
+                 (qattn_kernels_env_is("QATTN_DECODE_SHARE", "0") ? QATTN_KERNELS_DECODE_OFF_SHARE : 0u) |
+                 (qattn_kernels_env_is("QATTN_DECODE_SPIN", "0") ? QATTN_KERNELS_DECODE_OFF_SPIN : 0u) |
+                 (qattn_kernels_env_is("QATTN_DECODE_PREFETCH", "0") ? QATTN_KERNELS_DECODE_OFF_PREFETCH : 0u) |
+                 (qattn_kernels_env_is("QATTN_DECODE_PREFETCH", "one") ? QATTN_KERNELS_DECODE_OFF_PREFETCH_MULTI : 0u);
+    p->mma_spec = qattn_kernels_env_is("QATTN_DECODE_SPEC", "spoil-len")    ? 2
+                  : qattn_kernels_env_is("QATTN_DECODE_SPEC", "spoil-rows") ? 3
+                  : qattn_kernels_env_is("QATTN_DECODE_SPEC", "0")          ? -1
                                                               : 0;
-    p->mma_warps = env_is("QATTN_DECODE_WARPS", "8") ? 8 : env_is("QATTN_DECODE_WARPS", "12") ? 12 : 0;
+    p->mma_warps = qattn_kernels_env_is("QATTN_DECODE_WARPS", "8")    ? 8
+                   : qattn_kernels_env_is("QATTN_DECODE_WARPS", "12") ? 12
+                                                                      : 0;
 }
 
 void qattn_kernels_fastdiv_init(qattn_kernels_fastdiv *f, uint32_t d)

@@ -629,7 +629,7 @@ const char *qattn_kernels_kvmode_name(qattn_kernels_kvmode m)
     return (unsigned)m < QATTN_KERNELS_KV_COUNT ? names[m] : "?";
 }
 
-static int env_is(const char *name, const char *value)
+int qattn_kernels_env_is(const char *name, const char *value)
 {
     const char *e = getenv(name);
     return e && !strcmp(e, value);
@@ -649,11 +649,11 @@ qattn_kernels_qroute qattn_kernels_quant_route(unsigned routes, const qattn_kern
                       p->smooth == QATTN_KERNELS_SMOOTH_TOKENS;
     if (routes & QROUTE_BIT(CAST)) /* the unscaled casts: no other fast route takes them */
         return QATTN_KERNELS_QROUTE_CAST;
-    if (env_is("QATTN_QUANT_LEAN", "0"))
+    if (qattn_kernels_env_is("QATTN_QUANT_LEAN", "0"))
         routes &= ~(QROUTE_BIT(LEAN) | QROUTE_BIT(STREAMED));
-    if (env_is("QATTN_QUANT_STREAM", "0"))
+    if (qattn_kernels_env_is("QATTN_QUANT_STREAM", "0"))
         routes &= ~QROUTE_BIT(STREAMED);
-    if ((routes & QROUTE_BIT(STREAMED)) && (stats || env_is("QATTN_QUANT_STREAM", "1")))
+    if ((routes & QROUTE_BIT(STREAMED)) && (stats || qattn_kernels_env_is("QATTN_QUANT_STREAM", "1")))
         return QATTN_KERNELS_QROUTE_STREAMED;
     if (routes & QROUTE_BIT(LEAN))
         return QATTN_KERNELS_QROUTE_LEAN;
@@ -666,7 +666,7 @@ qattn_kernels_kvmode qattn_kernels_quant_kv_mode(unsigned modes, qattn_kernels_q
 {
     const int both = kr == QATTN_KERNELS_QROUTE_STREAMED && vr == QATTN_KERNELS_QROUTE_STREAMED;
     if (getenv("QATTN_QUANT_KV")) {
-        if (both && env_is("QATTN_QUANT_KV", "streams") && (modes & (1u << QATTN_KERNELS_KV_STREAMS)))
+        if (both && qattn_kernels_env_is("QATTN_QUANT_KV", "streams") && (modes & (1u << QATTN_KERNELS_KV_STREAMS)))
             return QATTN_KERNELS_KV_STREAMS;
         return QATTN_KERNELS_KV_SERIAL;
     }
@@ -714,7 +714,7 @@ int qattn_kernels_fuse_q_can(const qattn_kernels_sig *g, const qattn_scheme *s, 
 
 int qattn_kernels_fuse_q_ok(const qattn_kernels_sig *g, const qattn_scheme *s, const qattn_kernels_problem *pb)
 {
-    return qattn_kernels_fuse_q_can(g, s, pb) && (pb->fuse_q || env_is("QATTN_FUSE_Q", "1"));
+    return qattn_kernels_fuse_q_can(g, s, pb) && (pb->fuse_q || qattn_kernels_env_is("QATTN_FUSE_Q", "1"));
 }
 
 int qattn_kernels_wg_form(const qattn_kernels_sig *g, const qattn_kernels_problem *pb, int fused_q)

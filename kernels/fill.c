@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "qattn_kernels.h"
-#include "wgmma_form.h" /* qattn_wg_i4w_can */
+#include "wgmma_form.h" /* qattn_wg_i4w_can, qattn_wg_i4w_bytes */
 
 /* ---- quant family: sizes and fill ---- */
 
@@ -247,5 +247,5 @@ size_t qattn_kernels_attn_i4w_bytes(const qattn_kernels_sig *g, const qattn_kern
     if (g->family != QATTN_KERNELS_FAMILY_ATTN_FWD || g->path != QATTN_KERNELS_PATH_WGMMA ||
         !qattn_wg_i4w_can(g->q, g->p, g->acc) || p->wg_i4w <= 0)
         return 0;
-    return ((size_t)p->hq * (size_t)p->seqlen_q + (size_t)p->hkv * (size_t)p->seqlen_k) * (size_t)p->nseq * (size_t)p->d;
+    return (size_t)qattn_wg_i4w_bytes(p->hq, p->hkv, p->nseq, p->seqlen_q, p->seqlen_k, p->d);
 }

@@ -1,5 +1,5 @@
 /* Private: the instance table written by kernels/gen_instances.sh
- * (kernels/generated/registry.c). */
+ * (kernels/generated/registry.c), and the dispatcher's environment test. */
 #ifndef QATTN_KERNELS_REGISTRY_H
 #define QATTN_KERNELS_REGISTRY_H
 
@@ -19,5 +19,9 @@ typedef const char *(*qattn_kernels_misfit_fn)(const qattn_kernels_sig *g, const
  * device's; paths 0: all */
 const qattn_kernels_sig *qattn_kernels_pick(qattn_kernels_family fam, qattn_kernels_misfit_fn misfit, const void *pb,
                                             int cc, unsigned paths, const char *none_built, const char **why);
+
+/* 1 when the environment variable name is set to value (the comparison switches the dispatcher's and
+ * the decode plan's fills read) */
+int qattn_kernels_env_is(const char *name, const char *value);
 
 #endif

@@ -133,6 +133,15 @@ QATTN_WG_FORM_FN int qattn_wg_i4w_can(int qf, int pf, int acc)
 {
     return qf == QATTN_FMT_INT4 && pf == QATTN_FMT_E4M3 && acc != QATTN_ACC_FP32;
 }
+/* bytes of the widened codes (params i4w): Q's [hq, nseq, seqlen_q, d], then K's [hkv, nseq, seqlen_k, d] */
+QATTN_WG_FORM_FN long long qattn_wg_i4w_qbytes(int hq, int nseq, int seqlen_q, int d)
+{
+    return (long long)hq * nseq * seqlen_q * d;
+}
+QATTN_WG_FORM_FN long long qattn_wg_i4w_bytes(int hq, int hkv, int nseq, int seqlen_q, int seqlen_k, int d)
+{
+    return qattn_wg_i4w_qbytes(hq, nseq, seqlen_q, d) + qattn_wg_i4w_qbytes(hkv, nseq, seqlen_k, d);
+}
 QATTN_WG_FORM_FN int qattn_wg_i4w(int qf, int pf, int acc, int varlen, int seqlen_k)
 {
     return qattn_wg_i4w_can(qf, pf, acc) && qattn_wg_tma_lengths(varlen, seqlen_k);

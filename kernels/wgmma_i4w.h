@@ -8,6 +8,7 @@
 
 #include "attn_fwd_mma.h"  /* QATTN_MMA_CHECK */
 #include "qattn_kernels.h" /* qattn_kernels_attn_params */
+#include "wgmma_form.h"    /* qattn_wg_i4w_qbytes */
 #include "wgmma_keys.h"    /* qattn_wg_unpack_i4 */
 
 /* rows of packed codes (D / 2 bytes at src + b sb + h sh + t st) to rows of D bytes at dst, [heads,
@@ -44,17 +45,12 @@ static inline int qattn_wg_i4w_takes(const qattn_kernels_attn_params &p)
            rows_ok(p.k, p.k_sb, p.k_sh, p.k_st, p.nseq);
 }
 
-/* bytes of the widened codes: Q's [hq, nseq, seqlen_q, d], then K's [hkv, nseq, seqlen_k, d] */
-static inline int64_t qattn_wg_i4w_qbytes(const qattn_kernels_attn_params &p)
-{
-    return (int64_t)p.hq * p.nseq * p.seqlen_q * p.d;
-}
-
-/* w = p reading the widened codes (int8 code strides of [heads, nseq, seqlen, d]) in p.i4w */
+/* w = p reading the widened codes (int8 code strides of [heads, nseq, seqlen, d]) in p.i4w
+ * (qattn_wg_i4w_bytes' layout, wgmma_form.h) */
 static inline void qattn_wg_i4w_params(const qattn_kernels_attn_params &p, qattn_kernels_attn_params *w)
 {
     *w = p;
-    uint8_t *wq = (uint8_t *)p.i4w, *wk = wq + qattn_wg_i4w_qbytes(p);
+    uint8_t *wq = (uint8_t *)p.i4w, *wk = wq + qattn_wg_i4w_qbytes(p.hq, p.nseq, p.seqlen_q, p.d);
     w->q = wq, w->q_st = p.d, w->q_sb = (int64_t)p.seqlen_q * p.d, w->q_sh = (int64_t)p.nseq * w->q_sb;
     w->k = wk, w->k_st = p.d, w->k_sb = (int64_t)p.seqlen_k * p.d, w->k_sh = (int64_t)p.nseq * w->k_sb;
 }
