@@ -122,6 +122,35 @@ static __device__ __forceinline__ void qattn_dmma_prefetch_split(const qattn_ker
 #endif
 }
 
+#ifdef QATTN_DECODE_STAMPS
+/* the timeline's clocks (params stamps): the global nanosecond timer, the multiprocessor's cycle counter
+ * and its id; zeros in the host simulation */
+static __device__ __forceinline__ unsigned long long qattn_dmma_now_ns(void)
+{
+    unsigned long long t = 0;
+#ifdef __CUDA_ARCH__
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+#endif
+    return t;
+}
+static __device__ __forceinline__ unsigned long long qattn_dmma_now_clock(void)
+{
+#ifdef __CUDA_ARCH__
+    return (unsigned long long)clock64();
+#else
+    return 0ull;
+#endif
+}
+static __device__ __forceinline__ unsigned qattn_dmma_smid(void)
+{
+    unsigned id = 0;
+#ifdef __CUDA_ARCH__
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+#endif
+    return id;
+}
+#endif
+
 /* SPEC: the speculative prologue compiled in (p.spec; a second instance, so that the other one's code
  * stays as it was: the spec path's mere presence cost 1-3% at full grids) */
 template <int D, int CF, int QT, int SPEC, int W8, int SHARE>
@@ -141,6 +170,23 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     /* packed row r: token r / grp, q head hk grp + r % grp */
     auto tok_of = [&](int r) -> int { return (int)qattn_fastdiv(p.div_grp, (unsigned)r); };
     const int b = (int)blockIdx.y, sp = (int)blockIdx.z;
+    /* the timeline (p.stamps), in builds with QATTN_DECODE_STAMPS only (in every build the stores cost
+     * the kernels 2-4%, H200 2026-12-01): thread 0 stamps phase i */
+#ifdef QATTN_DECODE_STAMPS
+    unsigned long long *const stamps =
+        p.stamps ? p.stamps + ((int64_t)blockIdx.x + (int64_t)gridDim.x * (blockIdx.y + (int64_t)gridDim.y * blockIdx.z)) *
+                                  QATTN_KERNELS_DECODE_STAMPS
+                 : 0;
+    auto stamp = [&](int i) {
+        if (stamps && threadIdx.x == 0) {
+            stamps[i] = qattn_dmma_now_ns();
+            stamps[QATTN_KERNELS_DECODE_STAMP_CLOCK + i] = qattn_dmma_now_clock();
+        }
+    };
+#else
+    auto stamp = [](int) {};
+#endif
+    stamp(0);
     /* launched overlapping the previous kernel of the stream (a decode step's combine): its
      * blocks are resident and set up; nothing global is used before it is done, but the
      * split's cache pages are prefetched into L2 meanwhile (addresses from the lengths and
@@ -163,8 +209,10 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         const int len = p.cache.len[b] + (p.spec == 2);
         sk32 = len < cap ? len : cap;
     }
-    if (!spec)
+    if (!spec) {
         qattn_port_wait_prior();
+        stamp(1);
+    }
     int64_t tq0, tu0;
     int sq;
     qattn_decode_rows(p, b, &tq0, &tu0, &sq);
@@ -341,6 +389,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
                 for (int s = 0; s < ST; s++)
                     pre[s] = pre[s] == ~0u ? pre[s] : 0u;
             qattn_port_wait_prior();
+            stamp(1);
             load_q();
         }
     }
@@ -372,6 +421,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
             }
         }
     }
+    stamp(2);
     unsigned next_row = pre[ST - 1]; /* chunk it + ST - 1's lookup at iteration it */
     uint32_t qa[D / 16][4];
     if (qstage) { /* Q's group is the oldest of the ST it waits past; every thread's piece */
@@ -430,6 +480,8 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         }
         qattn_cp_async_wait<ST - 1>();
         __syncwarp();
+        if (it == 0)
+            stamp(3);
         const unsigned char *kt = wsm + (it % ST) * L::STAGE, *vt = kt + L::RAW_CHUNK;
         const float *kss = (const float *)(vt + L::RAW_CHUNK), *vss = kss + KC; /* 8-bit: the chunk's scales */
         /* S = Q K^T over the chunk's KC keys: n-tiles of 8 keys */
@@ -586,6 +638,14 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         __syncwarp();
     }
     qattn_cp_async_wait<0>();
+#ifdef QATTN_DECODE_STAMPS
+    if (stamps && lane == 0) {
+        stamps[QATTN_KERNELS_DECODE_STAMP_WARP + warp] = qattn_dmma_now_ns();
+        if (warp == 0)
+            stamps[QATTN_KERNELS_DECODE_STAMP_WHERE] = qattn_dmma_smid() | (unsigned long long)srank << 16 |
+                                                       (unsigned long long)(unsigned)nchunk << 32;
+    }
+#endif
     if constexpr (SHARE)
         if (!p.cluster) /* this block is done with rank 0's counter (waited for at the end) */
             qattn_cluster_arrive();
@@ -599,6 +659,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
             o[n][2] -= QATTN_DMMA_I8_BIAS * pb[2], o[n][3] -= QATTN_DMMA_I8_BIAS * pb[3];
         }
     __syncthreads(); /* the rings are free: merge the warps' states */
+    stamp(4);
     const int RW = QATTN_DMMA_ROWS, RS = L::MERGE_ROW; /* floats a row: O's D channels, m, l, padding */
     float *ms = (float *)qattn_dmma_smem;              /* [NW][RW][RS] */
     float *mo = ms + warp * RW * RS;
@@ -660,6 +721,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         if (c == 0 && !p.cluster)
             qattn_decode_put_split_lse(p, row, sp, lse);
     }
+    stamp(5);
     if (p.cluster) {
         qattn_decode_cluster_combine<D, QATTN_DMMA_ROWS>(p, res, r0, nrows, b, hk, tq0, tu0);
     } else {
@@ -670,6 +732,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         if constexpr (SHARE)
             qattn_cluster_wait(); /* no block leaves while its peer may take from its counter */
     }
+    stamp(6);
 }
 
 #endif

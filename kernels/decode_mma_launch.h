@@ -49,7 +49,7 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
      * under the previous kernel (a full grid's start when the previous grid's blocks leave, and
      * the reads before the wait only lengthen its path: +2-4% at batch 1, Sk 32k, 128 splits,
      * H200); the spoiling test modes at any size */
-    const int spec = p.mma_spec == 2 || p.mma_spec == 3 ? p.mma_spec
+    const int spec = p.mma_spec >= 1                    ? p.mma_spec
                      : p.mma_spec < 0                   ? 0
                                                         : (int64_t)grid.x * grid.y * grid.z * 2 <= sms;
     /* a cluster's blocks share their splits' chunks (the blocks of a tile stream equal work at

@@ -235,6 +235,15 @@ int qattn_kernels_decode_fill(qattn_kernels_decode_params *p, const qattn_kernel
     return QATTN_OK;
 }
 
+int qattn_kernels_decode_stamps_built(void)
+{
+#ifdef QATTN_DECODE_STAMPS
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 void qattn_kernels_decode_switches(qattn_kernels_decode_params *p)
 {
     p->mma_off = (qattn_kernels_env_is("QATTN_DECODE_CLUSTER", "0") ? QATTN_KERNELS_DECODE_OFF_CLUSTER : 0u) |
@@ -245,6 +254,7 @@ void qattn_kernels_decode_switches(qattn_kernels_decode_params *p)
     p->mma_spec = qattn_kernels_env_is("QATTN_DECODE_SPEC", "spoil-len")    ? 2
                   : qattn_kernels_env_is("QATTN_DECODE_SPEC", "spoil-rows") ? 3
                   : qattn_kernels_env_is("QATTN_DECODE_SPEC", "0")          ? -1
+                  : qattn_kernels_env_is("QATTN_DECODE_SPEC", "1")          ? 1
                                                               : 0;
     p->mma_warps = qattn_kernels_env_is("QATTN_DECODE_WARPS", "8")    ? 8
                    : qattn_kernels_env_is("QATTN_DECODE_WARPS", "12") ? 12

@@ -124,8 +124,8 @@ struct qattn_kernels_decode_params {
     /* the mma path's comparison switches (the environment's QATTN_DECODE_*, read once by
      * qattn_kernels_decode_fill: a launch reads none); zero: the launcher's rules */
     unsigned mma_off;      /* QATTN_KERNELS_DECODE_OFF_* bits: choices the launcher must not take */
-    int mma_spec;          /* speculation: 0 the rule, -1 never (QATTN_DECODE_SPEC=0), 2 / 3 the tests' spoiling
-                            * modes (=spoil-len / =spoil-rows) */
+    int mma_spec;          /* speculation: 0 the rule, -1 never (QATTN_DECODE_SPEC=0), 1 wherever the rows are
+                            * fixed (=1), 2 / 3 the tests' spoiling modes (=spoil-len / =spoil-rows) */
     int mma_warps;         /* 8-bit caches' block form: 0 the rule, 8 or 12 warps (QATTN_DECODE_WARPS=8 / 12) */
     unsigned l2_prefetch;  /* mma path, set by its launcher (OFF_PREFETCH: 0; OFF_PREFETCH_MULTI: 0 with several kv
                             * heads): a block's share of the bytes of its split prefetched into L2 while the
@@ -151,6 +151,24 @@ struct qattn_kernels_decode_params {
                             * of the tile (no combine kernel, no kernel boundary). A plain launch: it needs
                             * a grid's blocks to start before a later grid's (two grids on two streams are
                             * checked); with stream priorities set QATTN_DECODE_SPIN=0 */
+    unsigned long long *stamps; /* [grid blocks][QATTN_KERNELS_DECODE_STAMPS] device, or NULL: the mma split
+                            * kernel's timeline (qattn decode-bench --stamps; layout at the enum below; only
+                            * builds with QATTN_DECODE_STAMPS write it) */
+};
+
+/* 1 where the kernels were built with -DQATTN_DECODE_STAMPS=ON (params stamps are written), else 0 */
+int qattn_kernels_decode_stamps_built(void);
+
+/* params stamps, per block (linear index x + gridDim.x (y + gridDim.y z)): the globaltimer (ns) at
+ * phases 0-6 (entry; the previous kernel waited for; first copies issued; warp 0's first chunk
+ * landed; every warp's loop done; the merge written; the end), clock64 at the same phases, the
+ * multiprocessor | cluster rank << 16 | the block's chunks << 32, and each warp's loop end (ns) */
+enum {
+    QATTN_KERNELS_DECODE_STAMP_PHASES = 7,
+    QATTN_KERNELS_DECODE_STAMP_CLOCK = 7,  /* first clock64 slot */
+    QATTN_KERNELS_DECODE_STAMP_WHERE = 14, /* smid, rank, chunks */
+    QATTN_KERNELS_DECODE_STAMP_WARP = 15,  /* first warp's loop end */
+    QATTN_KERNELS_DECODE_STAMPS = 28       /* slots a block (15 + up to 12 warps, padded) */
 };
 
 /* params mma_off: the environment's QATTN_DECODE_CLUSTER=0, _SHARE=0, _SPIN=0, _PREFETCH=0 and

@@ -180,6 +180,9 @@ static void switches(void)
     CHECK(p.mma_off == (QATTN_KERNELS_DECODE_OFF_SHARE | QATTN_KERNELS_DECODE_OFF_PREFETCH) && p.mma_spec == -1 &&
               p.mma_warps == 0,
           "other switches: off %u spec %d warps %d", p.mma_off, p.mma_spec, p.mma_warps);
+    setenv("QATTN_DECODE_SPEC", "1", 1);
+    qattn_kernels_decode_switches(&p);
+    CHECK(p.mma_spec == 1, "QATTN_DECODE_SPEC=1: spec %d", p.mma_spec);
     for (int i = 0; i < 6; i++)
         unsetenv(names[i]);
 }

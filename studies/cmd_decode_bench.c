@@ -94,12 +94,71 @@ typedef struct shape {
     int sk, batch, hkv;
 } shape;
 
+static void stamps_header(FILE *f)
+{
+    fprintf(f, "cache,sk,batch,hkv,num_splits,replica,block,smid,rank,chunks");
+    for (int i = 0; i < QATTN_KERNELS_DECODE_STAMP_PHASES; i++)
+        fprintf(f, ",t%d_ns", i);
+    for (int i = 1; i < QATTN_KERNELS_DECODE_STAMP_PHASES; i++)
+        fprintf(f, ",c%d_cycles", i);
+    for (int w = 0; w < QATTN_KERNELS_DECODE_STAMPS - QATTN_KERNELS_DECODE_STAMP_WARP - 1; w++)
+        fprintf(f, ",warp%d_ns", w);
+    fprintf(f, "\n");
+}
+
+/* One more timed run of t's calls with every replica's blocks stamping their phases (params stamps),
+ * then a row per replica and block: the global timer relative to the earliest entry of the run, the
+ * cycles since the block's entry (0: a phase the block did not reach) */
+static int stamps_run(FILE *f, dtctx *t, const char *cache, shape s, qattn_err *err)
+{
+    const qattn_kernels_decode_plan *pl = &t->pl[0];
+    const int64_t blocks = (int64_t)s.hkv * s.batch * pl->num_splits, per = blocks * QATTN_KERNELS_DECODE_STAMPS;
+    const size_t bytes = (size_t)(per * t->npl) * sizeof(unsigned long long);
+    unsigned long long *dev = NULL, *h = malloc(bytes);
+    double ms = 0.0, mn = 0.0;
+    int rc = !h ? qattn_err_set(err, QATTN_ERR_NOMEM, "out of host memory")
+                : qattn_kernels_dev_alloc((void **)&dev, bytes, err) || qattn_kernels_dev_fill(dev, 0, bytes, err);
+    for (int r = 0; r < t->npl && !rc; r++)
+        t->pl[r].p.stamps = dev + r * per;
+    rc = rc || qattn_kernels_dev_time(timed, t, 0, 1, &ms, &mn, err) || qattn_kernels_dev_sync(err) ||
+         qattn_kernels_dev_from(h, dev, bytes, err);
+    for (int r = 0; r < t->npl; r++)
+        t->pl[r].p.stamps = NULL;
+    if (!rc) {
+        unsigned long long t0 = ~0ull;
+        for (int64_t i = 0; i < per * t->npl; i += QATTN_KERNELS_DECODE_STAMPS)
+            if (h[i] && h[i] < t0)
+                t0 = h[i];
+        for (int r = 0; r < t->npl; r++)
+            for (int64_t blk = 0; blk < blocks; blk++) {
+                const unsigned long long *x = h + r * per + blk * QATTN_KERNELS_DECODE_STAMPS;
+                const unsigned long long where = x[QATTN_KERNELS_DECODE_STAMP_WHERE];
+                fprintf(f, "%s,%d,%d,%d,%d,%d,%lld,%u,%u,%u", cache, s.sk, s.batch, s.hkv, pl->num_splits, r,
+                        (long long)blk, (unsigned)(where & 0xffffu), (unsigned)((where >> 16) & 0xffffu),
+                        (unsigned)(where >> 32));
+                for (int i = 0; i < QATTN_KERNELS_DECODE_STAMP_PHASES; i++)
+                    x[i] ? fprintf(f, ",%lld", (long long)(x[i] - t0)) : fprintf(f, ",");
+                for (int i = 1; i < QATTN_KERNELS_DECODE_STAMP_PHASES; i++) {
+                    const unsigned long long c = x[QATTN_KERNELS_DECODE_STAMP_CLOCK + i],
+                                             c0 = x[QATTN_KERNELS_DECODE_STAMP_CLOCK];
+                    c ? fprintf(f, ",%lld", (long long)(c - c0)) : fprintf(f, ",");
+                }
+                for (int w = QATTN_KERNELS_DECODE_STAMP_WARP; w < QATTN_KERNELS_DECODE_STAMPS - 1; w++)
+                    x[w] ? fprintf(f, ",%lld", (long long)(x[w] - t0)) : fprintf(f, ",");
+                fprintf(f, "\n");
+            }
+    }
+    qattn_kernels_dev_free(dev);
+    free(h);
+    return rc;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: qattn decode-bench [--out FILE.csv] [--caches LIST] [--shapes LIST] [--page P]\n"
             "                          [--page-order ORDER] [--kv-layout L] [--reps R] [--steps S]\n"
-            "                          [--copy-mib M]\n\n"
+            "                          [--copy-mib M] [--splits LIST] [--stamps FILE.csv]\n\n"
             "Times split-KV decode over a paged KV cache on the GPU (one query row per sequence,\n"
             "hq = 8 hkv, d = 128, causal-br): the plan's num_splits, and num_splits = 1 beside it\n"
             "where the plan splits; a 1 GiB device-to-device copy in the same run. The torch\n"
@@ -118,6 +177,10 @@ static void usage(FILE *f)
             "                  decoding loop; 1: each call alone)\n"
             "  --copy-mib M    size of the timed device-to-device copy (default 1024)\n"
             "  --splits LIST   num_splits to time besides the plan's and 1 (tuning the split rule)\n"
+            "  --stamps FILE   the split kernel's timeline at the plan's num_splits (mma path): one more timed\n"
+            "                  run whose blocks write the global timer at each phase, a CSV row a block and\n"
+            "                  replica; needs kernels built with -DQATTN_DECODE_STAMPS=ON (kernels/DESIGN.md,\n"
+            "                  \"Decode timelines\")\n"
             "CSV: device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine,us_split,\n"
             "page_order,kv_layout\n"
             "(us: split kernel + combine; us_combine: the combine kernel alone, us_split: the split kernel alone\n"
@@ -130,7 +193,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
     const char *out = NULL, *caches = "bf16,int8@token,e4m3@token",
                *shapes = "1024:1:1,32768:1:1,131072:1:1,32768:1:8,8192:8:8,32768:8:8,131072:4:8,1024:64:8,8192:64:8";
     long long page_v = 16, reps_v = 30, copy_v = 1024, steps_v = 8;
-    const char *split_list = NULL, *order = "shuffled", *layout_s = "nhd";
+    const char *split_list = NULL, *order = "shuffled", *layout_s = "nhd", *stamps_out = NULL;
     const qattn_opt opts[] = {
         {"out", QATTN_OPT_STR, &out, NULL, 0, 0},
         {"caches", QATTN_OPT_STR, &caches, NULL, 0, 0},
@@ -142,12 +205,20 @@ int qattn_cmd_decode_bench(int argc, char **argv)
         {"splits", QATTN_OPT_STR, &split_list, NULL, 0, 0},
         {"page-order", QATTN_OPT_STR, &order, NULL, 0, 0},
         {"kv-layout", QATTN_OPT_STR, &layout_s, NULL, 0, 0},
+        {"stamps", QATTN_OPT_STR, &stamps_out, NULL, 0, 0},
         {NULL, 0, NULL, NULL, 0, 0}};
     int prc = qattn_cli_parse(argc, argv, opts, NULL);
     if (prc)
         return prc == QATTN_CLI_HELP ? (usage(stdout), QATTN_EXIT_OK) : prc;
     if (out && (prc = qattn_cli_check_out_file("decode-bench", "--out", out)))
         return prc;
+    if (stamps_out && (prc = qattn_cli_check_out_file("decode-bench", "--stamps", stamps_out)))
+        return prc;
+    if (stamps_out && !qattn_kernels_decode_stamps_built()) {
+        fprintf(stderr, "qattn decode-bench: --stamps: this qattn's kernels write no timeline (configure with "
+                        "-DQATTN_DECODE_STAMPS=ON)\n");
+        return QATTN_EXIT_INPUT;
+    }
     if (strcmp(order, "shuffled") && strcmp(order, "local") && strcmp(order, "sorted")) {
         fprintf(stderr, "qattn decode-bench: --page-order: unknown order '%s' (shuffled, local, sorted)\n", order);
         return QATTN_EXIT_INPUT;
@@ -237,6 +308,16 @@ int qattn_cmd_decode_bench(int argc, char **argv)
     }
     fprintf(f, "device,date,kernel,cache,sk,batch,hq,hkv,num_splits,us,kv_gbs,copy_gbs,us_torch,us_combine,us_split,"
                "page_order,kv_layout\n");
+    qattn_out so;
+    if (stamps_out) {
+        if (qattn_out_open(&so, stamps_out)) {
+            fprintf(stderr, "qattn decode-bench: cannot write %s\n", stamps_out);
+            if (out)
+                qattn_out_abort(&o);
+            return QATTN_EXIT_FAIL;
+        }
+        stamps_header(so.f);
+    }
     uint64_t seed = 7;
     for (int ci = 0; ci < nc && !rc; ci++)
         for (int si = 0; si < nsh && !rc; si++) {
@@ -348,6 +429,8 @@ int qattn_cmd_decode_bench(int argc, char **argv)
                     dtctx tc = {pls, nrep, steps, NULL, NULL, 0};
                     rc = qattn_kernels_dev_time(timed, &tc, 2, reps, &ms, &mn, &err);
                     ms /= steps;
+                    if (!rc && pass == 0 && stamps_out)
+                        rc = stamps_run(so.f, &tc, cname[ci], s, &err);
                     double mc = 0.0, msp = 0.0; /* the combine alone, the split kernel alone */
                     if (!rc && pl->num_splits > 1) {
                         for (int r = 0; r < nrep; r++)
@@ -387,10 +470,12 @@ int qattn_cmd_decode_bench(int argc, char **argv)
         fprintf(stderr, "qattn decode-bench: %s\n", err.msg);
         if (out)
             qattn_out_abort(&o);
+        if (stamps_out)
+            qattn_out_abort(&so);
         return QATTN_EXIT_FAIL;
     }
-    if (out && qattn_out_commit(&o)) {
-        fprintf(stderr, "qattn decode-bench: cannot write %s\n", out);
+    if ((out && qattn_out_commit(&o)) || (stamps_out && qattn_out_commit(&so))) {
+        fprintf(stderr, "qattn decode-bench: cannot write %s\n", out ? out : stamps_out);
         return QATTN_EXIT_FAIL;
     }
     return QATTN_EXIT_OK;

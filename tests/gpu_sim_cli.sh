@@ -104,6 +104,8 @@ check "decode-bench --kv-layout hnd: the column says so" \
     awk -F, 'NR > 1 { n++; if ($17 != "hnd" || $10 <= 0) exit 1 } END { exit !(n >= 1) }' "$csv"
 expect_err "decode-bench --kv-layout nhw" "unknown layout 'nhw'" "$S/decode_bad.csv" \
     "$Q" decode-bench --kv-layout nhw --out "$S/decode_bad.csv"
+expect_err "decode-bench --stamps without the timeline build" "write no timeline" "$S/decode_stamps.csv" \
+    "$Q" decode-bench --stamps "$S/decode_stamps.csv" --shapes 300:1:1
 
 # ---- bench: CSV contract on a tiny problem ----
 csv=$S/bench.csv
