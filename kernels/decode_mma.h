@@ -58,8 +58,9 @@ struct qattn_dmma_layout {
     static const int STAGE = 2 * RAW_CHUNK + SCALES;
     static const int WARP = ST * STAGE; /* 8-bit K and V are widened in registers */
     /* the merge, per warp: O, m, l of 16 rows in fp32, rows 16-byte aligned, padded so that
-     * the float2 stores of O's fragments fall in distinct banks */
-    static const int MERGE_ROW = D + 8;
+     * the stores of O's fragments fall in distinct banks (16-bit: float2 of rows g at 8 g words;
+     * 8-bit: float4 of 4 channels, rows g and g + 1 of a quarter warp 16 words apart) */
+    static const int MERGE_ROW = D + (ELT == 2 ? 8 : 16);
     static const int MERGE_ALL = NW * QATTN_DMMA_ROWS * MERGE_ROW * 4;
     static const int RINGS = NW * WARP;
     static const int QROW = D * 2 + 16; /* a staged 16-bit Q row, padded by 16 bytes (read once) */
@@ -663,19 +664,25 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     const int RW = QATTN_DMMA_ROWS, RS = L::MERGE_ROW; /* floats a row: O's D channels, m, l, padding */
     float *ms = (float *)qattn_dmma_smem;              /* [NW][RW][RS] */
     float *mo = ms + warp * RW * RS;
-    if (L::ELT == 2) {
-        for (int n = 0; n < NT; n++)
-            for (int hr = 0; hr < 2; hr++)
-                *(float2 *)&mo[(g + 8 * hr) * RS + 8 * n + 2 * t4] = make_float2(o[n][2 * hr], o[n][2 * hr + 1]);
-    } else { /* tile n holds channels 16 (n / 2) + 2 c + n % 2: n-tiles 2 s, 2 s + 1 as pairs */
-        for (int n = 0; n < NT; n += 2)
-            for (int q = 0; q < 4; q++)
-                *(float2 *)&mo[(g + 8 * (q >> 1)) * RS + 16 * (n >> 1) + 4 * t4 + 2 * (q & 1)] =
-                    make_float2(o[n][q], o[n + 1][q]);
+    /* rows past the tile's are never read: a decode step's rows 8-15 (half the stores) skipped */
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        if (r0 + g + 8 * hr >= nrows)
+            continue;
+        float *mr = mo + (g + 8 * hr) * RS;
+        if (L::ELT == 2) {
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+                *(float2 *)&mr[8 * n + 2 * t4] = make_float2(o[n][2 * hr], o[n][2 * hr + 1]);
+        } else { /* tile n holds channels 16 (n / 2) + 2 c + n % 2: n-tiles 2 s, 2 s + 1 give 4 channels */
+#pragma unroll
+            for (int n = 0; n < NT; n += 2)
+                *(float4 *)&mr[16 * (n >> 1) + 4 * t4] =
+                    make_float4(o[n][2 * hr], o[n + 1][2 * hr], o[n][2 * hr + 1], o[n + 1][2 * hr + 1]);
+        }
+        if (t4 == 0)
+            *(float2 *)&mr[D] = make_float2(m[hr], l[hr]);
     }
-    if (t4 == 0)
-        for (int ri = 0; ri < 2; ri++)
-            *(float2 *)&mo[(g + 8 * ri) * RS + D] = make_float2(m[ri], l[ri]);
     __syncthreads();
     /* a thread per 4 channels of a row: the warps' weights, then O, from shared memory; with
      * p.cluster the split's o and lse go to res for the cluster's combine */

@@ -53,8 +53,11 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
                      : p.mma_spec < 0                   ? 0
                                                         : (int64_t)grid.x * grid.y * grid.z * 2 <= sms;
     /* a cluster's blocks share their splits' chunks (the blocks of a tile stream equal work at
-     * rates that differ by up to 40%: 0.95-0.97x at 8192:8:8 .. 32768:8:8, H200 2026-11-29) */
-    const int share_ok = !spec && !(p.mma_off & QATTN_KERNELS_DECODE_OFF_SHARE);
+     * rates that differ by up to 40%: 0.95-0.97x at 8192:8:8 .. 32768:8:8, H200 2026-11-29) where a
+     * split is long: with 4096 keys the counter costs more than the evening gains */
+    const int64_t split_cap = ((int64_t)p.cache.max_pages * p.cache.page_size + p.num_splits - 1) / p.num_splits;
+    const int share_ok = !spec && !(p.mma_off & QATTN_KERNELS_DECODE_OFF_SHARE) &&
+                         (split_cap >= QATTN_DECODE_SHARE_MIN_KEYS || (p.mma_off & QATTN_KERNELS_DECODE_ON_SHARE));
     /* the kernel a cluster launch runs, and the resident clusters of cz blocks of it, once per
      * kernel, size and device (1 + the count; 0: not asked) */
     const int kv = spec ? 1 : share_ok ? 2 : 0;

@@ -250,7 +250,8 @@ void qattn_kernels_decode_switches(qattn_kernels_decode_params *p)
                  (qattn_kernels_env_is("QATTN_DECODE_SHARE", "0") ? QATTN_KERNELS_DECODE_OFF_SHARE : 0u) |
                  (qattn_kernels_env_is("QATTN_DECODE_SPIN", "0") ? QATTN_KERNELS_DECODE_OFF_SPIN : 0u) |
                  (qattn_kernels_env_is("QATTN_DECODE_PREFETCH", "0") ? QATTN_KERNELS_DECODE_OFF_PREFETCH : 0u) |
-                 (qattn_kernels_env_is("QATTN_DECODE_PREFETCH", "one") ? QATTN_KERNELS_DECODE_OFF_PREFETCH_MULTI : 0u);
+                 (qattn_kernels_env_is("QATTN_DECODE_PREFETCH", "one") ? QATTN_KERNELS_DECODE_OFF_PREFETCH_MULTI : 0u) |
+                 (qattn_kernels_env_is("QATTN_DECODE_SHARE", "1") ? QATTN_KERNELS_DECODE_ON_SHARE : 0u);
     p->mma_spec = qattn_kernels_env_is("QATTN_DECODE_SPEC", "spoil-len")    ? 2
                   : qattn_kernels_env_is("QATTN_DECODE_SPEC", "spoil-rows") ? 3
                   : qattn_kernels_env_is("QATTN_DECODE_SPEC", "0")          ? -1

@@ -36,6 +36,9 @@ extern "C" {
 
 #define QATTN_KERNELS_DECODE_SPLITS_MAX 256 /* most splits the plan takes */
 #define QATTN_DECODE_CLUSTER_MAX 8 /* most splits a row tile runs as one cluster (the portable size) */
+#define QATTN_DECODE_SHARE_MIN_KEYS 8192 /* fewest keys a split (by the cache's capacity) whose cluster's
+                                         * blocks share chunks (4096: 0.97x int8's time without sharing,
+                                         * bf16 equal; 8192: int8 equal, bf16 1.01x with; H200 2026-12-01) */
 #define QATTN_DECODE_SPIN_MAX 64   /* most splits the split kernel combines itself (params spin; at 128 a
                                     * combining block reads 128 partials a row: 0.98-1.02x, H200 2026-12-01) */
 
@@ -140,7 +143,8 @@ struct qattn_kernels_decode_params {
                             * kernel; sm_90 on, stages 0, OFF_CLUSTER: never) */
     int share;             /* mma path, set by its launcher, without speculation: the splits of a thread-block
                             * cluster whose blocks share their chunks through a counter in it (num_splits with
-                            * cluster, else 2 for an even count; 0: none; OFF_SHARE: never) */
+                            * cluster, else 2 for an even count; 0: none; splits of QATTN_DECODE_SHARE_MIN_KEYS
+                            * keys or more by the capacity, or ON_SHARE; OFF_SHARE: never) */
     unsigned *spin_cnt;    /* [grid tiles][2] device, zero between launches (the plan's: it zeroes them once, the
                             * kernel leaves them zero), or NULL: a row tile's arrival / departure counts for spin */
     int spin;              /* mma path, set by its launcher: the split kernel's blocks combine the partials
@@ -171,14 +175,15 @@ enum {
     QATTN_KERNELS_DECODE_STAMPS = 28       /* slots a block (15 + up to 12 warps, padded) */
 };
 
-/* params mma_off: the environment's QATTN_DECODE_CLUSTER=0, _SHARE=0, _SPIN=0, _PREFETCH=0 and
- * _PREFETCH=one */
+/* params mma_off: the environment's QATTN_DECODE_CLUSTER=0, _SHARE=0, _SPIN=0, _PREFETCH=0,
+ * _PREFETCH=one and _SHARE=1 (sharing at any split length: the tests) */
 enum {
     QATTN_KERNELS_DECODE_OFF_CLUSTER = 1u,
     QATTN_KERNELS_DECODE_OFF_SHARE = 2u,
     QATTN_KERNELS_DECODE_OFF_SPIN = 4u,
     QATTN_KERNELS_DECODE_OFF_PREFETCH = 8u,
-    QATTN_KERNELS_DECODE_OFF_PREFETCH_MULTI = 16u
+    QATTN_KERNELS_DECODE_OFF_PREFETCH_MULTI = 16u,
+    QATTN_KERNELS_DECODE_ON_SHARE = 32u
 };
 /* the comparison switches of the environment into p (mma_off, mma_spec, mma_warps; qattn_kernels_decode_fill
  * calls it) */

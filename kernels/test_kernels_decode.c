@@ -10,7 +10,8 @@
  * path combines inside a cluster (its blocks sharing the tile's chunks) runs
  * again with QATTN_DECODE_CLUSTER=0 (pairs of splits sharing theirs where the
  * count is even; the split kernel's own combine where its blocks are all
- * resident), with both and QATTN_DECODE_SPIN=0 (the combine kernels) and with
+ * resident), with both and QATTN_DECODE_SPIN=0 (the combine kernels), with
+ * QATTN_DECODE_SHARE=1 (sharing at the cases' short splits) and with
  * QATTN_DECODE_SHARE=0, so that the fixed chunks stay checked; a case of more
  * splits (the split kernel's own combine) again with QATTN_DECODE_SPIN=0;
  * every case runs its plan twice, the second run checked and the plan's spin
@@ -180,9 +181,10 @@ static void switches(void)
     CHECK(p.mma_off == (QATTN_KERNELS_DECODE_OFF_SHARE | QATTN_KERNELS_DECODE_OFF_PREFETCH) && p.mma_spec == -1 &&
               p.mma_warps == 0,
           "other switches: off %u spec %d warps %d", p.mma_off, p.mma_spec, p.mma_warps);
-    setenv("QATTN_DECODE_SPEC", "1", 1);
+    setenv("QATTN_DECODE_SPEC", "1", 1), setenv("QATTN_DECODE_SHARE", "1", 1);
     qattn_kernels_decode_switches(&p);
-    CHECK(p.mma_spec == 1, "QATTN_DECODE_SPEC=1: spec %d", p.mma_spec);
+    CHECK(p.mma_spec == 1 && p.mma_off == (QATTN_KERNELS_DECODE_ON_SHARE | QATTN_KERNELS_DECODE_OFF_PREFETCH),
+          "QATTN_DECODE_SPEC=1, QATTN_DECODE_SHARE=1: spec %d off %u", p.mma_spec, p.mma_off);
     for (int i = 0; i < 6; i++)
         unsetenv(names[i]);
 }
@@ -254,6 +256,9 @@ int main(int argc, char **argv)
         /* the in-cluster combine may have run (sm_90), its blocks sharing the tile's chunks: now
          * without the sharing, then the combine kernels */
         if (ns >= 2 && ns <= QATTN_DECODE_CLUSTER_MAX) { /* past 8 splits no block shares */
+            snprintf(label, sizeof label, "case %zu share", i);
+            setenv("QATTN_DECODE_SHARE", "1", 1);
+            run_case(i, 0, 0u, label);
             snprintf(label, sizeof label, "case %zu no-share", i);
             setenv("QATTN_DECODE_SHARE", "0", 1);
             run_case(i, 0, 0u, label);
