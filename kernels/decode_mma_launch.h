@@ -8,6 +8,12 @@
 
 #include "decode_mma.h" /* the kernel, its layout; the combine kernels */
 
+/* a split's keys by the cache's capacity (the rules that must hold before the lengths are known) */
+static inline int64_t qattn_decode_split_cap(const qattn_kernels_decode_params &p)
+{
+    return ((int64_t)p.cache.max_pages * p.cache.page_size + p.num_splits - 1) / p.num_splits;
+}
+
 template <int D, int CF, int QT, int W8>
 static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipStream_t stream, qattn_err *err)
 {
@@ -55,9 +61,9 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
     /* a cluster's blocks share their splits' chunks (the blocks of a tile stream equal work at
      * rates that differ by up to 40%: 0.95-0.97x at 8192:8:8 .. 32768:8:8, H200 2026-11-29) where a
      * split is long: with 4096 keys the counter costs more than the evening gains */
-    const int64_t split_cap = ((int64_t)p.cache.max_pages * p.cache.page_size + p.num_splits - 1) / p.num_splits;
     const int share_ok = !spec && !(p.mma_off & QATTN_KERNELS_DECODE_OFF_SHARE) &&
-                         (split_cap >= QATTN_DECODE_SHARE_MIN_KEYS || (p.mma_off & QATTN_KERNELS_DECODE_ON_SHARE));
+                         (qattn_decode_split_cap(p) >= QATTN_DECODE_SHARE_MIN_KEYS ||
+                          (p.mma_off & QATTN_KERNELS_DECODE_ON_SHARE));
     /* the kernel a cluster launch runs, and the resident clusters of cz blocks of it, once per
      * kernel, size and device (1 + the count; 0: not asked) */
     const int kv = spec ? 1 : share_ok ? 2 : 0;
@@ -163,10 +169,9 @@ static int qattn_decode_mma_launch(const qattn_kernels_decode_params *pp, void *
          * at most one chunk each (batch 1 with 128 splits: 0.95x in 12 warps, H200 2026-11-28);
          * p.mma_warps 8 / 12 (QATTN_DECODE_WARPS) forces a form */
         typedef qattn_dmma_layout<D, CF, 0> L12;
-        const int64_t cap = (int64_t)p.cache.max_pages * p.cache.page_size;
         const int w8 = p.mma_warps == 8    ? 1
                        : p.mma_warps == 12 ? 0
-                                           : (cap + p.num_splits - 1) / p.num_splits <= L12::NW * L12::KC;
+                                           : qattn_decode_split_cap(p) <= L12::NW * L12::KC;
         return w8 ? qattn_decode_mma_launch_t<D, CF, QATTN_FMT_FP16, 1>(p, (hipStream_t)stream, err)
                   : qattn_decode_mma_launch_t<D, CF, QATTN_FMT_FP16, 0>(p, (hipStream_t)stream, err);
     }

@@ -253,8 +253,8 @@ int main(int argc, char **argv)
         /* the dispatcher's choice, with a second plan beside it on another stream */
         const int ns = run_case(i, 0, QATTN_KERNELS_DECODE_CHECK_STREAMS, label);
 #ifndef QATTN_TEST_SIM
-        /* the in-cluster combine may have run (sm_90), its blocks sharing the tile's chunks: now
-         * without the sharing, then the combine kernels */
+        /* the in-cluster combine may have run (sm_90), its blocks sharing the tile's chunks where the
+         * splits are long: now with the sharing at any length, without it, then the combine kernels */
         if (ns >= 2 && ns <= QATTN_DECODE_CLUSTER_MAX) { /* past 8 splits no block shares */
             snprintf(label, sizeof label, "case %zu share", i);
             setenv("QATTN_DECODE_SHARE", "1", 1);
