@@ -15,7 +15,8 @@
  *        touches; P = exp2(S - m) stored per p= against the running max; the
  *        row sum l from the unquantized P, summed in key order;
  *   P.V  key by key in order, each add rounded as the accumulator rounds
- *        (fp32, fp22 cut; fp16: a 16-key tile at once, qattn_num_f16_kstep), two-level: added into an fp32 buffer after
+ *        (fp32, fp22 cut; fp16: a 16-key tile at once, qattn_num_f16_kstep; fp22 on e4m3
+ *        codes: a 32-key tile at once, qattn_num_fp8_ksteps), two-level: added into an fp32 buffer after
  *        every key whose index + 1 is a multiple of acc_chunk; rescaled by
  *        exp2(m_old - m_new) at each block (skipped when 1);
  *   out  O / l / pmul * V scale + V mean, rounded to the output type; LSE in
@@ -48,13 +49,20 @@
 #define QATTN_EXP2(x) exp2f(x)
 #endif
 
-/* shared memory in floats: sQ, sQm (smooth=q), sS, sP, the K/V tile union,
- * row state */
-static inline QATTN_HD int qattn_attn_portable_smem_floats(int d, int smooth_q)
+/* keys per V tile: one k-step of the tensor core the P.V follows (acc=fp22 on e4m3 codes: the fp8
+ * one's 32, qattn_num_fp8_ksteps), else a K tile's */
+static inline QATTN_HD int qattn_attn_portable_vt(int pv, int acc)
+{
+    return acc == QATTN_ACC_FP22 && pv == QATTN_FMT_E4M3 ? 32 : QATTN_ATTN_KT;
+}
+
+/* shared memory in floats: sQ, sQm (smooth=q), sS, sP, the K/V tile union
+ * (V tiles of vt keys), row state */
+static inline QATTN_HD int qattn_attn_portable_smem_floats(int d, int smooth_q, int vt)
 {
     const int bm = QATTN_ATTN_BM, kt = QATTN_ATTN_KT, sp = QATTN_ATTN_KBMAX + 1;
     int tile = kt * (d + 1) + (smooth_q ? kt * d : 0) + kt;
-    int vtile = kt * d;
+    int vtile = vt * d;
     return bm * (d + 1) + (smooth_q ? bm * d : 0) + 2 * bm * sp + (tile > vtile ? tile : vtile) + 8 * bm;
 }
 
@@ -143,6 +151,8 @@ template <int D, int QK, int PV, int ACC>
 __global__ void __launch_bounds__(QATTN_ATTN_THREADS) qattn_attn_fwd_portable_kernel(qattn_kernels_attn_params p)
 {
     const int BM = QATTN_ATTN_BM, KT = QATTN_ATTN_KT, NT = QATTN_ATTN_THREADS, KB = QATTN_ATTN_KBMAX;
+    const int VT = qattn_attn_portable_vt(PV, ACC);                  /* keys per V tile */
+    const int FP8TC = ACC == QATTN_ACC_FP22 && PV == QATTN_FMT_E4M3; /* P.V in the fp8 tensor core's k-steps */
     const int DP = D + 1, SP = KB + 1;
     const int TPR = NT / BM; /* threads per row in P.V */
     const int NC = D / TPR;  /* channels per thread */
@@ -158,8 +168,8 @@ __global__ void __launch_bounds__(QATTN_ATTN_THREADS) qattn_attn_fwd_portable_ke
     float *sK = sU;                               /* [KT][DP] K values */
     float *sKsm = sK + KT * DP;                   /* [KT][D] smoothed unquantized K (smooth=q) */
     float *sKs = sKsm + (smooth_q ? KT * D : 0);  /* [KT] K scales */
-    float *sV = sU;                               /* [KT][D] V values */
-    float *sRow = sKs + KT > sV + KT * D ? sKs + KT : sV + KT * D;
+    float *sV = sU;                               /* [VT][D] V values */
+    float *sRow = sKs + KT > sV + VT * D ? sKs + KT : sV + VT * D;
     float *sM = sRow, *sL = sRow + BM, *sAl = sRow + 2 * BM, *sQs = sRow + 3 * BM;
     int *sLo = (int *)(sRow + 4 * BM), *sHi = sLo + BM, *sJ0 = sHi + BM, *sJ1 = sJ0 + BM;
 
@@ -325,25 +335,30 @@ __global__ void __launch_bounds__(QATTN_ATTN_THREADS) qattn_attn_fwd_portable_ke
                     acc[k] = ACC == QATTN_ACC_FP16 ? qattn_num_rescale16(acc[k], al) : acc[k] * al;
                 }
         }
-        for (int jt = 0; jt < n; jt += KT) {
-            const int nt = KT < n - jt ? KT : n - jt;
+        for (int jt = 0; jt < n; jt += VT) {
+            const int nt = VT < n - jt ? VT : n - jt;
             __syncthreads(); /* the K tile (or the last V tile) is consumed */
-            for (int e = tid; e < KT * D; e += NT) {
+            for (int e = tid; e < VT * D; e += NT) {
                 const int jj = e / D, c = e % D;
                 sV[jj * D + c] = jj < nt ? qattn_attn_ld<PV>(p.v, vbase + (int64_t)(j0 + jt + jj) * p.v_st, c) : 0.0f;
             }
             __syncthreads();
-            if (act && ACC == QATTN_ACC_FP16) {
-                /* the tile is one 16-key k-step, cut where a two-level chunk ends */
+            if (act && (ACC == QATTN_ACC_FP16 || FP8TC)) {
+                /* the tile is one k-step (16 keys; fp8: 32), cut where a two-level chunk ends */
                 for (int js = 0; js < nt;) {
                     int je = nt;
                     if (two) {
                         const int left = p.acc_chunk - (j0 + jt + js) % p.acc_chunk;
                         je = js + left < nt ? js + left : nt;
                     }
-                    for (int k = 0; k < NC; k++)
-                        acc[k] = qattn_num_f16_kstep(acc[k], sP + pr * SP + jt + js, sV + js * D + pc + TPR * k, D,
-                                                     je - js);
+                    for (int k = 0; k < NC; k++) {
+                        if (FP8TC)
+                            qattn_num_fp8_ksteps(&acc[k], 1, sP + pr * SP + jt + js, sV + js * D + pc + TPR * k, D,
+                                                 je - js);
+                        else
+                            acc[k] = qattn_num_f16_kstep(acc[k], sP + pr * SP + jt + js, sV + js * D + pc + TPR * k,
+                                                         D, je - js);
+                    }
                     if (two && (j0 + jt + je) % p.acc_chunk == 0)
                         for (int k = 0; k < NC; k++) {
                             ob[k] = ob[k] + acc[k];
@@ -407,7 +422,8 @@ static int qattn_attn_fwd_portable_launch(const qattn_kernels_attn_params *pp, v
         return qattn_err_set(err, QATTN_ERR_ARG, "attn: smooth=q needs qblock and the unquantized K");
     if (p.seqlen_q <= 0)
         return QATTN_OK;
-    const size_t smem = (size_t)qattn_attn_portable_smem_floats(D, p.q_mean != 0) * sizeof(float);
+    const size_t smem =
+        (size_t)qattn_attn_portable_smem_floats(D, p.q_mean != 0, qattn_attn_portable_vt(PV, ACC)) * sizeof(float);
     void (*k)(qattn_kernels_attn_params) = &qattn_attn_fwd_portable_kernel<D, QK, PV, ACC>;
     if (smem > 48 * 1024)
         QATTN_ATTN_CHECK(hipFuncSetAttribute((const void *)k, hipFuncAttributeMaxDynamicSharedMemorySize, (int)smem),

@@ -397,6 +397,20 @@ static void test_emulation_known(void)
         CHECK(o[0] == 0.500030517578125f, "two-level restores it: %.17g", o[0]);
         emu_one("acc=fp22+fp32:2", q, k, v, 2, 1, 1.0, o);
         CHECK(o[0] == 0.5f, "a chunk of 2 keys still cuts: %.17g", o[0]);
+        /* 3b. fp22 on e4m3 P and V codes: the fp8 tensor core's 32-key k-step (qattn_num_fp8_ksteps).
+         * P = [1, 1, 1] stored as 448 (static scale); v = [448, 0.140625, 0.140625] per-channel e4m3
+         * (scale 1, codes exact). Products 200704 (exponents 8 + 8: E = 16, unit 2^3) and 63 (8 - 3),
+         * each truncated to a multiple of 8: 200704 + 56 + 56 = 200816, cut to 13 bits (unit 16 in
+         * [2^17, 2^18)): 200816. A cut after every key keeps 200752, then 200800. Two-level with
+         * chunks of 2: the first step ends at key 2 (200760, cut to 200752), key 3 alone (E = 5) adds 63
+         * exactly: 200815. O = sum / l / 448 with l = 3. */
+        float q3b[1] = {0}, k3b[3] = {1, 1, 1}, v3b[3] = {448.0f, 0.140625f, 0.140625f};
+        const char *f8 = "q=fp32 k=fp32 p=e4m3@static v=e4m3@channel acc=fp22 out=fp32";
+        emu_one(f8, q3b, k3b, v3b, 3, 1, 1.0, o);
+        CHECK(o[0] == 200816.0f / 3.0f / 448.0f, "fp8 k-step: %.17g, want %.17g (a cut a key: %.17g)", o[0],
+              200816.0f / 3.0f / 448.0f, 200800.0f / 3.0f / 448.0f);
+        emu_one("q=fp32 k=fp32 p=e4m3@static v=e4m3@channel acc=fp22+fp32:2 out=fp32", q3b, k3b, v3b, 3, 1, 1.0, o);
+        CHECK(o[0] == 200815.0f / 3.0f / 448.0f, "fp8 k-steps cut at a chunk: %.17g", o[0]);
         /* 4. fp16 accumulator: 2048 + 1 = 2049 is a tie between 2048 and 2050
          * in fp16 and rounds to the even 2048: O = 2048 / 2 = 1024 */
         float v2[2] = {2048, 1};

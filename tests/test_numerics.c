@@ -4,6 +4,7 @@
  * correction-step quotients of the kernels' V^T codes. The encoders, the
  * group map and the mask ranges are tested through their public wrappers in
  * test_formats, test_group and test_attn. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +149,69 @@ static void check_fp8_kstep(void)
     }
 }
 
+/* the k-step as its comment states it, in double: E, each term truncated toward zero to a
+ * multiple of 2^(E - 13), the sum cut to 13 mantissa bits (an independent model for the
+ * property test below) */
+static float fp8_kstep_ref(float acc, const float *a, const float *b, int bstride, int n)
+{
+    int e = -1000, any = 0;
+    if (acc != 0.0f) {
+        e = (int)((f2u(acc) >> 23) & 0xffu) - 127;
+        any = 1;
+    }
+    for (int j = 0; j < n; j++) {
+        const float x = a[j], y = b[(size_t)j * bstride];
+        if (x == 0.0f || y == 0.0f)
+            continue;
+        int ex, ey;
+        frexpf(fabsf(x), &ex), frexpf(fabsf(y), &ey); /* value exponents + 1; e4m3 subnormals count as -6 */
+        ex = ex - 1 < -6 ? -6 : ex - 1, ey = ey - 1 < -6 ? -6 : ey - 1;
+        e = ex + ey > e ? ex + ey : e;
+        any = 1;
+    }
+    if (!any)
+        return acc;
+    const double unit = ldexp(1.0, (e < -100 ? -100 : e) - 13);
+    double sum = trunc((double)acc / unit) * unit;
+    for (int j = 0; j < n; j++)
+        sum += trunc((double)a[j] * b[(size_t)j * bstride] / unit) * unit;
+    return u2f(f2u((float)sum) & 0xFFFFFC00u);
+}
+
+/* qattn_num_fp8_ksteps: 20 channels (a block of 16 and a tail of 4) of rows bstride apart against
+ * the double model one channel at a time; hand-worked channels with different E in one call */
+static void check_fp8_ksteps(void)
+{
+    enum { NC = 20, LD = 23, NK = 32 };
+    float a[NK], b[NK * LD], acc[NC], want[NC];
+    long long bad = 0, total = 0;
+    for (int t = 0; t < 4000; t++) {
+        const int n = 1 + (int)(rnd32() % NK);
+        for (int j = 0; j < NK; j++)
+            a[j] = (rnd32() & 7) ? qattn_num_e4m3_decode((uint8_t)(rnd32() % 0x7fu)) : 0.0f; /* P >= 0, finite */
+        for (int i = 0; i < NK * LD; i++) {
+            const uint8_t code = (uint8_t)rnd32();
+            b[i] = (code & 0x7f) == 0x7f ? 0.0f : qattn_num_e4m3_decode(code); /* no NaN codes */
+        }
+        for (int c = 0; c < NC; c++) { /* accumulators of 0 or any magnitude the sums may reach */
+            const uint32_t r = rnd32();
+            acc[c] = (r & 3) == 0 ? 0.0f : ldexpf((float)(int)(rnd32() % 2001u - 1000), (int)(r >> 8) % 40 - 20);
+            acc[c] = qattn_num_cut22(acc[c]);
+            want[c] = fp8_kstep_ref(acc[c], a, b + c, LD, n);
+        }
+        qattn_num_fp8_ksteps(acc, NC, a, b, LD, n);
+        for (int c = 0; c < NC; c++, total++)
+            bad += f2u(acc[c]) != f2u(want[c]);
+    }
+    CHECK(bad == 0, "fp8 ksteps: %lld of %lld channel sums differ from the double model", bad, total);
+    /* one key of value 1 into 18000 (unit 2: dropped), 8000 (unit 2^-1: kept), 0 and -18000 */
+    float h[4] = {18000.0f, 8000.0f, 0.0f, -18000.0f};
+    const float one = 1.0f, ones[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+    qattn_num_fp8_ksteps(h, 4, &one, ones, 4, 1);
+    CHECK(h[0] == 18000.0f && h[1] == 8001.0f && h[2] == 1.0f && h[3] == -18000.0f,
+          "fp8 ksteps by hand: %g %g %g %g", (double)h[0], (double)h[1], (double)h[2], (double)h[3]);
+}
+
 /* the f16 tensor core's k-step with an fp16 accumulator
  * (qattn_num_f16_kstep): a hand-worked tie, and two sums an H100's f16
  * wgmma computed (kernels/probes/wgmma_f16_sum.cu, 2026-11-26) that the
@@ -219,6 +283,7 @@ int main(void)
     check_f16_kstep();
     check_rescale16();
     check_fp8_kstep();
+    check_fp8_ksteps();
     check_cut22();
     check_quotients(0);
     check_quotients(1);

@@ -1,7 +1,8 @@
 /* The emulation's P.V accumulation (emulate.c, step 5): O += P V over the
  * keys of one online-softmax block with the accumulator's rounding after
- * every add (fp32, fp22 cut, the f16 tensor core's k-steps), one- or
- * two-level, and the O adds and rescales between blocks. */
+ * every add (fp32, fp22 cut) or k-step (the f16 tensor core's, the fp8 one's
+ * for fp22 on e4m3 codes), one- or two-level, and the O adds and rescales
+ * between blocks. */
 #include <stdint.h>
 #include <string.h>
 
@@ -125,18 +126,19 @@ PV_BLOCK_FN(pv22, qattn_num_cut22_sum, vcut22)
 typedef void (*pv_fn)(float *, float *, const float *, size_t, const float *, size_t, size_t, size_t);
 typedef void (*pv_tail_fn)(float *, float *, const float *, size_t, const float *, size_t, size_t, size_t, size_t);
 
-/* acc=fp16: the f16 tensor core's k-steps (qattn_num_f16_kstep), 16 keys
- * from the block's first key on, a step cut short where a two-level chunk
- * ends; arguments as pv_block's */
-static void pv16_block(float *a, float *ob, const float *v, size_t ld, const float *pq, size_t n, size_t j0,
-                       size_t chunk, size_t d)
+/* the tensor core's k-steps of ks keys from the block's first key on, a step cut short where a
+ * two-level chunk ends (acc=fp16: qattn_num_f16_ksteps, 16 keys; acc=fp22 on e4m3 P and V codes:
+ * qattn_num_fp8_ksteps, 32); arguments as qattn_emu_pv_block's */
+typedef void (*pv_kstep_fn)(float *acc, int nc, const float *a, const float *b, int bstride, int n);
+static void pv_ksteps_block(pv_kstep_fn kstep, size_t ks, float *a, float *ob, const float *v, size_t ld,
+                            const float *pq, size_t n, size_t j0, size_t chunk, size_t d)
 {
     size_t next = chunk ? chunk - (j0 % chunk) : (size_t)-1;
     for (size_t j = 0; j < n;) {
-        size_t end = (j / 16 + 1) * 16;
+        size_t end = (j / ks + 1) * ks;
         end = end < n ? end : n;
         end = end < next ? end : next;
-        qattn_num_f16_ksteps(a, (int)d, pq + j, v + j * ld, (int)ld, (int)(end - j));
+        kstep(a, (int)d, pq + j, v + j * ld, (int)ld, (int)(end - j));
         j = end;
         if (j == next) {
             for (size_t c = 0; c < d; c++) {
@@ -150,11 +152,15 @@ static void pv16_block(float *a, float *ob, const float *v, size_t ld, const flo
 
 /* P.V for keys [j0, j0 + n) into a [d] (and the fp32 buffer ob [d] when
  * two-level, else NULL); v points at key j0's row, rows ld apart. */
-void qattn_emu_pv_block(qattn_acc acc, float *a, float *ob, const float *v, size_t ld, const float *pq, size_t n,
-                     size_t j0, size_t chunk, size_t d)
+void qattn_emu_pv_block(qattn_acc acc, int fp8tc, float *a, float *ob, const float *v, size_t ld, const float *pq,
+                        size_t n, size_t j0, size_t chunk, size_t d)
 {
     if (acc == QATTN_ACC_FP16) {
-        pv16_block(a, ob, v, ld, pq, n, j0, chunk, d);
+        pv_ksteps_block(qattn_num_f16_ksteps, 16, a, ob, v, ld, pq, n, j0, chunk, d);
+        return;
+    }
+    if (acc == QATTN_ACC_FP22 && fp8tc) {
+        pv_ksteps_block(qattn_num_fp8_ksteps, 32, a, ob, v, ld, pq, n, j0, chunk, d);
         return;
     }
     pv_fn x8 = acc == QATTN_ACC_FP32 ? pv32_x8 : pv22_x8;

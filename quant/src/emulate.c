@@ -13,9 +13,11 @@
  *      a step (qattn_num_fp8_kstep);
  *   4. online softmax in base 2 over blocks of `kblock` keys aligned at key 0,
  *      P = exp2(S - m) quantized per p=, row sum l from the unquantized P;
- *   5. O accumulated per acc= (fp32, fp22 cut after every key; fp16 as the
- *      f16 tensor core sums, 16 keys a step, qattn_num_f16_kstep; two-level
- *      with an fp32 buffer flushed every N keys), rescaled by
+ *   5. O accumulated per acc= (fp32; fp22 on e4m3 P and V codes as the fp8
+ *      tensor core sums, 32 keys a step, qattn_num_fp8_ksteps, else cut after
+ *      every key; fp16 as the f16 tensor core sums, 16 keys a step,
+ *      qattn_num_f16_kstep; two-level with an fp32 buffer flushed every N
+ *      keys), rescaled by
  *      exp2(m_old - m_new) at each block (fp16: qattn_num_rescale16);
  *   6. O / l, times 1/qmax(p) for a static P scale, times V's per-channel
  *      scale, plus V's mean, rounded to out=.
@@ -97,6 +99,7 @@ typedef struct emu_seg {
     float *vval;       /* [sk, d] values entering P.V (codes or dequantized) */
     float *vsc;        /* [d] per-channel V scale factored out, or NULL */
     int int_pv;        /* P and V both integer: exact block partial sums */
+    int pv_fp8tc;      /* P and V e4m3 codes (V scale factored out): acc=fp22 in the fp8 tensor core's k-steps */
 } emu_seg;
 
 static void emu_seg_free(emu_seg *e)
@@ -288,6 +291,7 @@ static int emu_prepare(const qattn_scheme *s, const float *q, const float *k, co
                     c < dn ? qattn_qtensor_at(&e->vt, j, c) : qattn_fmt_round(QATTN_FMT_BF16, vs[j * d + c]);
     }
     e->int_pv = e->vsc && qattn_fmt_is_int(s->v.fmt) && qattn_fmt_is_int(s->p) && s->p_static;
+    e->pv_fp8tc = e->vsc && s->v.fmt == QATTN_FMT_E4M3 && s->p == QATTN_FMT_E4M3;
     goto done;
 nomem:
     rc = qattn_err_set(err, QATTN_ERR_NOMEM, "out of memory preparing a %zu x %zu head", sq, d);
@@ -455,7 +459,8 @@ static void emu_row(const qattn_scheme *s, const emu_seg *e, const qattn_mask *m
                 memset(b->inner, 0, d * sizeof *b->inner);
             }
         } else {
-            qattn_emu_pv_block(acc, a, two ? b->o : NULL, e->vval + j0 * d, d, b->pq, n, j0, two ? chunk : 0, d);
+            qattn_emu_pv_block(acc, e->pv_fp8tc, a, two ? b->o : NULL, e->vval + j0 * d, d, b->pq, n, j0,
+                               two ? chunk : 0, d);
         }
     }
     if (two)

@@ -272,23 +272,104 @@ QATTN_NUM_FN int qattn_num_fp8_exp(float x)
     const int e = (int)((qattn_num_f2u(x) >> 23) & 0xFFu) - 127;
     return e < -6 ? -6 : e;
 }
+/* m <= 16 accumulators of qattn_num_fp8_ksteps (m a constant where it is called with 16, so that the
+ * loops vectorize) */
+QATTN_NUM_FN void qattn_num_fp8_ksteps_m(float *acc, int m, const float *a, const float *b, int bstride, int n)
+{
+    int e[16]; /* E; -1000: no nonzero term */
+    float s[16], up[16];
+    for (int c = 0; c < m; c++)
+        e[c] = acc[c] != 0.0f ? (int)((qattn_num_f2u(acc[c]) >> 23) & 0xFFu) - 127 : -1000;
+    for (int j = 0; j < n; j++) {
+        if (a[j] == 0.0f)
+            continue;
+        const int ea = qattn_num_fp8_exp(a[j]);
+        const float *bj = b + (int64_t)j * bstride;
+        for (int c = 0; c < m; c++) {
+            const int ep = bj[c] != 0.0f ? ea + qattn_num_fp8_exp(bj[c]) : -1000;
+            e[c] = ep > e[c] ? ep : e[c];
+        }
+    }
+    for (int c = 0; c < m; c++) { /* 2^(13 - E) in the exponent bits (E >= -100: 13 - E <= 113) */
+        const int ec = e[c] < -100 ? -100 : e[c]; /* a subnormal acc alone (not met in attention) */
+        up[c] = qattn_num_u2f((uint32_t)(127 + 13 - ec) << 23);
+        s[c] = truncf(acc[c] * up[c]);
+    }
+    for (int j = 0; j < n; j++) {
+        const float *bj = b + (int64_t)j * bstride;
+        for (int c = 0; c < m; c++)
+            s[c] += truncf(a[j] * bj[c] * up[c]);
+    }
+    for (int c = 0; c < m; c++) { /* times 2^(E - 13) (>= 2^-113), cut; no term at all: acc unchanged */
+        const int ec = e[c] < -100 ? -100 : e[c];
+        const float x = qattn_num_cut22(s[c] * qattn_num_u2f((uint32_t)(127 - 13 + ec) << 23));
+        acc[c] = e[c] != -1000 ? x : acc[c];
+    }
+}
+#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__HIPCC__) && !defined(QATTN_HIP_SIM)
+#include <string.h> /* memcpy */
+#define QATTN_NUM_FP8_KSTEPS_V16 1
+/* the same for 16 accumulators as GCC vectors (host code: GCC left the scalar loops unvectorized,
+ * 1.5 ns a product); the same operations lane by lane on finite values, so the same bits
+ * (tests/test_numerics), truncation by the conversion to int32 */
+typedef float qattn_num_v16f __attribute__((vector_size(64)));
+typedef int32_t qattn_num_v16i __attribute__((vector_size(64)));
+typedef uint32_t qattn_num_v16u __attribute__((vector_size(64)));
+static inline qattn_num_v16i qattn_num_v16_sel(qattn_num_v16i m, qattn_num_v16i x, qattn_num_v16i y)
+{
+    return (m & x) | (~m & y);
+}
+static inline void qattn_num_fp8_ksteps16(float *acc, const float *a, const float *b, int bstride, int n)
+{
+    qattn_num_v16f av, bv;
+    memcpy(&av, acc, sizeof av);
+    const qattn_num_v16i none = (qattn_num_v16i){0} - 1000, lo = (qattn_num_v16i){0} - 6;
+    qattn_num_v16i e = (qattn_num_v16i)(((qattn_num_v16u)av >> 23) & 0xFFu) - 127;
+    e = qattn_num_v16_sel(av != 0.0f, e, none);
+    for (int j = 0; j < n; j++) {
+        if (a[j] == 0.0f)
+            continue;
+        memcpy(&bv, b + (int64_t)j * bstride, sizeof bv);
+        qattn_num_v16i eb = (qattn_num_v16i)(((qattn_num_v16u)bv >> 23) & 0xFFu) - 127;
+        eb = qattn_num_v16_sel(eb < lo, lo, eb) + qattn_num_fp8_exp(a[j]);
+        eb = qattn_num_v16_sel(bv != 0.0f, eb, none);
+        e = qattn_num_v16_sel(eb > e, eb, e);
+    }
+    const qattn_num_v16i ec = qattn_num_v16_sel(e < -100, (qattn_num_v16i){0} - 100, e);
+    const qattn_num_v16f up = (qattn_num_v16f)((qattn_num_v16u)(127 + 13 - ec) << 23),
+                         down = (qattn_num_v16f)((qattn_num_v16u)(127 - 13 + ec) << 23);
+    /* toward zero by the conversion to int32 (every |term| here < 2^15) */
+    qattn_num_v16f sum = __builtin_convertvector(__builtin_convertvector(av * up, qattn_num_v16i), qattn_num_v16f);
+    for (int j = 0; j < n; j++) {
+        memcpy(&bv, b + (int64_t)j * bstride, sizeof bv);
+        sum += __builtin_convertvector(__builtin_convertvector(a[j] * bv * up, qattn_num_v16i), qattn_num_v16f);
+    }
+    const qattn_num_v16u xu = (qattn_num_v16u)(sum * down);
+    const qattn_num_v16i cut = (qattn_num_v16i)qattn_num_v16_sel((qattn_num_v16i)((xu & QATTN_NUM_INF) == QATTN_NUM_INF),
+                                                                 (qattn_num_v16i)xu, (qattn_num_v16i)(xu & 0xFFFFFC00u));
+    av = (qattn_num_v16f)qattn_num_v16_sel(e != -1000, cut, (qattn_num_v16i)av);
+    memcpy(acc, &av, sizeof av);
+}
+#endif
+/* nc accumulators at once (channels of a P.V: acc[c] plus a[j] b[j bstride + c] over the n <= 32
+ * keys j of one k-step), each as qattn_num_fp8_kstep sums; in blocks of 16 channels; finite
+ * values (the host's vector form truncates by a conversion to int32) */
+QATTN_NUM_FN void qattn_num_fp8_ksteps(float *acc, int nc, const float *a, const float *b, int bstride, int n)
+{
+    int c0 = 0;
+    for (; c0 + 16 <= nc; c0 += 16)
+#ifdef QATTN_NUM_FP8_KSTEPS_V16
+        qattn_num_fp8_ksteps16(acc + c0, a, b + c0, bstride, n);
+#else
+        qattn_num_fp8_ksteps_m(acc + c0, 16, a, b + c0, bstride, n);
+#endif
+    if (c0 < nc)
+        qattn_num_fp8_ksteps_m(acc + c0, nc - c0, a, b + c0, bstride, n);
+}
 QATTN_NUM_FN float qattn_num_fp8_kstep(float acc, const float *a, const float *b, int n)
 {
-    int e = acc != 0.0f ? (int)((qattn_num_f2u(acc) >> 23) & 0xFFu) - 127 : -1000;
-    for (int c = 0; c < n; c++)
-        if (a[c] != 0.0f && b[c] != 0.0f) {
-            const int ep = qattn_num_fp8_exp(a[c]) + qattn_num_fp8_exp(b[c]);
-            e = ep > e ? ep : e;
-        }
-    if (e == -1000)
-        return acc;
-    e = e < -100 ? -100 : e; /* a subnormal acc alone (not met in attention) */
-    /* 2^(13 - E) and 2^(E - 13) built in the exponent bits (E - 13 >= -25, 13 - E >= -114) */
-    const float up = qattn_num_u2f((uint32_t)(127 + 13 - e) << 23), down = qattn_num_u2f((uint32_t)(127 - 13 + e) << 23);
-    float s = truncf(acc * up);
-    for (int c = 0; c < n; c++)
-        s += truncf(a[c] * b[c] * up);
-    return qattn_num_cut22(s * down);
+    qattn_num_fp8_ksteps(&acc, 1, a, b, 1, n);
+    return acc;
 }
 
 /* fp16 rounding of the bits u of x with 2^-14 <= |x| < 2^15 (the range in
