@@ -13,9 +13,10 @@
  * as the CPU emulation (quant/src/emulate.c) defines it, except for exp2
  * (ex2.approx.ftz here), the order in which sums are formed (the tensor
  * core's; the row sum l per thread, then across the 4 lanes of a row) and the
- * inner accumulator: the emulation cuts every key's add to fp22, the tensor
- * core sums 16-key steps in f32 (sm_90 has no native e4m3 mma.sync: ptxas
- * turns the e4m3 instruction into the same f16 HMMA, see mma_nvidia.h).
+ * inner accumulator: the emulation sums 32-key fp8 k-steps in fp22 (as the
+ * wgmma kernels do), this tensor core 16-key steps in f32 (sm_90 has no native
+ * e4m3 mma.sync: ptxas turns the e4m3 instruction into the same f16 HMMA, see
+ * mma_nvidia.h).
  *
  * Tiling: a block of NW = 8 warps owns BM = 16 NW = 128 query rows of one
  * (sequence, head), the longest causal tiles first; warp w owns rows
