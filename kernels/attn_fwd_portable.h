@@ -49,11 +49,15 @@
 #define QATTN_EXP2(x) exp2f(x)
 #endif
 
-/* keys per V tile: one k-step of the tensor core the P.V follows (acc=fp22 on e4m3 codes: the fp8
- * one's 32, qattn_num_fp8_ksteps), else a K tile's */
+/* P.V in the fp8 tensor core's 32-key k-steps (acc=fp22 on e4m3 codes, qattn_num_fp8_ksteps) */
+static inline QATTN_HD int qattn_attn_portable_fp8tc(int pv, int acc)
+{
+    return acc == QATTN_ACC_FP22 && pv == QATTN_FMT_E4M3;
+}
+/* keys per V tile: one k-step of the tensor core the P.V follows (fp8: 32), else a K tile's */
 static inline QATTN_HD int qattn_attn_portable_vt(int pv, int acc)
 {
-    return acc == QATTN_ACC_FP22 && pv == QATTN_FMT_E4M3 ? 32 : QATTN_ATTN_KT;
+    return qattn_attn_portable_fp8tc(pv, acc) ? 32 : QATTN_ATTN_KT;
 }
 
 /* shared memory in floats: sQ, sQm (smooth=q), sS, sP, the K/V tile union
@@ -152,7 +156,7 @@ __global__ void __launch_bounds__(QATTN_ATTN_THREADS) qattn_attn_fwd_portable_ke
 {
     const int BM = QATTN_ATTN_BM, KT = QATTN_ATTN_KT, NT = QATTN_ATTN_THREADS, KB = QATTN_ATTN_KBMAX;
     const int VT = qattn_attn_portable_vt(PV, ACC);                  /* keys per V tile */
-    const int FP8TC = ACC == QATTN_ACC_FP22 && PV == QATTN_FMT_E4M3; /* P.V in the fp8 tensor core's k-steps */
+    const int FP8TC = qattn_attn_portable_fp8tc(PV, ACC);            /* P.V in the fp8 tensor core's k-steps */
     const int DP = D + 1, SP = KB + 1;
     const int TPR = NT / BM; /* threads per row in P.V */
     const int NC = D / TPR;  /* channels per thread */

@@ -48,8 +48,8 @@ static inline float round32(float x) { return x; }
 
 /* Full blocks of 16 channels with GCC vector extensions (one zmm or two ymm
  * registers); the rounding is the same bit operation as the scalar path. */
-typedef float qattn_vf __attribute__((vector_size(64)));
-typedef uint32_t qattn_vu __attribute__((vector_size(64)));
+typedef qattn_num_v16f qattn_vf; /* numerics.h's host vectors */
+typedef qattn_num_v16u qattn_vu;
 
 static inline qattn_vf vload(const float *p)
 {

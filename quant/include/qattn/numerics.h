@@ -272,8 +272,8 @@ QATTN_NUM_FN int qattn_num_fp8_exp(float x)
     const int e = (int)((qattn_num_f2u(x) >> 23) & 0xFFu) - 127;
     return e < -6 ? -6 : e;
 }
-/* m <= 16 accumulators of qattn_num_fp8_ksteps (m a constant where it is called with 16, so that the
- * loops vectorize) */
+/* m <= 16 accumulators of qattn_num_fp8_ksteps (device code, the host simulation and the host's
+ * tail of fewer than 16 channels) */
 QATTN_NUM_FN void qattn_num_fp8_ksteps_m(float *acc, int m, const float *a, const float *b, int bstride, int n)
 {
     int e[16]; /* E; -1000: no nonzero term */
@@ -345,9 +345,7 @@ static inline void qattn_num_fp8_ksteps16(float *acc, const float *a, const floa
         sum += __builtin_convertvector(__builtin_convertvector(a[j] * bv * up, qattn_num_v16i), qattn_num_v16f);
     }
     const qattn_num_v16u xu = (qattn_num_v16u)(sum * down);
-    const qattn_num_v16i cut = (qattn_num_v16i)qattn_num_v16_sel((qattn_num_v16i)((xu & QATTN_NUM_INF) == QATTN_NUM_INF),
-                                                                 (qattn_num_v16i)xu, (qattn_num_v16i)(xu & 0xFFFFFC00u));
-    av = (qattn_num_v16f)qattn_num_v16_sel(e != -1000, cut, (qattn_num_v16i)av);
+    av = (qattn_num_v16f)qattn_num_v16_sel(e != -1000, (qattn_num_v16i)QATTN_NUM_CUT22_SUM_BITS(xu), (qattn_num_v16i)av);
     memcpy(acc, &av, sizeof av);
 }
 #endif
