@@ -623,7 +623,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
              * of block j runs at the start of block j + 1's softmax, and a stage is released after the
              * next block's wait */
             constexpr int EARLY = qattn_wg_early_wait(D, KB, QR, PF, U);
-            constexpr bool MIX = qattn_wg_s2f_mix(D, KB);
+            constexpr int S2F = qattn_wg_s2f(D, KB, false);
             constexpr int DEFER = TWO && NC == 2 && qattn_wg_defer_o(D, KB, QR, PF);
             /* SER (three consumer warpgroups, 160 registers): a block's P.V is waited (and added into
              * O) before the next Q.K issues, so that its S and the P.V's registers are never live
@@ -698,12 +698,12 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
 #pragma unroll
                         for (int t = 0; t < NT; t++)
                             dsv[t] = *(const float2 *)(dsrow + stage * QATTN_WGMMA_DSROWS(BM) * KB + qattn_wg_key(t, qi, 0));
-                        qattn_wgmma_softmax<KB, PF, true, W16, MIX, NC == 3, PIN>(sh, dsv, jb, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
+                        qattn_wgmma_softmax<KB, PF, true, W16, S2F, NC == 3, PIN>(sh, dsv, jb, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
                                                           qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB, pf,
                                                           beside);
                     } else {
                         const float2 none[1] = {make_float2(0.0f, 0.0f)};
-                        qattn_wgmma_softmax<KB, PF, false, W16, MIX, NC == 3, PIN>(sh, none, jb, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
+                        qattn_wgmma_softmax<KB, PF, false, W16, S2F, NC == 3, PIN>(sh, none, jb, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
                                                            qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB,
                                                            pf, beside);
                     }

@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(128, NB)
     constexpr int VRB = V16 ? 2 * D : KB, VROWS = V16 ? KB : D, VCH = VRB / 16, VR = 128 / VCH;
     constexpr int KBYTES = KB * RB, STAGE = KBYTES + VROWS * VRB;
     constexpr int KSTEP = RP * (RB < 128 ? RB : 128), VSTEP = VR * (VRB < 128 ? VRB : 128);
-    constexpr bool MIX = qattn_wg_s2f_mix(D, KB);
+    constexpr int S2F = qattn_wg_s2f(D, KB, true);
     QATTN_DYNAMIC_SHARED(uint8_t, smem_raw);
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
     uint8_t *sQ = smem;               /* [64 rows][RB] swizzled */
@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(128, NB)
         } else {
             uint32_t pf[KB / (P16 ? 16 : 32)][4];
             const float2 none[1] = {make_float2(0.0f, 0.0f)};
-            qattn_wgmma_softmax<KB, PF, false, false, MIX, true, PIN>(acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2,
+            qattn_wgmma_softmax<KB, PF, false, false, S2F, true, PIN>(acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2,
                                                                        qsA * ks1 * c2, qsB * ks0 * c2, qsB * ks1 * c2, lpmul,
                                                                        mA, mB, lA, lB, alA, alB, pf, [] {});
             /* P.V: two levels from 0 (into S's registers, or in halves), else into O rescaled */

@@ -203,9 +203,9 @@ static __device__ __forceinline__ uint32_t qattn_mul_f16x2(uint32_t x, uint32_t 
  * multiprocessor, half of fma's; neither on ex2's XU): an integer add into
  * the mantissa of 1.5 * 2^23 and a float subtract (two issue slots), or
  * one cvt.rn.f32.s32. Which is faster depends on the code around it:
- * the scores half one way and half the other where that measured faster
- * (qattn_wg_s2f_mix; all by cvt 3-4% slower), and qattn_i2f_cvt for
- * sage1-vb's int32 P.V into O (7% faster) */
+ * the scores half one way and half the other, or all by cvt, where that
+ * measured faster (qattn_wg_s2f), and qattn_i2f_cvt for sage1-vb's int32
+ * P.V into O (7% faster) */
 static __device__ __forceinline__ float qattn_i2f_small(int x)
 {
     return __fsub_rn(__int_as_float(x + 0x4B400000), 12582912.0f);

@@ -132,18 +132,24 @@ static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB,
     mB = mxB;
 }
 
-/* MIX: half the int32 scores converted by cvt.rn.f32.s32, half by the
- * add-subtract pair, so the two pipes share the work (sage2-8b-sm90 d = 128
- * +6%, the d = 64 64-key instances +2-3%; the others lose 1-4%; all by cvt:
- * -4%) */
-static __host__ __device__ constexpr bool qattn_wg_s2f_mix(int d, int kb) { return (d == 64) == (kb == 64); }
+/* How the int32 scores become floats (both ways exact): PAIR by the add-subtract pair
+ * (qattn_i2f_small), MIX half by cvt.rn.f32.s32 and half by the pair, CVT all by cvt. MIX where it
+ * measured faster in the forms with a producer (sage2-8b-sm90 d = 128 +6%, the d = 64 64-key
+ * instances +2-3%; the others lose 1-4%; all by cvt there: -4%); CVT for the 128-key int8 blocks at
+ * d = 128 in blocks of one warpgroup (sage2-8b-sm90: 1.005-1.023x MIX's TOPS at N = 4096-16384,
+ * causal and not, two interleaved rounds, H200 2026-12-02, kernels/logs/h200_solo_allcvt_ab.txt) */
+enum { QATTN_WG_S2F_PAIR = 0, QATTN_WG_S2F_MIX = 1, QATTN_WG_S2F_CVT = 2 };
+static __host__ __device__ constexpr int qattn_wg_s2f(int d, int kb, bool solo)
+{
+    return solo && d == 128 && kb == 128 ? QATTN_WG_S2F_CVT : (d == 64) == (kb == 64) ? QATTN_WG_S2F_MIX : QATTN_WG_S2F_PAIR;
+}
 
 /* Online softmax of one key block for a thread's rows A (g) and B (g + 8):
  * acc = the S accumulators (int32 of int8 codes, fp32 of e4m3; tile t,
  * columns in the sigma key order, qattn_wg_key), fX0 / fX1 = sq sk c2 of
  * the keys of even / odd tiles (one K group each: qattn_wg_kgroup_ok),
- * keys outside [loX, hiX) masked (MIX: half the int32 scores converted by
- * cvt, the other half by the add-subtract pair). Updates the running maximum m and sum l,
+ * keys outside [loX, hiX) masked (S2F: how the int32 scores are converted,
+ * qattn_wg_s2f). Updates the running maximum m and sum l,
  * returns alpha = 2^(m_old - m_new) and the codes of P * pmul as the A
  * fragments of the P.V wgmma: e4m3 / int8, pf[q] = keys 32q..32q+31 in
  * natural order; fp16 (PF, or e4m3 codes widened: WID), pf[q] = S columns
@@ -160,7 +166,7 @@ static __host__ __device__ constexpr bool qattn_wg_s2f_mix(int d, int kb) { retu
  * keys have u = -inf; f is raised to 1e-30 at least so that -inf f stays
  * -inf (f = 0 only when the Q row's or the K group's codes are all 0, where
  * acc = 0 and the result is the same). */
-template <int KB, int PF, bool DS, bool WID, bool MIX, bool INPL, bool PIN, typename SA, int NDS, typename F>
+template <int KB, int PF, bool DS, bool WID, int S2F, bool INPL, bool PIN, typename SA, int NDS, typename F>
 static __device__ __forceinline__ void qattn_wgmma_softmax(SA (&acc)[KB / 2], const float2 (&ds)[NDS], int j0,
                                                            int loA, int hiA, int loB, int hiB, float fA0, float fA1,
                                                            float fB0, float fB1, float lpmul, float &mA, float &mB,
@@ -192,7 +198,9 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(SA (&acc)[KB / 2], co
         for (int t = 0; t < NT; t++)
 #pragma unroll
             for (int e = 0; e < 4; e++)
-                u.set(4 * t + e, MIX && (e & 1) ? qattn_wgmma_s2f_cvt(acc[4 * t + e]) : qattn_wgmma_s2f(acc[4 * t + e]));
+                u.set(4 * t + e, S2F == QATTN_WG_S2F_CVT || (S2F == QATTN_WG_S2F_MIX && (e & 1))
+                                     ? qattn_wgmma_s2f_cvt(acc[4 * t + e])
+                                     : qattn_wgmma_s2f(acc[4 * t + e]));
     }
     /* masked keys and keys past the end (key of tile t, element e: sigma) */
     if (j0 < loA || j0 + KB > hiA || j0 < loB || j0 + KB > hiB) {
