@@ -1,7 +1,8 @@
 /* The wgmma path's rules, checked on the host: the block form a problem takes
  * (wgmma_form.h: one warpgroup or consumer warpgroups, persistent CTAs,
- * ping-pong) on hand-made signatures and on the registry's instances, and
- * the 8-bit tile's key order and the K groups it can index (wgmma_keys.h). */
+ * ping-pong) on hand-made signatures and on the registry's instances, the
+ * scores' conversion by form, and the 8-bit tile's key order and the K
+ * groups it can index (wgmma_keys.h). */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #endif
@@ -382,6 +383,20 @@ static void check_wg_keys(void)
     }
 }
 
+/* the int32 scores' conversion by form (qattn_wg_s2f): all by cvt for 128-key blocks of one warpgroup,
+ * half and half where d and the key block are both 64 or neither, else the add-subtract pair */
+static void check_wg_s2f(void)
+{
+    CHECK(qattn_wg_s2f(128, 128, 1) == QATTN_WG_S2F_CVT && qattn_wg_s2f(64, 128, 1) == QATTN_WG_S2F_CVT,
+          "128-key blocks of one warpgroup: all by cvt");
+    CHECK(qattn_wg_s2f(128, 128, 0) == QATTN_WG_S2F_MIX && qattn_wg_s2f(64, 64, 0) == QATTN_WG_S2F_MIX &&
+              qattn_wg_s2f(64, 64, 1) == QATTN_WG_S2F_MIX,
+          "half and half: d = 128 with 128 keys in the producer forms, d = 64 with 64 keys");
+    CHECK(qattn_wg_s2f(128, 64, 1) == QATTN_WG_S2F_PAIR && qattn_wg_s2f(128, 64, 0) == QATTN_WG_S2F_PAIR &&
+              qattn_wg_s2f(64, 128, 0) == QATTN_WG_S2F_PAIR,
+          "the pair elsewhere");
+}
+
 int main(void)
 {
     /* the rules as they stand without the environment's comparison switches */
@@ -391,5 +406,6 @@ int main(void)
         unsetenv(switches[i]);
     check_wg_keys();
     check_wg_form();
+    check_wg_s2f();
     return check_done();
 }

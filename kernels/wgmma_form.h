@@ -1,7 +1,8 @@
 /* The wgmma path's block form for a problem (attn_fwd_wgmma.h: two or
  * three consumer warpgroups and a producer a block; attn_fwd_wgsolo.h:
- * blocks of one warpgroup, three a multiprocessor), for the launch,
- * the dispatcher's plan and the host tests. */
+ * blocks of one warpgroup, three a multiprocessor), and the way each form
+ * converts its int32 scores, for the launch, the kernels, the dispatcher's
+ * plan and the host tests. */
 #ifndef QATTN_KERNELS_WGMMA_FORM_H
 #define QATTN_KERNELS_WGMMA_FORM_H
 
@@ -23,6 +24,20 @@
 QATTN_WG_FORM_FN int qattn_wg_nc(int qf)
 {
     return qf == QATTN_FMT_INT8 || qf == QATTN_FMT_E4M3 || qf == QATTN_FMT_INT4 ? QATTN_WG_FORM_NC3 : QATTN_WG_FORM_NC2;
+}
+
+/* How the int32 scores become floats (both ways exact): PAIR by the add-subtract pair
+ * (qattn_i2f_small), MIX half by cvt.rn.f32.s32 and half by the pair, CVT all by cvt. MIX where it
+ * measured faster in the forms with a producer (sage2-8b-sm90 d = 128 +6%, the d = 64 64-key
+ * instances +2-3%; the others lose 1-4%; all by cvt there: -4%); CVT for the 128-key int8 blocks
+ * (sage2-8b-sm90) in blocks of one warpgroup: 1.005-1.023x MIX's TOPS at d = 128, 1.029-1.043x the
+ * pair's at d = 64, N = 2048-16384, causal and not (two interleaved rounds, H200 2026-12-02,
+ * kernels/logs/h200_solo_allcvt_ab.txt, h200_solo_d64_cvt_ab.txt; the 64-key ones there: sage2-8b
+ * 1.00-1.01x, sage1-vb 0.98-0.995x, sage1-b 0.99-1.00x, so they keep theirs) */
+enum { QATTN_WG_S2F_PAIR = 0, QATTN_WG_S2F_MIX = 1, QATTN_WG_S2F_CVT = 2 };
+QATTN_WG_FORM_FN int qattn_wg_s2f(int d, int kb, int solo)
+{
+    return solo && kb == 128 ? QATTN_WG_S2F_CVT : (d == 64) == (kb == 64) ? QATTN_WG_S2F_MIX : QATTN_WG_S2F_PAIR;
 }
 
 /* the instances with both forms: int8 / e4m3 Q.K codes read as they are, e4m3 P.V on the fp8 MMA

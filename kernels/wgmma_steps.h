@@ -9,6 +9,7 @@
 
 #include "attn_fwd_mma.h" /* qattn_mma_mask_frag */
 #include "quant_groups.h" /* qattn_qf_tok_index */
+#include "wgmma_form.h"   /* qattn_wg_s2f */
 #include "wgmma_keys.h"   /* qattn_wg_key */
 #include "wgmma_tile.h"   /* the wgmma wrappers and descriptors */
 
@@ -130,20 +131,6 @@ static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB,
     alB = qattn_ex2_approx(mB - baseB);
     mA = mxA;
     mB = mxB;
-}
-
-/* How the int32 scores become floats (both ways exact): PAIR by the add-subtract pair
- * (qattn_i2f_small), MIX half by cvt.rn.f32.s32 and half by the pair, CVT all by cvt. MIX where it
- * measured faster in the forms with a producer (sage2-8b-sm90 d = 128 +6%, the d = 64 64-key
- * instances +2-3%; the others lose 1-4%; all by cvt there: -4%); CVT for the 128-key int8 blocks
- * (sage2-8b-sm90) in blocks of one warpgroup: 1.005-1.023x MIX's TOPS at d = 128, 1.029-1.043x the
- * pair's at d = 64, N = 2048-16384, causal and not (two interleaved rounds, H200 2026-12-02,
- * kernels/logs/h200_solo_allcvt_ab.txt, h200_solo_d64_cvt_ab.txt; the 64-key ones there: sage2-8b
- * 1.00-1.01x, sage1-vb 0.98-0.995x, sage1-b 0.99-1.00x, so they keep theirs) */
-enum { QATTN_WG_S2F_PAIR = 0, QATTN_WG_S2F_MIX = 1, QATTN_WG_S2F_CVT = 2 };
-static __host__ __device__ constexpr int qattn_wg_s2f(int d, int kb, bool solo)
-{
-    return solo && kb == 128 ? QATTN_WG_S2F_CVT : (d == 64) == (kb == 64) ? QATTN_WG_S2F_MIX : QATTN_WG_S2F_PAIR;
 }
 
 /* Online softmax of one key block for a thread's rows A (g) and B (g + 8):
