@@ -121,7 +121,7 @@ static int qattn_attn_fwd_wgmma_launch(const qattn_kernels_attn_params *pp, void
                                      "attn wgmma: smooth=q needs the dS plane (params ds, qattn_kernels_attn_ds_bytes; "
                                      "ds_ld %lld for %d keys)",
                                      (long long)p.ds_ld, p.seqlen_k);
-            if ((rc = qattn_dsq_launch<D>(p, stream, err)))
+            if ((rc = qattn_dsq_run(&p, D, stream, err)))
                 return rc;
         }
     }

@@ -3,7 +3,7 @@
  * (K_j - kmean) x c2, written by one pass before the attention kernel, so
  * that the attention producer copies a few rows of floats a key block
  * instead of the block's fp16 input K (4x the packed K's bytes) and an mma.
- * NVIDIA only (mma.sync f16, sm_80+). */
+ * NVIDIA only (mma.sync f16, sm_80+). Compiled in dsq_pass.hip. */
 #ifndef QATTN_KERNELS_WGMMA_DSQ_H
 #define QATTN_KERNELS_WGMMA_DSQ_H
 
@@ -36,8 +36,8 @@ static __host__ __device__ inline int qattn_dsq_ranges(int64_t ds_ld)
  * = (hi + lo) . kmean, times c2 2^(e - 14). The keys of the last tile past
  * the sequence get finite values; the plane's rows past the sequence's Q
  * blocks are not written (the attention kernel reads neither). */
-template <int D>
-__global__ void __launch_bounds__(128) qattn_dsq_kernel(qattn_kernels_attn_params p)
+template <int D> /* (128, 1): ptxas -O3 schedules it to 0.89x the time of plain (128), H200 2026-12-02 */
+__global__ void __launch_bounds__(128, 1) qattn_dsq_kernel(qattn_kernels_attn_params p)
 {
 #if QATTN_MMA_SM80
     constexpr int KP = QATTN_DSQ_ROWB(D), ICH = D / 8, KK = D / 16, KT = QATTN_DSQ_KEYS, NH = 8; /* n-tiles a half tile */
@@ -114,12 +114,13 @@ __global__ void __launch_bounds__(128) qattn_dsq_kernel(qattn_kernels_attn_param
     float *ds0 = p.ds + (((int64_t)h * p.nseq + b) * p.nqb + l0) * p.ds_ld + 2 * qi;
 
     for (int t = t0; t < t1; t++) {
-        if (t + 1 < t1) { /* the next tile into the other buffer (read in t - 1, released below) */
+        /* the next tile into the other buffer (read in t - 1, released below), else an empty group: one
+         * wait for every tile */
+        if (t + 1 < t1)
             load_tile(t + 1);
-            qattn_cp_async_wait<1>();
-        } else {
-            qattn_cp_async_wait<0>();
-        }
+        else
+            qattn_cp_async_commit();
+        qattn_cp_async_wait<1>();
         __syncthreads();
         const uint8_t *sKt = sK + (t & 1) * KT * KP;
 #pragma unroll 1
@@ -157,19 +158,8 @@ __global__ void __launch_bounds__(128) qattn_dsq_kernel(qattn_kernels_attn_param
 #endif
 }
 
-/* the plane of p (params ds, ds_ld), written on stream */
-template <int D>
-static int qattn_dsq_launch(const qattn_kernels_attn_params &p, void *stream, qattn_err *err)
-{
-    constexpr size_t smem = 2 * QATTN_DSQ_KEYS * QATTN_DSQ_ROWB(D);
-    void (*k)(qattn_kernels_attn_params) = &qattn_dsq_kernel<D>;
-    QATTN_MMA_CHECK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-                    "attn wgmma: the dS pass's shared-memory limit");
-    const int qgroups = (p.nqb + QATTN_DSQ_QB - 1) / QATTN_DSQ_QB;
-    const dim3 grid((unsigned)(qgroups * qattn_dsq_ranges(p.ds_ld)), (unsigned)p.hq, (unsigned)p.nseq);
-    k<<<grid, dim3(128), smem, (cudaStream_t)stream>>>(p);
-    QATTN_MMA_CHECK(cudaGetLastError(), "attn wgmma: the dS pass");
-    return QATTN_OK;
-}
+/* the plane of p (params ds, ds_ld), written on stream (dsq_pass.hip: one instance a head dim at ptxas
+ * -O3, 0.93x the pass's time at -O1, where the int4 instances that launch it stay) */
+int qattn_dsq_run(const qattn_kernels_attn_params *p, int d, void *stream, qattn_err *err);
 
 #endif
