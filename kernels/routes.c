@@ -3,7 +3,6 @@
  * (one warpgroup, producer forms, ping-pong, persistent, TMA, the widened int4
  * codes, fused Q), the environment's comparison switches, and the hardware
  * limits `qattn kernels` names. The instance itself: dispatch.c. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
