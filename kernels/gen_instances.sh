@@ -38,9 +38,11 @@ fp16:fp16:fp32 bf16:bf16:fp32
 # instance files whose ptxas runs at -O3 instead of the build's -O1 (QATTN_GPU_MMA_PTXAS_OPT), by
 # measurement: NVIDIA H200, 2026-11-29, the same code built both ways, kernels/LOG.md (sage2-8b-sm90
 # d = 128 with its one-warpgroup form at every length, wgmma_form.h; the others 1-9% faster at -O3;
-# the instances not listed ran slower or within 1-2% at -O3)
+# the instances not listed ran slower or within 1-2% at -O3; the int4 fp22 d = 128 one since its dS
+# is read a tile at a time, 2026-12-02: sage2-4b 1.012-1.024x, its unpacking form 1.005-1.010x)
 ptxas_o3="
 attn_fwd_wgmma_d128_qk_int8_pv_e4m3_acc_fp22 attn_fwd_wgmma_d64_qk_int8_pv_e4m3_acc_fp22
+attn_fwd_wgmma_d128_kb64_qk_int4_pv_e4m3_acc_fp22
 attn_fwd_wgmma_d128_kb64_qk_int8_pv_e4m3_acc_fp22 attn_fwd_wgmma_d128_kb64_qk_int8_pv_int8_acc_fp32
 attn_fwd_wgmma_d128_kb64_qk_int8_pv_fp16_acc_fp16 attn_fwd_wgmma_d64_kb64_qk_int8_pv_fp16_acc_fp16
 attn_fwd_wgmma_d128_kb64_qk_int4_pv_e4m3_acc_fp32 attn_fwd_wgmma_d64_kb64_qk_int4_pv_e4m3_acc_fp32

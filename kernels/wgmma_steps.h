@@ -133,6 +133,15 @@ static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB,
     mB = mxB;
 }
 
+/* smooth=q's dS c2 of the thread's keys of tile t, read from the stage's row in shared memory where
+ * the softmax uses it (not all tiles' ahead: registers) */
+template <int KB>
+struct qattn_wg_dsrow {
+    const float *row; /* [KB] the Q block's dS row of the stage */
+    int qi;
+    __device__ __forceinline__ float2 operator[](int t) const { return *(const float2 *)(row + qattn_wg_key(t, qi, 0)); }
+};
+
 /* Online softmax of one key block for a thread's rows A (g) and B (g + 8):
  * acc = the S accumulators (int32 of int8 codes, fp32 of e4m3; tile t,
  * columns in the sigma key order, qattn_wg_key), fX0 / fX1 = sq sk c2 of
@@ -155,8 +164,8 @@ static __device__ __forceinline__ void qattn_wgmma_row_max(float mxA, float mxB,
  * keys have u = -inf; f is raised to 1e-30 at least so that -inf f stays
  * -inf (f = 0 only when the Q row's or the K group's codes are all 0, where
  * acc = 0 and the result is the same). */
-template <int KB, int PF, bool DS, bool WID, int S2F, bool INPL, bool PIN, typename SA, int NDS, typename F>
-static __device__ __forceinline__ void qattn_wgmma_softmax(SA (&acc)[KB / 2], const float2 (&ds)[NDS], int j0,
+template <int KB, int PF, bool DS, bool WID, int S2F, bool INPL, bool PIN, typename SA, typename DSA, typename F>
+static __device__ __forceinline__ void qattn_wgmma_softmax(SA (&acc)[KB / 2], const DSA &ds, int j0,
                                                            int loA, int hiA, int loB, int hiB, float fA0, float fA1,
                                                            float fB0, float fB1, float lpmul, float &mA, float &mB,
                                                            float &lA, float &lB, float &alA, float &alB,
@@ -171,7 +180,6 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(SA (&acc)[KB / 2], co
     static_assert(INPL || !PIN, "P's codes in the accumulator's registers need the scores there");
     qattn_wg_scores<INPL, SA, KB / 2> u{acc};
     if constexpr (DS) { /* S c2 = float(acc) f + dS c2 (ds[t]: the keys of tile t), then scaled by 1 */
-        static_assert(NDS == NT, "one dS pair a tile");
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             const float fA = (t & 1) ? fA1 : fA0, fB = (t & 1) ? fB1 : fB0;
