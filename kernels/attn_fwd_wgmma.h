@@ -697,20 +697,20 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                         /* sage2-4b at d = 128 (its unit at ptxas -O3): each tile's pair read where the softmax
                          * adds it, 1.012-1.024x its TOPS; elsewhere all read first (the other way 0.989x at -O1,
                          * H200 2026-12-02, kernels/logs/h200_dsrow_ab.txt; not measured for acc=fp32) */
-                        const float *dss = dsrow + stage * QATTN_WGMMA_DSROWS(BM) * KB;
-                        if constexpr (D == 128 && ACC == QATTN_ACC_FP22) {
-                            const qattn_wg_dsrow<KB> dsv{dss, qi};
+                        const qattn_wg_dsrow<KB> row{dsrow + stage * QATTN_WGMMA_DSROWS(BM) * KB, qi};
+                        auto softmax_ds = [&](const auto &dsv) {
                             qattn_wgmma_softmax<KB, PF, true, W16, S2F, NC == 3, PIN>(sh, dsv, jb, loA, hiA, loB, hiB, qsA * ks0 * c2,
                                                               qsA * ks1 * c2, qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB,
                                                               lA, lB, alA, alB, pf, beside);
+                        };
+                        if constexpr (D == 128 && ACC == QATTN_ACC_FP22) {
+                            softmax_ds(row);
                         } else {
                             float2 dsv[NT];
 #pragma unroll
                             for (int t = 0; t < NT; t++)
-                                dsv[t] = *(const float2 *)(dss + qattn_wg_key(t, qi, 0));
-                            qattn_wgmma_softmax<KB, PF, true, W16, S2F, NC == 3, PIN>(sh, dsv, jb, loA, hiA, loB, hiB, qsA * ks0 * c2,
-                                                              qsA * ks1 * c2, qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB,
-                                                              lA, lB, alA, alB, pf, beside);
+                                dsv[t] = row[t];
+                            softmax_ds(dsv);
                         }
                     } else {
                         const float2 none[1] = {make_float2(0.0f, 0.0f)};

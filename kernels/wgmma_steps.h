@@ -141,6 +141,17 @@ struct qattn_wg_dsrow {
     int qi;
     __device__ __forceinline__ float2 operator[](int t) const { return *(const float2 *)(row + qattn_wg_key(t, qi, 0)); }
 };
+/* the dS pairs a softmax's ds argument holds: float2[N] (read first) or a qattn_wg_dsrow */
+template <typename T>
+struct qattn_wg_ds_pairs;
+template <size_t N>
+struct qattn_wg_ds_pairs<float2[N]> {
+    static constexpr int n = (int)N;
+};
+template <int KB>
+struct qattn_wg_ds_pairs<qattn_wg_dsrow<KB>> {
+    static constexpr int n = KB / 8;
+};
 
 /* Online softmax of one key block for a thread's rows A (g) and B (g + 8):
  * acc = the S accumulators (int32 of int8 codes, fp32 of e4m3; tile t,
@@ -180,6 +191,7 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(SA (&acc)[KB / 2], co
     static_assert(INPL || !PIN, "P's codes in the accumulator's registers need the scores there");
     qattn_wg_scores<INPL, SA, KB / 2> u{acc};
     if constexpr (DS) { /* S c2 = float(acc) f + dS c2 (ds[t]: the keys of tile t), then scaled by 1 */
+        static_assert(qattn_wg_ds_pairs<DSA>::n == NT, "one dS pair a tile");
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             const float fA = (t & 1) ? fA1 : fA0, fB = (t & 1) ? fB1 : fB0;
