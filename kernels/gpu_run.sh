@@ -11,7 +11,8 @@
 #
 # STEPs (default: all, in this order):
 #   check     qattn gpu-check on every instance (random inputs and the
-#             activation files in data/ when present) -> OUTDIR/gpu_check.csv;
+#             activation files in data/ when present; QATTN_CHECK_ARGS adds
+#             options, e.g. --layers 2) -> OUTDIR/gpu_check.csv;
 #             test_kernels_mma, test_kernels_quant_gpu; gpu-check of the wgmma
 #             instances with QATTN_FUSE_Q=1 -> OUTDIR/gpu_check_fused_q.csv
 #   sanitize  compute-sanitizer memcheck and racecheck on small cases of each
@@ -55,7 +56,7 @@ tprog() {
 run_check() {
     local data=()
     for f in data/*.h5; do [ -f "$f" ] && data+=(--data "$f"); done
-    qattn gpu-check --out "$out/gpu_check.csv" "${data[@]}" --verbose || status=1
+    qattn gpu-check --out "$out/gpu_check.csv" "${data[@]}" ${QATTN_CHECK_ARGS:-} --verbose || status=1
     tprog test_kernels_mma
     echo "-- the same with the mma.sync instances (QATTN_MMA_SYNC=1; sm_90 takes wgmma by default)"
     QATTN_MMA_SYNC=1 tprog test_kernels_mma
