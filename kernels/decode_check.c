@@ -52,6 +52,13 @@ static const qattn_kernels_decode_case cases[] = {
     {128, 8, 8, 1, {1}, {4000}, 16, 0, "int8@token", "int8@token", "causal-br", B16, B16, 64, 0, 1, 0, 1},
     {128, 16, 2, 2, {4, 16}, {777, 333}, 256, 16, "e4m3@token", "e4m3@token", "causal-br", B16, B16, 64, 1, 0, 0, 1},
     {64, 16, 4, 2, {1, 1}, {1500, 3}, 16, 32, "int8@token", "int8@token", "causal-br", F16, F16, 64, 0, 0, 0, 1},
+    /* int4 caches (the mma path at d = 128): splits given and the rule's, GQA, varlen, pages of 1 and
+     * 256 (HND), a window, Q element by element, splits without a key */
+    {128, 8, 1, 2, {1, 1}, {300, 77}, 16, 3, "int4@token", "int4@token", "causal-br", B16, F32, 64, 0, 1, 0, 0},
+    {128, 16, 2, 2, {4, 16}, {777, 333}, 64, 16, "int4@token", "int4@token", "causal-br", F16, F16, 64, 1, 0, 0, 0},
+    {128, 8, 8, 1, {1}, {4000}, 16, 0, "int4@token", "int4@token", "causal-br", B16, B16, 64, 0, 0, 0, 0},
+    {128, 8, 2, 1, {2}, {200}, 1, 2, "int4@token", "int4@token", "window:50,0", B16, F32, 64, 0, 0, 1, 0},
+    {128, 8, 1, 3, {16, 1, 4}, {1000, 1, 257}, 256, 64, "int4@token", "int4@token", "causal-br", F16, B16, 64, 1, 0, 0, 1},
 };
 
 const qattn_kernels_decode_case *qattn_kernels_decode_cases(size_t *n)

@@ -19,7 +19,8 @@
  * Types: a 16-bit cache runs in its dtype (the query's); an 8-bit cache
  * (int8, e4m3; scales per token) runs in fp16: codes widened exactly in
  * registers (K as words of 4 codes, V from ldmatrix .trans of code pairs,
- * O's columns permuted), bf16 queries converted to fp16 (exact in
+ * O's columns permuted; int4 at d = 128 the same way, words of 8 codes and
+ * code quads), bf16 queries converted to fp16 (exact in
  * fp16's normal range, |q| in [2^-14, 65504]). Differs from the emulation by
  * P's rounding (2^-9 bf16, 2^-12 fp16 relative) and ex2.approx. */
 #ifndef QATTN_KERNELS_DECODE_MMA_H
@@ -34,33 +35,37 @@
 
 #define QATTN_DMMA_ROWS 16  /* packed query rows per block */
 
-/* shared memory of one warp: ST x (K, V) chunks as loaded, rows of D x ELT bytes whose 16-byte
+/* shared memory of one warp: ST x (K, V) chunks as loaded, rows of RAW_ROW bytes whose 16-byte
  * pieces are swizzled (qattn_dmma_swz) so that ldmatrix's eight rows fall in distinct banks. Rows
  * padded by 16 bytes instead (before 2026-11-29) left the copies' shared-memory lines across
  * 128-byte boundaries: the L2 then saw 2.6x the requests and 1.5x the sectors of the loads
  * (the extra ones hits; ncu, H200, bf16 131072:4:8) */
 template <int D, int CF, int W8 = 0>
 struct qattn_dmma_layout {
-    static const int ELT = (CF == QATTN_FMT_FP16 || CF == QATTN_FMT_BF16) ? 2 : 1; /* stored bytes per value */
+    static const int ELT = (CF == QATTN_FMT_FP16 || CF == QATTN_FMT_BF16) ? 2 : 1; /* 16-bit (2) or coded (1) */
+    static const int I4 = CF == QATTN_FMT_INT4;      /* int4 codes, two a byte */
+    static const int QP = qattn_dmma_qperm<CF>::value; /* Q's channel order (decode_mma_frag.h) */
     /* warps a block (two per scheduler at least: one warp alone stalls on its own latencies);
      * keys per chunk and chunks in flight per warp, the rings within 227 KiB at d = 128: 16-bit
      * caches 8 warps, 16 x 3; 8-bit ones 12 warps, 32 x 2 (their widening's dependent chains
      * want a third warp a scheduler more than a third chunk: 1.02-1.09x 8 warps of 32 x 3 at
      * the plan's splits, 1.10-1.22x with one split, 0.95x at batch 1 with 128 splits; H200,
      * 2026-11-28, kernels/LOG.md); W8: 8-bit caches in 8 warps of 32 x 3, for splits whose keys
-     * would leave 12 warps at most a chunk each */
+     * would leave 12 warps at most a chunk each. int4 (half the bytes a chunk): 4 chunks in flight
+     * in 12 warps, 3 in 8, so that a block keeps about as many bytes in flight as the others */
     static const int NW = ELT == 2 || W8 ? 8 : 12;
     static const int KC = ELT == 2 ? 16 : 32;
-    static const int ST = ELT == 2 || W8 ? 3 : 2;
-    static const int RAW_ROW = D * ELT; /* bytes per loaded row (64, or a multiple of 128) */
+    static const int ST = I4 ? (W8 ? 3 : 4) : ELT == 2 || W8 ? 3 : 2;
+    static const int RAW_ROW = I4 ? D / 2 : D * ELT; /* bytes per loaded row (64, or a multiple of 128) */
     static const int RAW_CHUNK = KC * RAW_ROW;
     static const int SCALES = ELT == 2 ? 0 : 2 * KC * 4; /* the chunk's K and V scales */
     static const int STAGE = 2 * RAW_CHUNK + SCALES;
     static const int WARP = ST * STAGE; /* 8-bit K and V are widened in registers */
     /* the merge, per warp: O, m, l of 16 rows in fp32, rows 16-byte aligned, padded so that
      * the stores of O's fragments fall in distinct banks (16-bit: float2 of rows g at 8 g words;
-     * 8-bit: float4 of 4 channels, rows g and g + 1 of a quarter warp 16 words apart) */
-    static const int MERGE_ROW = D + (ELT == 2 ? 8 : 16);
+     * 8-bit: float4 of 4 channels, rows g and g + 1 of a quarter warp 16 words apart; int4: float4 at
+     * 8 t4 words, rows g and g + 1 4 words apart) */
+    static const int MERGE_ROW = D + (ELT == 2 ? 8 : I4 ? 4 : 16);
     static const int MERGE_ALL = NW * QATTN_DMMA_ROWS * MERGE_ROW * 4;
     static const int RINGS = NW * WARP;
     static const int QROW = D * 2 + 16; /* a staged 16-bit Q row, padded by 16 bytes (read once) */
@@ -71,24 +76,13 @@ struct qattn_dmma_layout {
                              128;
 };
 
-/* byte offset x of key `key`'s loaded row (ROWB bytes) within the row as stored: rows of 128
- * bytes or more, 16-byte piece p at p ^ (key & 7) (within the piece's 128 bytes); rows of 64 (two
- * a 128-byte line), p ^ ((key >> 1) & 3). Eight consecutive keys' piece p: eight distinct 16-byte
- * slots of the banks */
-template <int ROWB>
-static __device__ __forceinline__ int qattn_dmma_swz(int key, int x)
-{
-    static_assert(ROWB % 128 == 0 || ROWB == 64, "rows of 64 bytes or a multiple of 128");
-    return ROWB == 64 ? x ^ (((key >> 1) & 3) << 4) : x ^ ((key & 7) << 4);
-}
-
 /* L2 prefetch (sm_90 bulk prefetches) of the K and V pages of split sp of sequence b, before the
  * previous kernel is done: page ids clamped into the pool, so that a stale length or table entry
  * only prefetches another page (griddepcontrol.wait makes the previous grid's writes visible to
  * the loads after it). A page's rows of every kv head are contiguous: the blocks of kv heads
  * hk = 0 .. hkv - 1 (row tile 0) prefetch whole pages hk, hk + hkv, ... of their split, so that
  * their union is the split's first pages once. Reading them with ld.cg measured slower (H100) */
-template <int D, int ELT>
+template <int ROWB>
 static __device__ __forceinline__ void qattn_dmma_prefetch_split(const qattn_kernels_decode_params &p, int b, int sp,
                                                                  int hk, int rt)
 {
@@ -103,7 +97,7 @@ static __device__ __forceinline__ void qattn_dmma_prefetch_split(const qattn_ker
     if (e <= a)
         return;
     const unsigned pg0 = qattn_fastdiv(p.div_page, a), pg1 = qattn_fastdiv(p.div_page, e - 1);
-    const unsigned ps = (unsigned)p.cache.page_size, rowb = (unsigned)(D * ELT), hkv = (unsigned)p.hkv;
+    const unsigned ps = (unsigned)p.cache.page_size, rowb = (unsigned)ROWB, hkv = (unsigned)p.hkv;
     const int32_t *table = p.cache.table + (int64_t)b * p.cache.max_pages;
     /* one bulk prefetch a page and operand: the first l2_prefetch x hkv bytes (K and V) of the
      * split over the hkv blocks (l2_prefetch: a block's share of half the L2) */
@@ -160,7 +154,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     typedef qattn_dmma_layout<D, CF, W8> L;
     const int KC = L::KC, ST = L::ST, NW = L::NW;
     const int NJ = KC / 8, NK = KC / 16; /* n-tiles of S, k-blocks of P */
-    const int PPR = D * L::ELT / 16; /* 16-byte pieces per loaded row */
+    const int PPR = L::RAW_ROW / 16; /* 16-byte pieces per loaded row */
     const int NT = D / 8;            /* n-tiles of O */
     extern __shared__ __align__(16) unsigned char qattn_dmma_smem[];
     qattn_port_dependents_go(); /* the combine may launch now; it waits for this grid before reading */
@@ -192,7 +186,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
      * blocks are resident and set up; nothing global is used before it is done, but the
      * split's cache pages are prefetched into L2 meanwhile (addresses from the lengths and
      * table as they are now: a stale value only prefetches another page) */
-    qattn_dmma_prefetch_split<D, L::ELT>(p, b, sp, hk, rt);
+    qattn_dmma_prefetch_split<L::RAW_ROW>(p, b, sp, hk, rt);
     /* speculation (p.spec, fixed query rows): the length and the first chunks' table entries are
      * read before the wait too, so that the first copies issue right after it; the values they came
      * from are read again after it, beside the copies, and a warp whose values changed waits for its
@@ -254,11 +248,11 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
             const int64_t qa_at = ra < nrows ? q_at(ra) : 0, qb_at = rb < nrows ? q_at(rb) : 0;
             const int words = !(((uintptr_t)p.q & 3) | ((p.q_sb | p.q_st | p.q_sh) & 1));
             if (p.in == QATTN_FMT_BF16)
-                qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_BF16>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
+                qattn_dmma_fetch_q<D, L::QP, QATTN_FMT_BF16>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
             else if (p.in == QATTN_FMT_FP16)
-                qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_FP16>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
+                qattn_dmma_fetch_q<D, L::QP, QATTN_FMT_FP16>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
             else
-                qattn_dmma_fetch_q<D, L::ELT, QATTN_FMT_FP32>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
+                qattn_dmma_fetch_q<D, L::QP, QATTN_FMT_FP32>(qx, p.q, qa_at, qb_at, ra < nrows, rb < nrows, t4, words);
         }
     };
     if (!spec)
@@ -308,7 +302,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     geometry(sk32);
 
     unsigned char *wsm = rings + warp * L::WARP;
-    const unsigned rowb = (unsigned)(D * L::ELT); /* bytes per stored row (a token's head) */
+    const unsigned rowb = (unsigned)L::RAW_ROW; /* bytes per stored row (a token's head) */
     const int part = lane % PPR;                   /* the 16-byte piece lane copies of each row */
     const unsigned char *kbase = (const unsigned char *)p.cache.k + part * 16;
     const unsigned char *vbase = (const unsigned char *)p.cache.v + part * 16;
@@ -429,20 +423,21 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         qattn_cp_async_wait<ST - 1>();
         __syncthreads();
         if (p.in == QATTN_FMT_BF16)
-            qattn_dmma_load_q<D, L::ELT, QT, QATTN_FMT_BF16, L::QROW>(qa, qsm, lane);
+            qattn_dmma_load_q<D, L::QP, QT, QATTN_FMT_BF16, L::QROW>(qa, qsm, lane);
         else
-            qattn_dmma_load_q<D, L::ELT, QT, QATTN_FMT_FP16, L::QROW>(qa, qsm, lane);
+            qattn_dmma_load_q<D, L::QP, QT, QATTN_FMT_FP16, L::QROW>(qa, qsm, lane);
     } else if (p.in == QATTN_FMT_BF16)
         qattn_dmma_pack_q<D, QT, QATTN_FMT_BF16>(qa, qx);
     else if (p.in == QATTN_FMT_FP16)
         qattn_dmma_pack_q<D, QT, QATTN_FMT_FP16>(qa, qx);
     else
         qattn_dmma_pack_q<D, QT, QATTN_FMT_FP32>(qa, qx);
-    /* int8: bias x the Q sums of rows g and g + 8 (fp16 Q as the MMA reads it; a sum is the same
-     * under the channel permutation) */
+    /* int8 / int4: -bias x the Q sums of rows g and g + 8 (fp16 Q as the MMA reads it; a sum is the
+     * same under the channel permutation) */
+    constexpr float KBIAS = qattn_dmma_bias<CF>::KB, BIAS = qattn_dmma_bias<CF>::VB; /* K's, V's */
     float qb[2] = {0.f, 0.f};
-    float pb[4] = {0.f, 0.f, 0.f, 0.f}; /* int8: rows g, g + 8's P sums (all columns alike), as O's */
-    if constexpr (CF == QATTN_FMT_INT8) {
+    float pb[4] = {0.f, 0.f, 0.f, 0.f}; /* int8 / int4: rows g, g + 8's P sums (all columns alike), as O's */
+    if constexpr (KBIAS != 0.0f) {
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++)
 #pragma unroll
@@ -454,7 +449,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         for (int ri = 0; ri < 2; ri++) {
             qb[ri] += __shfl_xor_sync(0xffffffffu, qb[ri], 1);
             qb[ri] += __shfl_xor_sync(0xffffffffu, qb[ri], 2);
-            qb[ri] *= -QATTN_DMMA_I8_BIAS;
+            qb[ri] *= -KBIAS;
         }
     }
     uint32_t next_at = 0u, taken = 0u; /* SHARE: rank 0's counter; lane 0: its value for iteration it + ST + 1 */
@@ -489,37 +484,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         float s[NJ][4];
         for (int j = 0; j < NJ; j++)
             s[j][0] = s[j][1] = qb[0], s[j][2] = s[j][3] = qb[1];
-        if (L::ELT == 2) {
-#pragma unroll
-            for (int ks = 0; ks < D / 16; ks++)
-#pragma unroll
-                for (int j = 0; j < NJ; j += 2) {
-                    uint32_t bf[4];
-                    const int key = 8 * (j + (lane >> 4)) + (lane & 7), ch = 16 * ks + 8 * ((lane >> 3) & 1);
-                    qattn_ldmatrix_x4(bf, kt + key * L::RAW_ROW + qattn_dmma_swz<L::RAW_ROW>(key, ch * 2));
-                    qattn_dmma_mma<QT>(s[j], qa[ks], bf);
-                    qattn_dmma_mma<QT>(s[j + 1], qa[ks], bf + 2);
-                }
-        } else { /* one word of 4 codes per k-step: key 8 j + g, channels 16 ks + 4 t4 .. + 3, by
-                  * ldmatrix .x2 of two k-steps' pieces (lanes 8m .. 8m + 7, m < 2: k-step ks0 + m's
-                  * piece of keys 8 j .. 8 j + 7; register m of lane 4 g + t4 = that word; .x4 of four
-                  * k-steps spilled at d = 128 in 12 warps) */
-#pragma unroll
-            for (int ks0 = 0; ks0 < D / 16; ks0 += 2)
-#pragma unroll
-                for (int j = 0; j < NJ; j++) {
-                    uint32_t w[2];
-                    const int key = 8 * j + (lane & 7);
-                    qattn_ldmatrix_x2(w, kt + key * L::RAW_ROW +
-                                             qattn_dmma_swz<L::RAW_ROW>(key, 16 * (ks0 + ((lane >> 3) & 1))));
-#pragma unroll
-                    for (int m = 0; m < 2; m++) {
-                        uint32_t bf[2];
-                        qattn_dmma_widen4<CF>(w[m], &bf[0], &bf[1]);
-                        qattn_dmma_mma<QT>(s[j], qa[ks0 + m], bf);
-                    }
-                }
-        }
+        qattn_dmma_chunk_qk<D, CF, QT, KC, L::RAW_ROW>(s, qa, kt, lane);
         /* scale, mask, online softmax (rows g: s[j][0..1], g + 8: s[j][2..3]); keys as offsets from
          * kbeg. Rows g + 8 only where the tile has them (hi: a decode step's 8 heads of one token fill
          * rows 0-7 alone), the mask only in chunks that cross a live row's range (ins) */
@@ -589,53 +554,16 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
             for (int j = 0; j < NJ; j++)
                 pa[j >> 1][(j & 1) * 2 + 1] = 0u;
         if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) { /* a row's max moved */
-            for (int n = 0; n < NT; n++) {
+            for (int n = 0; n < NT; n++)
                 o[n][0] *= alpha[0], o[n][1] *= alpha[0];
-                o[n][2] *= alpha[1], o[n][3] *= alpha[1];
-            }
-            if constexpr (CF == QATTN_FMT_INT8)
+            if (hi) /* rows g + 8 where the tile has them (a decode step's are past it) */
+                for (int n = 0; n < NT; n++)
+                    o[n][2] *= alpha[1], o[n][3] *= alpha[1];
+            if constexpr (BIAS != 0.0f)
                 pb[0] *= alpha[0], pb[1] *= alpha[0], pb[2] *= alpha[1], pb[3] *= alpha[1];
         }
         /* O += P V: k-blocks of 16 keys, n-tiles of 8 channels in pairs */
-        if (L::ELT == 2) {
-#pragma unroll
-            for (int kk = 0; kk < NK; kk++)
-#pragma unroll
-                for (int n = 0; n < NT; n += 2) {
-                    uint32_t bf[4];
-                    const int key = 16 * kk + 8 * ((lane >> 3) & 1) + (lane & 7), ch = 8 * (n + (lane >> 4));
-                    qattn_ldmatrix_x4_trans(bf, vt + key * L::RAW_ROW + qattn_dmma_swz<L::RAW_ROW>(key, ch * 2));
-                    qattn_dmma_mma<QT>(o[n], pa[kk], bf);
-                    qattn_dmma_mma<QT>(o[n + 1], pa[kk], bf + 2);
-                }
-        } else {
-            /* 8-bit V straight from the loaded rows: ldmatrix .trans of 8 keys x 8 code pairs gives
-             * lane (g, t4) the channels 2g, 2g + 1 of keys 2 t4, 2 t4 + 1, split by prmt into the B
-             * fragments of two n-tiles: tile 2 s + x holds the channels 16 s + 2 c + x (c = 0..7) of
-             * segment s (O's columns permuted so; the merge below puts them back) */
-#pragma unroll
-            for (int kk = 0; kk < NK; kk++) {
-                if constexpr (CF == QATTN_FMT_INT8) {
-                    const uint32_t ones[2] = {0x3c003c00u, 0x3c003c00u};
-                    qattn_dmma_mma<QT>(pb, pa[kk], ones);
-                }
-#pragma unroll
-                for (int s2 = 0; s2 < D / 32; s2++) {
-                    uint32_t r[4];
-                    const int key = 16 * kk + 8 * ((lane >> 3) & 1) + (lane & 7), seg = 2 * s2 + (lane >> 4);
-                    qattn_ldmatrix_x4_trans(r, vt + key * L::RAW_ROW + qattn_dmma_swz<L::RAW_ROW>(key, seg * 16));
-#pragma unroll
-                    for (int h = 0; h < 2; h++) { /* segment 2 s2 + h: r[2h] keys 0-7, r[2h + 1] keys 8-15 */
-                        uint32_t even[2], odd[2];
-#pragma unroll
-                        for (int x = 0; x < 2; x++)
-                            qattn_dmma_widen_pairs<CF>(r[2 * h + x], &even[x], &odd[x]);
-                        qattn_dmma_mma<QT>(o[4 * s2 + 2 * h], pa[kk], even);
-                        qattn_dmma_mma<QT>(o[4 * s2 + 2 * h + 1], pa[kk], odd);
-                    }
-                }
-            }
-        }
+        qattn_dmma_chunk_pv<D, CF, QT, KC, L::RAW_ROW>(o, pb, pa, vt, lane);
         __syncwarp();
     }
     qattn_cp_async_wait<0>();
@@ -654,10 +582,10 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
         l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 1);
         l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 2);
     }
-    if constexpr (CF == QATTN_FMT_INT8) /* the biased V codes' share of O */
+    if constexpr (BIAS != 0.0f) /* the biased V codes' share of O */
         for (int n = 0; n < NT; n++) {
-            o[n][0] -= QATTN_DMMA_I8_BIAS * pb[0], o[n][1] -= QATTN_DMMA_I8_BIAS * pb[1];
-            o[n][2] -= QATTN_DMMA_I8_BIAS * pb[2], o[n][3] -= QATTN_DMMA_I8_BIAS * pb[3];
+            o[n][0] -= BIAS * pb[0], o[n][1] -= BIAS * pb[1];
+            o[n][2] -= BIAS * pb[2], o[n][3] -= BIAS * pb[3];
         }
     __syncthreads(); /* the rings are free: merge the warps' states */
     stamp(4);
@@ -674,6 +602,14 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
 #pragma unroll
             for (int n = 0; n < NT; n++)
                 *(float2 *)&mr[8 * n + 2 * t4] = make_float2(o[n][2 * hr], o[n][2 * hr + 1]);
+        } else if (L::I4) { /* tiles 4 seg + i: column 2 t4 (+ 1) is channel 32 seg + 8 t4 (+ 4) + i */
+#pragma unroll
+            for (int sg = 0; sg < D / 32; sg++)
+#pragma unroll
+                for (int x = 0; x < 2; x++)
+                    *(float4 *)&mr[32 * sg + 8 * t4 + 4 * x] =
+                        make_float4(o[4 * sg][2 * hr + x], o[4 * sg + 1][2 * hr + x], o[4 * sg + 2][2 * hr + x],
+                                    o[4 * sg + 3][2 * hr + x]);
         } else { /* tile n holds channels 16 (n / 2) + 2 c + n % 2: n-tiles 2 s, 2 s + 1 give 4 channels */
 #pragma unroll
             for (int n = 0; n < NT; n += 2)

@@ -143,7 +143,7 @@ static int qattn_decode_mma_launch_t(const qattn_kernels_decode_params &p, hipSt
 }
 
 /* CF: the cache format (both K and V); 16-bit caches run in the query's
- * dtype, 8-bit ones in fp16 */
+ * dtype, 8-bit and int4 ones in fp16 */
 template <int D, int CF>
 static int qattn_decode_mma_launch(const qattn_kernels_decode_params *pp, void *stream, qattn_err *err)
 {
@@ -165,7 +165,7 @@ static int qattn_decode_mma_launch(const qattn_kernels_decode_params *pp, void *
     else if constexpr (CF == QATTN_FMT_FP16)
         return qattn_decode_mma_launch_t<D, CF, QATTN_FMT_FP16, 0>(p, (hipStream_t)stream, err);
     else {
-        /* 8-bit caches: 8 warps where each split's keys (by the cache's capacity) would give 12 warps
+        /* 8-bit and int4 caches: 8 warps where each split's keys (by the cache's capacity) would give 12 warps
          * at most one chunk each (batch 1 with 128 splits: 0.95x in 12 warps, H200 2026-11-28);
          * p.mma_warps 8 / 12 (QATTN_DECODE_WARPS) forces a form */
         typedef qattn_dmma_layout<D, CF, 0> L12;

@@ -46,7 +46,7 @@ attn_fwd_wgmma_d128_kb64_qk_int4_pv_e4m3_acc_fp22
 attn_fwd_wgmma_d128_kb64_qk_int8_pv_e4m3_acc_fp22 attn_fwd_wgmma_d128_kb64_qk_int8_pv_int8_acc_fp32
 attn_fwd_wgmma_d128_kb64_qk_int8_pv_fp16_acc_fp16 attn_fwd_wgmma_d64_kb64_qk_int8_pv_fp16_acc_fp16
 attn_fwd_wgmma_d128_kb64_qk_int4_pv_e4m3_acc_fp32 attn_fwd_wgmma_d64_kb64_qk_int4_pv_e4m3_acc_fp32
-decode_mma_d128_cache_int8 decode_mma_d128_cache_e4m3 sparse_wgmma_d512_fp8
+decode_mma_d128_cache_int8 decode_mma_d128_cache_e4m3 decode_mma_d128_cache_int4 sparse_wgmma_d512_fp8
 "
 
 fmt_enum() { echo "QATTN_FMT_$(echo "$1" | tr a-z A-Z)"; }
@@ -311,10 +311,12 @@ $(attn_entry)
 done
 # the decode family's NVIDIA mma.sync path (decode_mma.h): one cache format
 # for K and V (fp16 / bf16 in the query's dtype; int8 / e4m3 with a scale
-# per token, run in fp16), GQA-packed rows, any page size; registered under
-# QATTN_KERNELS_WITH_MMA with the mma.sync instances
+# per token, run in fp16; int4 likewise at d = 128, its rows 64 bytes),
+# GQA-packed rows, any page size; registered under QATTN_KERNELS_WITH_MMA
+# with the mma.sync instances
 for d in $head_dims; do
-    for cf in bf16 fp16 int8 e4m3; do
+    for cf in bf16 fp16 int8 e4m3 int4; do
+        [ "$cf" = int4 ] && [ "$d" != 128 ] && continue
         CF=$(echo "$cf" | tr a-z A-Z)
         name="decode_mma_d${d}_cache_${cf}"
         fn="qattn_kernels_launch_${name}"

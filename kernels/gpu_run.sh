@@ -98,7 +98,7 @@ run_sanitize() {
             attn_fwd_wgmma_d128_kb64_qk_int8_pv_e4m3_acc_fp32 attn_fwd_wgmma_d128_kb64_qk_int4_pv_e4m3_acc_fp32 \
             attn_fwd_portable_d128_qk_int8_pv_e4m3_acc_fp22 attn_fwd_portable_d64_qk_int4_pv_fp16_acc_fp16 \
             quant_fast_in_fp16 quant_portable_in_fp32 decode_mma_d128_cache_bf16 decode_mma_d128_cache_int8 \
-            decode_mma_d64_cache_e4m3 decode_portable_d128; do
+            decode_mma_d128_cache_int4 decode_mma_d64_cache_e4m3 decode_portable_d128; do
             san "$tool" "$inst" qattn gpu-check --quick --instance "$inst"
         done
         # Q quantized inside the wgmma kernel (int8 Q: sage2-8b-sm90's and the CK layout's)

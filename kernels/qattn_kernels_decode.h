@@ -129,7 +129,7 @@ struct qattn_kernels_decode_params {
     unsigned mma_off;      /* QATTN_KERNELS_DECODE_OFF_* bits: choices the launcher must not take */
     int mma_spec;          /* speculation: 0 the rule, -1 never (QATTN_DECODE_SPEC=0), 1 wherever the rows are
                             * fixed (=1), 2 / 3 the tests' spoiling modes (=spoil-len / =spoil-rows) */
-    int mma_warps;         /* 8-bit caches' block form: 0 the rule, 8 or 12 warps (QATTN_DECODE_WARPS=8 / 12) */
+    int mma_warps;         /* 8-bit and int4 caches' block form: 0 the rule, 8 or 12 warps (QATTN_DECODE_WARPS=8 / 12) */
     unsigned l2_prefetch;  /* mma path, set by its launcher (OFF_PREFETCH: 0; OFF_PREFETCH_MULTI: 0 with several kv
                             * heads): a block's share of the bytes of its split prefetched into L2 while the
                             * previous kernel finishes (half the L2 over the grid's blocks; whole pages, a

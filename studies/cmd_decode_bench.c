@@ -1,8 +1,8 @@
 /* qattn decode-bench: the decode family's speed on the GPU. For each cache
  * format and shape (sk keys per sequence, batch, hkv kv heads, hq = 8 hkv, one
  * query row, d = 128, causal-br): a paged cache (pages of --page tokens in a
- * shuffled order) of random values (int8 / e4m3: random codes, a random scale
- * per token), timed with device events (median of --reps runs) with the
+ * shuffled order) of random values (int8 / e4m3 / int4: random codes, a random
+ * scale per token), timed with device events (median of --reps runs) with the
  * plan's num_splits, and with num_splits = 1 beside it where the plan splits.
  * A timed run is S decode calls back to back on R replicas of the batch in
  * turn (R = 192 MB / the batch's KV bytes + 1, at most 64, so that a call's
@@ -163,7 +163,7 @@ static void usage(FILE *f)
             "hq = 8 hkv, d = 128, causal-br): the plan's num_splits, and num_splits = 1 beside it\n"
             "where the plan splits; a 1 GiB device-to-device copy in the same run. The torch\n"
             "column is filled by kernels/bench_torch_decode.py.\n\n"
-            "  --caches LIST   cache operands, comma-separated (default bf16,int8@token,e4m3@token)\n"
+            "  --caches LIST   cache operands, comma-separated (default bf16,int8@token,e4m3@token,int4@token)\n"
             "  --shapes LIST   SK:BATCH:HKV triples, comma-separated (default 1024:1:1,32768:1:1,\n"
             "                  131072:1:1,32768:1:8,8192:8:8,32768:8:8,131072:4:8,1024:64:8,8192:64:8)\n"
             "  --page P        page size in tokens (default 16)\n"
@@ -190,7 +190,7 @@ static void usage(FILE *f)
 
 int qattn_cmd_decode_bench(int argc, char **argv)
 {
-    const char *out = NULL, *caches = "bf16,int8@token,e4m3@token",
+    const char *out = NULL, *caches = "bf16,int8@token,e4m3@token,int4@token",
                *shapes = "1024:1:1,32768:1:1,131072:1:1,32768:1:8,8192:8:8,32768:8:8,131072:4:8,1024:64:8,8192:64:8";
     long long page_v = 16, reps_v = 30, copy_v = 1024, steps_v = 8;
     const char *split_list = NULL, *order = "shuffled", *layout_s = "nhd", *stamps_out = NULL;
@@ -327,15 +327,16 @@ int qattn_cmd_decode_bench(int argc, char **argv)
             const qattn_operand op = cop[ci];
             const int scaled = qattn_fmt_is_scaled(op.fmt);
             const size_t elt = op.fmt == QATTN_FMT_FP32 ? 4 : (op.fmt == QATTN_FMT_FP16 || op.fmt == QATTN_FMT_BF16) ? 2 : 1;
+            const size_t rowb = (size_t)QATTN_KERNELS_ROW(op.fmt, d) * elt; /* a stored row (int4: d / 2 bytes) */
             /* bytes the kernel must read: K and V of every token and kv head, scales included */
-            const double kv = 2.0 * (double)s.batch * s.hkv * s.sk * ((double)d * (double)elt + (scaled ? 4.0 : 0.0));
+            const double kv = 2.0 * (double)s.batch * s.hkv * s.sk * ((double)rowb + (scaled ? 4.0 : 0.0));
             /* replicas of the batch, run back to back, so that what one call reads is not in L2 from the
              * last (>= 192 MB between two reads of a replica; at most 64) */
             int nrep = (int)(192e6 / kv) + 1;
             nrep = nrep > 64 ? 64 : nrep;
             const int nb = s.batch * nrep;
             const int64_t npages = (int64_t)nb * pages_per;
-            const size_t pool = (size_t)npages * page * s.hkv * d * elt;
+            const size_t pool = (size_t)npages * page * s.hkv * rowb;
             qattn_kernels_kvcache_dev dc;
             memset(&dc, 0, sizeof dc);
             dc.num_pages = npages, dc.page_size = page, dc.max_pages = pages_per, dc.nseq = nb;
@@ -350,7 +351,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
                 for (int64_t i = 0; i < npages; i++)
                     tab[i] = (int32_t)i;
                 /* pages shuffled over the pool, or within runs spanning 2 MiB of a pool (local), or not */
-                const int64_t pbytes = (int64_t)page * s.hkv * d * elt;
+                const int64_t pbytes = (int64_t)page * s.hkv * (int64_t)rowb;
                 const int64_t run = !strcmp(order, "local") ? ((int64_t)2 << 20) / pbytes > 1 ? ((int64_t)2 << 20) / pbytes : 1
                                     : !strcmp(order, "sorted") ? 1
                                                                : npages;

@@ -105,6 +105,9 @@ int qattn_kernels_launch_decode_mma_d128_cache_int8(const qattn_kernels_decode_p
 #if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
 int qattn_kernels_launch_decode_mma_d128_cache_e4m3(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
 #endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
+int qattn_kernels_launch_decode_mma_d128_cache_int4(const qattn_kernels_decode_params *p, void *stream, qattn_err *err);
+#endif
 int qattn_kernels_launch_sparse_portable(const qattn_kernels_sparse_params *p, void *stream, qattn_err *err);
 #if QATTN_KERNELS_WITH_WGMMA
 int qattn_kernels_launch_sparse_wgmma_d512_bf16(const qattn_kernels_sparse_params *p, void *stream, qattn_err *err);
@@ -1302,6 +1305,30 @@ const qattn_kernels_sig qattn_kernels_table[] = {
      .blocks_per_sm = 1,
      .keys_per_round = 256,
      .launch_decode = qattn_kernels_launch_decode_mma_d128_cache_e4m3},
+#endif
+#if QATTN_KERNELS_WITH_MMA && QATTN_KERNELS_WITH_D128
+    {.name = "decode_mma_d128_cache_int4",
+     .family = QATTN_KERNELS_FAMILY_DECODE,
+     .path = QATTN_KERNELS_PATH_MMA,
+     .head_dim = 128,
+     .qk_groups = "cache: int4 K and V, one scale per token; Q.K and P.V in fp16 (codes exact, bf16 queries converted)",
+     .v_groups = "cache: int4 K and V, one scale per token; Q.K and P.V in fp16 (codes exact, bf16 queries converted)",
+     .masks = (1u << QATTN_MASK_NONE) | (1u << QATTN_MASK_CAUSAL) | (1u << QATTN_MASK_CAUSAL_BR) | (1u << QATTN_MASK_WINDOW),
+     .varlen = 1,
+     .gqa = 1,
+     .lse = 1,
+     .kblock_max = 1024,
+     .in_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16),
+     .out_fmts = (1u << QATTN_FMT_FP16) | (1u << QATTN_FMT_BF16) | (1u << QATTN_FMT_FP32),
+     .arch = QATTN_KERNELS_ARCHS " (kernel body: sm_80 and newer; shared memory: sm_90)",
+     .cc_min = 90,
+     .cc_max = 0,
+     .cache_fmts = 1u << QATTN_FMT_INT4,
+     .cache_groups = QATTN_KERNELS_CACHE_TOKEN,
+     .cache_is_in = 0,
+     .blocks_per_sm = 1,
+     .keys_per_round = 256,
+     .launch_decode = qattn_kernels_launch_decode_mma_d128_cache_int4},
 #endif
     {.name = "sparse_portable",
      .family = QATTN_KERNELS_FAMILY_SPARSE,
