@@ -48,21 +48,21 @@ struct qattn_dmma_bias {
     static constexpr float VB = CF == QATTN_FMT_INT8 ? QATTN_DMMA_I8_BIAS : CF == QATTN_FMT_INT4 ? QATTN_DMMA_I4_BIAS : 0.0f;
 };
 /* Q's channel order for the cache's K fragments: 16-bit caches natural (0), 8-bit caches
- * 16 ks + 4 t4 .. + 3 (1), int4 the pairs qattn_dmma_widen_i4 gives (2) */
+ * 16 ks + 4 t4 .. + 3 (1), int4 the pairs qattn_dmma_widen_i4k gives (2) */
 template <int CF>
 struct qattn_dmma_qperm {
     static const int value = (CF == QATTN_FMT_FP16 || CF == QATTN_FMT_BF16) ? 0 : CF == QATTN_FMT_INT4 ? 2 : 1;
 };
-/* int4: the fp16 pair of nibbles i and i + 4 of w (low half first), code + 1032 exactly: a
- * nibble u ^ 8 = code + 8 under 0x64 is 1024 + code + 8 (one LOP3 after the shift). K: a word
- * of 8 channels c .. c + 7 gives the pairs (c + i, c + i + 4); V (ldmatrix .trans of b16 =
- * 4 channels): keys 2 t4 and 2 t4 + 1 of channel 4 g + i */
+/* int4 V: the fp16 pair of nibbles i and i + 4 of w (low half first), code + 1032 exactly: a
+ * nibble u ^ 8 = code + 8 under 0x64 is 1024 + code + 8 (one LOP3 after the shift); from
+ * ldmatrix .trans of b16 = 4 channels, keys 2 t4 and 2 t4 + 1 of channel 4 g + i */
 static __device__ __forceinline__ uint32_t qattn_dmma_widen_i4(uint32_t w, int i)
 {
     return ((w >> (4 * i)) & 0x000f000fu) ^ 0x64086408u;
 }
-/* the same pair as code + 24 (QATTN_DMMA_I4K_BIAS): the nibbles moved to bits 6-9 and 22-25,
- * under 0x4c (16.0, whose ulp there is 1); one shift and one LOP3 */
+/* int4 K: nibbles I and I + 4 of w as code + 24 (QATTN_DMMA_I4K_BIAS), moved to bits 6-9 and
+ * 22-25 under 0x4c (16.0, whose ulp there is 1); one shift and one LOP3. A word of 8 channels
+ * c .. c + 7 gives the pairs (c + I, c + I + 4) */
 template <int I>
 static __device__ __forceinline__ uint32_t qattn_dmma_widen_i4k(uint32_t w)
 {

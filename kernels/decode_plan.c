@@ -16,8 +16,7 @@ static int op_gtok(const qattn_operand *op)
     return op->group.tok == QATTN_TOK_TOKEN ? 1 : op->group.b;
 }
 
-/* the stored bytes of one pool row of d values in format f */
-static size_t row_bytes(qattn_fmt f, int d)
+size_t qattn_kernels_kv_row_bytes(qattn_fmt f, int d)
 {
     size_t elem = f == QATTN_FMT_FP32 ? 4 : (f == QATTN_FMT_FP16 || f == QATTN_FMT_BF16) ? 2 : 1;
     return (size_t)QATTN_KERNELS_ROW(f, d) * elem;
@@ -112,7 +111,7 @@ int qattn_kernels_kvcache_upload_as(qattn_kernels_kvcache_dev *dev, const qattn_
         rc = upload((void **)&dev->table, c->table, cf->nseq * cf->max_pages * sizeof *c->table, err);
     for (int t = 0; t < 2 && !rc; t++) {
         const qattn_operand *op = t ? &cf->v : &cf->k;
-        size_t bytes = rows * row_bytes(op->fmt, dev->d);
+        size_t bytes = rows * qattn_kernels_kv_row_bytes(op->fmt, dev->d);
         void *host = malloc(bytes);
         if (!host) {
             rc = qattn_err_set(err, QATTN_ERR_NOMEM, "out of memory for a %zu-byte cache pool", bytes);
@@ -125,7 +124,7 @@ int qattn_kernels_kvcache_upload_as(qattn_kernels_kvcache_dev *dev, const qattn_
                 const size_t h = r % cf->hkv, off = r / cf->hkv % cf->page_size, pg = r / cf->hkv / cf->page_size;
                 const int64_t at = qattn_kernels_kv_row(layout, (int64_t)pg, dev->page_size, dev->hkv, (int)off, (int)h);
                 encode_pool(op->fmt, c->val[t] + r * cf->d, 1, dev->d,
-                            (unsigned char *)host + (size_t)at * row_bytes(op->fmt, dev->d));
+                            (unsigned char *)host + (size_t)at * qattn_kernels_kv_row_bytes(op->fmt, dev->d));
             }
         rc = upload(t ? &dev->v : &dev->k, host, bytes, err);
         free(host);

@@ -326,8 +326,7 @@ int qattn_cmd_decode_bench(int argc, char **argv)
             const int hq = 8 * s.hkv, pages_per = (s.sk + page - 1) / page;
             const qattn_operand op = cop[ci];
             const int scaled = qattn_fmt_is_scaled(op.fmt);
-            const size_t elt = op.fmt == QATTN_FMT_FP32 ? 4 : (op.fmt == QATTN_FMT_FP16 || op.fmt == QATTN_FMT_BF16) ? 2 : 1;
-            const size_t rowb = (size_t)QATTN_KERNELS_ROW(op.fmt, d) * elt; /* a stored row (int4: d / 2 bytes) */
+            const size_t rowb = qattn_kernels_kv_row_bytes(op.fmt, d); /* a stored row (int4: d / 2 bytes) */
             /* bytes the kernel must read: K and V of every token and kv head, scales included */
             const double kv = 2.0 * (double)s.batch * s.hkv * s.sk * ((double)rowb + (scaled ? 4.0 : 0.0));
             /* replicas of the batch, run back to back, so that what one call reads is not in L2 from the
