@@ -69,6 +69,7 @@
 #include "wgmma_steps.h"  /* the consumers' steps of a key block: MMA issues, softmax, O updates */
 #include "wgmma_dsq.h"    /* smooth=q's dS plane (int4) */
 #include "wgmma_unpack.h" /* the producer that unpacks int4 K / widens e4m3 V */
+#include "wgmma_produce.h" /* the producer that copies Q and the key blocks by cp.async */
 #include "wgmma_tile.h"   /* block shape, shared memory, swizzled tiles, descriptors */
 #include "attn_fwd_wgsolo.h" /* blocks of one warpgroup, no producer (8-bit Q.K, e4m3 P.V) */
 
@@ -155,12 +156,9 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
     constexpr int NT = KB / 8;      /* n-tiles of S (int8) */
     constexpr int NO = D / 8;       /* n-tiles of O */
     constexpr int RB = D * ES;      /* bytes of a Q / K row */
-    constexpr int CH = RB / 16;     /* 16-byte chunks of a Q / K row */
-    constexpr int RP = 128 / CH;    /* K rows the producer's 128 threads copy per pass */
-    /* the V tile: 8-bit codes as V^T (D rows of KS bytes), 16-bit V as rows of keys (KS rows of 2 D bytes) */
-    constexpr int VRB = V16 ? 2 * D : KS, VROWS = V16 ? KS : D, VCH = VRB / 16, VR = 128 / VCH;
+    /* a stage: the K tile (KS rows of RB bytes), then V (8-bit codes as V^T: D rows of KS bytes; 16-bit
+     * V as rows of keys: KS rows of 2 D bytes) */
     constexpr int KBYTES = KS * RB, STAGE = QATTN_WGMMA_STAGEB(D, QF, VF, W16, KB, BM);
-    constexpr int KSTEP = RP * (RB < 128 ? RB : 128), VSTEP = VR * (VRB < 128 ? VRB : 128);
     QATTN_DYNAMIC_SHARED(uint8_t, smem_raw);
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
     uint8_t *sQ = smem;               /* [128 rows][RB] swizzled */
@@ -243,7 +241,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
          * while this one's stages load), each published to the consumers in s_tile beside its Q */
         if (PERSIST && wv > 0)
             return;
-        const int pthreads = PERSIST ? 32 : 128;
+        constexpr int pthreads = PERSIST ? 32 : 128;
         int it = 0;       /* key blocks loaded over the CTA's tiles: block it uses stage it % S */
         uint32_t qn = 0u; /* Q tiles loaded before this one */
         int nxt = ntiles;
@@ -270,16 +268,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                         qattn_mbar_arrive(QATTN_WS_QBAR); /* publishes s_tile */
                         nxt = (int)gridDim.x + (int)atomicAdd(p.work, 1u);
                     }
-                    const uint8_t *qg =
-                        (const uint8_t *)p.q + ((int64_t)b * p.q_sb + tq0 * p.q_st + (int64_t)h * p.q_sh) * ES;
-                    const int qst = (int)p.q_st * ES;
-#pragma unroll 4
-                    for (int e = wt; e < BM * CH; e += pthreads) {
-                        const int r = e / CH, ch = e % CH, ok = i0 + r < sq;
-                        qattn_cp_async16(sQ + qattn_wg_off<RB, BM>(r, ch),
-                                         qg + (ok ? (int64_t)(i0 + r) * qst + ch * 16 : 0), ok ? 16 : 0);
-                    }
-                    qattn_cp_async_mbar_arrive(QATTN_WS_QBAR);
+                    qattn_wgmma_copy_q<D, ES, BM, pthreads>(p, sQ, QATTN_WS_QBAR, b, h, i0, sq, tq0, wt);
                 }
                 qn++;
                 /* key block i of the CTA (keys j0..): its stage's release awaited (completion i / S - 1),
@@ -320,47 +309,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                     }
                     continue;
                 }
-                /* this thread's 16-byte chunk ch of K rows r0 + RP x (x < KS / RP); int8: K row
-                 * r0 + RP x holds key RP x + sigma(r0) of the block (sigma(c) = 16h + 4i + 2u + e for
-                 * c = 16h + 8u + 2i + e, within 32 keys), 16-bit: key r0 + RP x; and chunk vch of the
-                 * V tile's rows v0 + VR x (x < VROWS / VR) */
-                const int r0 = wt / CH, ch = wt % CH, v0 = wt / VCH, vch = wt % VCH;
-                const int kperm = Q8 ? qattn_wg_sigma(r0) : r0;
-                const int kst = (int)p.k_st * ES, vst = (int)p.v_st * (V16 ? 2 : 1);
-                const uint8_t *kg = (const uint8_t *)p.k +
-                                    ((int64_t)b * p.k_sb + tk0 * p.k_st + (int64_t)hk * p.k_sh) * ES +
-                                    (int64_t)kperm * kst + ch * 16;
-                /* 8-bit: V^T row (channel) v0, keys from the sequence's first; 16-bit: V row (key) v0
-                 * (P16: the row of key sigma(v0 + VR x), found in the loop) */
-                const uint8_t *vg = (const uint8_t *)p.v +
-                                    ((int64_t)b * p.v_sb + (V16 ? tk0 * p.v_st : 0) + (int64_t)hk * p.v_sh) * (V16 ? 2 : 1) +
-                                    (int64_t)(P16 ? 0 : v0) * vst + vch * 16;
-                const int soff = qattn_wg_off<RB, KS>(r0, ch), voff = qattn_wg_off<VRB, VROWS>(v0, vch);
-                for (int j0 = J0; j0 < J1; j0 += KS, it++) {
-                    const int stage = it % S;
-                    if (it >= S) /* the consumers' release of this stage's previous block: completion it / S - 1 */
-                        qattn_mbar_wait(QATTN_WS_EMPTY(stage), (uint32_t)((it / S - 1) & 1));
-                    uint8_t *sK = sStage + stage * STAGE + soff, *sV = sStage + stage * STAGE + KBYTES + voff;
-                    const uint8_t *kp = kg + (int64_t)j0 * kst;
-                    const uint8_t *vp = vg + (V16 ? (int64_t)j0 * vst : (int64_t)j0);
-                    /* few registers here (setmaxnreg): pointers stepped, not precomputed */
-#pragma unroll 1
-                    for (int x = 0; x < (KS / RP > VROWS / VR ? KS / RP : VROWS / VR); x++, kp += RP * kst) {
-                        if (x < KS / RP) {
-                            const int ok = j0 + RP * x + kperm < sk;
-                            qattn_cp_async16(sK + KSTEP * x, ok ? kp : kg, ok ? 16 : 0);
-                        }
-                        if (x < VROWS / VR) {
-                            /* 16-bit V rows past the sequence's end are zero (P is 0 there, V may not be finite) */
-                            const int vk = P16 ? qattn_wg_sigma64(VR * x + v0) : VR * x + v0;
-                            const int ok = !V16 || j0 + vk < sk;
-                            qattn_cp_async16(sV + VSTEP * x, ok ? (P16 ? vp + (int64_t)vk * vst : vp) : vg, ok ? 16 : 0);
-                            if (!P16)
-                                vp += VR * vst;
-                        }
-                    }
-                    qattn_cp_async_mbar_arrive(QATTN_WS_FULL(stage));
-                }
+                qattn_wgmma_copy_blocks<D, KS, S, STAGE, ES, Q8, V16, P16>(p, sStage, bar0, it, J0, J1, b, hk, sk, tk0, wt);
             }
         }
         if constexpr (PERSIST) { /* none left: the consumers learn it from s_tile; the last CTA out clears the counter */
