@@ -41,6 +41,10 @@ static const qattn_kernels_decode_case cases[] = {
     {128, 16, 2, 2, {4, 16}, {777, 333}, 64, 16, "e4m3@token", "e4m3@token", "causal-br", B16, B16, 64, 1, 1, 0, 0},
     {128, 8, 8, 1, {1}, {4000}, 16, 0, "int8@token", "int8@token", "causal-br", B16, B16, 64, 0, 0, 0, 0},
     {64, 16, 2, 2, {1, 1}, {1500, 3}, 16, 32, "int8@token", "int8@token", "causal-br", F16, F16, 64, 0, 0, 0, 0},
+    /* 16-bit caches with long splits (one of 4000 keys; two of 1500 in HND): a warp's chunks in
+     * its steady state, past its first lookups */
+    {128, 8, 1, 1, {1}, {4000}, 16, 1, "bf16", "bf16", "causal-br", B16, B16, 64, 0, 0, 0, 0},
+    {64, 8, 2, 2, {1, 3}, {3001, 1200}, 16, 2, "fp16", "fp16", "causal-br", F16, F16, 64, 0, 0, 0, 1},
     /* Q not 16-byte aligned: the mma path's fragments loaded element by element (1) or as words (2) */
     {128, 8, 1, 2, {1, 4}, {300, 90}, 16, 3, "bf16", "bf16", "causal-br", B16, B16, 64, 0, 0, 1, 0},
     {128, 8, 2, 1, {2}, {200}, 16, 2, "int8@token", "int8@token", "causal-br", F16, F32, 64, 0, 0, 2, 0},
