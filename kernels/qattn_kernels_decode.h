@@ -80,9 +80,10 @@ typedef struct qattn_kernels_kvcache_dev {
  * open groups, table, lengths). Errors: a format the device cannot store
  * (e8m0 elements), device errors. */
 int qattn_kernels_kvcache_upload(qattn_kernels_kvcache_dev *dev, const qattn_kvcache *c, qattn_err *err);
-/* the same with the pool in `layout` (qattn_kernels_kv_layout; upload: NHD). Errors: an unknown layout */
 /* the stored bytes of one pool row of d values in format f (int4: (d + 1) / 2) */
 size_t qattn_kernels_kv_row_bytes(qattn_fmt f, int d);
+/* the same as qattn_kernels_kvcache_upload with the pool in `layout` (qattn_kernels_kv_layout; upload:
+ * NHD). Errors: an unknown layout */
 int qattn_kernels_kvcache_upload_as(qattn_kernels_kvcache_dev *dev, const qattn_kvcache *c, int layout,
                                     qattn_err *err);
 void qattn_kernels_kvcache_dev_free(qattn_kernels_kvcache_dev *dev);
