@@ -167,17 +167,17 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
     uint8_t *sStg = sStage + S * STAGE;
     float *sDs = (float *)(sStg + (U ? QATTN_WGMMA_UNSLOT(I4, W16) * QATTN_WGMMA_USLOT(D, KS, I4, WQK, W16) : 0));
     uint8_t *sQstg = (uint8_t *)(sDs + (I4 ? S * QATTN_WGMMA_DSROWS(BM) * KS : 0)); /* Q's packed / e4m3 rows */
-    __shared__ __align__(8) uint64_t s_bar[2 * S + 2]; /* full[S], empty[S], Q, Q released */
+    __shared__ __align__(8) uint64_t s_bar[QATTN_WGMMA_NBAR(S)]; /* qattn_wgmma_bar_*: full[S], empty[S], Q, Q released */
     __shared__ int s_tile[PERSIST ? 2 : 1];            /* PERSIST: the CTA's tile qn at [qn % 2] */
     /* fused Q (int8 Q.K from the user's Q, QFUSE): the tile's group scales and their reciprocals' brackets */
     constexpr int QFUSE = QC == QATTN_FMT_INT8 && !I4 && NC == 2; /* wgmma_qfuse.h: two consumer warpgroups */
     __shared__ float s_qsc[QFUSE ? 3 * BM : 1];
     __shared__ int s_qrowg[QFUSE ? BM : 1]; /* each row's group, from the tile's first */
     const uint32_t bar0 = qattn_wgmma_smem_addr(s_bar);
-#define QATTN_WS_FULL(s) (bar0 + 8u * (uint32_t)(s))
-#define QATTN_WS_EMPTY(s) (bar0 + 8u * (uint32_t)(S + (s)))
-#define QATTN_WS_QBAR (bar0 + 8u * (uint32_t)(2 * S))
-#define QATTN_WS_QEMPTY (bar0 + 8u * (uint32_t)(2 * S + 1))
+#define QATTN_WS_FULL(s) qattn_wgmma_bar_full<S>(bar0, s)
+#define QATTN_WS_EMPTY(s) qattn_wgmma_bar_empty<S>(bar0, s)
+#define QATTN_WS_QBAR qattn_wgmma_bar_q<S>(bar0)
+#define QATTN_WS_QEMPTY qattn_wgmma_bar_qempty<S>(bar0)
 
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wg = warp >> 2, wv = warp & 3, g = lane >> 2, qi = lane & 3, wt = tid & 127;

@@ -30,10 +30,10 @@ static __device__ __forceinline__ void qattn_wgmma_copy_q(const qattn_kernels_at
 }
 
 /* Key blocks J0, J0 + KS, .. < J1 of (b, hk) into the S stages of STAGE bytes at sStage (K tile of KS rows of
- * D ES bytes, then V), block it of the CTA in stage it % S, once its consumers released it (the "empty"
- * barrier bar0 + 8 (S + s)); thread wt's copies arrive on the "full" barrier bar0 + 8 s. Q8 (8-bit K): K row
- * r holds key sigma(r) of its 32-key chunk; V16: V as rows of keys (P16: in the sigma order), else V^T rows
- * of KS keys */
+ * D ES bytes, then V), block it of the CTA in stage it % S, once its consumers released it (its "empty"
+ * barrier, qattn_wgmma_bar_empty from the kernel's first barrier bar0); thread wt's copies arrive on the
+ * stage's "full" barrier. Q8 (8-bit K): K row r holds key sigma(r) of its 32-key chunk; V16: V as rows of
+ * keys (P16: in the sigma order), else V^T rows of KS keys */
 template <int D, int KS, int S, int STAGE, int ES, int Q8, int V16, int P16>
 static __device__ __forceinline__ void qattn_wgmma_copy_blocks(const qattn_kernels_attn_params &p, uint8_t *sStage,
                                                                uint32_t bar0, int &it, int J0, int J1, int b, int hk,
@@ -60,7 +60,7 @@ static __device__ __forceinline__ void qattn_wgmma_copy_blocks(const qattn_kerne
     for (int j0 = J0; j0 < J1; j0 += KS, it++) {
         const int stage = it % S;
         if (it >= S) /* the consumers' release of this stage's previous block: completion it / S - 1 */
-            qattn_mbar_wait(bar0 + 8u * (uint32_t)(S + stage), (uint32_t)((it / S - 1) & 1));
+            qattn_mbar_wait(qattn_wgmma_bar_empty<S>(bar0, stage), (uint32_t)((it / S - 1) & 1));
         uint8_t *sK = sStage + stage * STAGE + soff, *sV = sStage + stage * STAGE + KBYTES + voff;
         const uint8_t *kp = kg + (int64_t)j0 * kst;
         const uint8_t *vp = vg + (V16 ? (int64_t)j0 * vst : (int64_t)j0);
@@ -80,7 +80,7 @@ static __device__ __forceinline__ void qattn_wgmma_copy_blocks(const qattn_kerne
                     vp += VR * vst;
             }
         }
-        qattn_cp_async_mbar_arrive(bar0 + 8u * (uint32_t)stage);
+        qattn_cp_async_mbar_arrive(qattn_wgmma_bar_full<S>(bar0, stage));
     }
 }
 

@@ -89,6 +89,25 @@ static __device__ __forceinline__ uint32_t qattn_wgmma_smem_addr(const void *p)
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
+/* the kernel's mbarriers (attn_fwd_wgmma.h's s_bar, QATTN_WGMMA_NBAR(S) of them) from the first's shared
+ * address bar0, with S stages: full[S] (a stage's copies landed), empty[S] (its consumers released it),
+ * Q landed, Q released */
+#define QATTN_WGMMA_NBAR(S) (2 * (S) + 2)
+template <int S>
+static __device__ __forceinline__ uint32_t qattn_wgmma_bar_full(uint32_t bar0, int s) { return bar0 + 8u * (uint32_t)s; }
+template <int S>
+static __device__ __forceinline__ uint32_t qattn_wgmma_bar_empty(uint32_t bar0, int s)
+{
+    return bar0 + 8u * (uint32_t)(S + s);
+}
+template <int S>
+static __device__ __forceinline__ uint32_t qattn_wgmma_bar_q(uint32_t bar0) { return bar0 + 8u * (uint32_t)(2 * S); }
+template <int S>
+static __device__ __forceinline__ uint32_t qattn_wgmma_bar_qempty(uint32_t bar0)
+{
+    return bar0 + 8u * (uint32_t)(2 * S + 1);
+}
+
 /* byte offset of 16-byte chunk ch of row r in a 128-byte-swizzled tile */
 static __device__ __forceinline__ int qattn_sw128(int r, int ch) { return r * 128 + ((ch ^ (r & 7)) << 4); }
 /* ... in a tile of R rows of RB bytes as the descriptors read it: rows of

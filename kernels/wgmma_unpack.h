@@ -111,7 +111,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
                 qattn_cp_async16(sQ + qattn_wg_off<RB, BM>(r, ch), ok ? qg + (int64_t)(i0 + r) * p.q_st + ch * 16 : qg,
                                  ok ? 16 : 0);
             }
-            qattn_cp_async_mbar_arrive(bar0 + 8u * (uint32_t)(2 * S)); /* the kernel's Q barrier: 64 arrivals */
+            qattn_cp_async_mbar_arrive(qattn_wgmma_bar_q<S>(bar0)); /* 64 arrivals */
         }
         const int kst = (int)p.k_st, vst = (int)p.v_st;
         const uint8_t *kg = (const uint8_t *)p.k + (int64_t)b * p.k_sb + tk0 * p.k_st + (int64_t)hk * p.k_sh;
@@ -131,7 +131,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
             if (it >= NS) /* the unpackers are done with the slot's previous block */
                 qattn_mbar_wait(QATTN_UP_FREE(slot), (uint32_t)((it / NS - 1) & 1));
             if (it >= S) /* the consumers' release of the stage's previous block */
-                qattn_mbar_wait(bar0 + 8u * (uint32_t)(S + stage), (uint32_t)((it / S - 1) & 1));
+                qattn_mbar_wait(qattn_wgmma_bar_empty<S>(bar0, stage), (uint32_t)((it / S - 1) & 1));
             uint8_t *stg = sStg + slot * SLOT;
             if constexpr (I4 || WK) {
 #pragma unroll
@@ -183,7 +183,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
                 qattn_wgmma_widen_chunk<RB, BM>(sQstg + e * 16, sQ, e / QCH, e % QCH);
         }
         qattn_fence_proxy_async_smem();
-        qattn_mbar_arrive(bar0 + 8u * (uint32_t)(2 * S)); /* Q: 64 arrivals */
+        qattn_mbar_arrive(qattn_wgmma_bar_q<S>(bar0)); /* 64 arrivals */
     }
     int it = 0;
     for (int j0 = J0; j0 < J1; j0 += KS, it++) {
@@ -191,7 +191,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
         qattn_mbar_wait(QATTN_UP_LANDED(slot), (uint32_t)((it / NS) & 1));
         if (it >= S) /* the stage's previous block released: implied by "landed" (the copiers waited for it), but
                       * through an asynchronous arrival; said directly so that the race checker sees it */
-            qattn_mbar_wait(bar0 + 8u * (uint32_t)(S + stage), (uint32_t)((it / S - 1) & 1));
+            qattn_mbar_wait(qattn_wgmma_bar_empty<S>(bar0, stage), (uint32_t)((it / S - 1) & 1));
         const uint8_t *stg = sStg + slot * SLOT;
         uint8_t *sK = sStage + stage * STAGE;
         if constexpr (I4) {
@@ -216,7 +216,7 @@ static __device__ __forceinline__ void qattn_wgmma_produce_unpack(const qattn_ke
             }
         }
         qattn_fence_proxy_async_smem();
-        qattn_mbar_arrive(bar0 + 8u * (uint32_t)stage); /* full: 64 arrivals */
+        qattn_mbar_arrive(qattn_wgmma_bar_full<S>(bar0, stage)); /* 64 arrivals */
         qattn_mbar_arrive(QATTN_UP_FREE(slot));
     }
 #undef QATTN_UP_LANDED
