@@ -317,17 +317,24 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     const int32_t *table = p.cache.table + (int64_t)b * p.cache.max_pages;
     const unsigned ps = (unsigned)p.cache.page_size;
 
-    /* the pool row of lane's key of chunk c (and this block's kv head) through the block table, ~0 past the split
-     * (pools of < 2^32 rows, the launch checks); looked up a chunk ahead of its copies, so that
-     * the table's latency is not on the warp's path */
-    auto lookup = [&](int c) -> unsigned {
+    /* lane's key of chunk c (and this block's kv head) through the block table in two steps: its
+     * table entry and row within the page (~0 past the split), a chunk ahead of the copies, and the
+     * pool row from them (~0 past the split; pools of < 2^32 rows, the launch checks) where the
+     * copies issue. A pool row computed at the load waited there for the table's latency, once a
+     * cache line of the table (ncu, H200, bf16 8192:8:8 with one split: 18% of the stall samples
+     * with pages of 16, 2% with pages of 256; kernels/logs/h200_decode_table_2026-12-03.txt) */
+    struct entry_t {
+        unsigned page, off; /* the table entry; the row within the page (~0 past the split) */
+    };
+    auto entry = [&](int c) -> entry_t {
         const unsigned x = kb32 + (unsigned)c * KC + lane;
         if (x >= ke32)
-            return ~0u;
+            return {~0u, ~0u};
         const unsigned pg = qattn_fastdiv(p.div_page, x);
-        return (unsigned)table[pg] * row_page + (x - pg * ps) * row_off + row_hk;
+        return {(unsigned)table[pg], (x - pg * ps) * row_off + row_hk};
     };
-    /* issue the loads of chunk c (this warp's) into stage st; row from lookup(c). Lane copies
+    auto row_of = [&](entry_t e) -> unsigned { return e.off == ~0u ? ~0u : e.page * row_page + e.off; };
+    /* issue the loads of chunk c (this warp's) into stage st; row from row_of(entry(c)). Lane copies
      * piece `part` of the rows of keys (32 i + lane) / PPR; only a split's last chunk has keys
      * past it (zero-filled) */
     auto issue = [&](int c, int st, unsigned row) {
@@ -368,21 +375,22 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
     /* SHARE: the chunks of iterations it .. it + ST, (i sn + rank) NW + warp for i <= ST, then from
-     * the counter (taken an iteration before its lookup); a chunk past nchunk ends the warp's */
+     * the counter (taken an iteration before its entry); a chunk past nchunk ends the warp's */
     int cq[ST + 1];
 #pragma unroll
     for (int s = 0; s <= ST; s++)
         cq[s] = (s * sn + srank) * NW + warp;
-    unsigned pre[ST]; /* the first ST chunks' lookups, in flight together */
+    const entry_t none = {~0u, ~0u};
+    entry_t pre[ST]; /* the first ST chunks' table entries, in flight together */
 #pragma unroll
     for (int s = 0; s < ST; s++)
-        pre[s] = (SHARE ? cq[s] < nchunk : s < mine) ? lookup(SHARE ? cq[s] : warp + s * NW) : ~0u;
+        pre[s] = (SHARE ? cq[s] < nchunk : s < mine) ? entry(SHARE ? cq[s] : warp + s * NW) : none;
     if constexpr (SPEC) {
         if (spec) {
-            if (p.spec == 3) /* test: rows spoiled (row 0 exists in every pool) */
+            if (p.spec == 3) /* test: rows spoiled (page 0 exists in every pool) */
 #pragma unroll
                 for (int s = 0; s < ST; s++)
-                    pre[s] = pre[s] == ~0u ? pre[s] : 0u;
+                    pre[s].page = pre[s].off == ~0u ? ~0u : 0u;
             qattn_port_wait_prior();
             stamp(1);
             load_q();
@@ -392,7 +400,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
 #pragma unroll
         for (int s = 0; s < ST - 1; s++) {
             if (SHARE ? cq[s] < nchunk : s < mine)
-                issue(SHARE ? cq[s] : warp + s * NW, s, pre[s]);
+                issue(SHARE ? cq[s] : warp + s * NW, s, row_of(pre[s]));
             qattn_cp_async_commit();
         }
     };
@@ -403,7 +411,7 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
             int same = len == sk32;
 #pragma unroll
             for (int s = 0; s < ST; s++)
-                same &= (s < mine ? lookup(warp + s * NW) : ~0u) == pre[s];
+                same &= (s < mine ? entry(warp + s * NW) : none).page == pre[s].page;
             if (!__all_sync(0xffffffffu, same)) {
                 qattn_cp_async_wait<0>(); /* the stale copies land before their stages are written again */
                 __syncwarp();
@@ -411,13 +419,16 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
                 geometry(sk32);
 #pragma unroll
                 for (int s = 0; s < ST; s++)
-                    pre[s] = s < mine ? lookup(warp + s * NW) : ~0u;
+                    pre[s] = s < mine ? entry(warp + s * NW) : none;
                 first_copies();
             }
         }
     }
     stamp(2);
-    unsigned next_row = pre[ST - 1]; /* chunk it + ST - 1's lookup at iteration it */
+    /* chunk it + ST - 1's table entry at iteration it; SHARE: its pool row at once (with chunks from the
+     * counter, rows computed where the copies issue ran 1.6-2.4% slower at 131072:4:8, 4 splits) */
+    entry_t next = pre[ST - 1];
+    unsigned next_row = SHARE ? row_of(pre[ST - 1]) : 0u;
     uint32_t qa[D / 16][4];
     if (qstage) { /* Q's group is the oldest of the ST it waits past; every thread's piece */
         qattn_cp_async_wait<ST - 1>();
@@ -462,9 +473,11 @@ __global__ void __launch_bounds__(qattn_dmma_layout<D, CF, W8>::NW * 32) qattn_d
     for (int it = 0; SHARE ? cq[0] < nchunk : it < mine; it++) {
         const int c = SHARE ? cq[0] : warp + it * NW;
         if (SHARE ? cq[ST - 1] < nchunk : it + ST - 1 < mine)
-            issue(SHARE ? cq[ST - 1] : warp + (it + ST - 1) * NW, (it + ST - 1) % ST, next_row);
+            issue(SHARE ? cq[ST - 1] : warp + (it + ST - 1) * NW, (it + ST - 1) % ST, SHARE ? next_row : row_of(next));
         qattn_cp_async_commit();
-        next_row = (SHARE ? cq[ST] < nchunk : it + ST < mine) ? lookup(SHARE ? cq[ST] : warp + (it + ST) * NW) : ~0u;
+        next = (SHARE ? cq[ST] < nchunk : it + ST < mine) ? entry(SHARE ? cq[ST] : warp + (it + ST) * NW) : none;
+        if constexpr (SHARE)
+            next_row = row_of(next);
         if constexpr (SHARE) { /* the chunk of iteration it + ST + 1, after those the rule gave */
             const int after = (ST + 1) * sn * NW + (int)__shfl_sync(0xffffffffu, taken, 0);
             if (lane == 0 && after < nchunk)
