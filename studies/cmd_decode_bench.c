@@ -399,8 +399,11 @@ int qattn_cmd_decode_bench(int argc, char **argv)
                 pb.in = pb.out = qf;
                 pb.k = pb.v = op;
                 pb.num_splits = tried[pass];
-                if (pass >= 1 && planned == tried[pass])
-                    continue; /* the plan's row has it */
+                int seen = pass >= 1 && planned == tried[pass]; /* the plan's row has it */
+                for (int q = 1; q < pass && !seen; q++)
+                    seen = tried[q] == tried[pass]; /* so has an earlier row (1 or --splits) */
+                if (seen)
+                    continue;
                 qattn_kernels_tensor qt = {qd, (int64_t)hq * d, d, (int64_t)hq * d};
                 qattn_kernels_tensor ot = {od, (int64_t)hq * d, d, (int64_t)hq * d};
                 qattn_kernels_decode_plan *pls = calloc((size_t)nrep, sizeof *pls);

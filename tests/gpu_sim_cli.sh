@@ -97,6 +97,11 @@ if "$Q" decode-bench --caches bf16 --shapes 300:2:1 --reps 1 --copy-mib 1 --page
     >"$OUT" 2>"$ERR"; then ok "decode-bench --page-order sorted: exit 0"; else bad "decode-bench sorted: $(tail -c 400 "$ERR")"; fi
 check "decode-bench --page-order sorted: the column says so" \
     awk -F, 'NR > 1 { n++; if ($16 != "sorted" || $10 <= 0) exit 1 } END { exit !(n == 2) }' "$csv"
+csv=$S/decode_splits.csv
+if "$Q" decode-bench --caches bf16 --shapes 300:2:1 --reps 1 --copy-mib 1 --splits 1,1 --out "$csv" \
+    >"$OUT" 2>"$ERR"; then ok "decode-bench --splits: exit 0"; else bad "decode-bench --splits: $(tail -c 400 "$ERR")"; fi
+check "decode-bench --splits 1,1: a row for each count once (the plan's and 1)" \
+    awk -F, 'NR > 1 { n++; if (seen[$9]++ || $10 <= 0) exit 1 } END { exit !(n == 2 && seen[1] == 1) }' "$csv"
 csv=$S/decode_hnd.csv
 if "$Q" decode-bench --caches int8@token --shapes 300:2:2 --reps 1 --copy-mib 1 --kv-layout hnd --out "$csv" \
     >"$OUT" 2>"$ERR"; then ok "decode-bench --kv-layout hnd: exit 0"; else bad "decode-bench hnd: $(tail -c 400 "$ERR")"; fi
