@@ -648,7 +648,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                          * H200 2026-12-02, kernels/logs/h200_dsrow_ab.txt; not measured for acc=fp32) */
                         const qattn_wg_dsrow<KB> row{dsrow + stage * QATTN_WGMMA_DSROWS(BM) * KB, qi};
                         auto softmax_ds = [&](const auto &dsv) {
-                            qattn_wgmma_softmax<KB, PF, true, W16, S2F, NC == 3, PIN>(sh, dsv, jb, loA, hiA, loB, hiB, qsA * ks0 * c2,
+                            qattn_wgmma_softmax<KB, PF, true, W16, S2F, NC == 3, PIN, false>(sh, dsv, jb, loA, hiA, loB, hiB, qsA * ks0 * c2,
                                                               qsA * ks1 * c2, qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB,
                                                               lA, lB, alA, alB, pf, beside);
                         };
@@ -663,7 +663,7 @@ __global__ void __launch_bounds__(QATTN_WGMMA_THREADSN(NC), 1)
                         }
                     } else {
                         const float2 none[1] = {make_float2(0.0f, 0.0f)};
-                        qattn_wgmma_softmax<KB, PF, false, W16, S2F, NC == 3, PIN>(sh, none, jb, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
+                        qattn_wgmma_softmax<KB, PF, false, W16, S2F, NC == 3, PIN, false>(sh, none, jb, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2,
                                                            qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA, mB, lA, lB, alA, alB,
                                                            pf, beside);
                     }

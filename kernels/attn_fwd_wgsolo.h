@@ -75,6 +75,9 @@ __global__ void __launch_bounds__(128, NB)
     constexpr int KBYTES = KB * RB, STAGE = KBYTES + VROWS * VRB;
     constexpr int KSTEP = RP * (RB < 128 ? RB : 128), VSTEP = VR * (VRB < 128 ? VRB : 128);
     constexpr int S2F = qattn_wg_s2f(D, KB, true);
+    /* the row maxima on the int32 scores at d = 64 (1.018-1.026x at N = 1024-16384; at d = 128 ptxas spilled
+     * 24 bytes and the kernel ran 0.97-0.99x: H200, 2026-12-03, kernels/logs/h200_solo_imax_ab.txt) */
+    constexpr bool IMAX = D == 64;
     QATTN_DYNAMIC_SHARED(uint8_t, smem_raw);
     uint8_t *smem = smem_raw + ((1024 - (qattn_wgmma_smem_addr(smem_raw) & 1023)) & 1023);
     uint8_t *sQ = smem;               /* [64 rows][RB] swizzled */
@@ -236,9 +239,9 @@ __global__ void __launch_bounds__(128, NB)
         } else {
             uint32_t pf[KB / (P16 ? 16 : 32)][4];
             const float2 none[1] = {make_float2(0.0f, 0.0f)};
-            qattn_wgmma_softmax<KB, PF, false, false, S2F, true, PIN>(acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2,
-                                                                       qsA * ks1 * c2, qsB * ks0 * c2, qsB * ks1 * c2, lpmul,
-                                                                       mA, mB, lA, lB, alA, alB, pf, [] {});
+            qattn_wgmma_softmax<KB, PF, false, false, S2F, true, PIN, IMAX>(
+                acc, none, j0, loA, hiA, loB, hiB, qsA * ks0 * c2, qsA * ks1 * c2, qsB * ks0 * c2, qsB * ks1 * c2, lpmul, mA,
+                mB, lA, lB, alA, alB, pf, [] {});
             /* P.V: two levels from 0 (into S's registers, or in halves), else into O rescaled */
             if constexpr (P16) { /* O (f16) rescaled, then P.V into it by the f16 MMA, V rows in the sigma order */
                 qattn_wgmma_pvh_issue<D, KB, KB>(oh, alA, alB, pf, aV);

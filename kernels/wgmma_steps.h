@@ -153,6 +153,17 @@ struct qattn_wg_ds_pairs<qattn_wg_dsrow<KB>> {
     static constexpr int n = KB / 8;
 };
 
+/* max(a, b, c): one three-input integer min/max on sm_90 */
+static __device__ __forceinline__ int qattn_imax3(int a, int b, int c) { return max(max(a, b), c); }
+/* the maximum of 16 int32 values by three-input maxima (two chains of four) */
+static __device__ __forceinline__ int qattn_imax16(const int (&v)[16])
+{
+    int a = qattn_imax3(v[0], v[1], v[2]), b = qattn_imax3(v[8], v[9], v[10]);
+    a = qattn_imax3(a, v[3], v[4]), b = qattn_imax3(b, v[11], v[12]);
+    a = qattn_imax3(a, v[5], v[6]), b = qattn_imax3(b, v[13], v[14]);
+    return qattn_imax3(a, v[7], max(b, v[15]));
+}
+
 /* Online softmax of one key block for a thread's rows A (g) and B (g + 8):
  * acc = the S accumulators (int32 of int8 codes, fp32 of e4m3; tile t,
  * columns in the sigma key order, qattn_wg_key), fX0 / fX1 = sq sk c2 of
@@ -175,7 +186,7 @@ struct qattn_wg_ds_pairs<qattn_wg_dsrow<KB>> {
  * keys have u = -inf; f is raised to 1e-30 at least so that -inf f stays
  * -inf (f = 0 only when the Q row's or the K group's codes are all 0, where
  * acc = 0 and the result is the same). */
-template <int KB, int PF, bool DS, bool WID, int S2F, bool INPL, bool PIN, typename SA, typename DSA, typename F>
+template <int KB, int PF, bool DS, bool WID, int S2F, bool INPL, bool PIN, bool IMAX, typename SA, typename DSA, typename F>
 static __device__ __forceinline__ void qattn_wgmma_softmax(SA (&acc)[KB / 2], const DSA &ds, int j0,
                                                            int loA, int hiA, int loB, int hiB, float fA0, float fA1,
                                                            float fB0, float fB1, float lpmul, float &mA, float &mB,
@@ -189,6 +200,22 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(SA (&acc)[KB / 2], co
     /* u = the scores as float (INPL: in the accumulator's own registers; a separate array doubles
      * the block's live registers, as ptxas keeps the wgmma accumulator where it is) */
     static_assert(INPL || !PIN, "P's codes in the accumulator's registers need the scores there");
+    /* IMAX (int32 scores, no dS, KB = 128): the row maxima per tile parity on the integers, before they
+     * are converted (float(max acc) = max float(acc)): three-input maxima, half the instructions */
+    constexpr bool IM = IMAX && qattn_wg_fview<SA, KB / 2>::INT && !DS && KB == 128;
+    int gmax[4] = {0, 0, 0, 0}; /* rows A, B x parity even, odd */
+    if constexpr (IM) {
+#pragma unroll
+        for (int x = 0; x < 4; x++) {
+            int v[16];
+#pragma unroll
+            for (int i = 0; i < 8; i++) /* tiles 2i + parity, elements 0-1 (row A) or 2-3 (row B) */
+#pragma unroll
+                for (int e = 0; e < 2; e++)
+                    v[2 * i + e] = (int)acc[4 * (2 * i + (x & 1)) + 2 * (x >> 1) + e];
+            gmax[x] = qattn_imax16(v);
+        }
+    }
     qattn_wg_scores<INPL, SA, KB / 2> u{acc};
     if constexpr (DS) { /* S c2 = float(acc) f + dS c2 (ds[t]: the keys of tile t), then scaled by 1 */
         static_assert(qattn_wg_ds_pairs<DSA>::n == NT, "one dS pair a tile");
@@ -212,7 +239,8 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(SA (&acc)[KB / 2], co
                                      : qattn_wgmma_s2f(acc[4 * t + e]));
     }
     /* masked keys and keys past the end (key of tile t, element e: sigma) */
-    if (j0 < loA || j0 + KB > hiA || j0 < loB || j0 + KB > hiB) {
+    const bool edge = j0 < loA || j0 + KB > hiA || j0 < loB || j0 + KB > hiB;
+    if (edge) {
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             float m4[4] = {u(4 * t), u(4 * t + 1), u(4 * t + 2), u(4 * t + 3)};
@@ -224,7 +252,10 @@ static __device__ __forceinline__ void qattn_wgmma_softmax(SA (&acc)[KB / 2], co
     }
     /* ---- row maxima per tile parity ---- */
     float mxA, mxB;
-    {
+    if (IM && !edge) {
+        mxA = fmaxf(mA, fmaxf(qattn_wgmma_s2f_cvt(gmax[0]) * fA0, qattn_wgmma_s2f_cvt(gmax[1]) * fA1));
+        mxB = fmaxf(mB, fmaxf(qattn_wgmma_s2f_cvt(gmax[2]) * fB0, qattn_wgmma_s2f_cvt(gmax[3]) * fB1));
+    } else {
         float ma[NT / 2], mb[NT / 2]; /* ma[t]: tiles of parity t mod 2 */
 #pragma unroll
         for (int t = 0; t < NT / 2; t++) {
